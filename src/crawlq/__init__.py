@@ -1,0 +1,59 @@
+"""crawlq: a durable, polite crawl frontier.
+
+    from crawlq import Frontier, Request, Outcome
+
+    with Frontier.open("sqlite:///crawl.db") as frontier:
+        frontier.add([Request("https://example.com/", priority=5)])
+        for lease in frontier.next(100):
+            ...
+            frontier.done(lease)
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    ConfigError,
+    CrawlqError,
+    InvalidURL,
+    LeaseError,
+    StoreCorrupt,
+    StoreError,
+)
+from .frontier import Frontier
+from .models import (
+    AddResult,
+    DeadRequest,
+    Lease,
+    Outcome,
+    QueueInfo,
+    Rejection,
+    Request,
+    Stats,
+)
+from .policies.canonical import Canonicalizer
+from .policies.fingerprint import Fingerprinter
+from .stores.base import QueuePolicy
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AddResult",
+    "Canonicalizer",
+    "ConfigError",
+    "CrawlqError",
+    "DeadRequest",
+    "Fingerprinter",
+    "Frontier",
+    "InvalidURL",
+    "Lease",
+    "LeaseError",
+    "Outcome",
+    "QueueInfo",
+    "QueuePolicy",
+    "Rejection",
+    "Request",
+    "Stats",
+    "StoreCorrupt",
+    "StoreError",
+    "__version__",
+]

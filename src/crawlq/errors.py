@@ -1,0 +1,63 @@
+"""crawlq's exception tree.
+
+Every error crawlq raises on purpose derives from :class:`CrawlqError`::
+
+    CrawlqError
+    ├── ConfigError        bad option, unknown store URL scheme, bad argument
+    ├── InvalidURL         a URL the canonicalizer refuses (``reason`` says why)
+    ├── LeaseError         acknowledging a lease the store no longer holds (strict mode)
+    └── StoreError         the backing store failed (I/O, corruption, lost connection)
+        └── StoreCorrupt   the store file is not a crawlq store or is damaged
+
+Driver exceptions (sqlite3, redis) are wrapped into :class:`StoreError` so callers
+need to know only this tree.
+"""
+
+from __future__ import annotations
+
+
+class CrawlqError(Exception):
+    """Base class of every error crawlq raises on purpose."""
+
+
+class ConfigError(CrawlqError, ValueError):
+    """An option, argument or store URL is not valid."""
+
+
+class InvalidURL(CrawlqError, ValueError):
+    """A URL was refused; ``reason`` is a short machine-readable slug.
+
+    Reasons: ``empty``, ``too-long``, ``control-chars``, ``bad-scheme``, ``no-host``,
+    ``bad-host``, ``bad-port``, ``bad-encoding``, ``queue-budget`` (not raised by the
+    canonicalizer but used for budget rejections), ``custom`` (a user key function failed).
+    """
+
+    def __init__(self, reason: str, url: str = "", detail: str = "") -> None:
+        self.reason = reason
+        self.url = url
+        self.detail = detail
+        shown = url if len(url) <= 120 else url[:117] + "..."
+        msg = f"{reason}: {shown!r}"
+        if detail:
+            msg += f" ({detail})"
+        super().__init__(msg)
+
+
+class LeaseError(CrawlqError):
+    """A lease was acknowledged that the store no longer holds (expired or unknown).
+
+    Raised only when acknowledging with ``strict=True``; otherwise such acknowledgements
+    are a counted no-op (see ``Stats.late_acks``).
+    """
+
+    def __init__(self, tokens: list[int]) -> None:
+        self.tokens = tokens
+        super().__init__(f"{len(tokens)} lease(s) expired or unknown: {tokens[:10]}")
+
+
+class StoreError(CrawlqError):
+    """The backing store failed: I/O error, lost connection, locked too long."""
+
+
+class StoreCorrupt(StoreError):
+    """The store's file or keys are not a crawlq store, or are damaged."""

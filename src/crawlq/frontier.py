@@ -1,0 +1,319 @@
+"""The Frontier: policies on top of a Store, turning add / next / done into store calls.
+
+It never sleeps and reads time only through its injected ``clock``; all state lives in
+the store, so a Frontier object is cheap, thread-safe (stores lock) and can be opened
+by many processes on the same SQLite file or Redis database.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from .errors import ConfigError, InvalidURL, LeaseError
+from .models import AddResult, DeadRequest, Lease, Outcome, QueueInfo, Rejection, Request, Stats
+from .policies.canonical import DEFAULT_MAX_LENGTH, Canonicalizer
+from .policies.fingerprint import FingerprintFunction, Fingerprinter
+from .policies.queueing import QueueKeyFunction, resolve_queue_key
+from .stores.base import (
+    ACK_DEAD,
+    ACK_DONE,
+    ACK_REQUEUE,
+    ADDED,
+    DUPLICATE,
+    PRIORITY_MAX,
+    Ack,
+    Entry,
+    Store,
+)
+
+_Leases = Lease | Iterable[Lease]
+
+
+class Frontier:
+    """The crawl frontier. Build one with :meth:`open`; use it as a context manager.
+
+    See ``docs/options.md`` for every option. The hot paths take batches: pass many
+    requests to :meth:`add`, ask :meth:`next` for many leases, acknowledge many at once.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        canonicalize: bool | Callable[[str], str] = True,
+        max_url_length: int = DEFAULT_MAX_LENGTH,
+        schemes: Iterable[str] = ("http", "https"),
+        fingerprint: FingerprintFunction | None = None,
+        source_aware: bool = False,
+        dedup_post: bool = True,
+        queue_by: str | QueueKeyFunction = "host",
+        priority: Callable[[Request], int] | None = None,
+        revisit_after: float | None = None,
+        lease_ttl: float = 300.0,
+        max_retries: int = 3,
+        retry_backoff: float = 60.0,
+        retry_backoff_max: float = 3600.0,
+        strict_acks: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if lease_ttl <= 0 or not math.isfinite(lease_ttl):
+            raise ConfigError("lease_ttl must be a positive number of seconds")
+        if max_retries < 0:
+            raise ConfigError("max_retries must be >= 0")
+        if revisit_after is not None and revisit_after <= 0:
+            raise ConfigError("revisit_after must be > 0 seconds (or None for never)")
+        self.store = store
+        self._canonical_check = Canonicalizer(
+            lowercase=False, idna=True, drop_default_port=False, drop_fragment=False,
+            normalize_percent=False, normalize_path=False, sort_query=False,
+            drop_params=(), drop_prefixes=(), drop_session_in_path=False,
+            schemes=schemes, max_length=max_url_length)
+        if canonicalize is True:
+            self.canonicalize: Callable[[str], str] = Canonicalizer(
+                schemes=schemes, max_length=max_url_length)
+        elif canonicalize is False:
+            # Still validate: scheme, host, length and control characters.
+            self.canonicalize = self._canonical_check
+        elif callable(canonicalize):
+            self.canonicalize = canonicalize
+        else:
+            raise ConfigError("canonicalize must be True, False or a callable")
+        self.fingerprint: FingerprintFunction = fingerprint or Fingerprinter(
+            source_aware=source_aware)
+        self.dedup_post = dedup_post
+        self.queue_key = resolve_queue_key(queue_by)
+        self.priority = priority
+        self.revisit_after = revisit_after
+        self.lease_ttl = float(lease_ttl)
+        self.max_retries = max_retries
+        self.retry_backoff = retry_backoff
+        self.retry_backoff_max = retry_backoff_max
+        self.strict_acks = strict_acks
+        self.clock = clock
+
+    @classmethod
+    def open(cls, url: str = "memory://", **options: Any) -> Frontier:
+        """Open a frontier on the store named by ``url``.
+
+        ``memory://``, ``sqlite:///path/to/file.db`` (relative: ``sqlite:///crawl.db``;
+        absolute: ``sqlite:////abs/path.db``), later ``redis://``. Options are split
+        between the store (politeness, budgets, seen-set) and the frontier (see
+        ``docs/options.md``).
+        """
+        from .stores import STORE_OPTIONS, open_store
+
+        store_opts = {k: options.pop(k) for k in list(options) if k in STORE_OPTIONS}
+        frontier_opts = options
+        store = open_store(url, **store_opts)
+        try:
+            return cls(store, **frontier_opts)
+        except TypeError as exc:
+            store.close()
+            raise ConfigError(f"unknown option: {exc}") from None
+        except BaseException:
+            store.close()
+            raise
+
+    # -- adding ---------------------------------------------------------------------
+
+    def add(self, requests: Request | str | Iterable[Request | str]) -> AddResult:
+        """Offer requests (or plain URL strings); duplicates are dropped atomically.
+
+        Invalid URLs and requests over a queue budget are rejected with a reason in
+        ``AddResult.rejected`` and counted in ``stats().rejected``; nothing raises
+        because one request of a batch is bad.
+        """
+        if isinstance(requests, (str, Request)):
+            requests = [requests]
+        elif not isinstance(requests, (list, tuple)):
+            requests = list(requests)
+        now = self.clock()
+        entries: list[Entry] = []
+        index: list[int] = []
+        rejected: list[Rejection] = []
+        canonicalize, fingerprint, queue_key = self.canonicalize, self.fingerprint, self.queue_key
+        priority_fn, dedup_post = self.priority, self.dedup_post
+        default_revisit = self.revisit_after
+        for i, item in enumerate(requests):
+            req = Request(item) if isinstance(item, str) else item
+            try:
+                canon = canonicalize(req.url)
+                if req.dont_filter or req.retries or (not dedup_post and req.method == "POST"):
+                    fp = None
+                else:
+                    fp = fingerprint(req, canon)
+                prio = priority_fn(req) if priority_fn else req.priority
+                if not -PRIORITY_MAX <= prio <= PRIORITY_MAX:
+                    raise InvalidURL("bad-priority", req.url, f"priority {prio} out of range")
+                revisit = req.revisit_after
+                if revisit is None:
+                    revisit = default_revisit
+                entries.append(Entry(
+                    fp, queue_key(canon), prio, req.to_payload(), req.not_before,
+                    None if revisit is None else now + revisit, req.retries))
+                index.append(i)
+            except InvalidURL as exc:
+                rejected.append(Rejection(i, _url_of(req), exc.reason, exc.detail))
+            except (ConfigError, AttributeError, TypeError) as exc:
+                rejected.append(Rejection(i, _url_of(req), "invalid-request", str(exc)))
+            except Exception as exc:  # a user's key function failed on this URL
+                rejected.append(Rejection(i, _url_of(req), "custom", repr(exc)))
+        statuses = self.store.add(entries, now) if entries else []
+        flags = [False] * len(requests)
+        added = dups = 0
+        for pos, st in zip(index, statuses):
+            if st == ADDED:
+                flags[pos] = True
+                added += 1
+            elif st == DUPLICATE:
+                dups += 1
+            else:
+                rejected.append(Rejection(pos, _url_of(requests[pos]), "queue-budget"))
+        reasons: dict[str, int] = {}
+        for r in rejected:
+            if r.reason != "queue-budget":  # the store counted those itself
+                reasons[r.reason] = reasons.get(r.reason, 0) + 1
+        if reasons:
+            self.store.count_rejected(reasons)
+        if rejected:
+            rejected.sort(key=lambda r: r.index)
+        return AddResult(added, dups, tuple(rejected), tuple(flags))
+
+    # -- leasing --------------------------------------------------------------------
+
+    def next(self, n: int = 1) -> list[Lease]:
+        """Lease up to ``n`` requests that may be fetched now (an empty list: none ready).
+
+        Each lease must be answered with :meth:`done` or :meth:`retry` before
+        ``lease_ttl`` seconds; otherwise its request returns to its queue.
+        """
+        now = self.clock()
+        leased = self.store.lease(now, n, self.lease_ttl)
+        from_payload = Request.from_payload
+        return [
+            Lease(t.token, from_payload(t.payload, t.priority, t.retries), t.queue, now,
+                  t.expires_at)
+            for t in leased
+        ]
+
+    def done(
+        self,
+        leases: _Leases,
+        outcome: Outcome = Outcome.DONE,
+        *,
+        error: str | None = None,
+        duration: float | None = None,
+        after: float = 0.0,
+    ) -> int:
+        """Acknowledge leases; returns how many were still held.
+
+        ``Outcome.DONE``: finished. ``Outcome.FAILED``: retried after an exponential
+        backoff until ``max_retries``, then kept as dead with ``error``.
+        ``Outcome.RETRY``: back to the queue after ``after`` seconds, no failure counted.
+        ``duration`` (seconds the fetch took) feeds the politeness delay. Leases that
+        expired or are unknown change nothing (counted as ``late_acks``; with
+        ``strict_acks`` a :class:`LeaseError` is raised after the others are applied).
+        """
+        if isinstance(leases, Lease):
+            leases = (leases,)
+        now = self.clock()
+        acks: list[Ack] = []
+        if outcome is Outcome.DONE:
+            acks = [Ack(le.token, ACK_DONE, duration) for le in leases]
+        elif outcome is Outcome.RETRY:
+            acks = [Ack(le.token, ACK_REQUEUE, duration, now + after, le.request.retries)
+                    for le in leases]
+        elif outcome is Outcome.FAILED:
+            for le in leases:
+                n = le.request.retries + 1
+                if n > self.max_retries:
+                    acks.append(Ack(le.token, ACK_DEAD, duration, None, n, error, True))
+                else:
+                    backoff = min(self.retry_backoff * 2 ** (n - 1), self.retry_backoff_max)
+                    acks.append(Ack(le.token, ACK_REQUEUE, duration, now + backoff, n,
+                                    error, True))
+        else:
+            raise ConfigError(f"unknown outcome {outcome!r}")
+        return self._release(acks, now)
+
+    def retry(self, leases: _Leases, after: float = 0.0, *,
+              duration: float | None = None) -> int:
+        """Put leased requests back to be fetched ``after`` seconds from now, no failure."""
+        return self.done(leases, Outcome.RETRY, after=after, duration=duration)
+
+    def _release(self, acks: list[Ack], now: float) -> int:
+        if not acks:
+            return 0
+        held = self.store.release(acks, now)
+        n = sum(held)
+        if self.strict_acks and n < len(acks):
+            raise LeaseError([a.token for a, ok in zip(acks, held) if not ok])
+        return n
+
+    # -- queues ---------------------------------------------------------------------
+
+    def block(self, queue: str, until: float | None = None, *,
+              seconds: float | None = None) -> None:
+        """Keep ``queue`` from being leased until ``until`` (epoch) or for ``seconds``."""
+        now = self.clock()
+        if (until is None) == (seconds is None):
+            raise ConfigError("block() takes exactly one of until= or seconds=")
+        self.store.block(queue, until if until is not None else now + seconds, now)  # type: ignore
+
+    def configure_queue(self, queue: str, **settings: float | None) -> None:
+        """Override ``concurrency``, ``min_delay``, ``max_delay``, ``delay_factor``,
+        ``max_queue_urls``, ``session_budget`` or ``session_rest`` for one queue
+        (``None`` restores the default). Stored durably with the queue."""
+        self.store.configure_queue(queue, settings)
+
+    def queue_of(self, url: str) -> str:
+        """The queue key a URL would wait in."""
+        return self.queue_key(self.canonicalize(url))
+
+    def queues(self, limit: int = 100) -> list[QueueInfo]:
+        """Up to ``limit`` queues, most queued first."""
+        return self.store.queues(self.clock(), limit)
+
+    # -- reporting and maintenance ------------------------------------------------------
+
+    def stats(self, per_queue: int = 0) -> Stats:
+        """Counters and queue states; ``per_queue`` > 0 adds the largest queues."""
+        return self.store.stats(self.clock(), per_queue)
+
+    def dead(self, limit: int = 100) -> list[DeadRequest]:
+        """Requests that ran out of retries, with their last error."""
+        return [DeadRequest(d.id, Request.from_payload(d.payload, d.priority, d.retries),
+                            d.queue, d.error, d.died_at) for d in self.store.dead(limit)]
+
+    def requeue_dead(self, ids: Iterable[int] | None = None) -> int:
+        """Give dead requests (all, or those ``ids``) a fresh start in their queues."""
+        return self.store.requeue_dead(ids, self.clock())
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """The whole state as JSON-friendly records (for ``crawlq dump``)."""
+        return self.store.dump()
+
+    def load(self, records: Iterable[Mapping[str, Any]]) -> int:
+        """Merge records from :meth:`dump`; returns how many were applied."""
+        return self.store.load(dict(r) for r in records)
+
+    def close(self) -> None:
+        """Close the store; the frontier cannot be used afterwards."""
+        self.store.close()
+
+    def __enter__(self) -> Frontier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Frontier store={type(self.store).__name__}>"
+
+
+def _url_of(req: object) -> str:
+    url = getattr(req, "url", req)
+    return url if isinstance(url, str) else repr(url)

@@ -1,0 +1,209 @@
+"""Plain data: requests, leases, outcomes, statistics.
+
+All are immutable; a :class:`Request` serializes compactly with msgpack (see
+:meth:`Request.to_payload`), the one encoding every store keeps.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from .errors import ConfigError
+
+_PAYLOAD_VERSION = 1
+
+
+class Outcome(enum.Enum):
+    """How a leased request ended."""
+
+    DONE = "done"
+    """Fetched; the request is finished."""
+    FAILED = "failed"
+    """Failed; retried with backoff until ``max_retries``, then kept as dead."""
+    RETRY = "retry"
+    """Put back to be fetched later without counting a failure."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A URL to fetch and what the crawler knows about it.
+
+    ``priority``: higher runs sooner. ``not_before``: earliest fetch time (epoch seconds).
+    ``revisit_after``: seconds after which the same URL may be accepted again (overrides
+    the frontier's ``revisit_after``). ``retries``: failures so far (set by the frontier).
+    ``meta`` must be JSON-serializable.
+    """
+
+    url: str
+    method: str = "GET"
+    body: bytes = b""
+    priority: int = 0
+    depth: int = 0
+    referrer: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    dont_filter: bool = False
+    not_before: float | None = None
+    retries: int = 0
+    revisit_after: float | None = None
+
+    def to_payload(self) -> bytes:
+        """Encode the parts a store keeps opaque (priority and retries live beside it)."""
+        parts: list[Any] = [
+            _PAYLOAD_VERSION, self.url, self.depth, self.referrer, self.method, self.body,
+            dict(self.meta) if self.meta else None, self.dont_filter, self.revisit_after,
+        ]
+        # Trailing defaults cost bytes in every queued row; drop them.
+        while parts[-1] in _TRAILING_DEFAULTS[len(parts) - 1]:
+            parts.pop()
+        try:
+            return msgpack.packb(parts, use_bin_type=True)  # type: ignore[no-any-return]
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ConfigError(f"request is not serializable: {exc}") from exc
+
+    @classmethod
+    def from_payload(
+        cls, payload: bytes, priority: int = 0, retries: int = 0,
+        not_before: float | None = None,
+    ) -> Request:
+        """Decode :meth:`to_payload` output; the inverse, for any request."""
+        p = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+        n = len(p)
+        return cls(
+            p[1],
+            p[4] if n > 4 else "GET",
+            p[5] if n > 5 else b"",
+            priority,
+            p[2] if n > 2 else 0,
+            p[3] if n > 3 else None,
+            (p[6] or {}) if n > 6 else {},
+            p[7] if n > 7 else False,
+            not_before,
+            retries,
+            p[8] if n > 8 else None,
+        )
+
+
+# For each payload position, the values that may be trimmed when trailing.
+_TRAILING_DEFAULTS: tuple[tuple[Any, ...], ...] = (
+    (), (), (0,), (None,), ("GET",), (b"",), (None,), (False,), (None,),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A request handed to a fetcher until ``expires_at``; answer it with done/retry."""
+
+    token: int
+    request: Request
+    queue: str
+    leased_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A request ``add`` did not accept because it is invalid or over a budget."""
+
+    index: int
+    url: str
+    reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """What ``Frontier.add`` did with a batch: counts and the rejected requests."""
+
+    added: int
+    duplicates: int
+    rejected: tuple[Rejection, ...] = ()
+    added_flags: tuple[bool, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.added > 0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """One queue as seen by ``Frontier.queues`` and ``Stats.per_queue``."""
+
+    key: str
+    queued: int
+    leased: int
+    ready_at: float
+    accepted: int
+    state: str
+    settings: Mapping[str, float] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadRequest:
+    """A request that failed ``max_retries`` times, with its last error."""
+
+    id: int
+    request: Request
+    queue: str
+    error: str
+    died_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Frontier counters (WebMagic/Scrapy/Heritrix style).
+
+    ``seen``: unique requests accepted through the seen-set. ``added``: every accepted
+    request (``seen`` plus ``dont_filter`` ones). ``queued`` includes requests waiting
+    for ``not_before``; ``scheduled`` is that subset. ``failed`` counts failures
+    (including the final ones), ``dead`` the requests that ran out of retries.
+    Queue counts: ``queues_ready`` can be leased now, ``queues_resting`` have requests
+    but wait (politeness delay, block, concurrency cap), ``queues_exhausted`` have
+    nothing queued.
+    """
+
+    seen: int = 0
+    added: int = 0
+    queued: int = 0
+    scheduled: int = 0
+    leased: int = 0
+    done: int = 0
+    failed: int = 0
+    retried: int = 0
+    dead: int = 0
+    redelivered: int = 0
+    late_acks: int = 0
+    duplicates: int = 0
+    rejected: Mapping[str, int] = field(default_factory=dict, hash=False)
+    queues_total: int = 0
+    queues_ready: int = 0
+    queues_resting: int = 0
+    queues_exhausted: int = 0
+    per_queue: tuple[QueueInfo, ...] = ()
+
+    @property
+    def finished(self) -> bool:
+        """True when nothing is queued and nothing is in flight: the crawl is over."""
+        return self.queued == 0 and self.leased == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-friendly dict of every field (``per_queue`` as dicts)."""
+        d: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            v = getattr(self, name)
+            if name == "rejected":
+                v = dict(v)
+            elif name == "per_queue":
+                v = [
+                    {**{k: getattr(q, k) for k in q.__dataclass_fields__},
+                     "ready_at": None if math.isinf(q.ready_at) else q.ready_at,
+                     "settings": dict(q.settings)}
+                    for q in v
+                ]
+            d[name] = v
+        d["finished"] = self.finished
+        return d

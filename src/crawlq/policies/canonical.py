@@ -1,0 +1,211 @@
+"""URL canonicalization: one spelling per resource, so duplicates are seen as such.
+
+The default :class:`Canonicalizer` lowercases scheme and host, turns IDNs into punycode,
+drops the default port and the ``#fragment``, normalizes percent-encoding and dot
+segments, makes an empty path ``/``, sorts query arguments stably by name and drops
+tracking and session parameters. Path and query are never lowercased. Every step can
+be switched off. Invalid input raises :class:`~crawlq.errors.InvalidURL` with a reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from urllib.parse import quote, urlsplit
+
+from ..errors import InvalidURL
+
+DEFAULT_DROP_PARAMS: frozenset[str] = frozenset(
+    {"gclid", "fbclid", "dclid", "msclkid", "yclid", "jsessionid", "phpsessid", "sid",
+     "aspsessionid", "cfid", "cftoken"}
+)
+"""Query parameters dropped by default (compared lowercased)."""
+DEFAULT_DROP_PREFIXES: tuple[str, ...] = ("utm_",)
+"""Query parameter name prefixes dropped by default."""
+OPTIONAL_DROP_PARAMS: frozenset[str] = frozenset({"callback", "_"})
+"""Parameters often worth dropping (jsonp callbacks, cache busters); opt in."""
+
+DEFAULT_MAX_LENGTH = 8192
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
+
+# Characters that may stand unescaped in a path / query component (RFC 3986 pchar + '/?').
+_PATH_SAFE = "/!$&'()*+,;=:@-._~"
+_QUERY_SAFE = "/?!$'()*+,;:@-._~="  # '&' and '=' are structure, handled per pair
+_CLEAN_PATH = re.compile(r"[A-Za-z0-9/!$&'()*+,;=:@\-._~]*\Z").match
+_CLEAN_QUERY = re.compile(r"[A-Za-z0-9/?!$&'()*+,;=:@\-._~]*\Z").match
+_CONTROL = re.compile(r"[\x00-\x20\x7f]").search
+_PCT = re.compile(r"%([0-9A-Fa-f]{2})")
+_LONE_PCT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_HOST_OK = re.compile(r"[a-z0-9._\-]+\Z").match
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_SESSION_IN_PATH = re.compile(r";(?:jsessionid|phpsessid|sid)=[^/?#]*", re.IGNORECASE)
+
+
+def _fix_escape(m: re.Match[str]) -> str:
+    code = int(m.group(1), 16)
+    # An escaped unreserved character means the character itself (RFC 3986 6.2.2.2).
+    return chr(code) if code in _UNRESERVED else "%" + m.group(1).upper()
+
+
+def _normalize_pct(s: str, safe: str) -> str:
+    s = _PCT.sub(_fix_escape, s)
+    s = _LONE_PCT.sub("%25", s)
+    return quote(s, safe=safe + "%")
+
+
+def remove_dot_segments(path: str) -> str:
+    """RFC 3986 section 5.2.4: resolve ``.`` and ``..`` segments of an absolute path."""
+    out: list[str] = []
+    segments = path.split("/")
+    for seg in segments[1:]:
+        if seg == "..":
+            if out:
+                out.pop()
+        elif seg != ".":
+            out.append(seg)
+    if segments[-1] in (".", ".."):
+        out.append("")
+    return "/" + "/".join(out)
+
+
+class Canonicalizer:
+    """Callable ``url -> canonical url``; raises :class:`InvalidURL` with a reason.
+
+    Each keyword switches one step. ``drop_params`` are compared lowercased;
+    ``drop_prefixes`` match parameter names that start with them (lowercased).
+    ``schemes`` are the accepted schemes; ``max_length`` the longest URL accepted.
+    """
+
+    def __init__(
+        self,
+        *,
+        lowercase: bool = True,
+        idna: bool = True,
+        drop_default_port: bool = True,
+        drop_fragment: bool = True,
+        normalize_percent: bool = True,
+        normalize_path: bool = True,
+        sort_query: bool = True,
+        drop_params: Iterable[str] = DEFAULT_DROP_PARAMS,
+        drop_prefixes: Iterable[str] = DEFAULT_DROP_PREFIXES,
+        drop_session_in_path: bool = True,
+        schemes: Iterable[str] = ("http", "https"),
+        max_length: int = DEFAULT_MAX_LENGTH,
+    ) -> None:
+        self.lowercase = lowercase
+        self.idna = idna
+        self.drop_default_port = drop_default_port
+        self.drop_fragment = drop_fragment
+        self.normalize_percent = normalize_percent
+        self.normalize_path = normalize_path
+        self.sort_query = sort_query
+        self.drop_params = frozenset(p.lower() for p in drop_params)
+        self.drop_prefixes = tuple(p.lower() for p in drop_prefixes)
+        self.drop_session_in_path = drop_session_in_path
+        self.schemes = frozenset(s.lower() for s in schemes)
+        self.max_length = max_length
+
+    def __call__(self, url: str) -> str:
+        """Return the canonical form of ``url``."""
+        if not url:
+            raise InvalidURL("empty", url)
+        if len(url) > self.max_length:
+            raise InvalidURL("too-long", url, f"{len(url)} > {self.max_length} characters")
+        url = url.strip()
+        if _CONTROL(url):
+            raise InvalidURL("control-chars", url)
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:
+            raise InvalidURL("bad-host", url, str(exc)) from None
+        scheme = parts.scheme.lower() if self.lowercase else parts.scheme
+        if scheme.lower() not in self.schemes:
+            raise InvalidURL("bad-scheme", url, f"scheme {parts.scheme!r} not in "
+                             f"{sorted(self.schemes)}")
+        netloc = self._netloc(url, parts.netloc, scheme.lower())
+        path = parts.path
+        if self.drop_session_in_path and ";" in path:
+            path = _SESSION_IN_PATH.sub("", path)
+        if self.normalize_percent and not _CLEAN_PATH(path):
+            path = self._pct(url, path, _PATH_SAFE)
+        if self.normalize_path:
+            if not path:
+                path = "/"
+            elif "/." in path:
+                path = remove_dot_segments(path)
+        query = parts.query
+        if query:
+            query = self._query(url, query)
+        out = f"{scheme}://{netloc}{path}"
+        if query:
+            out += "?" + query
+        if not self.drop_fragment and parts.fragment:
+            out += "#" + parts.fragment
+        return out
+
+    def _pct(self, url: str, s: str, safe: str) -> str:
+        try:
+            return _normalize_pct(s, safe)
+        except UnicodeEncodeError:
+            raise InvalidURL("bad-encoding", url) from None
+
+    def _netloc(self, url: str, netloc: str, scheme: str) -> str:
+        userinfo, at, hostport = netloc.rpartition("@")
+        if hostport.startswith("["):  # IPv6 literal
+            end = hostport.find("]")
+            if end < 0:
+                raise InvalidURL("bad-host", url, "unclosed IPv6 bracket")
+            host, port = hostport[: end + 1], hostport[end + 1:].lstrip(":")
+            if self.lowercase:
+                host = host.lower()
+        else:
+            host, _, port = hostport.partition(":")
+            if self.lowercase:
+                host = host.lower()
+            if host.endswith("."):
+                host = host[:-1]
+            if not host:
+                raise InvalidURL("no-host", url)
+            if not host.isascii():
+                if not self.idna:
+                    raise InvalidURL("bad-host", url, "non-ASCII host and idna=False")
+                try:
+                    host = host.encode("idna").decode("ascii")
+                except UnicodeError as exc:
+                    raise InvalidURL("bad-host", url, str(exc)) from None
+            if not _HOST_OK(host if self.lowercase else host.lower()):
+                raise InvalidURL("bad-host", url, f"invalid host {host!r}")
+        if port:
+            if not port.isdigit() or int(port) > 65535:
+                raise InvalidURL("bad-port", url, f"port {port!r}")
+            port = str(int(port))
+            if self.drop_default_port and _DEFAULT_PORTS.get(scheme) == int(port):
+                port = ""
+        out = host + (":" + port if port else "")
+        return f"{userinfo}@{out}" if at else out
+
+    def _query(self, url: str, query: str) -> str:
+        pairs = [p for p in query.split("&") if p]
+        drop, prefixes = self.drop_params, self.drop_prefixes
+        if drop or prefixes:
+            kept = []
+            for p in pairs:
+                name = p.partition("=")[0].lower()
+                if name in drop or (prefixes and name.startswith(prefixes)):
+                    continue
+                kept.append(p)
+            pairs = kept
+        if self.normalize_percent and not _CLEAN_QUERY(query):
+            pairs = [self._pct(url, p, _QUERY_SAFE) for p in pairs]
+        if self.sort_query and len(pairs) > 1:
+            # Stable by name: repeated names keep their relative order (a=2&a=1 stays).
+            pairs.sort(key=_param_name)
+        return "&".join(pairs)
+
+
+def _param_name(pair: str) -> str:
+    return pair.partition("=")[0]
+
+
+KeyFunction = Callable[[str], str]
+"""Any callable turning a URL into its canonical key (VSCrawler's key resolver)."""

@@ -1,0 +1,242 @@
+"""The Store protocol: where all frontier state lives, with its semantics written once.
+
+Every method is one atomic step on every backend (a lock in memory, one transaction in
+SQLite, one Lua script in Redis): no caller ever sees half of a call. Times are epoch
+seconds passed in by the caller; stores never read the clock (the Frontier does).
+
+Queue model (Heritrix's): each entry waits in the queue named by its key. A queue is
+*ready* when it has entries, fewer leases in flight than its ``concurrency`` and its
+``ready_at`` (politeness rest, block) has come; *resting* when it has entries but is
+not ready; *exhausted* when nothing is queued. Ready queues are served by the priority
+of their best entry (higher first), then by how long they have been ready; within a
+queue by priority, then FIFO (or LIFO with ``lifo=True``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, NamedTuple, Protocol
+
+from ..errors import ConfigError
+from ..models import QueueInfo, Stats
+
+# add() status codes, one per entry.
+ADDED = 0
+DUPLICATE = 1
+OVER_BUDGET = 2
+
+# Ack kinds for release().
+ACK_DONE = 0
+ACK_REQUEUE = 1  # back to the queue (retry after failure, or retry-later); see Ack.failed
+ACK_DEAD = 2
+
+PRIORITY_MAX = 2**31 - 1
+"""Priorities must lie in [-PRIORITY_MAX, PRIORITY_MAX]."""
+RETRIES_MAX = 2**16 - 1
+
+
+class Entry(NamedTuple):
+    """A request as the store sees it: the payload is opaque bytes."""
+
+    fingerprint: bytes | None
+    """Key in the seen-set; ``None`` bypasses dedup (dont_filter, undeduplicated POST)."""
+    queue: str
+    priority: int
+    payload: bytes
+    not_before: float | None = None
+    revisit_at: float | None = None
+    """When this fingerprint may be accepted again; ``None``: never."""
+    retries: int = 0
+
+
+class Leased(NamedTuple):
+    """An entry handed out by :meth:`Store.lease`."""
+
+    token: int
+    queue: str
+    priority: int
+    retries: int
+    payload: bytes
+    expires_at: float
+
+
+class Ack(NamedTuple):
+    """How one lease ends, for :meth:`Store.release`."""
+
+    token: int
+    kind: int
+    """ACK_DONE, ACK_REQUEUE or ACK_DEAD."""
+    duration: float | None = None
+    """Fetch duration in seconds, fed to the politeness delay."""
+    not_before: float | None = None
+    """ACK_REQUEUE: earliest next lease time."""
+    retries: int = 0
+    """ACK_REQUEUE: the entry's new retry count."""
+    error: str | None = None
+    """ACK_DEAD / failed requeue: the last error."""
+    failed: bool = False
+    """The fetch failed (counted in ``failed``), as opposed to a retry-later."""
+    delay: float | None = None
+    """An explicit politeness delay overriding the formula."""
+
+
+class DeadEntry(NamedTuple):
+    """A buried entry as the store returns it."""
+
+    id: int
+    queue: str
+    priority: int
+    retries: int
+    payload: bytes
+    error: str
+    died_at: float
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    """Per-queue politeness and budget settings; the store's defaults, overridable per queue.
+
+    After a lease ends, its queue rests ``clamp(delay_factor * duration, min_delay,
+    max_delay)`` seconds. ``concurrency``: leases in flight per queue at most.
+    ``max_queue_urls``: how many entries a queue may ever accept (spider-trap guard;
+    0 = no cap). ``session_budget``: after that many leases in a row a queue yields:
+    it rests ``session_rest`` seconds and goes to the back of the ready line (0 = off).
+    """
+
+    concurrency: int = 1
+    min_delay: float = 0.0
+    max_delay: float = 30.0
+    delay_factor: float = 5.0
+    max_queue_urls: int = 0
+    session_budget: int = 0
+    session_rest: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ConfigError("concurrency must be >= 1")
+        for name in ("min_delay", "max_delay", "delay_factor", "session_rest"):
+            v = getattr(self, name)
+            if not (v >= 0 and math.isfinite(v)):
+                raise ConfigError(f"{name} must be a finite number >= 0, not {v!r}")
+        if self.max_delay < self.min_delay:
+            raise ConfigError("max_delay must be >= min_delay")
+        if self.max_queue_urls < 0 or self.session_budget < 0:
+            raise ConfigError("max_queue_urls and session_budget must be >= 0")
+
+    def delay(self, duration: float | None) -> float:
+        """The politeness rest after a fetch that took ``duration`` seconds."""
+        d = self.delay_factor * (duration or 0.0)
+        return min(max(d, self.min_delay), self.max_delay)
+
+    def merged(self, overrides: Mapping[str, float] | None) -> QueuePolicy:
+        """This policy with a queue's overrides applied."""
+        if not overrides:
+            return self
+        return replace(self, **{k: _typed(k, v) for k, v in overrides.items()})
+
+
+QUEUE_SETTINGS = tuple(f.name for f in fields(QueuePolicy))
+_INT_SETTINGS = {"concurrency", "max_queue_urls", "session_budget"}
+
+
+def _typed(name: str, value: float) -> float:
+    return int(value) if name in _INT_SETTINGS else float(value)
+
+
+def check_settings(settings: Mapping[str, Any]) -> dict[str, float | None]:
+    """Validate per-queue overrides; ``None`` removes an override."""
+    unknown = set(settings) - set(QUEUE_SETTINGS)
+    if unknown:
+        raise ConfigError(f"unknown queue setting(s) {sorted(unknown)}; "
+                          f"known: {list(QUEUE_SETTINGS)}")
+    clean = {k: (None if v is None else _typed(k, v)) for k, v in settings.items()}
+    QueuePolicy().merged({k: v for k, v in clean.items() if v is not None})  # validates
+    return clean
+
+
+class Store(Protocol):
+    """The storage contract every backend implements (see module docstring).
+
+    The contract suite in :mod:`crawlq.testing` is its executable specification.
+    """
+
+    policy: QueuePolicy
+
+    def add(self, entries: Sequence[Entry], now: float) -> list[int]:
+        """Atomically check-and-add: per entry ADDED, DUPLICATE or OVER_BUDGET.
+
+        An entry is a duplicate when its fingerprint is in the seen-set and its revisit
+        time (if any) has not come, or when an earlier entry of the same batch had it.
+        Entries with ``not_before`` in the future wait until then.
+        """
+        ...
+
+    def lease(self, now: float, limit: int, ttl: float) -> list[Leased]:
+        """Hand out at most ``limit`` ready entries, leased until ``now + ttl``.
+
+        First returns expired leases to their queues (counted as redelivered).
+        Takes at most ``concurrency - in flight`` entries from each ready queue. An
+        empty list means nothing is ready now (not necessarily that nothing is left).
+        """
+        ...
+
+    def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
+        """End leases: done, requeue, or bury. Per ack, whether the lease was still held.
+
+        Acks for expired or unknown leases change nothing and are counted as
+        ``late_acks``. Each released queue rests for its politeness delay.
+        """
+        ...
+
+    def block(self, queue: str, until: float, now: float) -> None:
+        """Keep ``queue`` from being leased before ``until`` (Retry-After, 429)."""
+        ...
+
+    def configure_queue(self, queue: str, settings: Mapping[str, float | None]) -> None:
+        """Override policy settings for one queue (``None`` removes an override)."""
+        ...
+
+    def count_rejected(self, reasons: Mapping[str, int]) -> None:
+        """Add to the durable counters of rejected requests by reason."""
+        ...
+
+    def stats(self, now: float, per_queue: int = 0) -> Stats:
+        """Counters, queue-state counts and the ``per_queue`` largest queues."""
+        ...
+
+    def queues(self, now: float, limit: int = 100) -> list[QueueInfo]:
+        """Up to ``limit`` queues, most queued first."""
+        ...
+
+    def dead(self, limit: int = 100) -> list[DeadEntry]:
+        """Up to ``limit`` buried entries, oldest first."""
+        ...
+
+    def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
+        """Put buried entries (all when ``ids`` is None) back in their queues, retries 0."""
+        ...
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """Every piece of state as JSON-friendly records (see :mod:`crawlq.dumpfmt`)."""
+        ...
+
+    def load(self, records: Iterable[dict[str, Any]]) -> int:
+        """Merge records produced by :meth:`dump`; returns how many were applied."""
+        ...
+
+    def close(self) -> None:
+        """Release resources; idempotent."""
+        ...
+
+
+def queue_state(queued: int, inflight: int, ready_at: float, cap: int, now: float) -> str:
+    """The named state of a queue, for listings."""
+    if queued == 0:
+        return "exhausted"
+    if inflight >= cap:
+        return "busy"
+    if ready_at > now:
+        return "resting"
+    return "ready"

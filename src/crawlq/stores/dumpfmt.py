@@ -1,0 +1,151 @@
+"""The JSON Lines format of ``crawlq dump`` / ``crawlq load``: one record per line.
+
+Records (``type`` field): ``counters``, ``queue`` (key, accepted, ready_at, settings),
+``entry`` (a queued, scheduled or leased request; leases are dumped as queued),
+``dead`` (a buried request and its error), ``seen`` (a fingerprint, hex, with its
+revisit time) and ``bloom`` (the filter's bits, base64). Requests are plain JSON with
+the body base64-encoded, so a dump can be read and edited by hand.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ..errors import ConfigError
+from ..models import Request
+from .base import DeadEntry
+
+
+def request_to_json(req: Request) -> dict[str, Any]:
+    """A JSON-friendly dict of a request, defaults left out."""
+    d: dict[str, Any] = {"url": req.url}
+    if req.method != "GET":
+        d["method"] = req.method
+    if req.body:
+        d["body_b64"] = base64.b64encode(req.body).decode("ascii")
+    if req.priority:
+        d["priority"] = req.priority
+    if req.depth:
+        d["depth"] = req.depth
+    if req.referrer is not None:
+        d["referrer"] = req.referrer
+    if req.meta:
+        d["meta"] = dict(req.meta)
+    if req.dont_filter:
+        d["dont_filter"] = True
+    if req.not_before is not None:
+        d["not_before"] = req.not_before
+    if req.retries:
+        d["retries"] = req.retries
+    if req.revisit_after is not None:
+        d["revisit_after"] = req.revisit_after
+    return d
+
+
+def request_from_json(d: Mapping[str, Any]) -> Request:
+    """Inverse of :func:`request_to_json`; raises ConfigError on a malformed record."""
+    try:
+        return Request(
+            url=str(d["url"]), method=str(d.get("method", "GET")),
+            body=base64.b64decode(d["body_b64"]) if d.get("body_b64") else b"",
+            priority=int(d.get("priority", 0)), depth=int(d.get("depth", 0)),
+            referrer=d.get("referrer"), meta=dict(d.get("meta") or {}),
+            dont_filter=bool(d.get("dont_filter", False)),
+            not_before=d.get("not_before"), retries=int(d.get("retries", 0)),
+            revisit_after=d.get("revisit_after"),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"malformed request record {dict(d)!r}: {exc}") from exc
+
+
+def _payload_json(payload: bytes, priority: int, retries: int) -> dict[str, Any]:
+    return request_to_json(Request.from_payload(payload, priority, retries))
+
+
+def counters(values: Mapping[str, int], rejected: Mapping[str, int]) -> dict[str, Any]:
+    """The counters record."""
+    return {"type": "counters", "counters": dict(values), "rejected": dict(rejected)}
+
+
+def queue(key: str, accepted: int, ready_at: float,
+          settings: Mapping[str, float]) -> dict[str, Any]:
+    """A queue record (its entries follow as entry records)."""
+    return {"type": "queue", "key": key, "accepted": accepted, "ready_at": ready_at,
+            "settings": dict(settings)}
+
+
+def entry(key: str, priority: int, retries: int, payload: bytes,
+          not_before: float | None) -> dict[str, Any]:
+    """An entry record."""
+    rec = {"type": "entry", "queue": key,
+           "request": _payload_json(payload, priority, retries)}
+    if not_before is not None:
+        rec["request"]["not_before"] = not_before
+    return rec
+
+
+def dead(d: DeadEntry) -> dict[str, Any]:
+    """A dead-request record."""
+    return {"type": "dead", "queue": d.queue, "error": d.error, "died_at": d.died_at,
+            "request": _payload_json(d.payload, d.priority, d.retries)}
+
+
+def seen(fp: bytes, revisit_at: float | None) -> dict[str, Any]:
+    """A seen-set record."""
+    rec: dict[str, Any] = {"type": "seen", "fp": fp.hex()}
+    if revisit_at is not None:
+        rec["revisit_at"] = revisit_at
+    return rec
+
+
+def bloom(bits: bytes | bytearray) -> dict[str, Any]:
+    """The Bloom filter record."""
+    return {"type": "bloom", "bits_b64": base64.b64encode(bytes(bits)).decode("ascii")}
+
+
+class Loadable(Protocol):
+    """The primitive writers a store offers to :func:`apply`."""
+
+    def _load_seen(self, fp: bytes, revisit_at: float | None) -> None: ...
+    def _load_bloom(self, bits: bytes) -> None: ...
+    def _load_entry(self, key: str, priority: int, retries: int, payload: bytes,
+                    not_before: float | None) -> None: ...
+    def _load_queue(self, key: str, accepted: int, ready_at: float,
+                    settings: Mapping[str, float]) -> None: ...
+    def _load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
+                   error: str, died_at: float) -> None: ...
+    def _load_counters(self, counters: Mapping[str, int],
+                       rejected: Mapping[str, int]) -> None: ...
+
+
+def apply(store: Loadable, rec: Mapping[str, Any]) -> int:
+    """Apply one dump record to ``store``; returns 1, or raises ConfigError."""
+    kind = rec.get("type")
+    try:
+        if kind == "seen":
+            store._load_seen(bytes.fromhex(rec["fp"]), rec.get("revisit_at"))
+        elif kind == "entry" or kind == "dead":
+            req = request_from_json(rec["request"])
+            payload = req.to_payload()
+            if kind == "entry":
+                store._load_entry(str(rec["queue"]), req.priority, req.retries, payload,
+                                  req.not_before)
+            else:
+                store._load_dead(str(rec["queue"]), req.priority, req.retries, payload,
+                                 str(rec.get("error", "")), float(rec.get("died_at", 0.0)))
+        elif kind == "queue":
+            store._load_queue(str(rec["key"]), int(rec.get("accepted", 0)),
+                              float(rec.get("ready_at", 0.0)), rec.get("settings") or {})
+        elif kind == "counters":
+            store._load_counters(rec.get("counters") or {}, rec.get("rejected") or {})
+        elif kind == "bloom":
+            store._load_bloom(base64.b64decode(rec["bits_b64"]))
+        else:
+            raise ConfigError(f"unknown record type {kind!r}")
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"malformed {kind} record: {exc}") from exc
+    return 1

@@ -1,0 +1,502 @@
+"""The memory store: the whole frontier in one process's memory, guarded by a lock.
+
+Fast and small (one bytes object per queued entry: a sort prefix plus the payload),
+and gone when the process ends. Use it for tests, short crawls and as the reference
+implementation of the Store contract.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from ..errors import ConfigError
+from ..models import QueueInfo, Stats
+from . import dumpfmt
+from .base import (
+    ACK_DEAD,
+    ACK_DONE,
+    ADDED,
+    DUPLICATE,
+    OVER_BUDGET,
+    Ack,
+    DeadEntry,
+    Entry,
+    Leased,
+    QueuePolicy,
+    check_settings,
+    queue_state,
+)
+from .bloom import BloomShape, MemoryBloom
+
+# An item is bytes: 4 bytes of inverted priority, 6 of sequence, 2 of retries, payload.
+# bytes compare lexicographically, so a heap of items is ordered by (priority desc,
+# sequence) with no tuple per entry: the reason the memory store stays small.
+_PRIO_BIAS = 2**31 - 1
+_SEQ_MAX = 2**48 - 1
+_READY, _BUSY, _RESTING, _EMPTY = 0, 1, 2, 3
+
+
+def _item(priority: int, seq: int, retries: int, payload: bytes) -> bytes:
+    return (
+        (_PRIO_BIAS - priority).to_bytes(4, "big") + seq.to_bytes(6, "big")
+        + retries.to_bytes(2, "big") + payload
+    )
+
+
+def _item_priority(item: bytes) -> int:
+    return _PRIO_BIAS - int.from_bytes(item[:4], "big")
+
+
+class _Queue:
+    __slots__ = ("accepted", "heap", "inflight", "key", "policy", "ready_at", "session",
+                 "settings", "since", "state", "version")
+
+    def __init__(self, key: str, policy: QueuePolicy) -> None:
+        self.key = key
+        self.heap: list[bytes] = []
+        self.inflight = 0
+        self.ready_at = 0.0
+        self.since = 0.0
+        self.state = _EMPTY
+        self.accepted = 0
+        self.session = 0
+        self.version = 0
+        self.settings: dict[str, float] = {}
+        self.policy = policy
+
+
+class MemoryStore:
+    """In-process store; see :class:`crawlq.stores.base.Store` for the contract."""
+
+    def __init__(
+        self,
+        policy: QueuePolicy | None = None,
+        *,
+        lifo: bool = False,
+        bloom: BloomShape | None = None,
+    ) -> None:
+        self.policy = policy or QueuePolicy()
+        self.lifo = lifo
+        self._lock = threading.RLock()
+        self._seen: set[bytes] = set()
+        self._revisit: dict[bytes, float] = {}
+        self._bloom = MemoryBloom(bloom) if bloom else None
+        self._queues: dict[str, _Queue] = {}
+        self._ready: list[tuple[int, float, int, str]] = []  # (-prio, since, version, key)
+        self._resting: list[tuple[float, int, str]] = []  # (ready_at, version, key)
+        self._scheduled: list[tuple[float, int, str, bytes]] = []  # (not_before, n, key, item)
+        self._leases: dict[int, tuple[_Queue, bytes, float]] = {}
+        self._expiry: list[tuple[float, int]] = []
+        self._dead: dict[int, DeadEntry] = {}
+        self._seq = itertools.count(1)
+        self._tokens = itertools.count(1)
+        self._dead_ids = itertools.count(1)
+        self._ticket = itertools.count()
+        self._counters = dict.fromkeys(
+            ("seen", "added", "done", "failed", "retried", "dead", "redelivered",
+             "late_acks", "duplicates"), 0)
+        self._rejected: dict[str, int] = {}
+        self._closed = False
+
+    # -- helpers -----------------------------------------------------------------
+
+    def _next_seq(self) -> int:
+        n = next(self._seq)
+        return _SEQ_MAX - n if self.lifo else n
+
+    def _queue(self, key: str) -> _Queue:
+        q = self._queues.get(key)
+        if q is None:
+            q = self._queues[key] = _Queue(key, self.policy)
+        return q
+
+    def _settle(self, q: _Queue, now: float) -> None:
+        """Put ``q`` in the state (and heap) that its fields call for.
+
+        Bumping the version invalidates the queue's older heap entries (lazy deletion).
+        A queue keeps its place in line while it stays ready; one that just became
+        ready has waited since its rest ended; one just served goes to the back
+        (callers mark that by setting ``state = -1`` first).
+        """
+        old = q.state
+        q.version += 1
+        if not q.heap:
+            q.state = _EMPTY
+        elif q.inflight >= q.policy.concurrency:
+            q.state = _BUSY
+        elif q.ready_at > now:
+            q.state = _RESTING
+            heapq.heappush(self._resting, (q.ready_at, q.version, q.key))
+        else:
+            if old == _RESTING:
+                q.since = q.ready_at
+            elif old != _READY:
+                q.since = now
+            q.state = _READY
+            heapq.heappush(self._ready, (-_item_priority(q.heap[0]), q.since, q.version, q.key))
+
+    def _is_dup(self, fp: bytes, now: float) -> bool:
+        if self._bloom is not None:
+            return self._bloom.contains(fp)
+        if fp in self._seen:
+            due = self._revisit.get(fp)
+            return due is None or due > now
+        return False
+
+    def _mark_seen(self, fp: bytes, revisit_at: float | None) -> None:
+        if self._bloom is not None:
+            self._bloom.add(fp)
+            return
+        self._seen.add(fp)
+        if revisit_at is not None:
+            self._revisit[fp] = revisit_at
+        elif self._revisit:
+            self._revisit.pop(fp, None)
+
+    def _push(self, q: _Queue, item: bytes, now: float) -> None:
+        heap = q.heap
+        if q.state == _READY:
+            improves = item[:4] < heap[0][:4]
+            heapq.heappush(heap, item)
+            if improves:  # a better head: the ready heap must see its priority
+                self._settle(q, now)
+        else:
+            heapq.heappush(heap, item)
+            if q.state == _EMPTY:
+                self._settle(q, now)
+
+    # -- the contract --------------------------------------------------------------
+
+    def add(self, entries: Sequence[Entry], now: float) -> list[int]:
+        """See :meth:`Store.add`."""
+        out: list[int] = []
+        append = out.append
+        with self._lock:
+            self._check_open()
+            c = self._counters
+            added = seen_added = dups = 0
+            for e in entries:
+                q = self._queues.get(e.queue) or self._queue(e.queue)
+                fp = e.fingerprint
+                if fp is not None and self._is_dup(fp, now):
+                    append(DUPLICATE)
+                    dups += 1
+                    continue
+                cap = q.policy.max_queue_urls
+                if cap and q.accepted >= cap:
+                    append(OVER_BUDGET)
+                    continue
+                if fp is not None:
+                    self._mark_seen(fp, e.revisit_at)
+                    seen_added += 1
+                q.accepted += 1
+                added += 1
+                item = _item(e.priority, self._next_seq(), e.retries, e.payload)
+                if e.not_before is not None and e.not_before > now:
+                    heapq.heappush(self._scheduled,
+                                   (e.not_before, next(self._ticket), e.queue, item))
+                else:
+                    self._push(q, item, now)
+                append(ADDED)
+            c["added"] += added
+            c["seen"] += seen_added
+            c["duplicates"] += dups
+            over = out.count(OVER_BUDGET)
+            if over:
+                self._rejected["queue-budget"] = self._rejected.get("queue-budget", 0) + over
+        return out
+
+    def _wake(self, now: float) -> None:
+        """Move due scheduled entries, expired leases and rested queues to ready."""
+        sched = self._scheduled
+        while sched and sched[0][0] <= now:
+            _, _, key, item = heapq.heappop(sched)
+            self._push(self._queue(key), item, now)
+        expiry = self._expiry
+        while expiry and expiry[0][0] <= now:
+            expires, token = heapq.heappop(expiry)
+            held = self._leases.get(token)
+            if held is None or held[2] != expires:
+                continue
+            del self._leases[token]
+            q, item, _ = held
+            q.inflight -= 1
+            self._counters["redelivered"] += 1
+            heapq.heappush(q.heap, item)  # its old place: the head of its queue
+            self._settle(q, now)
+        resting = self._resting
+        while resting and resting[0][0] <= now:
+            _, version, key = heapq.heappop(resting)
+            q = self._queues[key]
+            if q.version == version and q.state == _RESTING:
+                self._settle(q, now)
+
+    def lease(self, now: float, limit: int, ttl: float) -> list[Leased]:
+        """See :meth:`Store.lease`."""
+        out: list[Leased] = []
+        if limit <= 0:
+            return out
+        expires = now + ttl
+        with self._lock:
+            self._check_open()
+            self._wake(now)
+            ready = self._ready
+            # Pop the best ready queues, take one entry from each, then repeat with
+            # those still ready: a round-robin over queues in priority order.
+            while len(out) < limit and ready:
+                taken: list[_Queue] = []
+                while ready and len(out) < limit:
+                    _, _, version, key = heapq.heappop(ready)
+                    q = self._queues[key]
+                    if q.version != version or q.state != _READY:
+                        continue
+                    item = heapq.heappop(q.heap)
+                    token = next(self._tokens)
+                    self._leases[token] = (q, item, expires)
+                    heapq.heappush(self._expiry, (expires, token))
+                    q.inflight += 1
+                    q.session += 1
+                    out.append(Leased(
+                        token, key, _PRIO_BIAS - int.from_bytes(item[:4], "big"),
+                        int.from_bytes(item[10:12], "big"), item[12:], expires,
+                    ))
+                    q.state = -1
+                    taken.append(q)
+                for q in taken:
+                    budget = q.policy.session_budget
+                    if budget and q.session >= budget:
+                        # Yield to the others: rest a while, then the back of the line.
+                        q.session = 0
+                        q.ready_at = max(q.ready_at, now + q.policy.session_rest)
+                    self._settle(q, now)
+        return out
+
+    def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
+        """See :meth:`Store.release`."""
+        out: list[bool] = []
+        with self._lock:
+            self._check_open()
+            c = self._counters
+            touched: dict[str, _Queue] = {}
+            for a in acks:
+                held = self._leases.pop(a.token, None)
+                if held is None:
+                    c["late_acks"] += 1
+                    out.append(False)
+                    continue
+                q, item, _ = held
+                q.inflight -= 1
+                pol = q.policy
+                rest = pol.delay(a.duration) if a.delay is None else a.delay
+                if rest > 0:
+                    q.ready_at = max(q.ready_at, now + rest)
+                    q.session = 0
+                if a.kind == ACK_DONE:
+                    c["done"] += 1
+                elif a.kind == ACK_DEAD:
+                    c["dead"] += 1
+                    c["failed"] += 1
+                    did = next(self._dead_ids)
+                    self._dead[did] = DeadEntry(
+                        did, q.key, _item_priority(item), a.retries,
+                        item[12:], a.error or "", now)
+                else:
+                    if a.failed:
+                        c["failed"] += 1
+                    c["retried"] += 1
+                    new = item[:10] + a.retries.to_bytes(2, "big") + item[12:]
+                    if a.not_before is not None and a.not_before > now:
+                        heapq.heappush(self._scheduled,
+                                       (a.not_before, next(self._ticket), q.key, new))
+                    else:
+                        heapq.heappush(q.heap, new)
+                touched[q.key] = q
+                out.append(True)
+            for q in touched.values():
+                self._settle(q, now)
+        return out
+
+    def block(self, queue: str, until: float, now: float) -> None:
+        """See :meth:`Store.block`."""
+        with self._lock:
+            self._check_open()
+            q = self._queue(queue)
+            if until > q.ready_at:
+                q.ready_at = until
+                if q.state in (_READY, _RESTING):
+                    self._settle(q, now)
+
+    def configure_queue(self, queue: str, settings: Mapping[str, float | None]) -> None:
+        """See :meth:`Store.configure_queue`."""
+        clean = check_settings(settings)
+        with self._lock:
+            self._check_open()
+            q = self._queue(queue)
+            for k, v in clean.items():
+                if v is None:
+                    q.settings.pop(k, None)
+                else:
+                    q.settings[k] = v
+            q.policy = self.policy.merged(q.settings)
+
+    def count_rejected(self, reasons: Mapping[str, int]) -> None:
+        """See :meth:`Store.count_rejected`."""
+        with self._lock:
+            for r, n in reasons.items():
+                self._rejected[r] = self._rejected.get(r, 0) + n
+
+    def _info(self, q: _Queue, now: float) -> QueueInfo:
+        return QueueInfo(q.key, len(q.heap), q.inflight, q.ready_at, q.accepted,
+                         queue_state(len(q.heap), q.inflight, q.ready_at,
+                                     q.policy.concurrency, now),
+                         dict(q.settings))
+
+    def stats(self, now: float, per_queue: int = 0) -> Stats:
+        """See :meth:`Store.stats`."""
+        with self._lock:
+            self._check_open()
+            self._wake(now)
+            queued = ready = resting = exhausted = 0
+            for q in self._queues.values():
+                n = len(q.heap)
+                queued += n
+                if n == 0:
+                    exhausted += 1
+                elif q.state == _READY:
+                    ready += 1
+                else:
+                    resting += 1
+            c = self._counters
+            return Stats(
+                seen=c["seen"], added=c["added"], queued=queued + len(self._scheduled),
+                scheduled=len(self._scheduled), leased=len(self._leases), done=c["done"],
+                failed=c["failed"], retried=c["retried"], dead=len(self._dead),
+                redelivered=c["redelivered"], late_acks=c["late_acks"],
+                duplicates=c["duplicates"], rejected=dict(self._rejected),
+                queues_total=len(self._queues), queues_ready=ready,
+                queues_resting=resting, queues_exhausted=exhausted,
+                per_queue=tuple(self.queues(now, per_queue)) if per_queue else (),
+            )
+
+    def queues(self, now: float, limit: int = 100) -> list[QueueInfo]:
+        """See :meth:`Store.queues`."""
+        with self._lock:
+            self._check_open()
+            best = heapq.nlargest(limit, self._queues.values(),
+                                  key=lambda q: (len(q.heap), q.inflight))
+            return [self._info(q, now) for q in best]
+
+    def dead(self, limit: int = 100) -> list[DeadEntry]:
+        """See :meth:`Store.dead`."""
+        with self._lock:
+            return list(itertools.islice(self._dead.values(), limit))
+
+    def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
+        """See :meth:`Store.requeue_dead`."""
+        with self._lock:
+            self._check_open()
+            chosen = list(self._dead) if ids is None else [i for i in ids if i in self._dead]
+            for i in chosen:
+                d = self._dead.pop(i)
+                q = self._queue(d.queue)
+                self._push(q, _item(d.priority, self._next_seq(), 0, d.payload), now)
+            return len(chosen)
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """See :meth:`Store.dump`."""
+        with self._lock:
+            self._check_open()
+            records = list(self._dump_records())
+        yield from records
+
+    def _dump_records(self) -> Iterator[dict[str, Any]]:
+        c = dict(self._counters)
+        c["dead"] = len(self._dead)
+        yield dumpfmt.counters(c, self._rejected)
+        for q in self._queues.values():
+            yield dumpfmt.queue(q.key, q.accepted, q.ready_at, q.settings)
+            for item in q.heap:
+                yield dumpfmt.entry(q.key, _item_priority(item),
+                                    int.from_bytes(item[10:12], "big"), item[12:], None)
+        for q, item, _ in self._leases.values():
+            yield dumpfmt.entry(q.key, _item_priority(item),
+                                int.from_bytes(item[10:12], "big"), item[12:], None)
+        for nb, _, key, item in self._scheduled:
+            yield dumpfmt.entry(key, _item_priority(item),
+                                int.from_bytes(item[10:12], "big"), item[12:], nb)
+        for d in self._dead.values():
+            yield dumpfmt.dead(d)
+        if self._bloom is not None:
+            yield dumpfmt.bloom(self._bloom.bits)
+        for fp in self._seen:
+            yield dumpfmt.seen(fp, self._revisit.get(fp))
+
+    def load(self, records: Iterable[dict[str, Any]]) -> int:
+        """See :meth:`Store.load`."""
+        n = 0
+        with self._lock:
+            self._check_open()
+            for rec in records:
+                n += dumpfmt.apply(self, rec)
+        return n
+
+    # Primitive writers used by dumpfmt.apply (load); not part of the contract.
+
+    def _load_seen(self, fp: bytes, revisit_at: float | None) -> None:
+        if self._bloom is not None:
+            self._bloom.add(fp)
+            return
+        self._seen.add(fp)
+        if revisit_at is not None:
+            self._revisit[fp] = revisit_at
+
+    def _load_bloom(self, bits: bytes) -> None:
+        if self._bloom is None or len(bits) != len(self._bloom.bits):
+            raise ConfigError("dump has a Bloom filter of another shape than this store")
+        for i, b in enumerate(bits):
+            self._bloom.bits[i] |= b
+
+    def _load_entry(self, key: str, priority: int, retries: int, payload: bytes,
+                    not_before: float | None) -> None:
+        q = self._queue(key)
+        item = _item(priority, self._next_seq(), retries, payload)
+        if not_before is not None:
+            heapq.heappush(self._scheduled, (not_before, next(self._ticket), key, item))
+        else:
+            self._push(q, item, 0.0)
+
+    def _load_queue(self, key: str, accepted: int, ready_at: float,
+                    settings: Mapping[str, float]) -> None:
+        q = self._queue(key)
+        q.accepted = max(q.accepted, accepted)
+        q.ready_at = max(q.ready_at, ready_at)
+        q.settings.update(settings)
+        q.policy = self.policy.merged(q.settings)
+        if q.state in (_READY, _RESTING):
+            self._settle(q, 0.0)
+
+    def _load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
+                   error: str, died_at: float) -> None:
+        did = next(self._dead_ids)
+        self._dead[did] = DeadEntry(did, queue, priority, retries, payload, error, died_at)
+
+    def _load_counters(self, counters: Mapping[str, int], rejected: Mapping[str, int]) -> None:
+        for k, v in counters.items():
+            if k in self._counters and k != "dead":
+                self._counters[k] += int(v)
+        for r, v in rejected.items():
+            self._rejected[r] = self._rejected.get(r, 0) + int(v)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            from ..errors import StoreError
+
+            raise StoreError("the store is closed")
+
+    def close(self) -> None:
+        """See :meth:`Store.close`."""
+        self._closed = True
