@@ -267,7 +267,7 @@ class Frontier:
         """Override ``concurrency``, ``min_delay``, ``max_delay``, ``delay_factor``,
         ``max_queue_urls``, ``session_budget`` or ``session_rest`` for one queue
         (``None`` restores the default). Stored durably with the queue."""
-        self.store.configure_queue(queue, settings)
+        self.store.configure_queue(queue, settings, self.clock())
 
     def queue_of(self, url: str) -> str:
         """The queue key a URL would wait in."""

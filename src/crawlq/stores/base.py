@@ -134,7 +134,11 @@ class QueuePolicy:
         """This policy with a queue's overrides applied."""
         if not overrides:
             return self
-        return replace(self, **{k: _typed(k, v) for k, v in overrides.items()})
+        changes = {k: _typed(k, v) for k, v in overrides.items()}
+        if "max_delay" not in changes and changes.get("min_delay", 0) > self.max_delay:
+            # A queue told to wait longer than the default cap (Crawl-delay: 60) gets it.
+            changes["max_delay"] = changes["min_delay"]
+        return replace(self, **changes)
 
 
 QUEUE_SETTINGS = tuple(f.name for f in fields(QueuePolicy))
@@ -194,7 +198,8 @@ class Store(Protocol):
         """Keep ``queue`` from being leased before ``until`` (Retry-After, 429)."""
         ...
 
-    def configure_queue(self, queue: str, settings: Mapping[str, float | None]) -> None:
+    def configure_queue(self, queue: str, settings: Mapping[str, float | None],
+                        now: float) -> None:
         """Override policy settings for one queue (``None`` removes an override)."""
         ...
 

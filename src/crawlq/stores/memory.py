@@ -330,7 +330,8 @@ class MemoryStore:
                 if q.state in (_READY, _RESTING):
                     self._settle(q, now)
 
-    def configure_queue(self, queue: str, settings: Mapping[str, float | None]) -> None:
+    def configure_queue(self, queue: str, settings: Mapping[str, float | None],
+                        now: float) -> None:
         """See :meth:`Store.configure_queue`."""
         clean = check_settings(settings)
         with self._lock:
@@ -342,6 +343,8 @@ class MemoryStore:
                 else:
                     q.settings[k] = v
             q.policy = self.policy.merged(q.settings)
+            if q.state != _EMPTY:
+                self._settle(q, now)
 
     def count_rejected(self, reasons: Mapping[str, int]) -> None:
         """See :meth:`Store.count_rejected`."""

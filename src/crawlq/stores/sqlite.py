@@ -1,0 +1,757 @@
+"""The SQLite store: the embedded, durable default.
+
+Every Store call is one ``BEGIN IMMEDIATE`` transaction in WAL mode, so a process killed
+at any moment leaves the file at the last committed call, and several processes can
+share one file (writers take turns; no entry is ever leased twice). With
+``synchronous=normal`` (the default) a committed call survives a killed process; with
+``synchronous=full`` it survives a power loss too, at a cost in speed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from ..errors import ConfigError, StoreCorrupt, StoreError
+from ..models import QueueInfo, Stats
+from . import dumpfmt
+from .base import (
+    ACK_DEAD,
+    ACK_DONE,
+    ADDED,
+    DUPLICATE,
+    OVER_BUDGET,
+    QUEUE_SETTINGS,
+    Ack,
+    DeadEntry,
+    Entry,
+    Leased,
+    QueuePolicy,
+    check_settings,
+    queue_state,
+)
+from .bloom import BLOCK_BYTES, BloomShape, test_and_set
+from .sqlite_schema import BUSY, EXHAUSTED, HEAD_OF, READY, RESTING, initialize
+
+_CHUNK = 900  # bound parameters per statement, under every SQLite's default limit
+_SEQ_MAX = 2**48
+_T = TypeVar("_T")
+_MISSING = object()
+
+_QUEUE_COLS = ("qid, state, head, since, ready_at, queued, inflight, session, accepted, "
+               + ", ".join(QUEUE_SETTINGS))
+
+
+def _chunks(seq: Sequence[_T], n: int = _CHUNK) -> Iterator[Sequence[_T]]:
+    for i in range(0, len(seq), n):
+        yield seq[i:i + n]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class _Delta:
+    """Pending changes to one queue inside a transaction."""
+
+    __slots__ = ("durations", "explicit_delay", "head", "inflight", "queued", "recompute",
+                 "ready_at", "served", "session")
+
+    def __init__(self) -> None:
+        self.inflight = 0
+        self.queued = 0
+        self.session = 0
+        self.served = False  # leased from: goes to the back of the line
+        self.recompute = False  # entries left the queue: its head must be looked up
+        self.head: int | None = None  # a new candidate head (negated priority)
+        self.ready_at = 0.0
+        self.durations: list[float | None] = []
+        self.explicit_delay: float | None = None
+
+
+class SQLiteStore:
+    """Durable store in one SQLite file; see :class:`crawlq.stores.base.Store`."""
+
+    def __init__(
+        self,
+        path: str,
+        policy: QueuePolicy | None = None,
+        *,
+        lifo: bool = False,
+        bloom: BloomShape | None = None,
+        synchronous: str = "normal",
+        busy_timeout: float = 60.0,
+    ) -> None:
+        if synchronous.lower() not in ("normal", "full", "off"):
+            raise ConfigError("synchronous must be 'normal', 'full' or 'off'")
+        self.path = path
+        self.policy = policy or QueuePolicy()
+        self.lifo = lifo
+        self._bloom = bloom
+        self._lock = threading.RLock()
+        self._qids: dict[str, int] = {}
+        self._policies: dict[tuple[Any, ...], QueuePolicy] = {}
+        try:
+            self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
+                                         check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {path}: {exc}") from exc
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            self._conn.execute("PRAGMA temp_store=MEMORY")
+            initialize(self._conn, path,
+                       None if bloom is None else (bloom.capacity, bloom.error_rate), lifo)
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise StoreCorrupt(f"{path} is not a usable crawlq store: {exc}") from exc
+        except BaseException:
+            self._conn.close()
+            raise
+        self._closed = False
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One atomic step: BEGIN IMMEDIATE ... COMMIT, driver errors wrapped."""
+        with self._lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+            c = self._conn
+            try:
+                c.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: cannot start a transaction: {exc}") from exc
+            try:
+                yield c
+                c.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                self._rollback()
+                raise StoreCorrupt(f"{self.path}: {exc}") from exc
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise StoreError(f"{self.path}: {exc}") from exc
+            except BaseException:
+                self._rollback()
+                raise
+
+    def _rollback(self) -> None:
+        try:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+    def _take(self, c: sqlite3.Connection, name: str, n: int) -> int:
+        """Reserve ``n`` numbers of sequence ``name``; returns the last one before them."""
+        (start,) = c.execute("SELECT value FROM meta WHERE name=?", (name,)).fetchone()
+        c.execute("UPDATE meta SET value=? WHERE name=?", (start + n, name))
+        return int(start)
+
+    def _count(self, c: sqlite3.Connection, **deltas: int) -> None:
+        c.executemany("UPDATE meta SET value = value + ? WHERE name = ?",
+                      [(v, k) for k, v in deltas.items() if v])
+
+    def _qid_map(self, c: sqlite3.Connection, keys: Iterable[str]) -> dict[str, int]:
+        """key -> qid, creating missing queues (qids never change, so they are cached)."""
+        cache = self._qids
+        missing = [k for k in keys if k not in cache]
+        if missing:
+            for part in _chunks(missing):
+                for qid, key in c.execute(
+                        f"SELECT qid, key FROM queues WHERE key IN ({_marks(len(part))})", part):
+                    cache[key] = qid
+            new = [k for k in missing if k not in cache]
+            if new:
+                c.executemany("INSERT INTO queues (key) VALUES (?)", [(k,) for k in new])
+                for part in _chunks(new):
+                    for qid, key in c.execute(
+                            f"SELECT qid, key FROM queues WHERE key IN ({_marks(len(part))})",
+                            part):
+                        cache[key] = qid
+        return cache
+
+    def _policy(self, overrides: tuple[Any, ...]) -> QueuePolicy:
+        pol = self._policies.get(overrides)
+        if pol is None:
+            pol = self.policy.merged(
+                {k: v for k, v in zip(QUEUE_SETTINGS, overrides) if v is not None})
+            self._policies[overrides] = pol
+        return pol
+
+    def _queue_rows(self, c: sqlite3.Connection, qids: Sequence[int]) -> list[list[Any]]:
+        rows: list[list[Any]] = []
+        for part in _chunks(qids):
+            rows.extend(list(r) for r in c.execute(
+                f"SELECT {_QUEUE_COLS} FROM queues WHERE qid IN ({_marks(len(part))})", part))
+        return rows
+
+    def _apply(self, c: sqlite3.Connection, deltas: Mapping[int, _Delta], now: float) -> None:
+        """Write queue changes and recompute each queue's state (the one settle step)."""
+        if not deltas:
+            return
+        plain: list[tuple[Any, ...]] = []
+        lookup: list[tuple[Any, ...]] = []
+        for row in self._queue_rows(c, list(deltas)):
+            (qid, state, head, since, ready_at, queued, inflight, session, _acc) = row[:9]
+            pol = self._policy(tuple(row[9:]))
+            d = deltas[qid]
+            inflight += d.inflight
+            queued += d.queued
+            session += d.session
+            ready_at = max(ready_at, d.ready_at)
+            if d.durations or d.explicit_delay is not None:
+                rest = d.explicit_delay if d.explicit_delay is not None else \
+                    max(pol.delay(x) for x in d.durations)
+                if rest > 0:
+                    ready_at = max(ready_at, now + rest)
+                    session = 0
+            if d.served and pol.session_budget and session >= pol.session_budget:
+                session = 0  # yield to the others: rest a while, then the back of the line
+                ready_at = max(ready_at, now + pol.session_rest)
+            if d.head is not None and (head is None or d.head < head):
+                head = d.head
+            if queued <= 0:
+                new_state = EXHAUSTED
+            elif inflight >= pol.concurrency:
+                new_state = BUSY
+            elif ready_at > now:
+                new_state = RESTING
+            else:
+                new_state = READY
+                if d.served:
+                    since = now
+                elif state == RESTING:
+                    since = ready_at
+                elif state != READY:
+                    since = now
+            if d.recompute and queued > 0:
+                lookup.append((new_state, since, ready_at, queued, inflight, session, qid))
+            else:
+                plain.append((new_state, since, ready_at, queued, inflight, session,
+                              head if queued > 0 else None, qid))
+        set_cols = "state=?, since=?, ready_at=?, queued=?, inflight=?, session=?"
+        if plain:
+            c.executemany(f"UPDATE queues SET {set_cols}, head=? WHERE qid=?", plain)
+        if lookup:
+            c.executemany(f"UPDATE queues SET {set_cols}, head=({HEAD_OF}) WHERE qid=?", lookup)
+
+    def _wake(self, c: sqlite3.Connection, now: float) -> None:
+        """Expired leases back to their queues, due entries in, rested queues ready."""
+        deltas: dict[int, _Delta] = {}
+        expired = c.execute("SELECT id, qid, prio FROM entries WHERE lease IS NOT NULL "
+                            "AND expires <= ?", (now,)).fetchall()
+        if expired:
+            c.executemany("UPDATE entries SET lease=NULL, expires=NULL WHERE id=?",
+                          [(r[0],) for r in expired])
+            for _, qid, prio in expired:
+                d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
+                d.inflight -= 1
+                d.queued += 1
+                d.head = -prio if d.head is None else min(d.head, -prio)
+            self._count(c, redelivered=len(expired), leased=-len(expired), queued=len(expired))
+        due = c.execute("SELECT id, qid, prio FROM entries WHERE due IS NOT NULL "
+                        "AND due <= ?", (now,)).fetchall()
+        if due:
+            c.executemany("UPDATE entries SET due=NULL WHERE id=?", [(r[0],) for r in due])
+            for _, qid, prio in due:
+                d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
+                d.queued += 1
+                d.head = -prio if d.head is None else min(d.head, -prio)
+            self._count(c, scheduled=-len(due))
+        self._apply(c, deltas, now)
+        c.execute("UPDATE queues SET state=0, since=ready_at WHERE state=2 AND ready_at <= ?",
+                  (now,))
+
+    # -- the contract ----------------------------------------------------------------------
+
+    def add(self, entries: Sequence[Entry], now: float) -> list[int]:
+        """See :meth:`Store.add`."""
+        out: list[int] = []
+        if not entries:
+            return out
+        with self._tx() as c:
+            qids = self._qid_map(c, {e.queue for e in entries})
+            used = sorted({qids[e.queue] for e in entries})
+            rows = {r[0]: r for r in self._queue_rows(c, used)}
+            accepted = {qid: rows[qid][8] for qid in used}
+            caps = {qid: self._policy(tuple(rows[qid][9:])).max_queue_urls for qid in used}
+            seen = _SeenTx(c, self._bloom)
+            seen.prefetch([e.fingerprint for e in entries if e.fingerprint is not None])
+            seq = self._take(c, "entry_seq", len(entries))
+            lifo = self.lifo
+            new_rows: list[tuple[Any, ...]] = []
+            deltas: dict[int, _Delta] = {}
+            dups = seen_added = scheduled = 0
+            for e in entries:
+                qid = qids[e.queue]
+                fp = e.fingerprint
+                if fp is not None and seen.is_dup(fp, now):
+                    out.append(DUPLICATE)
+                    dups += 1
+                    continue
+                cap = caps[qid]
+                if cap and accepted[qid] >= cap:
+                    out.append(OVER_BUDGET)
+                    continue
+                if fp is not None:
+                    seen.mark(fp, e.revisit_at)
+                    seen_added += 1
+                accepted[qid] += 1
+                seq += 1
+                due = e.not_before if e.not_before is not None and e.not_before > now else None
+                new_rows.append((seq, qid, e.priority, _SEQ_MAX - seq if lifo else seq,
+                                 e.retries, e.payload, due))
+                if due is None:
+                    d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
+                    d.queued += 1
+                    if d.head is None or -e.priority < d.head:
+                        d.head = -e.priority
+                else:
+                    scheduled += 1
+                out.append(ADDED)
+            if new_rows:
+                c.executemany("INSERT INTO entries (id, qid, prio, ord, retries, payload, due) "
+                              "VALUES (?,?,?,?,?,?,?)", new_rows)
+            seen.flush()
+            c.executemany("UPDATE queues SET accepted=? WHERE qid=?",
+                          [(n, q) for q, n in accepted.items() if n != rows[q][8]])
+            self._apply(c, deltas, now)
+            over = out.count(OVER_BUDGET)
+            if over:
+                self._reject(c, {"queue-budget": over})
+            self._count(c, added=len(new_rows), seen=seen_added, duplicates=dups,
+                        queued=len(new_rows), scheduled=scheduled)
+        return out
+
+    def lease(self, now: float, limit: int, ttl: float) -> list[Leased]:
+        """See :meth:`Store.lease`."""
+        out: list[Leased] = []
+        if limit <= 0:
+            return out
+        expires = now + ttl
+        with self._tx() as c:
+            self._wake(c, now)
+            cands = c.execute(
+                "SELECT qid, key, inflight, session, " + ", ".join(QUEUE_SETTINGS)
+                + " FROM queues WHERE state=0 ORDER BY head, since LIMIT ?", (limit,)).fetchall()
+            if not cands:
+                return out
+            keys: dict[int, str] = {}
+            room: dict[int, int] = {}
+            for r in cands:
+                pol = self._policy(tuple(r[4:]))
+                free = pol.concurrency - r[2]
+                if pol.session_budget:
+                    free = min(free, pol.session_budget - r[3])
+                keys[r[0]] = r[1]
+                room[r[0]] = max(free, 1)
+            token = self._take(c, "lease_seq", 0)
+            taken: dict[int, int] = dict.fromkeys(keys, 0)
+            active = [r[0] for r in cands]
+            # Round-robin: one entry from each ready queue in order, then again from
+            # those with room left, until ``limit`` is reached.
+            while active and len(out) < limit:
+                want = active[: limit - len(out)]
+                got: list[tuple[Any, ...]] = []
+                for part in _chunks(want):
+                    got.extend(c.execute(
+                        "SELECT id, qid, prio, retries, payload FROM entries WHERE id IN ("
+                        "SELECT (SELECT id FROM entries x WHERE x.qid = q.qid AND x.lease IS NULL"
+                        " AND x.due IS NULL ORDER BY x.prio DESC, x.ord LIMIT 1) FROM queues q"
+                        f" WHERE q.qid IN ({_marks(len(part))}))", part))
+                if not got:
+                    break
+                pos = {qid: i for i, qid in enumerate(want)}
+                got.sort(key=lambda r: pos[r[1]])
+                marks = []
+                for eid, qid, prio, retries, payload in got:
+                    token += 1
+                    marks.append((token, expires, eid))
+                    out.append(Leased(token, keys[qid], prio, retries, payload, expires))
+                    taken[qid] += 1
+                c.executemany("UPDATE entries SET lease=?, expires=? WHERE id=?", marks)
+                have = {r[1] for r in got}
+                active = [q for q in want if q in have and taken[q] < room[q]]
+            c.execute("UPDATE meta SET value=? WHERE name='lease_seq'", (token,))
+            deltas: dict[int, _Delta] = {}
+            for qid, k in taken.items():
+                if k:
+                    d = deltas[qid] = _Delta()
+                    d.inflight = k
+                    d.queued = -k
+                    d.session = k
+                    d.served = True
+                    d.recompute = True
+            self._apply(c, deltas, now)
+            self._count(c, leased=len(out), queued=-len(out))
+        return out
+
+    def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
+        """See :meth:`Store.release`."""
+        if not acks:
+            return []
+        with self._tx() as c:
+            held: dict[int, tuple[int, int, int]] = {}
+            tokens = [a.token for a in acks]
+            for part in _chunks(tokens):
+                for lease, eid, qid, prio in c.execute(
+                        "SELECT lease, id, qid, prio FROM entries WHERE lease IS NOT NULL AND "
+                        f"lease IN ({_marks(len(part))})", part):
+                    held[lease] = (eid, qid, prio)
+            out: list[bool] = []
+            deltas: dict[int, _Delta] = {}
+            done_ids: list[tuple[int]] = []
+            dead_rows: list[tuple[Any, ...]] = []
+            requeue: list[tuple[Any, ...]] = []
+            n_done = n_failed = n_retried = n_dead = n_sched = late = 0
+            for a in acks:
+                h = held.pop(a.token, None)
+                if h is None:
+                    out.append(False)
+                    late += 1
+                    continue
+                out.append(True)
+                eid, qid, prio = h
+                d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
+                d.inflight -= 1
+                if a.delay is not None:
+                    d.explicit_delay = max(d.explicit_delay or 0.0, a.delay)
+                else:
+                    d.durations.append(a.duration)
+                if a.kind == ACK_DONE:
+                    done_ids.append((eid,))
+                    n_done += 1
+                elif a.kind == ACK_DEAD:
+                    dead_rows.append((a.retries, a.error or "", now, eid))
+                    done_ids.append((eid,))
+                    n_dead += 1
+                    n_failed += 1
+                else:
+                    n_retried += 1
+                    n_failed += a.failed
+                    due = a.not_before if a.not_before is not None and a.not_before > now \
+                        else None
+                    requeue.append((a.retries, due, eid))
+                    if due is None:
+                        d.queued += 1
+                        d.head = -prio if d.head is None else min(d.head, -prio)
+                    else:
+                        n_sched += 1
+            if dead_rows:
+                c.executemany(
+                    "INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
+                    "SELECT qid, prio, ?, payload, ?, ? FROM entries WHERE id=?", dead_rows)
+            if done_ids:
+                c.executemany("DELETE FROM entries WHERE id=?", done_ids)
+            if requeue:
+                c.executemany("UPDATE entries SET lease=NULL, expires=NULL, retries=?, due=? "
+                              "WHERE id=?", requeue)
+            self._apply(c, deltas, now)
+            n_held = n_done + n_dead + len(requeue)
+            self._count(c, done=n_done, failed=n_failed, retried=n_retried, dead=n_dead,
+                        late_acks=late, leased=-n_held, queued=len(requeue),
+                        scheduled=n_sched)
+        return out
+
+    def block(self, queue: str, until: float, now: float) -> None:
+        """See :meth:`Store.block`."""
+        with self._tx() as c:
+            qid = self._qid_map(c, [queue])[queue]
+            d = _Delta()
+            d.ready_at = until
+            self._apply(c, {qid: d}, now)
+
+    def configure_queue(self, queue: str, settings: Mapping[str, float | None],
+                        now: float) -> None:
+        """See :meth:`Store.configure_queue`."""
+        clean = check_settings(settings)
+        if not clean:
+            return
+        with self._tx() as c:
+            qid = self._qid_map(c, [queue])[queue]
+            cols = ", ".join(f"{k}=?" for k in clean)
+            c.execute(f"UPDATE queues SET {cols} WHERE qid=?", (*clean.values(), qid))
+            self._apply(c, {qid: _Delta()}, now)
+
+    def _reject(self, c: sqlite3.Connection, reasons: Mapping[str, int]) -> None:
+        c.executemany("INSERT INTO rejected (reason, n) VALUES (?, ?) ON CONFLICT(reason) "
+                      "DO UPDATE SET n = n + excluded.n", list(reasons.items()))
+
+    def count_rejected(self, reasons: Mapping[str, int]) -> None:
+        """See :meth:`Store.count_rejected`."""
+        with self._tx() as c:
+            self._reject(c, reasons)
+
+    def stats(self, now: float, per_queue: int = 0) -> Stats:
+        """See :meth:`Store.stats`."""
+        with self._tx() as c:
+            self._wake(c, now)
+            m = dict(c.execute("SELECT name, value FROM meta"))
+            states = dict(c.execute("SELECT state, count(*) FROM queues GROUP BY state"))
+            rejected = dict(c.execute("SELECT reason, n FROM rejected"))
+            per = self._queue_infos(c, now, per_queue) if per_queue else []
+        return Stats(
+            seen=m["seen"], added=m["added"], queued=m["queued"], scheduled=m["scheduled"],
+            leased=m["leased"], done=m["done"], failed=m["failed"], retried=m["retried"],
+            dead=m["dead"], redelivered=m["redelivered"], late_acks=m["late_acks"],
+            duplicates=m["duplicates"], rejected=rejected,
+            queues_total=sum(states.values()), queues_ready=states.get(READY, 0),
+            queues_resting=states.get(BUSY, 0) + states.get(RESTING, 0),
+            queues_exhausted=states.get(EXHAUSTED, 0), per_queue=tuple(per),
+        )
+
+    def _queue_infos(self, c: sqlite3.Connection, now: float, limit: int) -> list[QueueInfo]:
+        out = []
+        for row in c.execute(
+                f"SELECT key, queued, inflight, ready_at, accepted, {', '.join(QUEUE_SETTINGS)}"
+                " FROM queues ORDER BY queued DESC, inflight DESC LIMIT ?", (limit,)):
+            key, queued, inflight, ready_at, accepted = row[:5]
+            pol = self._policy(tuple(row[5:]))
+            settings = {k: v for k, v in zip(QUEUE_SETTINGS, row[5:]) if v is not None}
+            out.append(QueueInfo(key, queued, inflight, ready_at, accepted,
+                                 queue_state(queued, inflight, ready_at, pol.concurrency, now),
+                                 settings))
+        return out
+
+    def queues(self, now: float, limit: int = 100) -> list[QueueInfo]:
+        """See :meth:`Store.queues`."""
+        with self._tx() as c:
+            self._wake(c, now)
+            return self._queue_infos(c, now, limit)
+
+    def dead(self, limit: int = 100) -> list[DeadEntry]:
+        """See :meth:`Store.dead`."""
+        with self._tx() as c:
+            return [DeadEntry(*r) for r in c.execute(
+                "SELECT d.id, q.key, d.prio, d.retries, d.payload, d.error, d.died_at "
+                "FROM dead d JOIN queues q ON q.qid = d.qid ORDER BY d.id LIMIT ?", (limit,))]
+
+    def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
+        """See :meth:`Store.requeue_dead`."""
+        with self._tx() as c:
+            if ids is None:
+                rows = c.execute("SELECT id, qid, prio, payload FROM dead ORDER BY id").fetchall()
+            else:
+                wanted = list(ids)
+                rows = []
+                for part in _chunks(wanted):
+                    rows.extend(c.execute("SELECT id, qid, prio, payload FROM dead WHERE id IN "
+                                          f"({_marks(len(part))}) ORDER BY id", part))
+            if not rows:
+                return 0
+            seq = self._take(c, "entry_seq", len(rows))
+            deltas: dict[int, _Delta] = {}
+            new_rows = []
+            for did, qid, prio, payload in rows:
+                seq += 1
+                new_rows.append((seq, qid, prio, _SEQ_MAX - seq if self.lifo else seq, payload))
+                d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
+                d.queued += 1
+                d.head = -prio if d.head is None else min(d.head, -prio)
+            c.executemany("INSERT INTO entries (id, qid, prio, ord, payload) VALUES (?,?,?,?,?)",
+                          new_rows)
+            c.executemany("DELETE FROM dead WHERE id=?", [(r[0],) for r in rows])
+            self._apply(c, deltas, now)
+            self._count(c, dead=-len(rows), queued=len(rows))
+            return len(rows)
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """See :meth:`Store.dump`. Reads a consistent snapshot on its own connection."""
+        with self._lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            conn.execute("BEGIN")
+            m = dict(conn.execute("SELECT name, value FROM meta"))
+            counters = {k: m[k] for k in ("seen", "added", "done", "failed", "retried", "dead",
+                                          "redelivered", "late_acks", "duplicates")}
+            yield dumpfmt.counters(counters, dict(conn.execute("SELECT reason, n FROM rejected")))
+            keys = {}
+            for row in conn.execute(f"SELECT key, accepted, ready_at, qid, "
+                                    f"{', '.join(QUEUE_SETTINGS)} FROM queues"):
+                keys[row[3]] = row[0]
+                settings = {k: v for k, v in zip(QUEUE_SETTINGS, row[4:]) if v is not None}
+                yield dumpfmt.queue(row[0], row[1], row[2], settings)
+            for qid, prio, retries, payload, due in conn.execute(
+                    "SELECT qid, prio, retries, payload, due FROM entries ORDER BY qid, id"):
+                yield dumpfmt.entry(keys[qid], prio, retries, payload, due)
+            for did, qid, prio, retries, payload, error, died_at in conn.execute(
+                    "SELECT id, qid, prio, retries, payload, error, died_at FROM dead"):
+                yield dumpfmt.dead(DeadEntry(did, keys[qid], prio, retries, payload, error,
+                                             died_at))
+            if self._bloom is not None:
+                bits = bytearray(self._bloom.size_bytes)
+                for block, data in conn.execute("SELECT block, bits FROM bloom"):
+                    bits[block * BLOCK_BYTES:(block + 1) * BLOCK_BYTES] = data
+                yield dumpfmt.bloom(bits)
+            for fp, revisit_at in conn.execute("SELECT fp, revisit_at FROM seen"):
+                yield dumpfmt.seen(fp, revisit_at)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    def load(self, records: Iterable[dict[str, Any]]) -> int:
+        """See :meth:`Store.load`. All records are applied in one transaction."""
+        loader = _Loader(self)
+        with self._tx() as c:
+            loader.c = c
+            n = sum(dumpfmt.apply(loader, rec) for rec in records)
+            loader.finish()
+        return n
+
+    def close(self) -> None:
+        """See :meth:`Store.close`."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+
+class _SeenTx:
+    """The seen-set inside one transaction: prefetch, check, mark, flush."""
+
+    def __init__(self, c: sqlite3.Connection, bloom: BloomShape | None) -> None:
+        self.c = c
+        self.bloom = bloom
+        self.known: dict[bytes, float | None] = {}
+        self.fresh: list[tuple[bytes, float | None]] = []
+        self.blocks: dict[int, bytearray] = {}
+        self.dirty: set[int] = set()
+        self.batch: set[bytes] = set()
+
+    def prefetch(self, fps: list[bytes]) -> None:
+        if self.bloom is not None:
+            wanted = sorted({self.bloom.locate(fp)[0] for fp in fps})
+            for part in _chunks(wanted):
+                for block, bits in self.c.execute(
+                        f"SELECT block, bits FROM bloom WHERE block IN ({_marks(len(part))})",
+                        part):
+                    self.blocks[block] = bytearray(bits)
+            return
+        for part in _chunks(fps):
+            self.known.update(self.c.execute(
+                f"SELECT fp, revisit_at FROM seen WHERE fp IN ({_marks(len(part))})", part))
+
+    def is_dup(self, fp: bytes, now: float) -> bool:
+        if fp in self.batch:
+            return True
+        if self.bloom is not None:
+            block, bits = self.bloom.locate(fp)
+            data = self.blocks.get(block)
+            return data is not None and all(data[b >> 3] & (1 << (b & 7)) for b in bits)
+        r = self.known.get(fp, _MISSING)
+        return r is not _MISSING and (r is None or r > now)  # type: ignore[operator]
+
+    def mark(self, fp: bytes, revisit_at: float | None) -> None:
+        self.batch.add(fp)
+        if self.bloom is not None:
+            block, bits = self.bloom.locate(fp)
+            data = self.blocks.get(block)
+            if data is None:
+                data = self.blocks[block] = bytearray(BLOCK_BYTES)
+            test_and_set(data, bits)
+            self.dirty.add(block)
+        else:
+            self.fresh.append((fp, revisit_at))
+
+    def flush(self) -> None:
+        if self.fresh:
+            self.c.executemany("INSERT OR REPLACE INTO seen (fp, revisit_at) VALUES (?, ?)",
+                               self.fresh)
+        if self.dirty:
+            self.c.executemany("INSERT OR REPLACE INTO bloom (block, bits) VALUES (?, ?)",
+                               [(b, bytes(self.blocks[b])) for b in self.dirty])
+
+
+class _Loader:
+    """dumpfmt.apply's primitive writers for a SQLite store, inside one transaction."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+        self.c: sqlite3.Connection
+        self.seen: _SeenTx | None = None
+        self.deltas: dict[int, _Delta] = {}
+        self.counts: dict[str, int] = {}
+
+    def _qid(self, key: str) -> int:
+        return self.store._qid_map(self.c, [key])[key]
+
+    def _load_seen(self, fp: bytes, revisit_at: float | None) -> None:
+        if self.seen is None:
+            self.seen = _SeenTx(self.c, self.store._bloom)
+        if self.store._bloom is not None:
+            self.seen.prefetch([fp])
+        self.seen.mark(fp, revisit_at)
+        self.seen.batch.clear()
+        if len(self.seen.fresh) > 10_000 or len(self.seen.dirty) > 1_000:
+            self.seen.flush()
+            self.seen.fresh.clear()
+            self.seen.dirty.clear()
+
+    def _load_bloom(self, bits: bytes) -> None:
+        shape = self.store._bloom
+        if shape is None or len(bits) != shape.size_bytes:
+            raise ConfigError("dump has a Bloom filter of another shape than this store")
+        for b in range(shape.blocks):
+            chunk = bits[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES]
+            if any(chunk):
+                row = self.c.execute("SELECT bits FROM bloom WHERE block=?", (b,)).fetchone()
+                merged = bytes(x | y for x, y in zip(chunk, row[0])) if row else chunk
+                self.c.execute("INSERT OR REPLACE INTO bloom VALUES (?, ?)", (b, merged))
+
+    def _load_entry(self, key: str, priority: int, retries: int, payload: bytes,
+                    not_before: float | None) -> None:
+        qid = self._qid(key)
+        seq = self.store._take(self.c, "entry_seq", 1) + 1
+        self.c.execute("INSERT INTO entries (id, qid, prio, ord, retries, payload, due) "
+                       "VALUES (?,?,?,?,?,?,?)",
+                       (seq, qid, priority, _SEQ_MAX - seq if self.store.lifo else seq,
+                        retries, payload, not_before))
+        self.counts["queued"] = self.counts.get("queued", 0) + 1
+        if not_before is not None:
+            self.counts["scheduled"] = self.counts.get("scheduled", 0) + 1
+            return
+        d = self.deltas.get(qid) or self.deltas.setdefault(qid, _Delta())
+        d.queued += 1
+        d.head = -priority if d.head is None else min(d.head, -priority)
+
+    def _load_queue(self, key: str, accepted: int, ready_at: float,
+                    settings: Mapping[str, float]) -> None:
+        qid = self._qid(key)
+        clean = check_settings(settings)
+        self.c.execute("UPDATE queues SET accepted = max(accepted, ?) WHERE qid=?",
+                       (accepted, qid))
+        if clean:
+            cols = ", ".join(f"{k}=?" for k in clean)
+            self.c.execute(f"UPDATE queues SET {cols} WHERE qid=?", (*clean.values(), qid))
+        d = self.deltas.get(qid) or self.deltas.setdefault(qid, _Delta())
+        d.ready_at = max(d.ready_at, ready_at)
+
+    def _load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
+                   error: str, died_at: float) -> None:
+        self.c.execute("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
+                       "VALUES (?,?,?,?,?,?)",
+                       (self._qid(queue), priority, retries, payload, error, died_at))
+        self.counts["dead"] = self.counts.get("dead", 0) + 1
+
+    def _load_counters(self, counters: Mapping[str, int], rejected: Mapping[str, int]) -> None:
+        for k, v in counters.items():
+            if k in ("seen", "added", "done", "failed", "retried", "redelivered",
+                     "late_acks", "duplicates"):
+                self.counts[k] = self.counts.get(k, 0) + int(v)
+        if rejected:
+            self.store._reject(self.c, {r: int(v) for r, v in rejected.items()})
+
+    def finish(self) -> None:
+        if self.seen is not None:
+            self.seen.flush()
+        # Time 0: every queue whose rest has not passed is resting; the next wake fixes it.
+        self.store._apply(self.c, self.deltas, 0.0)
+        self.store._count(self.c, **self.counts)
+

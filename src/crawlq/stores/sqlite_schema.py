@@ -1,0 +1,140 @@
+"""The SQLite store's schema, and how a file is checked before use.
+
+Entries live in one table in one of three states: queued (``lease`` and ``due`` NULL),
+scheduled (``due`` set: waiting for ``not_before`` or a retry backoff) and leased
+(``lease`` set). Partial indexes keep each state's lookups small: the head of a queue,
+the leases by token and by expiry, the scheduled ones by due time.
+
+Queues carry their own state code (0 ready, 1 busy, 2 resting, 3 exhausted), ``head``
+(the negated priority of the best queued entry, so that one ascending index orders
+ready queues by priority then by ``since``), counters and per-queue overrides.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..errors import StoreCorrupt
+
+SCHEMA_VERSION = 1
+
+READY, BUSY, RESTING, EXHAUSTED = 0, 1, 2, 3
+
+COUNTERS = ("seen", "added", "done", "failed", "retried", "dead", "redelivered",
+            "late_acks", "duplicates", "queued", "scheduled", "leased",
+            "entry_seq", "lease_seq")
+
+DDL = """
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rejected (
+    reason TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS seen (
+    fp BLOB PRIMARY KEY,
+    revisit_at REAL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bloom (
+    block INTEGER PRIMARY KEY,
+    bits BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS queues (
+    qid INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
+    state INTEGER NOT NULL DEFAULT 3,
+    head INTEGER,
+    since REAL NOT NULL DEFAULT 0,
+    ready_at REAL NOT NULL DEFAULT 0,
+    queued INTEGER NOT NULL DEFAULT 0,
+    inflight INTEGER NOT NULL DEFAULT 0,
+    accepted INTEGER NOT NULL DEFAULT 0,
+    session INTEGER NOT NULL DEFAULT 0,
+    concurrency INTEGER,
+    min_delay REAL,
+    max_delay REAL,
+    delay_factor REAL,
+    max_queue_urls INTEGER,
+    session_budget INTEGER,
+    session_rest REAL
+);
+CREATE INDEX IF NOT EXISTS queues_ready ON queues (head, since) WHERE state = 0;
+CREATE INDEX IF NOT EXISTS queues_resting ON queues (ready_at) WHERE state = 2;
+CREATE TABLE IF NOT EXISTS entries (
+    id INTEGER PRIMARY KEY,
+    qid INTEGER NOT NULL,
+    prio INTEGER NOT NULL,
+    ord INTEGER NOT NULL,
+    retries INTEGER NOT NULL DEFAULT 0,
+    payload BLOB NOT NULL,
+    due REAL,
+    lease INTEGER,
+    expires REAL
+);
+CREATE INDEX IF NOT EXISTS entries_head ON entries (qid, prio DESC, ord)
+    WHERE lease IS NULL AND due IS NULL;
+CREATE INDEX IF NOT EXISTS entries_lease ON entries (lease) WHERE lease IS NOT NULL;
+CREATE INDEX IF NOT EXISTS entries_expiry ON entries (expires) WHERE lease IS NOT NULL;
+CREATE INDEX IF NOT EXISTS entries_due ON entries (due) WHERE due IS NOT NULL;
+CREATE TABLE IF NOT EXISTS dead (
+    id INTEGER PRIMARY KEY,
+    qid INTEGER NOT NULL,
+    prio INTEGER NOT NULL,
+    retries INTEGER NOT NULL,
+    payload BLOB NOT NULL,
+    error TEXT NOT NULL,
+    died_at REAL NOT NULL
+);
+"""
+
+HEAD_OF = ("SELECT -prio FROM entries WHERE qid = queues.qid AND lease IS NULL "
+           "AND due IS NULL ORDER BY prio DESC, ord LIMIT 1")
+"""Correlated subquery: the negated priority of a queue's best queued entry."""
+
+
+def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, float] | None,
+               lifo: bool) -> None:
+    """Create the schema in a new file, or check that an existing file is a crawlq store."""
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as exc:
+        raise StoreCorrupt(f"{path} is not a usable SQLite file: {exc}") from exc
+    if names and "meta" not in names:
+        raise StoreCorrupt(f"{path} is an SQLite database but not a crawlq store "
+                           f"(tables: {sorted(names)[:5]})")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for stmt in DDL.split(";"):
+            if stmt.strip():
+                conn.execute(stmt)
+        row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
+        if row is None:
+            conn.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            conn.executemany("INSERT OR IGNORE INTO meta VALUES (?, 0)", [(c,) for c in COUNTERS])
+            conn.execute("INSERT INTO meta VALUES ('lifo', ?)", (int(lifo),))
+            conn.execute("INSERT INTO meta VALUES ('bloom', ?)",
+                         (None if bloom_shape is None else f"{bloom_shape[0]}:{bloom_shape[1]}",))
+        else:
+            if row[0] != SCHEMA_VERSION:
+                raise StoreCorrupt(f"{path} has crawlq schema {row[0]}, this crawlq reads "
+                                   f"{SCHEMA_VERSION}")
+            stored = conn.execute("SELECT value FROM meta WHERE name='bloom'").fetchone()
+            want = None if bloom_shape is None else f"{bloom_shape[0]}:{bloom_shape[1]}"
+            if stored is None or stored[0] != want:
+                conn.execute("ROLLBACK")
+                from ..errors import ConfigError
+
+                raise ConfigError(
+                    f"{path} was created with bloom={stored[0] if stored else None!r}; "
+                    f"opened with bloom={want!r}: reopen with the same seen-set options")
+        conn.execute("COMMIT")
+    except sqlite3.DatabaseError as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise StoreCorrupt(f"{path}: cannot initialize the crawlq schema: {exc}") from exc
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise

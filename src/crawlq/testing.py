@@ -1,0 +1,499 @@
+"""The store contract suite: the executable specification of a crawlq Store.
+
+Anyone writing a store subclasses :class:`FrontierContract` in a pytest module and
+implements :meth:`FrontierContract.open_frontier`; durable stores set ``durable = True``
+and every test then also runs with the store closed and reopened at its checkpoints::
+
+    class TestMyStore(FrontierContract):
+        durable = True
+
+        def open_frontier(self, clock, path, **options):
+            return Frontier.open(f"mystore://{path}", clock=clock, **options)
+
+Time is a :class:`Clock` the tests move by hand; nothing here sleeps.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .errors import ConfigError, LeaseError
+from .frontier import Frontier
+from .models import Outcome, Request
+
+T0 = 1_800_000_000.0
+
+
+class Clock:
+    """A hand-moved clock for frontier tests."""
+
+    def __init__(self, t: float = T0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward."""
+        self.t += seconds
+
+
+FAST = {"min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0}
+"""Options that turn politeness delays off, for tests about other things."""
+
+
+class FrontierContract:
+    """Behaviour every store must show through the Frontier API."""
+
+    durable = False
+
+    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
+        """Open a frontier on the store under test; ``path`` is a fresh folder."""
+        raise NotImplementedError
+
+    # -- fixtures ------------------------------------------------------------------
+
+    @pytest.fixture(params=["live", "reopened"])
+    def reopen_mode(self, request: pytest.FixtureRequest) -> str:
+        """Durable stores run each test twice; a memory store overrides this fixture
+        with ``params=["live"]`` (see :class:`MemoryOnlyContract`)."""
+        return str(request.param)
+
+    @pytest.fixture
+    def env(self, tmp_path: Path, reopen_mode: str) -> Iterator[_Env]:
+        e = _Env(self, tmp_path, reopen_mode == "reopened")
+        yield e
+        e.close()
+
+    # -- adding and dedup ---------------------------------------------------------------
+
+    def test_add_dedups_canonical_forms(self, env: _Env) -> None:
+        f = env.open(**FAST)
+        r = f.add(["https://Example.com:443/a?b=2&a=1#x", "https://example.com/a?a=1&b=2",
+                   "https://example.com/a?a=1&b=2&utm_source=news", "https://example.com/b"])
+        assert (r.added, r.duplicates, r.rejected) == (2, 2, ())
+        assert r.added_flags == (True, False, False, True)
+        f = env.checkpoint()
+        r = f.add(["https://EXAMPLE.com/a?b=2&a=1", "https://example.com/c"])
+        assert (r.added, r.duplicates) == (1, 1)
+        s = f.stats()
+        assert (s.seen, s.added, s.queued, s.duplicates) == (3, 3, 3, 3)
+
+    def test_bad_urls_are_rejected_with_reasons_not_raised(self, env: _Env) -> None:
+        f = env.open(**FAST)
+        r = f.add(["ftp://example.com/", "https://", "https://ok.example/",
+                   "https://example.com/" + "a" * 50_000, "http://exa mple.com/",
+                   "https://example.com/\x00x", "mailto:someone@example.com", ""])
+        assert r.added == 1
+        reasons = {x.index: x.reason for x in r.rejected}
+        assert reasons == {0: "bad-scheme", 1: "no-host", 3: "too-long", 4: "control-chars",
+                           5: "control-chars", 6: "bad-scheme", 7: "empty"}
+        f = env.checkpoint()
+        assert f.stats().rejected == {"bad-scheme": 2, "no-host": 1, "too-long": 1,
+                                      "control-chars": 2, "empty": 1}
+
+    def test_dont_filter_and_retries_bypass_dedup(self, env: _Env) -> None:
+        f = env.open(**FAST)
+        f.add("https://a.example/")
+        r = f.add([Request("https://a.example/", dont_filter=True),
+                   Request("https://a.example/", retries=1)])
+        assert r.added == 2
+        assert f.stats().seen == 1 and f.stats().added == 3
+
+    def test_post_dedup_policy(self, env: _Env) -> None:
+        f = env.open(dedup_post=False, **FAST)
+        post = Request("https://a.example/form", method="POST", body=b"q=1")
+        assert f.add([post, post]).added == 2
+        g = env.open_other(**FAST)
+        assert g.add([post, post, Request("https://a.example/form", method="POST",
+                                          body=b"q=2")]).added == 2
+
+    def test_source_aware_fingerprints(self, env: _Env) -> None:
+        f = env.open(source_aware=True, **FAST)
+        r = f.add([Request("https://a.example/x", referrer="https://a.example/1"),
+                   Request("https://a.example/x", referrer="https://a.example/2"),
+                   Request("https://a.example/x", referrer="https://a.example/1")])
+        assert r.added_flags == (True, True, False)
+
+    def test_custom_key_function(self, env: _Env) -> None:
+        f = env.open(canonicalize=lambda u: u.split("?")[0], **FAST)
+        r = f.add(["https://a.example/p?session=1", "https://a.example/p?session=2"])
+        assert r.added == 1
+
+    def test_revisit_after_interval(self, env: _Env) -> None:
+        f = env.open(revisit_after=3600, **FAST)
+        f.add("https://a.example/daily")
+        f.done(f.next(1))
+        env.clock.advance(1800)
+        f = env.checkpoint()
+        assert f.add("https://a.example/daily").added == 0
+        env.clock.advance(1801)
+        assert f.add("https://a.example/daily").added == 1
+        # A per-request interval overrides the frontier's.
+        assert f.add(Request("https://a.example/often", revisit_after=10)).added == 1
+        env.clock.advance(11)
+        assert f.add("https://a.example/often").added == 1  # then the default (1 h) holds
+        env.clock.advance(11)
+        assert f.add("https://a.example/often").added == 0
+
+    # -- ordering --------------------------------------------------------------------------
+
+    def test_priority_then_fifo_within_a_queue(self, env: _Env) -> None:
+        f = env.open(concurrency=10, **FAST)
+        f.add([Request(f"https://a.example/{i}", priority=p)
+               for i, p in enumerate([0, 5, 0, 5, -3, 9])])
+        f = env.checkpoint()
+        got = [le.request.url.rsplit("/", 1)[1] for le in f.next(10)]
+        assert got == ["5", "1", "3", "0", "2", "4"]
+
+    def test_lifo_option(self, env: _Env) -> None:
+        f = env.open(concurrency=10, lifo=True, **FAST)
+        f.add([f"https://a.example/{i}" for i in range(4)])
+        f = env.checkpoint()
+        assert [le.request.url[-1] for le in f.next(10)] == ["3", "2", "1", "0"]
+
+    def test_high_priority_on_any_host_goes_first(self, env: _Env) -> None:
+        f = env.open(**FAST)
+        f.add([f"https://big.example/{i}" for i in range(50)])
+        f.add(Request("https://small.example/urgent", priority=7))
+        first = f.next(1)
+        assert first[0].request.url == "https://small.example/urgent"
+
+    def test_ready_queues_served_by_waiting_time(self, env: _Env) -> None:
+        f = env.open(**FAST)
+        f.add("https://old.example/")
+        env.clock.advance(5)
+        f.add("https://new.example/")
+        env.clock.advance(5)
+        f = env.checkpoint()
+        assert [le.queue for le in f.next(2)] == ["old.example", "new.example"]
+
+    def test_big_host_does_not_starve_others(self, env: _Env) -> None:
+        f = env.open(**FAST)
+        f.add([f"https://big.example/{i}" for i in range(100)])
+        f.add([f"https://s{i}.example/" for i in range(5)])
+        served: list[str] = []
+        for _ in range(6):
+            batch = f.next(10)
+            served += [le.queue for le in batch]
+            f.done(batch)
+            env.clock.advance(1)
+        assert {f"s{i}.example" for i in range(5)} <= set(served[:6])
+
+    def test_not_before_waits(self, env: _Env) -> None:
+        f = env.open(**FAST)
+        f.add([Request("https://a.example/later", not_before=env.clock() + 60),
+               "https://b.example/now"])
+        assert [le.queue for le in f.next(10)] == ["b.example"]
+        s = f.stats()
+        assert (s.queued, s.scheduled) == (1, 1)
+        f = env.checkpoint()
+        env.clock.advance(61)
+        assert [le.request.url for le in f.next(10)] == ["https://a.example/later"]
+
+    # -- politeness and concurrency ------------------------------------------------------
+
+    def test_one_lease_per_host_by_default(self, env: _Env) -> None:
+        f = env.open(**FAST)
+        f.add([f"https://a.example/{i}" for i in range(3)] + ["https://b.example/"])
+        leases = f.next(10)
+        assert sorted(le.queue for le in leases) == ["a.example", "b.example"]
+        assert f.next(10) == []
+        f.done(leases)
+        f = env.checkpoint()
+        assert [le.queue for le in f.next(10)] == ["a.example"]
+
+    def test_concurrency_option_and_queue_override(self, env: _Env) -> None:
+        f = env.open(concurrency=2, **FAST)
+        f.add([f"https://a.example/{i}" for i in range(5)]
+              + [f"https://b.example/{i}" for i in range(5)])
+        f.configure_queue("b.example", concurrency=3)
+        f = env.checkpoint()
+        c = Counter(le.queue for le in f.next(100))
+        assert c == {"a.example": 2, "b.example": 3}
+
+    def test_politeness_delay_formula(self, env: _Env) -> None:
+        f = env.open(min_delay=2.0, max_delay=30.0, delay_factor=5.0)
+        f.add(["https://a.example/1", "https://a.example/2", "https://a.example/3",
+               "https://a.example/4"])
+        f.done(f.next(1), duration=1.0)            # rest 5 s
+        env.clock.advance(4.9)
+        f = env.checkpoint()
+        assert f.next(1) == []
+        env.clock.advance(0.2)
+        lease = f.next(1)
+        assert len(lease) == 1
+        f.done(lease, duration=0.1)                 # 0.5 s -> clamped up to 2 s
+        env.clock.advance(1.9)
+        assert f.next(1) == []
+        env.clock.advance(0.2)
+        lease = f.next(1)
+        f.done(lease, duration=100.0)               # 500 s -> clamped down to 30 s
+        env.clock.advance(29.9)
+        assert f.next(1) == []
+        env.clock.advance(0.2)
+        assert len(f.next(1)) == 1
+
+    def test_queue_delay_override(self, env: _Env) -> None:
+        f = env.open(min_delay=0.0, max_delay=30.0, delay_factor=0.0)
+        f.configure_queue("slow.example", min_delay=10.0)
+        f.add(["https://slow.example/1", "https://slow.example/2",
+               "https://fast.example/1", "https://fast.example/2"])
+        f.done(f.next(10))
+        f = env.checkpoint()
+        assert [le.queue for le in f.next(10)] == ["fast.example"]
+        env.clock.advance(10)
+        assert [le.queue for le in f.next(10)] == ["slow.example"]
+        assert f.queues()[0].settings or f.queues()[1].settings
+
+    def test_block_until(self, env: _Env) -> None:
+        f = env.open(**FAST)
+        f.add(["https://a.example/1", "https://b.example/1"])
+        f.block("a.example", seconds=120)            # e.g. 429 with Retry-After: 120
+        f = env.checkpoint()
+        assert [le.queue for le in f.next(10)] == ["b.example"]
+        env.clock.advance(121)
+        assert [le.queue for le in f.next(10)] == ["a.example"]
+        with pytest.raises(ConfigError):
+            f.block("a.example")
+
+    def test_queue_budget_caps_accepted_urls(self, env: _Env) -> None:
+        f = env.open(max_queue_urls=3, **FAST)
+        r = f.add([f"https://trap.example/{i}" for i in range(5)] + ["https://ok.example/"])
+        assert r.added == 4
+        assert [x.reason for x in r.rejected] == ["queue-budget", "queue-budget"]
+        f = env.checkpoint()
+        f.done(f.next(10))
+        assert f.add("https://trap.example/again").added == 0  # "ever accept"
+        assert f.stats().rejected == {"queue-budget": 3}
+
+    def test_session_budget_yields_to_others(self, env: _Env) -> None:
+        f = env.open(concurrency=100, session_budget=2, session_rest=30, **FAST)
+        f.add([f"https://big.example/{i}" for i in range(6)])
+        first = f.next(100)
+        assert len(first) == 2                       # the session is over after 2
+        f.done(first)
+        f = env.checkpoint()
+        assert f.next(100) == []                     # resting 30 s
+        env.clock.advance(31)
+        assert len(f.next(100)) == 2
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def test_expired_lease_returns_to_head_of_queue(self, env: _Env) -> None:
+        f = env.open(lease_ttl=60, **FAST)
+        f.add(["https://a.example/1", "https://a.example/2"])
+        (lease,) = f.next(5)
+        f = env.checkpoint()
+        env.clock.advance(61)
+        (again,) = f.next(5)
+        assert again.request.url == lease.request.url and again.token != lease.token
+        s = f.stats()
+        assert (s.redelivered, s.leased, s.queued) == (1, 1, 1)
+        assert f.done(lease) == 0                    # too late: a documented no-op
+        assert f.stats().late_acks == 1
+        assert f.done(again) == 1
+
+    def test_strict_acks_raise(self, env: _Env) -> None:
+        f = env.open(lease_ttl=10, strict_acks=True, **FAST)
+        f.add("https://a.example/")
+        (lease,) = f.next(1)
+        env.clock.advance(11)
+        f.next(1)
+        with pytest.raises(LeaseError):
+            f.done(lease)
+
+    def test_failures_back_off_then_die(self, env: _Env) -> None:
+        f = env.open(max_retries=2, retry_backoff=10, **FAST)
+        f.add("https://a.example/flaky")
+        f.done(f.next(1), Outcome.FAILED, error="timeout")
+        assert f.next(1) == []
+        env.clock.advance(10)
+        f = env.checkpoint()
+        (lease,) = f.next(1)
+        assert lease.request.retries == 1
+        f.done(lease, Outcome.FAILED, error="timeout")
+        env.clock.advance(19)
+        assert f.next(1) == []
+        env.clock.advance(1)
+        (lease,) = f.next(1)
+        f.done(lease, Outcome.FAILED, error="HTTP 503")
+        s = f.stats()
+        assert (s.failed, s.dead, s.queued, s.leased) == (3, 1, 0, 0)
+        f = env.checkpoint()
+        (dead,) = f.dead()
+        assert dead.error == "HTTP 503" and dead.request.url == "https://a.example/flaky"
+        assert f.requeue_dead() == 1
+        (lease,) = f.next(1)
+        assert lease.request.retries == 0 and f.stats().dead == 0
+
+    def test_retry_later_counts_no_failure(self, env: _Env) -> None:
+        f = env.open(**FAST)
+        f.add("https://a.example/")
+        f.retry(f.next(1), after=30)
+        f = env.checkpoint()
+        assert f.next(1) == []
+        env.clock.advance(30)
+        (lease,) = f.next(1)
+        assert lease.request.retries == 0
+        s = f.stats()
+        assert (s.failed, s.retried) == (0, 1)
+
+    def test_request_round_trips_through_the_store(self, env: _Env) -> None:
+        f = env.open(**FAST)
+        req = Request("https://ü.example/päth?q=ß", method="POST", body=bytes(range(256)),
+                      priority=3, depth=4, referrer="https://r.example/",
+                      meta={"k": ["v", 1, None, {"x": 1.5}], "ü": True}, revisit_after=99.0)
+        f.add(req)
+        f = env.checkpoint()
+        (lease,) = f.next(1)
+        assert lease.request == req
+        assert lease.queue == "xn--tda.example"
+
+    # -- stats, accounting, dump ---------------------------------------------------------
+
+    def test_stats_and_queue_listing(self, env: _Env) -> None:
+        f = env.open(**FAST)
+        f.add([f"https://a.example/{i}" for i in range(3)] + ["https://b.example/"])
+        f.next(10)
+        f = env.checkpoint()
+        s = f.stats(per_queue=10)
+        assert (s.seen, s.queued, s.leased, s.queues_total) == (4, 2, 2, 2)
+        assert (s.queues_ready, s.queues_resting, s.queues_exhausted) == (0, 1, 1)
+        a = next(q for q in s.per_queue if q.key == "a.example")
+        assert (a.queued, a.leased, a.accepted, a.state) == (2, 1, 3, "busy")
+        assert not s.finished
+        assert s.as_dict()["per_queue"][0]["key"] == "a.example"
+
+    def test_everything_accepted_is_accounted_for(self, env: _Env) -> None:
+        f = env.open(lease_ttl=30, max_retries=1, retry_backoff=1, concurrency=4, **FAST)
+        urls = [f"https://h{i % 7}.example/{i}" for i in range(300)]
+        f.add(urls)
+        finished: set[str] = set()
+        for step in range(400):
+            leases = f.next(17)
+            if step % 5 == 0:
+                f = env.checkpoint()
+            for i, le in enumerate(leases):
+                if i % 6 == 5:
+                    continue  # abandoned: the lease expires
+                if i % 6 == 4:
+                    f.done(le, Outcome.FAILED, error="x")
+                else:
+                    assert le.request.url not in finished
+                    f.done(le)
+                    finished.add(le.request.url)
+            env.clock.advance(7)
+            if f.stats().finished:
+                break
+        s = f.stats()
+        assert s.finished
+        dead = {d.request.url for d in f.dead(1000)}
+        assert finished | dead == set(urls) and not finished & dead
+        assert s.done == len(finished) and s.dead == len(dead)
+
+    def test_dump_and_load_round_trip(self, env: _Env) -> None:
+        f = env.open(max_retries=0, **FAST)
+        f.add([Request("https://a.example/1", priority=2, meta={"m": 1}),
+               "https://a.example/2", "https://b.example/1",
+               Request("https://c.example/later", not_before=env.clock() + 100)])
+        f.configure_queue("b.example", min_delay=7.0)
+        leases = f.next(10)
+        f.done([le for le in leases if le.queue == "b.example"], Outcome.FAILED, error="boom")
+        records = list(f.dump())
+        g = env.open_other(max_retries=0, **FAST)
+        assert g.load(records) == len(records)
+        s, t = f.stats(), g.stats()
+        assert (t.seen, t.dead, t.failed) == (s.seen, s.dead, s.failed)
+        assert t.queued == s.queued + s.leased  # leases come back as queued
+        assert g.add("https://a.example/1").added == 0
+        assert g.dead()[0].error == "boom"
+        got = {le.request.url for le in g.next(10)}
+        assert "https://a.example/1" in got
+        env.clock.advance(101)
+        assert "https://c.example/later" in {le.request.url for le in g.next(10)}
+
+    def test_bloom_seen_set(self, env: _Env) -> None:
+        f = env.open(bloom_capacity=10_000, bloom_error_rate=0.001, concurrency=100, **FAST)
+        urls = [f"https://a.example/{i}" for i in range(2000)]
+        assert f.add(urls).added >= 1990
+        f = env.checkpoint()
+        assert f.add(urls[:1000]).added == 0          # a Bloom filter has no false negatives
+
+    def test_threads_never_share_a_lease(self, env: _Env) -> None:
+        f = env.open(concurrency=5, **FAST)
+        f.add([f"https://h{i % 20}.example/{i}" for i in range(1000)])
+        got: list[str] = []
+        lock = threading.Lock()
+
+        def worker() -> None:
+            while True:
+                leases = f.next(7)
+                if not leases:
+                    if f.stats().finished:
+                        return
+                    continue
+                with lock:
+                    got.extend(le.request.url for le in leases)
+                f.done(leases)
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len(got) == 1000 and len(set(got)) == 1000
+        assert f.stats().done == 1000
+
+
+class MemoryOnlyContract(FrontierContract):
+    """The contract for stores that keep nothing across a reopen, by design."""
+
+    @pytest.fixture(params=["live"])
+    def reopen_mode(self, request: pytest.FixtureRequest) -> str:
+        return str(request.param)
+
+
+class _Env:
+    """One test's frontier, its clock, and its close/reopen checkpoints."""
+
+    def __init__(self, contract: FrontierContract, path: Path, reopen: bool) -> None:
+        self.contract = contract
+        self.path = path
+        self.reopen = reopen
+        self.clock = Clock()
+        self.frontier: Frontier | None = None
+        self.options: dict[str, Any] = {}
+        self.others: list[Frontier] = []
+
+    def open(self, **options: Any) -> Frontier:
+        self.options = options
+        self.frontier = self.contract.open_frontier(self.clock, self.path / "main", **options)
+        return self.frontier
+
+    def open_other(self, **options: Any) -> Frontier:
+        """A second, independent frontier (another store)."""
+        n = len(self.others)
+        g = self.contract.open_frontier(self.clock, self.path / f"other{n}", **options)
+        self.others.append(g)
+        return g
+
+    def checkpoint(self) -> Frontier:
+        """Close and reopen the store when testing durability; else the same frontier."""
+        assert self.frontier is not None
+        if self.reopen:
+            self.frontier.close()
+            self.frontier = self.contract.open_frontier(self.clock, self.path / "main",
+                                                        **self.options)
+        return self.frontier
+
+    def close(self) -> None:
+        for g in [self.frontier, *self.others]:
+            if g is not None:
+                g.close()
