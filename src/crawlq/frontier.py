@@ -16,7 +16,7 @@ from .errors import ConfigError, InvalidURL, LeaseError
 from .models import AddResult, DeadRequest, Lease, Outcome, QueueInfo, Rejection, Request, Stats
 from .policies.canonical import DEFAULT_MAX_LENGTH, Canonicalizer
 from .policies.fingerprint import FingerprintFunction, Fingerprinter
-from .policies.queueing import QueueKeyFunction, resolve_queue_key
+from .policies.queueing import QueueKeyFunction, host_key, resolve_queue_key
 from .stores.base import (
     ACK_DEAD,
     ACK_DONE,
@@ -85,6 +85,17 @@ class Frontier:
             source_aware=source_aware)
         self.dedup_post = dedup_post
         self.queue_key = resolve_queue_key(queue_by)
+        if isinstance(self.canonicalize, Canonicalizer) and self.queue_key is host_key:
+            # The canonicalizer has the host at hand: one step instead of two.
+            self._split: Callable[[str], tuple[str, str]] = self.canonicalize.split
+        else:
+            canon_fn, key_fn = self.canonicalize, self.queue_key
+
+            def split(url: str) -> tuple[str, str]:
+                c = canon_fn(url)
+                return c, key_fn(c)
+
+            self._split = split
         self.priority = priority
         self.revisit_after = revisit_after
         self.lease_ttl = float(lease_ttl)
@@ -134,13 +145,13 @@ class Frontier:
         entries: list[Entry] = []
         index: list[int] = []
         rejected: list[Rejection] = []
-        canonicalize, fingerprint, queue_key = self.canonicalize, self.fingerprint, self.queue_key
+        split, fingerprint = self._split, self.fingerprint
         priority_fn, dedup_post = self.priority, self.dedup_post
         default_revisit = self.revisit_after
         for i, item in enumerate(requests):
             req = Request(item) if isinstance(item, str) else item
             try:
-                canon = canonicalize(req.url)
+                canon, key = split(req.url)
                 if req.dont_filter or req.retries or (not dedup_post and req.method == "POST"):
                     fp = None
                 else:
@@ -152,7 +163,7 @@ class Frontier:
                 if revisit is None:
                     revisit = default_revisit
                 entries.append(Entry(
-                    fp, queue_key(canon), prio, req.to_payload(), req.not_before,
+                    fp, key, prio, req.to_payload(), req.not_before,
                     None if revisit is None else now + revisit, req.retries))
                 index.append(i)
             except InvalidURL as exc:

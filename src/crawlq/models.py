@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import math
+from types import MappingProxyType
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,8 @@ import msgpack
 from .errors import ConfigError
 
 _PAYLOAD_VERSION = 1
+_NO_META: Mapping[str, Any] = MappingProxyType({})  # shared: no dict per request
+_packb = msgpack.packb  # (a shared Packer would be faster but is not thread-safe)
 
 
 class Outcome(enum.Enum):
@@ -46,7 +49,7 @@ class Request:
     priority: int = 0
     depth: int = 0
     referrer: str | None = None
-    meta: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    meta: Mapping[str, Any] = field(default_factory=lambda: _NO_META, hash=False)
     dont_filter: bool = False
     not_before: float | None = None
     retries: int = 0
@@ -54,6 +57,15 @@ class Request:
 
     def to_payload(self) -> bytes:
         """Encode the parts a store keeps opaque (priority and retries live beside it)."""
+        if (self.method == "GET" and not self.body and not self.meta and not self.dont_filter
+                and self.revisit_after is None and self.url.__class__ is str):
+            # The common request, encoded without the generic trimming loop.
+            if self.referrer is None:
+                if not self.depth:
+                    return _packb((_PAYLOAD_VERSION, self.url))  # type: ignore[no-any-return]
+                return _packb((_PAYLOAD_VERSION, self.url, self.depth))  # type: ignore
+            return _packb((_PAYLOAD_VERSION, self.url, self.depth,  # type: ignore
+                           self.referrer))
         parts: list[Any] = [
             _PAYLOAD_VERSION, self.url, self.depth, self.referrer, self.method, self.body,
             dict(self.meta) if self.meta else None, self.dont_filter, self.revisit_after,
@@ -81,7 +93,7 @@ class Request:
             priority,
             p[2] if n > 2 else 0,
             p[3] if n > 3 else None,
-            (p[6] or {}) if n > 6 else {},
+            (p[6] or _NO_META) if n > 6 else _NO_META,
             p[7] if n > 7 else False,
             not_before,
             retries,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from ..errors import InvalidURL
 
@@ -33,7 +33,11 @@ _PATH_SAFE = "/!$&'()*+,;=:@-._~"
 _QUERY_SAFE = "/?!$'()*+,;:@-._~="  # '&' and '=' are structure, handled per pair
 _CLEAN_PATH = re.compile(r"[A-Za-z0-9/!$&'()*+,;=:@\-._~]*\Z").match
 _CLEAN_QUERY = re.compile(r"[A-Za-z0-9/?!$&'()*+,;=:@\-._~]*\Z").match
-_CONTROL = re.compile(r"[\x00-\x20\x7f]").search
+_HOST_CACHE = 50_000
+_SPLIT = re.compile(
+    r"([A-Za-z][A-Za-z0-9+.\-]*)://([^/?#\x00-\x1f\x7f]*)([^?#\x00-\x1f\x7f]*)"
+    r"(?:\?([^#\x00-\x1f\x7f]*))?(?:#([^\x00-\x1f\x7f]*))?\Z").match
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]").search
 _PCT = re.compile(r"%([0-9A-Fa-f]{2})")
 _LONE_PCT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _HOST_OK = re.compile(r"[a-z0-9._\-]+\Z").match
@@ -104,26 +108,41 @@ class Canonicalizer:
         self.drop_session_in_path = drop_session_in_path
         self.schemes = frozenset(s.lower() for s in schemes)
         self.max_length = max_length
+        self._hosts: dict[tuple[str, str], tuple[str, str]] = {}
+        names = sorted(re.escape(p) for p in self.drop_params)
+        names += [re.escape(p) + r"[^=&]*" for p in self.drop_prefixes]
+        # One search of "&" + lowercased query tells whether any parameter must go;
+        # most queries have none (a leading literal makes the regex scan fast).
+        self._drop_any = re.compile("&(?:" + "|".join(names) + r")(?:[=&]|\Z)").search \
+            if names else None
 
     def __call__(self, url: str) -> str:
         """Return the canonical form of ``url``."""
+        return self.split(url)[0]
+
+    def split(self, url: str) -> tuple[str, str]:
+        """Return ``(canonical url, host key)``; the host key is the canonical authority
+        without user info (the default queue key), computed here because the
+        canonicalizer has it at hand."""
         if not url:
             raise InvalidURL("empty", url)
         if len(url) > self.max_length:
             raise InvalidURL("too-long", url, f"{len(url)} > {self.max_length} characters")
-        url = url.strip()
-        if _CONTROL(url):
-            raise InvalidURL("control-chars", url)
-        try:
-            parts = urlsplit(url)
-        except ValueError as exc:
-            raise InvalidURL("bad-host", url, str(exc)) from None
-        scheme = parts.scheme.lower() if self.lowercase else parts.scheme
-        if scheme.lower() not in self.schemes:
-            raise InvalidURL("bad-scheme", url, f"scheme {parts.scheme!r} not in "
-                             f"{sorted(self.schemes)}")
-        netloc = self._netloc(url, parts.netloc, scheme.lower())
-        path = parts.path
+        m = _SPLIT(url)  # fails on control characters too: the slow path says which
+        if m is None:
+            return self._slow_checks(url)
+        scheme, netloc, path, query, fragment = m.groups()
+        lscheme = scheme.lower()
+        if lscheme not in self.schemes:
+            raise InvalidURL("bad-scheme", url, f"scheme {scheme!r} not in {sorted(self.schemes)}")
+        if self.lowercase:
+            scheme = lscheme
+        hit = self._hosts.get((lscheme, netloc))
+        if hit is None:
+            hit = self._netloc(url, netloc, lscheme)
+            if len(self._hosts) >= _HOST_CACHE:
+                self._hosts.clear()  # a crude bound; hosts repeat, so it refills fast
+            self._hosts[(lscheme, netloc)] = hit
         if self.drop_session_in_path and ";" in path:
             path = _SESSION_IN_PATH.sub("", path)
         if self.normalize_percent and not _CLEAN_PATH(path):
@@ -133,15 +152,30 @@ class Canonicalizer:
                 path = "/"
             elif "/." in path:
                 path = remove_dot_segments(path)
-        query = parts.query
+        out = f"{scheme}://{hit[0]}{path}"
         if query:
             query = self._query(url, query)
-        out = f"{scheme}://{netloc}{path}"
-        if query:
-            out += "?" + query
-        if not self.drop_fragment and parts.fragment:
-            out += "#" + parts.fragment
-        return out
+            if query:
+                out = f"{out}?{query}"
+        if fragment and not self.drop_fragment:
+            out = f"{out}#{fragment}"
+        return out, hit[1]
+
+    def _slow_checks(self, url: str) -> tuple[str, str]:
+        """Explain why a URL does not have the ``scheme://authority/...`` shape."""
+        stripped = url.strip()
+        if stripped != url and stripped:
+            return self.split(stripped)
+        if _CONTROL(url):
+            raise InvalidURL("control-chars", url)
+        scheme = url.partition(":")[0].lower()
+        if ":" in url and scheme.isascii() and scheme.isalpha() and scheme not in self.schemes:
+            raise InvalidURL("bad-scheme", url, f"scheme {scheme!r} not in "
+                             f"{sorted(self.schemes)}")
+        if "://" not in url:
+            raise InvalidURL("bad-scheme" if ":" not in url else "no-host", url,
+                             "not an absolute URL")
+        raise InvalidURL("no-host", url)
 
     def _pct(self, url: str, s: str, safe: str) -> str:
         try:
@@ -149,7 +183,7 @@ class Canonicalizer:
         except UnicodeEncodeError:
             raise InvalidURL("bad-encoding", url) from None
 
-    def _netloc(self, url: str, netloc: str, scheme: str) -> str:
+    def _netloc(self, url: str, netloc: str, scheme: str) -> tuple[str, str]:
         userinfo, at, hostport = netloc.rpartition("@")
         if hostport.startswith("["):  # IPv6 literal
             end = hostport.find("]")
@@ -182,12 +216,14 @@ class Canonicalizer:
             if self.drop_default_port and _DEFAULT_PORTS.get(scheme) == int(port):
                 port = ""
         out = host + (":" + port if port else "")
-        return f"{userinfo}@{out}" if at else out
+        return (f"{userinfo}@{out}" if at else out), out
 
     def _query(self, url: str, query: str) -> str:
-        pairs = [p for p in query.split("&") if p]
-        drop, prefixes = self.drop_params, self.drop_prefixes
-        if drop or prefixes:
+        pairs = query.split("&")
+        if "" in pairs:
+            pairs = [p for p in pairs if p]
+        if self._drop_any is not None and self._drop_any("&" + query.lower()):
+            drop, prefixes = self.drop_params, self.drop_prefixes
             kept = []
             for p in pairs:
                 name = p.partition("=")[0].lower()

@@ -90,7 +90,7 @@ class MemoryStore:
         self._resting: list[tuple[float, int, str]] = []  # (ready_at, version, key)
         self._scheduled: list[tuple[float, int, str, bytes]] = []  # (not_before, n, key, item)
         self._leases: dict[int, tuple[_Queue, bytes, float]] = {}
-        self._expiry: list[tuple[float, int]] = []
+        self._expiry: list[tuple[float, int, list[int]]] = []
         self._dead: dict[int, DeadEntry] = {}
         self._seq = itertools.count(1)
         self._tokens = itertools.count(1)
@@ -218,16 +218,16 @@ class MemoryStore:
             self._push(self._queue(key), item, now)
         expiry = self._expiry
         while expiry and expiry[0][0] <= now:
-            expires, token = heapq.heappop(expiry)
-            held = self._leases.get(token)
-            if held is None or held[2] != expires:
-                continue
-            del self._leases[token]
-            q, item, _ = held
-            q.inflight -= 1
-            self._counters["redelivered"] += 1
-            heapq.heappush(q.heap, item)  # its old place: the head of its queue
-            self._settle(q, now)
+            expires, _, tokens = heapq.heappop(expiry)
+            for token in tokens:
+                held = self._leases.pop(token, None)
+                if held is None:
+                    continue
+                q, item, _ = held
+                q.inflight -= 1
+                self._counters["redelivered"] += 1
+                heapq.heappush(q.heap, item)  # its old place: the head of its queue
+                self._settle(q, now)
         resting = self._resting
         while resting and resting[0][0] <= now:
             _, version, key = heapq.heappop(resting)
@@ -247,23 +247,35 @@ class MemoryStore:
             ready = self._ready
             # Pop the best ready queues, take one entry from each, then repeat with
             # those still ready: a round-robin over queues in priority order.
+            leases = self._leases
+            tokens = self._tokens
+            pop = heapq.heappop
+            first = len(out)
             while len(out) < limit and ready:
                 taken: list[_Queue] = []
+                # Round-robin over ready queues in priority order; each pop may take a
+                # fair share of what is left, so one big queue needs few rounds.
+                share = max(1, (limit - len(out)) // len(ready))
                 while ready and len(out) < limit:
-                    _, _, version, key = heapq.heappop(ready)
+                    _, _, version, key = pop(ready)
                     q = self._queues[key]
                     if q.version != version or q.state != _READY:
                         continue
-                    item = heapq.heappop(q.heap)
-                    token = next(self._tokens)
-                    self._leases[token] = (q, item, expires)
-                    heapq.heappush(self._expiry, (expires, token))
-                    q.inflight += 1
-                    q.session += 1
-                    out.append(Leased(
-                        token, key, _PRIO_BIAS - int.from_bytes(item[:4], "big"),
-                        int.from_bytes(item[10:12], "big"), item[12:], expires,
-                    ))
+                    pol = q.policy
+                    k = min(share, limit - len(out), pol.concurrency - q.inflight, len(q.heap))
+                    if pol.session_budget:
+                        k = min(k, pol.session_budget - q.session)
+                    heap = q.heap
+                    for _ in range(k):
+                        item = pop(heap)
+                        token = next(tokens)
+                        leases[token] = (q, item, expires)
+                        out.append(Leased(
+                            token, key, _PRIO_BIAS - int.from_bytes(item[:4], "big"),
+                            int.from_bytes(item[10:12], "big"), item[12:], expires,
+                        ))
+                    q.inflight += k
+                    q.session += k
                     q.state = -1
                     taken.append(q)
                 for q in taken:
@@ -273,6 +285,10 @@ class MemoryStore:
                         q.session = 0
                         q.ready_at = max(q.ready_at, now + q.policy.session_rest)
                     self._settle(q, now)
+            if len(out) > first:
+                # One expiry record per call: the leases of a call expire together.
+                heapq.heappush(self._expiry, (expires, out[first].token,
+                                              [le.token for le in out[first:]]))
         return out
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:

@@ -103,6 +103,10 @@ class SQLiteStore:
             self._conn.execute("PRAGMA journal_mode=WAL").fetchone()
             self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
             self._conn.execute("PRAGMA temp_store=MEMORY")
+            # Batches rewrite the same hot pages (queue heads, lease rows) over and over;
+            # checkpointing less often writes each of them to the file once, not 5 times.
+            self._conn.execute("PRAGMA wal_autocheckpoint=10000")
+            self._conn.execute("PRAGMA journal_size_limit=67108864")
             initialize(self._conn, path,
                        None if bloom is None else (bloom.capacity, bloom.error_rate), lifo)
         except sqlite3.DatabaseError as exc:
@@ -243,25 +247,30 @@ class SQLiteStore:
     def _wake(self, c: sqlite3.Connection, now: float) -> None:
         """Expired leases back to their queues, due entries in, rested queues ready."""
         deltas: dict[int, _Delta] = {}
-        expired = c.execute("SELECT id, qid, prio FROM entries WHERE lease IS NOT NULL "
-                            "AND expires <= ?", (now,)).fetchall()
+        expired = c.execute("SELECT token, qid, nprio FROM leases WHERE expires <= ?",
+                            (now,)).fetchall()
         if expired:
-            c.executemany("UPDATE entries SET lease=NULL, expires=NULL WHERE id=?",
-                          [(r[0],) for r in expired])
-            for _, qid, prio in expired:
+            tokens = [(r[0],) for r in expired]
+            # Back to its old place: the same key puts it at the head of its queue.
+            c.executemany("INSERT INTO entries SELECT qid, nprio, ord, retries, payload "
+                          "FROM leases WHERE token=?", tokens)
+            c.executemany("DELETE FROM leases WHERE token=?", tokens)
+            for _, qid, nprio in expired:
                 d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                 d.inflight -= 1
                 d.queued += 1
-                d.head = -prio if d.head is None else min(d.head, -prio)
+                d.head = nprio if d.head is None else min(d.head, nprio)
             self._count(c, redelivered=len(expired), leased=-len(expired), queued=len(expired))
-        due = c.execute("SELECT id, qid, prio FROM entries WHERE due IS NOT NULL "
-                        "AND due <= ?", (now,)).fetchall()
+        due = c.execute("SELECT id, qid, nprio FROM scheduled WHERE due <= ?", (now,)).fetchall()
         if due:
-            c.executemany("UPDATE entries SET due=NULL WHERE id=?", [(r[0],) for r in due])
-            for _, qid, prio in due:
+            ids = [(r[0],) for r in due]
+            c.executemany("INSERT INTO entries SELECT qid, nprio, ord, retries, payload "
+                          "FROM scheduled WHERE id=?", ids)
+            c.executemany("DELETE FROM scheduled WHERE id=?", ids)
+            for _, qid, nprio in due:
                 d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                 d.queued += 1
-                d.head = -prio if d.head is None else min(d.head, -prio)
+                d.head = nprio if d.head is None else min(d.head, nprio)
             self._count(c, scheduled=-len(due))
         self._apply(c, deltas, now)
         c.execute("UPDATE queues SET state=0, since=ready_at WHERE state=2 AND ready_at <= ?",
@@ -285,8 +294,9 @@ class SQLiteStore:
             seq = self._take(c, "entry_seq", len(entries))
             lifo = self.lifo
             new_rows: list[tuple[Any, ...]] = []
+            later: list[tuple[Any, ...]] = []
             deltas: dict[int, _Delta] = {}
-            dups = seen_added = scheduled = 0
+            dups = seen_added = 0
             for e in entries:
                 qid = qids[e.queue]
                 fp = e.fingerprint
@@ -304,19 +314,22 @@ class SQLiteStore:
                 accepted[qid] += 1
                 seq += 1
                 due = e.not_before if e.not_before is not None and e.not_before > now else None
-                new_rows.append((seq, qid, e.priority, _SEQ_MAX - seq if lifo else seq,
-                                 e.retries, e.payload, due))
+                order = _SEQ_MAX - seq if lifo else seq
                 if due is None:
+                    new_rows.append((qid, -e.priority, order, e.retries, e.payload))
                     d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                     d.queued += 1
                     if d.head is None or -e.priority < d.head:
                         d.head = -e.priority
                 else:
-                    scheduled += 1
+                    later.append((due, qid, -e.priority, order, e.retries, e.payload))
                 out.append(ADDED)
             if new_rows:
-                c.executemany("INSERT INTO entries (id, qid, prio, ord, retries, payload, due) "
-                              "VALUES (?,?,?,?,?,?,?)", new_rows)
+                new_rows.sort()  # in key order: inserts walk the b-tree once
+                c.executemany("INSERT INTO entries VALUES (?,?,?,?,?)", new_rows)
+            if later:
+                c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
+                              "VALUES (?,?,?,?,?,?)", later)
             seen.flush()
             c.executemany("UPDATE queues SET accepted=? WHERE qid=?",
                           [(n, q) for q, n in accepted.items() if n != rows[q][8]])
@@ -324,8 +337,9 @@ class SQLiteStore:
             over = out.count(OVER_BUDGET)
             if over:
                 self._reject(c, {"queue-budget": over})
-            self._count(c, added=len(new_rows), seen=seen_added, duplicates=dups,
-                        queued=len(new_rows), scheduled=scheduled)
+            n = len(new_rows) + len(later)
+            self._count(c, added=n, seen=seen_added, duplicates=dups, queued=n,
+                        scheduled=len(later))
         return out
 
     def lease(self, now: float, limit: int, ttl: float) -> list[Leased]:
@@ -350,6 +364,7 @@ class SQLiteStore:
                     free = min(free, pol.session_budget - r[3])
                 keys[r[0]] = r[1]
                 room[r[0]] = max(free, 1)
+                # (a ready queue always has room for one; session budgets reset at zero)
             token = self._take(c, "lease_seq", 0)
             taken: dict[int, int] = dict.fromkeys(keys, 0)
             active = [r[0] for r in cands]
@@ -357,26 +372,43 @@ class SQLiteStore:
             # those with room left, until ``limit`` is reached.
             while active and len(out) < limit:
                 want = active[: limit - len(out)]
+                share = max(1, (limit - len(out)) // len(want))
                 got: list[tuple[Any, ...]] = []
-                for part in _chunks(want):
-                    got.extend(c.execute(
-                        "SELECT id, qid, prio, retries, payload FROM entries WHERE id IN ("
-                        "SELECT (SELECT id FROM entries x WHERE x.qid = q.qid AND x.lease IS NULL"
-                        " AND x.due IS NULL ORDER BY x.prio DESC, x.ord LIMIT 1) FROM queues q"
-                        f" WHERE q.qid IN ({_marks(len(part))}))", part))
+                if share == 1:
+                    # Many queues: the head of each in one statement (``head`` is kept
+                    # up to date, so each is one index seek).
+                    for part in _chunks(want):
+                        got.extend(c.execute(
+                            "SELECT e.qid, e.nprio, e.ord, e.retries, e.payload FROM queues q "
+                            "JOIN entries e ON e.qid = q.qid AND e.nprio = q.head AND e.ord = "
+                            "(SELECT min(y.ord) FROM entries y WHERE y.qid = q.qid AND "
+                            f"y.nprio = q.head) WHERE q.qid IN ({_marks(len(part))})", part))
+                    pos = {qid: i for i, qid in enumerate(want)}
+                    got.sort(key=lambda r: pos[r[0]])
+                else:
+                    # Few queues with room: a fair share of what is left from each.
+                    for qid in want:
+                        k = min(share, room[qid] - taken[qid], limit - len(out) - len(got))
+                        got.extend(c.execute(
+                            "SELECT qid, nprio, ord, retries, payload FROM entries WHERE qid=? "
+                            "ORDER BY nprio, ord LIMIT ?", (qid, k)))
                 if not got:
                     break
-                pos = {qid: i for i, qid in enumerate(want)}
-                got.sort(key=lambda r: pos[r[1]])
-                marks = []
-                for eid, qid, prio, retries, payload in got:
+                moved = []
+                counts: dict[int, int] = {}
+                for qid, nprio, order, retries, payload in got:
                     token += 1
-                    marks.append((token, expires, eid))
-                    out.append(Leased(token, keys[qid], prio, retries, payload, expires))
-                    taken[qid] += 1
-                c.executemany("UPDATE entries SET lease=?, expires=? WHERE id=?", marks)
-                have = {r[1] for r in got}
-                active = [q for q in want if q in have and taken[q] < room[q]]
+                    moved.append((token, expires, qid, nprio, order, retries, payload))
+                    out.append(Leased(token, keys[qid], -nprio, retries, payload, expires))
+                    counts[qid] = counts.get(qid, 0) + 1
+                c.executemany("DELETE FROM entries WHERE qid=? AND nprio=? AND ord=?",
+                              [m[2:5] for m in moved])
+                c.executemany("INSERT INTO leases VALUES (?,?,?,?,?,?,?)", moved)
+                for qid, k in counts.items():
+                    taken[qid] += k
+                # A queue that gave less than asked is empty; drop it from the next round.
+                active = [q for q in want if q in counts and taken[q] < room[q]
+                          and (share == 1 or counts[q] >= min(share, room[q]))]
             c.execute("UPDATE meta SET value=? WHERE name='lease_seq'", (token,))
             deltas: dict[int, _Delta] = {}
             for qid, k in taken.items():
@@ -396,19 +428,20 @@ class SQLiteStore:
         if not acks:
             return []
         with self._tx() as c:
-            held: dict[int, tuple[int, int, int]] = {}
+            held: dict[int, tuple[int, int]] = {}
             tokens = [a.token for a in acks]
             for part in _chunks(tokens):
-                for lease, eid, qid, prio in c.execute(
-                        "SELECT lease, id, qid, prio FROM entries WHERE lease IS NOT NULL AND "
-                        f"lease IN ({_marks(len(part))})", part):
-                    held[lease] = (eid, qid, prio)
+                for token, qid, nprio in c.execute(
+                        f"SELECT token, qid, nprio FROM leases WHERE token IN ({_marks(len(part))})",
+                        part):
+                    held[token] = (qid, nprio)
             out: list[bool] = []
             deltas: dict[int, _Delta] = {}
-            done_ids: list[tuple[int]] = []
+            gone: list[tuple[int]] = []
             dead_rows: list[tuple[Any, ...]] = []
-            requeue: list[tuple[Any, ...]] = []
-            n_done = n_failed = n_retried = n_dead = n_sched = late = 0
+            back: list[tuple[Any, ...]] = []
+            later: list[tuple[Any, ...]] = []
+            n_done = n_failed = n_retried = n_dead = late = 0
             for a in acks:
                 h = held.pop(a.token, None)
                 if h is None:
@@ -416,7 +449,8 @@ class SQLiteStore:
                     late += 1
                     continue
                 out.append(True)
-                eid, qid, prio = h
+                qid, nprio = h
+                gone.append((a.token,))
                 d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                 d.inflight -= 1
                 if a.delay is not None:
@@ -424,33 +458,35 @@ class SQLiteStore:
                 else:
                     d.durations.append(a.duration)
                 if a.kind == ACK_DONE:
-                    done_ids.append((eid,))
                     n_done += 1
                 elif a.kind == ACK_DEAD:
-                    dead_rows.append((a.retries, a.error or "", now, eid))
-                    done_ids.append((eid,))
+                    dead_rows.append((a.retries, a.error or "", now, a.token))
                     n_dead += 1
                     n_failed += 1
                 else:
                     n_retried += 1
                     n_failed += a.failed
-                    due = a.not_before if a.not_before is not None and a.not_before > now \
-                        else None
-                    requeue.append((a.retries, due, eid))
-                    if due is None:
-                        d.queued += 1
-                        d.head = -prio if d.head is None else min(d.head, -prio)
+                    if a.not_before is not None and a.not_before > now:
+                        later.append((a.not_before, a.retries, a.token))
                     else:
-                        n_sched += 1
+                        back.append((a.retries, a.token))
+                        d.queued += 1
+                        d.head = nprio if d.head is None else min(d.head, nprio)
             if dead_rows:
                 c.executemany(
                     "INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
-                    "SELECT qid, prio, ?, payload, ?, ? FROM entries WHERE id=?", dead_rows)
-            if done_ids:
-                c.executemany("DELETE FROM entries WHERE id=?", done_ids)
-            if requeue:
-                c.executemany("UPDATE entries SET lease=NULL, expires=NULL, retries=?, due=? "
-                              "WHERE id=?", requeue)
+                    "SELECT qid, -nprio, ?, payload, ?, ? FROM leases WHERE token=?", dead_rows)
+            if back:
+                c.executemany("INSERT INTO entries SELECT qid, nprio, ord, ?, payload "
+                              "FROM leases WHERE token=?", back)
+            if later:
+                c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
+                              "SELECT ?, qid, nprio, ord, ?, payload FROM leases WHERE token=?",
+                              later)
+            if gone:
+                c.executemany("DELETE FROM leases WHERE token=?", gone)
+            requeue = back + later
+            n_sched = len(later)
             self._apply(c, deltas, now)
             n_held = n_done + n_dead + len(requeue)
             self._count(c, done=n_done, failed=n_failed, retried=n_retried, dead=n_dead,
@@ -547,14 +583,13 @@ class SQLiteStore:
             seq = self._take(c, "entry_seq", len(rows))
             deltas: dict[int, _Delta] = {}
             new_rows = []
-            for did, qid, prio, payload in rows:
+            for _did, qid, prio, payload in rows:
                 seq += 1
-                new_rows.append((seq, qid, prio, _SEQ_MAX - seq if self.lifo else seq, payload))
+                new_rows.append((qid, -prio, _SEQ_MAX - seq if self.lifo else seq, 0, payload))
                 d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                 d.queued += 1
                 d.head = -prio if d.head is None else min(d.head, -prio)
-            c.executemany("INSERT INTO entries (id, qid, prio, ord, payload) VALUES (?,?,?,?,?)",
-                          new_rows)
+            c.executemany("INSERT INTO entries VALUES (?,?,?,?,?)", new_rows)
             c.executemany("DELETE FROM dead WHERE id=?", [(r[0],) for r in rows])
             self._apply(c, deltas, now)
             self._count(c, dead=-len(rows), queued=len(rows))
@@ -578,9 +613,11 @@ class SQLiteStore:
                 keys[row[3]] = row[0]
                 settings = {k: v for k, v in zip(QUEUE_SETTINGS, row[4:]) if v is not None}
                 yield dumpfmt.queue(row[0], row[1], row[2], settings)
-            for qid, prio, retries, payload, due in conn.execute(
-                    "SELECT qid, prio, retries, payload, due FROM entries ORDER BY qid, id"):
-                yield dumpfmt.entry(keys[qid], prio, retries, payload, due)
+            for qid, nprio, retries, payload, due in conn.execute(
+                    "SELECT qid, nprio, retries, payload, NULL FROM entries UNION ALL "
+                    "SELECT qid, nprio, retries, payload, NULL FROM leases UNION ALL "
+                    "SELECT qid, nprio, retries, payload, due FROM scheduled"):
+                yield dumpfmt.entry(keys[qid], -nprio, retries, payload, due)
             for did, qid, prio, retries, payload, error, died_at in conn.execute(
                     "SELECT id, qid, prio, retries, payload, error, died_at FROM dead"):
                 yield dumpfmt.dead(DeadEntry(did, keys[qid], prio, retries, payload, error,
@@ -709,14 +746,16 @@ class _Loader:
                     not_before: float | None) -> None:
         qid = self._qid(key)
         seq = self.store._take(self.c, "entry_seq", 1) + 1
-        self.c.execute("INSERT INTO entries (id, qid, prio, ord, retries, payload, due) "
-                       "VALUES (?,?,?,?,?,?,?)",
-                       (seq, qid, priority, _SEQ_MAX - seq if self.store.lifo else seq,
-                        retries, payload, not_before))
+        order = _SEQ_MAX - seq if self.store.lifo else seq
         self.counts["queued"] = self.counts.get("queued", 0) + 1
         if not_before is not None:
+            self.c.execute("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
+                           "VALUES (?,?,?,?,?,?)", (not_before, qid, -priority, order, retries,
+                                                     payload))
             self.counts["scheduled"] = self.counts.get("scheduled", 0) + 1
             return
+        self.c.execute("INSERT INTO entries VALUES (?,?,?,?,?)",
+                       (qid, -priority, order, retries, payload))
         d = self.deltas.get(qid) or self.deltas.setdefault(qid, _Delta())
         d.queued += 1
         d.head = -priority if d.head is None else min(d.head, -priority)

@@ -1,9 +1,12 @@
 """The SQLite store's schema, and how a file is checked before use.
 
-Entries live in one table in one of three states: queued (``lease`` and ``due`` NULL),
-scheduled (``due`` set: waiting for ``not_before`` or a retry backoff) and leased
-(``lease`` set). Partial indexes keep each state's lookups small: the head of a queue,
-the leases by token and by expiry, the scheduled ones by due time.
+An entry is in one of three tables: ``entries`` (queued), ``scheduled`` (waiting for
+``not_before`` or a retry backoff) or ``leases`` (handed out), and moves between them
+whole. ``entries`` is clustered by (queue, negated priority, order): a queue's next
+entries are its first rows, found by one index seek, and a batch taken from a queue
+dirties few pages. ``leases`` is keyed by the increasing lease token, so acknowledging
+a batch deletes neighbouring rows. Write volume per batch, not row count, is what
+limits a WAL database, hence this layout.
 
 Queues carry their own state code (0 ready, 1 busy, 2 resting, 3 exhausted), ``head``
 (the negated priority of the best queued entry, so that one ascending index orders
@@ -63,21 +66,33 @@ CREATE TABLE IF NOT EXISTS queues (
 CREATE INDEX IF NOT EXISTS queues_ready ON queues (head, since) WHERE state = 0;
 CREATE INDEX IF NOT EXISTS queues_resting ON queues (ready_at) WHERE state = 2;
 CREATE TABLE IF NOT EXISTS entries (
-    id INTEGER PRIMARY KEY,
     qid INTEGER NOT NULL,
-    prio INTEGER NOT NULL,
+    nprio INTEGER NOT NULL,
     ord INTEGER NOT NULL,
     retries INTEGER NOT NULL DEFAULT 0,
     payload BLOB NOT NULL,
-    due REAL,
-    lease INTEGER,
-    expires REAL
+    PRIMARY KEY (qid, nprio, ord)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS scheduled (
+    id INTEGER PRIMARY KEY,
+    due REAL NOT NULL,
+    qid INTEGER NOT NULL,
+    nprio INTEGER NOT NULL,
+    ord INTEGER NOT NULL,
+    retries INTEGER NOT NULL,
+    payload BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS entries_head ON entries (qid, prio DESC, ord)
-    WHERE lease IS NULL AND due IS NULL;
-CREATE INDEX IF NOT EXISTS entries_lease ON entries (lease) WHERE lease IS NOT NULL;
-CREATE INDEX IF NOT EXISTS entries_expiry ON entries (expires) WHERE lease IS NOT NULL;
-CREATE INDEX IF NOT EXISTS entries_due ON entries (due) WHERE due IS NOT NULL;
+CREATE INDEX IF NOT EXISTS scheduled_due ON scheduled (due);
+CREATE TABLE IF NOT EXISTS leases (
+    token INTEGER PRIMARY KEY,
+    expires REAL NOT NULL,
+    qid INTEGER NOT NULL,
+    nprio INTEGER NOT NULL,
+    ord INTEGER NOT NULL,
+    retries INTEGER NOT NULL,
+    payload BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS leases_expiry ON leases (expires);
 CREATE TABLE IF NOT EXISTS dead (
     id INTEGER PRIMARY KEY,
     qid INTEGER NOT NULL,
@@ -89,8 +104,7 @@ CREATE TABLE IF NOT EXISTS dead (
 );
 """
 
-HEAD_OF = ("SELECT -prio FROM entries WHERE qid = queues.qid AND lease IS NULL "
-           "AND due IS NULL ORDER BY prio DESC, ord LIMIT 1")
+HEAD_OF = "SELECT nprio FROM entries WHERE qid = queues.qid ORDER BY nprio, ord LIMIT 1"
 """Correlated subquery: the negated priority of a queue's best queued entry."""
 
 
