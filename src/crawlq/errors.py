@@ -27,9 +27,10 @@ class ConfigError(CrawlqError, ValueError):
 class InvalidURL(CrawlqError, ValueError):
     """A URL was refused; ``reason`` is a short machine-readable slug.
 
-    Reasons: ``empty``, ``too-long``, ``control-chars``, ``bad-scheme``, ``no-host``,
-    ``bad-host``, ``bad-port``, ``bad-encoding``, ``queue-budget`` (not raised by the
-    canonicalizer but used for budget rejections), ``custom`` (a user key function failed).
+    Reasons: ``empty``, ``too-long``, ``control-chars``, ``not-absolute``, ``bad-scheme``,
+    ``no-host``, ``bad-host``, ``bad-port``, ``bad-encoding``, ``bad-priority``. ``add``
+    also reports ``queue-budget`` (over a queue's cap), ``invalid-request`` (not a
+    serializable Request) and ``custom`` (a user's key function raised).
     """
 
     def __init__(self, reason: str, url: str = "", detail: str = "") -> None:

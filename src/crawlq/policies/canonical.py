@@ -173,8 +173,8 @@ class Canonicalizer:
             raise InvalidURL("bad-scheme", url, f"scheme {scheme!r} not in "
                              f"{sorted(self.schemes)}")
         if "://" not in url:
-            raise InvalidURL("bad-scheme" if ":" not in url else "no-host", url,
-                             "not an absolute URL")
+            raise InvalidURL("not-absolute" if ":" not in url else "no-host", url,
+                             "an absolute http(s) URL is needed")
         raise InvalidURL("no-host", url)
 
     def _pct(self, url: str, s: str, safe: str) -> str:

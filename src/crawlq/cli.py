@@ -1,0 +1,328 @@
+"""The ``crawlq`` command line: look at and feed a frontier on any store URL.
+
+    crawlq add https://example.com/ https://example.org/     # or: ... | crawlq add -
+    crawlq stats
+    crawlq queues
+    crawlq next -n 10 --ack
+    crawlq dump > state.jsonl ; crawlq --store sqlite:///copy.db load state.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import IO, Any
+
+from . import __version__
+from .errors import CrawlqError
+from .frontier import Frontier
+from .models import Request, Stats
+from .stores.dumpfmt import request_from_json, request_to_json
+
+DEFAULT_STORE = "sqlite:///crawlq.db"
+BATCH = 5_000
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="crawlq",
+        description="crawlq: a durable, polite crawl frontier. These commands inspect and "
+                    "feed a frontier stored at --store.",
+        epilog="Store URLs: sqlite:///relative.db, sqlite:////absolute/path.db, memory:// "
+               "(gone when the command ends). Docs: docs/cli.md.",
+    )
+    p.add_argument("--version", action="version", version=f"crawlq {__version__}")
+    p.add_argument("--store", default=os.environ.get("CRAWLQ_STORE", DEFAULT_STORE),
+                   help="store URL (default: $CRAWLQ_STORE or %(default)s)")
+    p.add_argument("-o", "--option", action="append", default=[], metavar="NAME=VALUE",
+                   help="a Frontier.open option, e.g. -o min_delay=2 -o concurrency=4 "
+                        "(repeatable; see docs/options.md)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    a = sub.add_parser("add", help="offer URLs to the frontier",
+                       description="Offer URLs. Arguments are URLs; '-' reads standard input: "
+                                   "one URL per line, or one JSON request object per line "
+                                   '({"url": ..., "priority": 5, ...}).')
+    a.add_argument("urls", nargs="+", metavar="URL", help="a URL, or - for standard input")
+    a.add_argument("--priority", type=int, default=0, help="priority of plain URLs "
+                   "(higher runs sooner; default 0)")
+    a.add_argument("--depth", type=int, default=0, help="depth of plain URLs (default 0)")
+    a.add_argument("--show-rejected", action="store_true",
+                   help="print each rejected URL and why on standard error")
+
+    n = sub.add_parser("next", help="lease requests that may be fetched now",
+                       description="Lease up to N ready requests and print them as JSON "
+                                   "lines. Without --ack they stay leased until the lease "
+                                   "expires (then they return to their queues).")
+    n.add_argument("-n", type=int, default=1, help="how many (default 1)")
+    n.add_argument("--ack", action="store_true", help="mark them done right away")
+
+    s = sub.add_parser("stats", help="show counters and queue states")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.add_argument("--queues", type=int, default=0, metavar="N",
+                   help="also list the N largest queues")
+
+    q = sub.add_parser("queues", help="list queues, largest first")
+    q.add_argument("-n", type=int, default=20, help="how many (default 20)")
+    q.add_argument("--json", action="store_true", help="print JSON lines")
+
+    d = sub.add_parser("dead", help="list requests that ran out of retries")
+    d.add_argument("-n", type=int, default=20, help="how many (default 20)")
+    sub.add_parser("requeue-dead", help="give every dead request a fresh start")
+
+    du = sub.add_parser("dump", help="export the whole state as JSON lines",
+                        description="Write every queue, request (queued, leased, scheduled, "
+                                    "dead), counter and seen fingerprint as JSON lines.")
+    du.add_argument("file", nargs="?", default="-", help="output file (default: stdout)")
+
+    lo = sub.add_parser("load", help="import JSON lines written by dump",
+                        description="Merge a dump into the store (in one transaction).")
+    lo.add_argument("file", nargs="?", default="-", help="input file (default: stdin)")
+    return p
+
+
+def _options(pairs: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, eq, raw = pair.partition("=")
+        if not eq or not name:
+            raise CrawlqError(f"--option wants NAME=VALUE, got {pair!r}")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out[name.strip().replace("-", "_")] = value
+    return out
+
+
+def _read_requests(args: argparse.Namespace, stdin: IO[str]) -> Iterator[Request | str]:
+    for url in args.urls:
+        if url != "-":
+            yield Request(url, priority=args.priority, depth=args.depth)
+            continue
+        for line in stdin:
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("{"):
+                try:
+                    yield request_from_json(json.loads(line))
+                except (ValueError, CrawlqError) as exc:
+                    # Keep going: the frontier counts it as rejected, like any bad URL.
+                    print(f"crawlq: bad JSON request line: {exc}", file=sys.stderr)
+                    yield line
+            else:
+                yield Request(line, priority=args.priority, depth=args.depth)
+
+
+def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class _Progress:
+    """A one-line progress counter on standard error, only when it is a terminal."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.on = sys.stderr.isatty()
+        self.start = self.last = time.monotonic()
+
+    def update(self, n: int) -> None:
+        now = time.monotonic()
+        if self.on and now - self.last > 0.2:
+            self.last = now
+            rate = n / max(now - self.start, 1e-9)
+            print(f"\r{self.what}: {n:,} ({rate:,.0f}/s)", end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.on:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+
+
+def _cmd_add(f: Frontier, args: argparse.Namespace, out: IO[str], stdin: IO[str]) -> int:
+    added = dups = offered = 0
+    reasons: dict[str, int] = {}
+    progress = _Progress("adding")
+    for batch in _batches(_read_requests(args, stdin), BATCH):
+        r = f.add(batch)
+        offered += len(batch)
+        added += r.added
+        dups += r.duplicates
+        for rej in r.rejected:
+            reasons[rej.reason] = reasons.get(rej.reason, 0) + 1
+            if args.show_rejected:
+                print(f"rejected {rej.reason}: {rej.url[:200]} {rej.detail}", file=sys.stderr)
+        progress.update(offered)
+    progress.close()
+    rejected = sum(reasons.values())
+    msg = f"offered {offered}, added {added}, duplicates {dups}, rejected {rejected}"
+    if reasons:
+        msg += " (" + ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items())) + ")"
+    print(msg, file=out)
+    return 0
+
+
+def _cmd_next(f: Frontier, args: argparse.Namespace, out: IO[str]) -> int:
+    leases = f.next(args.n)
+    for le in leases:
+        rec = {"token": le.token, "queue": le.queue, "expires_at": le.expires_at,
+               **request_to_json(le.request)}
+        print(json.dumps(rec, ensure_ascii=False), file=out)
+    if args.ack and leases:
+        f.done(leases)
+    if not leases:
+        s = f.stats()
+        why = "the frontier is empty" if s.finished else \
+            f"nothing ready now ({s.queued} queued, {s.leased} leased)"
+        print(f"crawlq: no request: {why}", file=sys.stderr)
+    return 0
+
+
+def _fmt_time(t: float) -> str:
+    if t <= 0 or math.isinf(t):
+        return "-"
+    left = t - time.time()
+    return "now" if left <= 0 else f"in {left:.1f}s"
+
+
+def _print_stats(s: Stats, out: IO[str]) -> None:
+    rows = [
+        ("seen (unique)", s.seen), ("added", s.added), ("queued", s.queued),
+        ("  scheduled later", s.scheduled), ("leased", s.leased), ("done", s.done),
+        ("failed", s.failed), ("retried", s.retried), ("dead", s.dead),
+        ("redelivered", s.redelivered), ("late acks", s.late_acks),
+        ("duplicates", s.duplicates), ("rejected", sum(s.rejected.values())),
+    ]
+    rows += [(f"  {k}", v) for k, v in sorted(s.rejected.items())]
+    rows += [("queues", s.queues_total), ("  ready", s.queues_ready),
+             ("  resting", s.queues_resting), ("  exhausted", s.queues_exhausted)]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v:>12,}", file=out)
+    print(f"{'finished':<{width}}  {'yes' if s.finished else 'no':>12}", file=out)
+    if s.per_queue:
+        _print_queues(s.per_queue, out)
+
+
+def _print_queues(queues: Iterable[Any], out: IO[str]) -> None:
+    print(f"\n{'queue':<40} {'queued':>9} {'leased':>7} {'accepted':>9}  {'state':<9} ready",
+          file=out)
+    for q in queues:
+        print(f"{q.key[:40]:<40} {q.queued:>9,} {q.leased:>7} {q.accepted:>9,}  "
+              f"{q.state:<9} {_fmt_time(q.ready_at)}", file=out)
+
+
+def run(argv: Sequence[str] | None = None, out: IO[str] | None = None,
+        stdin: IO[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (0 ok, 2 usage or crawlq error)."""
+    out = out or sys.stdout
+    stdin = stdin or sys.stdin
+    args = _parser().parse_args(argv)
+    try:
+        with Frontier.open(args.store, **_options(args.option)) as f:
+            cmd = args.command
+            if cmd == "add":
+                return _cmd_add(f, args, out, stdin)
+            if cmd == "next":
+                return _cmd_next(f, args, out)
+            if cmd == "stats":
+                s = f.stats(per_queue=args.queues)
+                if args.json:
+                    print(json.dumps(s.as_dict(), ensure_ascii=False), file=out)
+                else:
+                    _print_stats(s, out)
+                return 0
+            if cmd == "queues":
+                qs = f.queues(args.n)
+                if args.json:
+                    for q in qs:
+                        print(json.dumps({"key": q.key, "queued": q.queued, "leased": q.leased,
+                                          "accepted": q.accepted, "state": q.state,
+                                          "ready_at": q.ready_at,
+                                          "settings": dict(q.settings)}), file=out)
+                else:
+                    _print_queues(qs, out)
+                return 0
+            if cmd == "dead":
+                for d in f.dead(args.n):
+                    print(json.dumps({"id": d.id, "queue": d.queue, "error": d.error,
+                                      "died_at": d.died_at, **request_to_json(d.request)},
+                                     ensure_ascii=False), file=out)
+                return 0
+            if cmd == "requeue-dead":
+                print(f"requeued {f.requeue_dead()}", file=out)
+                return 0
+            if cmd == "dump":
+                return _cmd_dump(f, args.file, out)
+            if cmd == "load":
+                return _cmd_load(f, args.file, out, stdin)
+    except CrawlqError as exc:
+        print(f"crawlq: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+def _cmd_dump(f: Frontier, path: str, out: IO[str]) -> int:
+    sink = out if path == "-" else open(path, "w", encoding="utf-8")  # noqa: SIM115
+    try:
+        n = 0
+        progress = _Progress("dumping")
+        for rec in f.dump():
+            sink.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            n += 1
+            if n % 10_000 == 0:
+                progress.update(n)
+        progress.close()
+    finally:
+        if sink is not out:
+            sink.close()
+    if path != "-":
+        print(f"dumped {n} records to {path}", file=out)
+    return 0
+
+
+def _cmd_load(f: Frontier, path: str, out: IO[str], stdin: IO[str]) -> int:
+    src = stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
+    progress = _Progress("loading")
+
+    def records() -> Iterator[dict[str, Any]]:
+        for i, line in enumerate(src, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise CrawlqError(f"{path}:{i}: not JSON: {exc}") from None
+            if i % 10_000 == 0:
+                progress.update(i)
+
+    try:
+        n = f.load(records())
+    finally:
+        progress.close()
+        if src is not stdin:
+            src.close()
+    print(f"loaded {n} records", file=out)
+    return 0
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""The crawlq command line, run as a real subprocess on a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def crawlq(tmp: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CRAWLQ_STORE": f"sqlite:///{tmp}/cli.db"}
+    return subprocess.run([sys.executable, "-m", "crawlq.cli", *args], input=stdin,
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_add_stats_next_queues(tmp_path: Path) -> None:
+    r = crawlq(tmp_path, "add", "https://a.example/1", "https://A.example/1#x", "ftp://x/")
+    assert r.returncode == 0
+    assert "added 1, duplicates 1, rejected 1 (bad-scheme: 1)" in r.stdout
+    r = crawlq(tmp_path, "add", "-", stdin='https://b.example/\n{"url": "https://c.example/", '
+               '"priority": 9}\n\nnot a url\n')
+    assert "offered 3, added 2" in r.stdout
+    r = crawlq(tmp_path, "stats", "--json")
+    s = json.loads(r.stdout)
+    assert (s["seen"], s["queued"], s["rejected"]) == (3, 3, {"bad-scheme": 1,
+                                                             "not-absolute": 1})
+    r = crawlq(tmp_path, "next", "-n", "2")
+    leased = [json.loads(line) for line in r.stdout.splitlines()]
+    assert leased[0]["url"] == "https://c.example/" and len(leased) == 2
+    r = crawlq(tmp_path, "queues", "--json")
+    assert {json.loads(x)["key"] for x in r.stdout.splitlines()} == {
+        "a.example", "b.example", "c.example"}
+    r = crawlq(tmp_path, "next", "-n", "5", "--ack")
+    assert len(r.stdout.splitlines()) == 1
+    r = crawlq(tmp_path, "stats")
+    assert "done" in r.stdout and r.returncode == 0
+
+
+def test_dump_and_load(tmp_path: Path) -> None:
+    crawlq(tmp_path, "add", "https://a.example/1", "https://b.example/2")
+    dump = tmp_path / "d.jsonl"
+    assert crawlq(tmp_path, "dump", str(dump)).returncode == 0
+    env = {**os.environ, "CRAWLQ_STORE": f"sqlite:///{tmp_path}/copy.db"}
+    r = subprocess.run([sys.executable, "-m", "crawlq.cli", "load", str(dump)],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0 and "loaded" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "crawlq.cli", "stats", "--json"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert json.loads(r.stdout)["queued"] == 2
+
+
+def test_errors_are_clear_and_exit_2(tmp_path: Path) -> None:
+    r = crawlq(tmp_path, "--store", "nosuch://", "stats")
+    assert r.returncode == 2 and "unknown store URL" in r.stderr
+    bad = tmp_path / "bad.db"
+    bad.write_text("not sqlite" * 500)
+    r = crawlq(tmp_path, "--store", f"sqlite:///{bad}", "stats")
+    assert r.returncode == 2 and "crawlq: error:" in r.stderr and "Traceback" not in r.stderr
+    r = crawlq(tmp_path, "-o", "bogus=1", "stats")
+    assert r.returncode == 2 and "unknown option" in r.stderr
+    r = crawlq(tmp_path, "load", str(tmp_path / "missing.jsonl"))
+    assert r.returncode != 0
+
+
+def test_help_lists_commands(tmp_path: Path) -> None:
+    r = crawlq(tmp_path, "--help")
+    for cmd in ("add", "next", "stats", "queues", "dump", "load"):
+        assert cmd in r.stdout

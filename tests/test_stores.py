@@ -1,0 +1,125 @@
+"""Store-specific behaviour: opening by URL, broken files, closed stores, options."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from crawlq import ConfigError, Frontier, StoreCorrupt, StoreError
+from crawlq.testing import FAST
+
+
+def test_open_by_url(tmp_path: Path) -> None:
+    with Frontier.open("memory://") as f:
+        assert type(f.store).__name__ == "MemoryStore"
+    with Frontier.open(f"sqlite:///{tmp_path}/x.db") as f:
+        assert type(f.store).__name__ == "SQLiteStore"
+    assert (tmp_path / "x.db").exists()
+
+
+def test_relative_sqlite_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with Frontier.open("sqlite:///rel.db") as f:
+        f.add("https://a.example/")
+    assert (tmp_path / "rel.db").exists()
+
+
+@pytest.mark.parametrize("url", ["nosuch://x", "sqlite://", "redis://localhost/0"])
+def test_unusable_store_urls(url: str) -> None:
+    with pytest.raises(ConfigError):
+        Frontier.open(url)
+
+
+def test_unknown_and_bad_options() -> None:
+    with pytest.raises(ConfigError, match="unknown option"):
+        Frontier.open("memory://", no_such_option=1)
+    with pytest.raises(ConfigError):
+        Frontier.open("memory://", min_delay=-1)
+    with pytest.raises(ConfigError):
+        Frontier.open("memory://", min_delay=5, max_delay=1)
+    with pytest.raises(ConfigError):
+        Frontier.open("memory://", lease_ttl=0)
+    with pytest.raises(ConfigError):
+        Frontier.open("memory://", synchronous="full")   # sqlite-only option
+    f = Frontier.open("memory://")
+    with pytest.raises(ConfigError, match="unknown queue setting"):
+        f.configure_queue("a.example", colour=3)
+    f.close()
+
+
+def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:
+    p = tmp_path / "junk.db"
+    p.write_bytes(b"this is not a database at all" * 200)
+    with pytest.raises(StoreCorrupt):
+        Frontier.open(f"sqlite:///{p}")
+    assert p.read_bytes().startswith(b"this is not")  # and it was left untouched
+
+
+def test_foreign_sqlite_file_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "other.db"
+    with sqlite3.connect(p) as c:
+        c.execute("CREATE TABLE customers (id INTEGER)")
+    with pytest.raises(StoreCorrupt, match="not a crawlq store"):
+        Frontier.open(f"sqlite:///{p}")
+
+
+def test_truncated_store_file(tmp_path: Path) -> None:
+    p = tmp_path / "t.db"
+    with Frontier.open(f"sqlite:///{p}", **FAST) as f:
+        f.add([f"https://a{i}.example/{'x' * 200}" for i in range(3000)])
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 2])
+    for suffix in ("-wal", "-shm"):
+        Path(str(p) + suffix).unlink(missing_ok=True)
+    with pytest.raises(StoreError):
+        with Frontier.open(f"sqlite:///{p}") as f:
+            f.stats()
+            f.next(3000)
+
+
+def test_closed_store_raises(tmp_path: Path) -> None:
+    for url in ("memory://", f"sqlite:///{tmp_path}/c.db"):
+        f = Frontier.open(url)
+        f.close()
+        with pytest.raises(StoreError, match="closed"):
+            f.add("https://a.example/")
+
+
+def test_bloom_options_must_match_on_reopen(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/b.db"
+    Frontier.open(url, bloom_capacity=1000).close()
+    with pytest.raises(ConfigError, match="bloom"):
+        Frontier.open(url)
+    Frontier.open(url, bloom_capacity=1000).close()
+
+
+def test_bloom_false_positive_rate_is_near_the_stated_one() -> None:
+    with Frontier.open("memory://", bloom_capacity=20_000, bloom_error_rate=0.01) as f:
+        assert f.add([f"https://a.example/{i}" for i in range(20_000)]).added > 19_700
+        # A small probe, so that the probe itself barely fills the filter further.
+        fresh = f.add([f"https://b.example/{i}" for i in range(1_000)])
+        fp_rate = fresh.duplicates / 1_000
+        assert fp_rate < 0.02
+
+
+def test_custom_priority_rule(tmp_path: Path) -> None:
+    def rule(req: object) -> int:
+        return 10 if "/important/" in req.url else 0  # type: ignore[attr-defined]
+
+    with Frontier.open("memory://", priority=rule, **FAST) as f:
+        f.add(["https://a.example/x", "https://b.example/important/y"])
+        assert f.next(1)[0].request.url == "https://b.example/important/y"
+
+
+def test_a_failing_key_function_rejects_only_its_url() -> None:
+    def key(url: str) -> str:
+        if "boom" in url:
+            raise RuntimeError("cannot key this")
+        return url
+
+    with Frontier.open("memory://", canonicalize=key) as f:
+        r = f.add(["https://a.example/boom", "https://a.example/ok"])
+        assert r.added == 1 and r.rejected[0].reason == "custom"
+        assert f.stats().rejected == {"custom": 1}
