@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""crawlq's frontier against Scrapy's own scheduler, on the reference workload, in one run.
+
+Each contender runs in a fresh subprocess (so its memory is its own) on the same
+generated requests (../shared/bench/workload.py: N offered requests over H hosts with a
+Zipf host skew, ~25% duplicates, priorities in [-5, 5]). Each one: add every request
+(batches of --batch), then take and acknowledge until empty; the unique count must
+equal the workload's. Reported: add rate, next+done rate, combined rate (offered
+requests / total time), RSS growth and disk use per queued request, and the ratio of
+the combined rate to Scrapy's default (memory) scheduler.
+
+Scrapy runs with ScrapyPriorityQueue (the queue the reference figures were measured
+with; JOBDIR with Scrapy 2.13+'s default DownloaderAwarePriorityQueue opens one file per
+host and priority and runs out of file descriptors here); "dl-aware" is that default
+in memory.
+
+Each contender builds its own request objects from (url, priority) inside the timed
+add phase, as a spider would (crawlq.Request, scrapy.Request): that is the cost of
+offering a request to that scheduler, and how the reference figures were measured. crawlq runs with politeness delays
+off; "conc=N" is the per-queue concurrency cap (1 is the polite default: a host's
+requests then come one per next() call, which makes the Zipf head host a long tail).
+
+    python bench/bench_frontier.py                 # 200,000 requests, 5,000 hosts
+    python bench/bench_frontier.py --n 50000 --only crawlq-memory
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SHARED = Path(os.environ.get("CRAWLQ_SHARED", HERE.parent.parent / "shared"))
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process, from /proc (Linux)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def workload(n: int, hosts: int, seed: int) -> tuple[list[str], list[int], int]:
+    sys.path.insert(0, str(SHARED / "bench"))
+    from workload import generate  # type: ignore[import-not-found]
+
+    return generate(n, hosts, seed)  # type: ignore[no-any-return]
+
+
+# -- contenders (each runs in its own subprocess) -------------------------------------------
+
+
+def run_crawlq(kind: str, conc: int, urls: list[str], prios: list[int], batch: int,
+               tmp: Path) -> dict[str, Any]:
+    from crawlq import Frontier, Request
+
+    store = "memory://" if kind == "memory" else f"sqlite:///{tmp}/bench.db"
+    f = Frontier.open(store, min_delay=0, max_delay=0, delay_factor=0, concurrency=conc)
+    pairs = list(zip(urls, prios))
+    gc.collect()
+    rss0 = rss_bytes()
+    t0 = time.perf_counter()
+    added = 0
+    for i in range(0, len(pairs), batch):
+        added += f.add([Request(u, priority=p) for u, p in pairs[i:i + batch]]).added
+    t1 = time.perf_counter()
+    rss1 = rss_bytes()
+    ckpt = 0.0
+    if kind != "memory":
+        # The WAL is bounded (journal_size_limit) and folded back at checkpoints; what
+        # grows with the crawl is the database itself, measured after a checkpoint.
+        import sqlite3
+
+        with sqlite3.connect(tmp / "bench.db") as c:
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        ckpt = time.perf_counter() - t1
+        t1 += ckpt  # the checkpoint is not part of either phase
+    disk = dir_size(tmp)
+    taken = 0
+    while True:
+        leases = f.next(1000)
+        if not leases:
+            break
+        taken += len(leases)
+        f.done(leases)
+    t2 = time.perf_counter()
+    s = f.stats()
+    f.close()
+    assert s.finished and s.done == added == taken, (s, added, taken)
+    heap = None
+    if kind == "memory":
+        # RSS is blurred by memory the workload generator freed; tracemalloc counts the
+        # store's own Python allocations exactly (untimed second run).
+        import tracemalloc
+
+        g = Frontier.open(store, min_delay=0, max_delay=0, delay_factor=0, concurrency=conc)
+        gc.collect()
+        tracemalloc.start()
+        for i in range(0, len(pairs), batch):
+            g.add([Request(u, priority=p) for u, p in pairs[i:i + batch]])
+        heap = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        g.close()
+    return {"unique": added, "add_s": t1 - t0 - ckpt, "drain_s": t2 - t1, "rss": rss1 - rss0,
+            "disk": disk if kind != "memory" else None, "heap": heap}
+
+
+def run_scrapy(jobdir: bool, urls: list[str], prios: list[int], batch: int,
+               tmp: Path, pqueue: str = "scrapy.pqueues.ScrapyPriorityQueue") -> dict[str, Any]:
+    from scrapy import Request, Spider
+    from scrapy.core.scheduler import Scheduler
+    from scrapy.utils.test import get_crawler
+
+    class BenchSpider(Spider):
+        name = "bench"
+
+    settings: dict[str, Any] = {"LOG_ENABLED": False, "SCHEDULER_PRIORITY_QUEUE": pqueue}
+    if jobdir:
+        settings["JOBDIR"] = str(tmp / "job")
+    crawler = get_crawler(BenchSpider, settings)
+    crawler.spider = BenchSpider.from_crawler(crawler)
+    # Scrapy's default priority queue (DownloaderAwarePriorityQueue) asks the engine's
+    # downloader for its slots: give it a real engine, as a crawl would.
+    from scrapy.core.engine import ExecutionEngine
+
+    crawler.engine = ExecutionEngine(crawler, lambda _: None)
+    sched = Scheduler.from_crawler(crawler)
+    sched.open(crawler.spider)
+    gc.collect()
+    rss0 = rss_bytes()
+    t0 = time.perf_counter()
+    added = 0
+    enqueue = sched.enqueue_request
+    for u, p in zip(urls, prios):
+        added += bool(enqueue(Request(u, priority=p)))
+    t1 = time.perf_counter()
+    rss1 = rss_bytes()
+    disk = dir_size(tmp)
+    taken = 0
+    nxt = sched.next_request
+    while nxt() is not None:
+        taken += 1
+    t2 = time.perf_counter()
+    sched.close("finished")
+    assert taken == added, (taken, added)
+    heap = None
+    if not jobdir:
+        import tracemalloc
+
+        sched = Scheduler.from_crawler(crawler)
+        sched.open(crawler.spider)
+        gc.collect()
+        tracemalloc.start()
+        for u, p in zip(urls, prios):
+            sched.enqueue_request(Request(u, priority=p))
+        heap = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+    return {"unique": added, "add_s": t1 - t0, "drain_s": t2 - t1, "rss": rss1 - rss0,
+            "disk": disk if jobdir else None, "heap": heap}
+
+
+CONTENDERS = {
+    "scrapy-memory": lambda u, p, b, t: run_scrapy(False, u, p, b, t),
+    "scrapy-jobdir": lambda u, p, b, t: run_scrapy(True, u, p, b, t),
+    "scrapy-memory dl-aware": lambda u, p, b, t: run_scrapy(
+        False, u, p, b, t, "scrapy.pqueues.DownloaderAwarePriorityQueue"),
+    "crawlq-memory": lambda u, p, b, t: run_crawlq("memory", 1_000_000, u, p, b, t),
+    "crawlq-sqlite": lambda u, p, b, t: run_crawlq("sqlite", 1_000_000, u, p, b, t),
+    "crawlq-memory conc=1": lambda u, p, b, t: run_crawlq("memory", 1, u, p, b, t),
+    "crawlq-sqlite conc=1": lambda u, p, b, t: run_crawlq("sqlite", 1, u, p, b, t),
+}
+
+
+def child(name: str, n: int, hosts: int, seed: int, batch: int) -> None:
+    urls, prios, unique = workload(n, hosts, seed)
+    tmp = Path(tempfile.mkdtemp(prefix="crawlq-bench-"))
+    try:
+        res = CONTENDERS[name](urls, prios, batch, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    res["expected_unique"] = unique
+    print(json.dumps(res))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=200_000, help="offered requests")
+    ap.add_argument("--hosts", type=int, default=5_000)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--batch", type=int, default=5_000, help="crawlq add batch size")
+    ap.add_argument("--only", action="append", choices=sorted(CONTENDERS),
+                    help="run only these contenders (repeatable)")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        child(a.child, a.n, a.hosts, a.seed, a.batch)
+        return
+    names = a.only or list(CONTENDERS)
+    print(f"workload: {a.n:,} offered requests, {a.hosts:,} hosts, seed {a.seed}; "
+          f"python {sys.version.split()[0]}")
+    results: dict[str, dict[str, Any]] = {}
+    for name in names:
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", name, "--n", str(a.n), "--hosts",
+             str(a.hosts), "--seed", str(a.seed), "--batch", str(a.batch)],
+            capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            print(f"{name}: FAILED\n{out.stderr[-2000:]}")
+            continue
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        if r["unique"] != r["expected_unique"]:
+            print(f"{name}: WRONG unique count {r['unique']} != {r['expected_unique']}")
+        results[name] = r
+    base = results.get("scrapy-memory")
+    header = (f"{'contender':<22} {'add/s':>9} {'next+done/s':>12} {'combined/s':>11} "
+              f"{'RSS B/req':>10} {'heap B/req':>11} {'disk B/req':>11} {'vs scrapy':>10}")
+    print(header)
+    print("-" * len(header))
+    for name, r in results.items():
+        total = r["add_s"] + r["drain_s"]
+        combined = a.n / total
+        ratio = ""
+        if base:
+            ratio = f"{combined / (a.n / (base['add_s'] + base['drain_s'])):.2f}x"
+        disk = f"{r['disk'] / r['unique']:.0f}" if r["disk"] is not None else "-"
+        heap = f"{r['heap'] / r['unique']:.0f}" if r.get("heap") is not None else "-"
+        print(f"{name:<22} {a.n / r['add_s']:>9,.0f} {r['unique'] / r['drain_s']:>12,.0f} "
+              f"{combined:>11,.0f} {r['rss'] / r['unique']:>10.0f} {heap:>11} {disk:>11} "
+              f"{ratio:>10}")
+    print("heap: Python allocations held by the scheduler per queued request (tracemalloc); "
+          "RSS: resident memory growth during add (blurred by freed workload memory); "
+          "disk: database or JOBDIR size after add, per queued request")
+
+
+if __name__ == "__main__":
+    main()
