@@ -16,7 +16,8 @@ in memory.
 
 Each contender builds its own request objects from (url, priority) inside the timed
 add phase, as a spider would (crawlq.Request, scrapy.Request): that is the cost of
-offering a request to that scheduler, and how the reference figures were measured. crawlq runs with politeness delays
+offering a request to that scheduler, and how the reference figures were measured.
+crawlq runs with politeness delays
 off; "conc=N" is the per-queue concurrency cap (1 is the polite default: a host's
 requests then come one per next() call, which makes the Zipf head host a long tail).
 

@@ -72,7 +72,8 @@ def test_processes_share_one_file_without_double_leases(tmp_path: Path) -> None:
     db, log = tmp_path / "f.db", tmp_path / "log.txt"
     with Frontier.open(f"sqlite:///{db}") as f:
         f.add([f"https://h{i % 13}.example/n/{i}" for i in range(n)])
-    workers = [_spawn(db, log, n, "--ttl", "600", "--no-add", "--fetch-time", "0.005") for _ in range(3)]
+    workers = [_spawn(db, log, n, "--ttl", "600", "--no-add", "--fetch-time", "0.005")
+               for _ in range(3)]
     for w in workers:
         assert w.wait(timeout=120) == 0
     rows = _read_log(log)

@@ -73,10 +73,9 @@ def test_truncated_store_file(tmp_path: Path) -> None:
     p.write_bytes(data[: len(data) // 2])
     for suffix in ("-wal", "-shm"):
         Path(str(p) + suffix).unlink(missing_ok=True)
-    with pytest.raises(StoreError):
-        with Frontier.open(f"sqlite:///{p}") as f:
-            f.stats()
-            f.next(3000)
+    with pytest.raises(StoreError), Frontier.open(f"sqlite:///{p}") as f:
+        f.stats()
+        f.next(3000)
 
 
 def test_closed_store_raises(tmp_path: Path) -> None:

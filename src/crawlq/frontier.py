@@ -15,7 +15,7 @@ from typing import Any
 from .errors import ConfigError, InvalidURL, LeaseError
 from .models import AddResult, DeadRequest, Lease, Outcome, QueueInfo, Rejection, Request, Stats
 from .policies.canonical import DEFAULT_MAX_LENGTH, Canonicalizer
-from .policies.fingerprint import FingerprintFunction, Fingerprinter
+from .policies.fingerprint import Fingerprinter, FingerprintFunction
 from .policies.queueing import QueueKeyFunction, host_key, resolve_queue_key
 from .stores.base import (
     ACK_DEAD,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import enum
 import math
-from types import MappingProxyType
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import msgpack

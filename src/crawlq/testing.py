@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest

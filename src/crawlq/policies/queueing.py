@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -36,10 +37,10 @@ def domain_key(canonical_url: str) -> str:
     return domain if domain else host
 
 
-_PSL: object | None = None
+_PSL: Any = None
 
 
-def _psl():  # type: ignore[no-untyped-def]
+def _psl() -> Any:
     global _PSL
     if _PSL is None:
         try:

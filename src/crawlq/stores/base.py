@@ -106,7 +106,7 @@ class QueuePolicy:
     """
 
     concurrency: int = 1
-    min_delay: float = 0.0
+    min_delay: float = 1.0
     max_delay: float = 30.0
     delay_factor: float = 5.0
     max_queue_urls: int = 0
@@ -134,7 +134,7 @@ class QueuePolicy:
         """This policy with a queue's overrides applied."""
         if not overrides:
             return self
-        changes = {k: _typed(k, v) for k, v in overrides.items()}
+        changes: dict[str, Any] = {k: _typed(k, v) for k, v in overrides.items()}
         if "max_delay" not in changes and changes.get("min_delay", 0) > self.max_delay:
             # A queue told to wait longer than the default cap (Crawl-delay: 60) gets it.
             changes["max_delay"] = changes["min_delay"]

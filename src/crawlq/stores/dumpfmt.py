@@ -79,11 +79,10 @@ def queue(key: str, accepted: int, ready_at: float,
 def entry(key: str, priority: int, retries: int, payload: bytes,
           not_before: float | None) -> dict[str, Any]:
     """An entry record."""
-    rec = {"type": "entry", "queue": key,
-           "request": _payload_json(payload, priority, retries)}
+    req = _payload_json(payload, priority, retries)
     if not_before is not None:
-        rec["request"]["not_before"] = not_before
-    return rec
+        req["not_before"] = not_before
+    return {"type": "entry", "queue": key, "request": req}
 
 
 def dead(d: DeadEntry) -> dict[str, Any]:

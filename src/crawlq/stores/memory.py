@@ -218,7 +218,7 @@ class MemoryStore:
             self._push(self._queue(key), item, now)
         expiry = self._expiry
         while expiry and expiry[0][0] <= now:
-            expires, _, tokens = heapq.heappop(expiry)
+            _, _, tokens = heapq.heappop(expiry)
             for token in tokens:
                 held = self._leases.pop(token, None)
                 if held is None:

@@ -57,8 +57,17 @@ def _marks(n: int) -> str:
 class _Delta:
     """Pending changes to one queue inside a transaction."""
 
-    __slots__ = ("durations", "explicit_delay", "head", "inflight", "queued", "recompute",
-                 "ready_at", "served", "session")
+    __slots__ = (
+        "durations",
+        "explicit_delay",
+        "head",
+        "inflight",
+        "queued",
+        "ready_at",
+        "recompute",
+        "served",
+        "session",
+    )
 
     def __init__(self) -> None:
         self.inflight = 0
@@ -432,8 +441,8 @@ class SQLiteStore:
             tokens = [a.token for a in acks]
             for part in _chunks(tokens):
                 for token, qid, nprio in c.execute(
-                        f"SELECT token, qid, nprio FROM leases WHERE token IN ({_marks(len(part))})",
-                        part):
+                        "SELECT token, qid, nprio FROM leases WHERE token IN "
+                        f"({_marks(len(part))})", part):
                     held[token] = (qid, nprio)
             out: list[bool] = []
             deltas: dict[int, _Delta] = {}
@@ -671,9 +680,9 @@ class _SeenTx:
                         part):
                     self.blocks[block] = bytearray(bits)
             return
-        for part in _chunks(fps):
+        for chunk in _chunks(fps):
             self.known.update(self.c.execute(
-                f"SELECT fp, revisit_at FROM seen WHERE fp IN ({_marks(len(part))})", part))
+                f"SELECT fp, revisit_at FROM seen WHERE fp IN ({_marks(len(chunk))})", chunk))
 
     def is_dup(self, fp: bytes, now: float) -> bool:
         if fp in self.batch:
