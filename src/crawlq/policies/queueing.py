@@ -44,7 +44,7 @@ def _psl() -> Any:
     global _PSL
     if _PSL is None:
         try:
-            from publicsuffixlist import PublicSuffixList  # type: ignore[import-not-found]
+            from publicsuffixlist import PublicSuffixList  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:
             raise ConfigError("queue_by='domain' needs: pip install 'crawlq[domain]'") from exc
         _PSL = PublicSuffixList()
