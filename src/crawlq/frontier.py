@@ -27,6 +27,7 @@ from .stores.base import (
     Ack,
     Entry,
     Store,
+    ack,
 )
 
 _Leases = Lease | Iterable[Lease]
@@ -162,7 +163,7 @@ class Frontier:
                 revisit = req.revisit_after
                 if revisit is None:
                     revisit = default_revisit
-                entries.append(Entry(
+                entries.append((
                     fp, key, prio, req.to_payload(), req.not_before,
                     None if revisit is None else now + revisit, req.retries))
                 index.append(i)
@@ -205,9 +206,8 @@ class Frontier:
         leased = self.store.lease(now, n, self.lease_ttl)
         from_payload = Request.from_payload
         return [
-            Lease(t.token, from_payload(t.payload, t.priority, t.retries), t.queue, now,
-                  t.expires_at)
-            for t in leased
+            Lease(token, from_payload(payload, prio, retries), queue, now, expires)
+            for token, queue, prio, retries, payload, expires in leased
         ]
 
     def done(
@@ -233,18 +233,18 @@ class Frontier:
         now = self.clock()
         acks: list[Ack] = []
         if outcome is Outcome.DONE:
-            acks = [Ack(le.token, ACK_DONE, duration) for le in leases]
+            acks = [(le.token, ACK_DONE, duration, None, 0, None, False, None) for le in leases]
         elif outcome is Outcome.RETRY:
-            acks = [Ack(le.token, ACK_REQUEUE, duration, now + after, le.request.retries)
+            acks = [ack(le.token, ACK_REQUEUE, duration, now + after, le.request.retries)
                     for le in leases]
         elif outcome is Outcome.FAILED:
             for le in leases:
                 n = le.request.retries + 1
                 if n > self.max_retries:
-                    acks.append(Ack(le.token, ACK_DEAD, duration, None, n, error, True))
+                    acks.append(ack(le.token, ACK_DEAD, duration, None, n, error, True))
                 else:
                     backoff = min(self.retry_backoff * 2 ** (n - 1), self.retry_backoff_max)
-                    acks.append(Ack(le.token, ACK_REQUEUE, duration, now + backoff, n,
+                    acks.append(ack(le.token, ACK_REQUEUE, duration, now + backoff, n,
                                     error, True))
         else:
             raise ConfigError(f"unknown outcome {outcome!r}")
@@ -261,7 +261,7 @@ class Frontier:
         held = self.store.release(acks, now)
         n = sum(held)
         if self.strict_acks and n < len(acks):
-            raise LeaseError([a.token for a, ok in zip(acks, held) if not ok])
+            raise LeaseError([a[0] for a, ok in zip(acks, held) if not ok])
         return n
 
     # -- queues ---------------------------------------------------------------------

@@ -37,49 +37,38 @@ PRIORITY_MAX = 2**31 - 1
 RETRIES_MAX = 2**16 - 1
 
 
-class Entry(NamedTuple):
-    """A request as the store sees it: the payload is opaque bytes."""
+# The three records of the hot paths are plain tuples, not NamedTuples: building a
+# NamedTuple costs ten times as much, and there is one per URL per call.
 
-    fingerprint: bytes | None
-    """Key in the seen-set; ``None`` bypasses dedup (dont_filter, undeduplicated POST)."""
-    queue: str
-    priority: int
-    payload: bytes
-    not_before: float | None = None
-    revisit_at: float | None = None
-    """When this fingerprint may be accepted again; ``None``: never."""
-    retries: int = 0
+Entry = tuple[bytes | None, str, int, bytes, "float | None", "float | None", int]
+"""A request as the store sees it, for :meth:`Store.add`:
+``(fingerprint, queue, priority, payload, not_before, revisit_at, retries)``.
+
+``fingerprint`` is the seen-set key (``None`` bypasses dedup: dont_filter, retries,
+undeduplicated POST); ``payload`` is opaque; ``not_before`` delays the entry;
+``revisit_at`` is when the fingerprint may be accepted again (``None``: never).
+"""
+
+Leased = tuple[int, str, int, int, bytes, float]
+"""An entry handed out by :meth:`Store.lease`:
+``(token, queue, priority, retries, payload, expires_at)``."""
+
+Ack = tuple[int, int, "float | None", "float | None", int, "str | None", bool, "float | None"]
+"""How one lease ends, for :meth:`Store.release`:
+``(token, kind, duration, not_before, retries, error, failed, delay)``.
+
+``kind`` is ACK_DONE, ACK_REQUEUE or ACK_DEAD; ``duration`` (seconds the fetch took)
+feeds the politeness delay; ``not_before`` and ``retries`` apply to a requeue;
+``error`` is the last error; ``failed`` counts the ack as a failure; ``delay`` is an
+explicit politeness delay overriding the formula.
+"""
 
 
-class Leased(NamedTuple):
-    """An entry handed out by :meth:`Store.lease`."""
-
-    token: int
-    queue: str
-    priority: int
-    retries: int
-    payload: bytes
-    expires_at: float
-
-
-class Ack(NamedTuple):
-    """How one lease ends, for :meth:`Store.release`."""
-
-    token: int
-    kind: int
-    """ACK_DONE, ACK_REQUEUE or ACK_DEAD."""
-    duration: float | None = None
-    """Fetch duration in seconds, fed to the politeness delay."""
-    not_before: float | None = None
-    """ACK_REQUEUE: earliest next lease time."""
-    retries: int = 0
-    """ACK_REQUEUE: the entry's new retry count."""
-    error: str | None = None
-    """ACK_DEAD / failed requeue: the last error."""
-    failed: bool = False
-    """The fetch failed (counted in ``failed``), as opposed to a retry-later."""
-    delay: float | None = None
-    """An explicit politeness delay overriding the formula."""
+def ack(token: int, kind: int, duration: float | None = None, not_before: float | None = None,
+        retries: int = 0, error: str | None = None, failed: bool = False,
+        delay: float | None = None) -> Ack:
+    """Build an :data:`Ack` with keywords (off the hot path)."""
+    return (token, kind, duration, not_before, retries, error, failed, delay)
 
 
 class DeadEntry(NamedTuple):

@@ -179,9 +179,9 @@ class MemoryStore:
             self._check_open()
             c = self._counters
             added = seen_added = dups = 0
-            for e in entries:
-                q = self._queues.get(e.queue) or self._queue(e.queue)
-                fp = e.fingerprint
+            queues = self._queues
+            for fp, key, prio, payload, not_before, revisit_at, retries in entries:
+                q = queues.get(key) or self._queue(key)
                 if fp is not None and self._is_dup(fp, now):
                     append(DUPLICATE)
                     dups += 1
@@ -191,14 +191,14 @@ class MemoryStore:
                     append(OVER_BUDGET)
                     continue
                 if fp is not None:
-                    self._mark_seen(fp, e.revisit_at)
+                    self._mark_seen(fp, revisit_at)
                     seen_added += 1
                 q.accepted += 1
                 added += 1
-                item = _item(e.priority, self._next_seq(), e.retries, e.payload)
-                if e.not_before is not None and e.not_before > now:
+                item = _item(prio, self._next_seq(), retries, payload)
+                if not_before is not None and not_before > now:
                     heapq.heappush(self._scheduled,
-                                   (e.not_before, next(self._ticket), e.queue, item))
+                                   (not_before, next(self._ticket), key, item))
                 else:
                     self._push(q, item, now)
                 append(ADDED)
@@ -270,7 +270,7 @@ class MemoryStore:
                         item = pop(heap)
                         token = next(tokens)
                         leases[token] = (q, item, expires)
-                        out.append(Leased(
+                        out.append((
                             token, key, _PRIO_BIAS - int.from_bytes(item[:4], "big"),
                             int.from_bytes(item[10:12], "big"), item[12:], expires,
                         ))
@@ -287,8 +287,8 @@ class MemoryStore:
                     self._settle(q, now)
             if len(out) > first:
                 # One expiry record per call: the leases of a call expire together.
-                heapq.heappush(self._expiry, (expires, out[first].token,
-                                              [le.token for le in out[first:]]))
+                heapq.heappush(self._expiry, (expires, out[first][0],
+                                              [le[0] for le in out[first:]]))
         return out
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
@@ -298,36 +298,35 @@ class MemoryStore:
             self._check_open()
             c = self._counters
             touched: dict[str, _Queue] = {}
-            for a in acks:
-                held = self._leases.pop(a.token, None)
+            leases = self._leases
+            for token, kind, duration, not_before, retries, error, failed, delay in acks:
+                held = leases.pop(token, None)
                 if held is None:
                     c["late_acks"] += 1
                     out.append(False)
                     continue
                 q, item, _ = held
                 q.inflight -= 1
-                pol = q.policy
-                rest = pol.delay(a.duration) if a.delay is None else a.delay
+                rest = q.policy.delay(duration) if delay is None else delay
                 if rest > 0:
                     q.ready_at = max(q.ready_at, now + rest)
                     q.session = 0
-                if a.kind == ACK_DONE:
+                if kind == ACK_DONE:
                     c["done"] += 1
-                elif a.kind == ACK_DEAD:
+                elif kind == ACK_DEAD:
                     c["dead"] += 1
                     c["failed"] += 1
                     did = next(self._dead_ids)
                     self._dead[did] = DeadEntry(
-                        did, q.key, _item_priority(item), a.retries,
-                        item[12:], a.error or "", now)
+                        did, q.key, _item_priority(item), retries, item[12:], error or "", now)
                 else:
-                    if a.failed:
+                    if failed:
                         c["failed"] += 1
                     c["retried"] += 1
-                    new = item[:10] + a.retries.to_bytes(2, "big") + item[12:]
-                    if a.not_before is not None and a.not_before > now:
+                    new = item[:10] + retries.to_bytes(2, "big") + item[12:]
+                    if not_before is not None and not_before > now:
                         heapq.heappush(self._scheduled,
-                                       (a.not_before, next(self._ticket), q.key, new))
+                                       (not_before, next(self._ticket), q.key, new))
                     else:
                         heapq.heappush(q.heap, new)
                 touched[q.key] = q

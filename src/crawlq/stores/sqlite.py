@@ -293,22 +293,21 @@ class SQLiteStore:
         if not entries:
             return out
         with self._tx() as c:
-            qids = self._qid_map(c, {e.queue for e in entries})
-            used = sorted({qids[e.queue] for e in entries})
+            qids = self._qid_map(c, {e[1] for e in entries})
+            used = sorted({qids[e[1]] for e in entries})
             rows = {r[0]: r for r in self._queue_rows(c, used)}
             accepted = {qid: rows[qid][8] for qid in used}
             caps = {qid: self._policy(tuple(rows[qid][9:])).max_queue_urls for qid in used}
             seen = _SeenTx(c, self._bloom)
-            seen.prefetch([e.fingerprint for e in entries if e.fingerprint is not None])
+            seen.prefetch([e[0] for e in entries if e[0] is not None])
             seq = self._take(c, "entry_seq", len(entries))
             lifo = self.lifo
             new_rows: list[tuple[Any, ...]] = []
             later: list[tuple[Any, ...]] = []
             deltas: dict[int, _Delta] = {}
             dups = seen_added = 0
-            for e in entries:
-                qid = qids[e.queue]
-                fp = e.fingerprint
+            for fp, key, prio, payload, not_before, revisit_at, retries in entries:
+                qid = qids[key]
                 if fp is not None and seen.is_dup(fp, now):
                     out.append(DUPLICATE)
                     dups += 1
@@ -318,20 +317,20 @@ class SQLiteStore:
                     out.append(OVER_BUDGET)
                     continue
                 if fp is not None:
-                    seen.mark(fp, e.revisit_at)
+                    seen.mark(fp, revisit_at)
                     seen_added += 1
                 accepted[qid] += 1
                 seq += 1
-                due = e.not_before if e.not_before is not None and e.not_before > now else None
+                due = not_before if not_before is not None and not_before > now else None
                 order = _SEQ_MAX - seq if lifo else seq
                 if due is None:
-                    new_rows.append((qid, -e.priority, order, e.retries, e.payload))
+                    new_rows.append((qid, -prio, order, retries, payload))
                     d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                     d.queued += 1
-                    if d.head is None or -e.priority < d.head:
-                        d.head = -e.priority
+                    if d.head is None or -prio < d.head:
+                        d.head = -prio
                 else:
-                    later.append((due, qid, -e.priority, order, e.retries, e.payload))
+                    later.append((due, qid, -prio, order, retries, payload))
                 out.append(ADDED)
             if new_rows:
                 new_rows.sort()  # in key order: inserts walk the b-tree once
@@ -408,7 +407,7 @@ class SQLiteStore:
                 for qid, nprio, order, retries, payload in got:
                     token += 1
                     moved.append((token, expires, qid, nprio, order, retries, payload))
-                    out.append(Leased(token, keys[qid], -nprio, retries, payload, expires))
+                    out.append((token, keys[qid], -nprio, retries, payload, expires))
                     counts[qid] = counts.get(qid, 0) + 1
                 c.executemany("DELETE FROM entries WHERE qid=? AND nprio=? AND ord=?",
                               [m[2:5] for m in moved])
@@ -438,7 +437,7 @@ class SQLiteStore:
             return []
         with self._tx() as c:
             held: dict[int, tuple[int, int]] = {}
-            tokens = [a.token for a in acks]
+            tokens = [a[0] for a in acks]
             for part in _chunks(tokens):
                 for token, qid, nprio in c.execute(
                         "SELECT token, qid, nprio FROM leases WHERE token IN "
@@ -451,34 +450,34 @@ class SQLiteStore:
             back: list[tuple[Any, ...]] = []
             later: list[tuple[Any, ...]] = []
             n_done = n_failed = n_retried = n_dead = late = 0
-            for a in acks:
-                h = held.pop(a.token, None)
+            for token, kind, duration, not_before, retries, error, failed, delay in acks:
+                h = held.pop(token, None)
                 if h is None:
                     out.append(False)
                     late += 1
                     continue
                 out.append(True)
                 qid, nprio = h
-                gone.append((a.token,))
+                gone.append((token,))
                 d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                 d.inflight -= 1
-                if a.delay is not None:
-                    d.explicit_delay = max(d.explicit_delay or 0.0, a.delay)
+                if delay is not None:
+                    d.explicit_delay = max(d.explicit_delay or 0.0, delay)
                 else:
-                    d.durations.append(a.duration)
-                if a.kind == ACK_DONE:
+                    d.durations.append(duration)
+                if kind == ACK_DONE:
                     n_done += 1
-                elif a.kind == ACK_DEAD:
-                    dead_rows.append((a.retries, a.error or "", now, a.token))
+                elif kind == ACK_DEAD:
+                    dead_rows.append((retries, error or "", now, token))
                     n_dead += 1
                     n_failed += 1
                 else:
                     n_retried += 1
-                    n_failed += a.failed
-                    if a.not_before is not None and a.not_before > now:
-                        later.append((a.not_before, a.retries, a.token))
+                    n_failed += failed
+                    if not_before is not None and not_before > now:
+                        later.append((not_before, retries, token))
                     else:
-                        back.append((a.retries, a.token))
+                        back.append((retries, token))
                         d.queued += 1
                         d.head = nprio if d.head is None else min(d.head, nprio)
             if dead_rows:
