@@ -121,3 +121,22 @@ def test_fingerprints() -> None:
     r2 = Request("https://a.example/", referrer="https://r2/")
     assert src(r1, "https://a.example/") != src(r2, "https://a.example/")
     assert fp(r1, "https://a.example/") == fp(r2, "https://a.example/")
+
+
+def test_inlined_fingerprint_matches_the_fingerprinter() -> None:
+    from crawlq import Frontier
+
+    seen: list[bytes] = []
+
+    class Spy(Fingerprinter):  # a subclass takes the generic path
+        def __call__(self, request: Request, canonical_url: str) -> bytes:
+            fp = super().__call__(request, canonical_url)
+            seen.append(fp)
+            return fp
+
+    url = "https://a.example/x?b=1&a=2"
+    with Frontier.open("memory://", fingerprint=Spy()) as slow, \
+            Frontier.open("memory://") as fast:
+        slow.add(url)
+        fast.add(url)
+        assert [e["fp"] for e in fast.dump() if e["type"] == "seen"] == [seen[0].hex()]

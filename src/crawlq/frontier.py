@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from hashlib import blake2b
 from typing import Any
 
 from .errors import ConfigError, InvalidURL, LeaseError
@@ -149,12 +150,16 @@ class Frontier:
         split, fingerprint = self._split, self.fingerprint
         priority_fn, dedup_post = self.priority, self.dedup_post
         default_revisit = self.revisit_after
+        # The default fingerprint of a plain GET, inlined (same bytes as Fingerprinter).
+        plain_fp = type(fingerprint) is Fingerprinter and not fingerprint.source_aware
         for i, item in enumerate(requests):
             req = Request(item) if isinstance(item, str) else item
             try:
                 canon, key = split(req.url)
                 if req.dont_filter or req.retries or (not dedup_post and req.method == "POST"):
                     fp = None
+                elif plain_fp and req.method == "GET" and not req.body:
+                    fp = blake2b(canon.encode("utf-8", "surrogatepass"), digest_size=16).digest()
                 else:
                     fp = fingerprint(req, canon)
                 prio = priority_fn(req) if priority_fn else req.priority

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import struct
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -40,11 +41,13 @@ _SEQ_MAX = 2**48 - 1
 _READY, _BUSY, _RESTING, _EMPTY = 0, 1, 2, 3
 
 
+_PACK = struct.Struct(">IHIH").pack  # inverted priority, sequence (16 + 32 bits), retries
+_UNPACK_HEAD = struct.Struct(">I6xH").unpack_from  # -> (inverted priority, retries)
+_INF = float("inf")
+
+
 def _item(priority: int, seq: int, retries: int, payload: bytes) -> bytes:
-    return (
-        (_PRIO_BIAS - priority).to_bytes(4, "big") + seq.to_bytes(6, "big")
-        + retries.to_bytes(2, "big") + payload
-    )
+    return _PACK(_PRIO_BIAS - priority, seq >> 32, seq & 0xFFFFFFFF, retries) + payload
 
 
 def _item_priority(item: bytes) -> int:
@@ -92,7 +95,7 @@ class MemoryStore:
         self._leases: dict[int, tuple[_Queue, bytes, float]] = {}
         self._expiry: list[tuple[float, int, list[int]]] = []
         self._dead: dict[int, DeadEntry] = {}
-        self._seq = itertools.count(1)
+        self._seq_n = _SEQ_MAX // 2  # counts down for LIFO, up for FIFO
         self._tokens = itertools.count(1)
         self._dead_ids = itertools.count(1)
         self._ticket = itertools.count()
@@ -105,8 +108,8 @@ class MemoryStore:
     # -- helpers -----------------------------------------------------------------
 
     def _next_seq(self) -> int:
-        n = next(self._seq)
-        return _SEQ_MAX - n if self.lifo else n
+        self._seq_n += -1 if self.lifo else 1
+        return self._seq_n
 
     def _queue(self, key: str) -> _Queue:
         q = self._queues.get(key)
@@ -138,14 +141,6 @@ class MemoryStore:
                 q.since = now
             q.state = _READY
             heapq.heappush(self._ready, (-_item_priority(q.heap[0]), q.since, q.version, q.key))
-
-    def _is_dup(self, fp: bytes, now: float) -> bool:
-        if self._bloom is not None:
-            return self._bloom.contains(fp)
-        if fp in self._seen:
-            due = self._revisit.get(fp)
-            return due is None or due > now
-        return False
 
     def _mark_seen(self, fp: bytes, revisit_at: float | None) -> None:
         if self._bloom is not None:
@@ -180,28 +175,57 @@ class MemoryStore:
             c = self._counters
             added = seen_added = dups = 0
             queues = self._queues
+            # The common case inlined (exact seen-set): this loop runs once per URL.
+            exact = self._bloom is None
+            seen, revisit = self._seen, self._revisit
+            push, pack = heapq.heappush, _PACK
+            seq, step = self._seq_n, (-1 if self.lifo else 1)
             for fp, key, prio, payload, not_before, revisit_at, retries in entries:
                 q = queues.get(key) or self._queue(key)
-                if fp is not None and self._is_dup(fp, now):
-                    append(DUPLICATE)
-                    dups += 1
-                    continue
+                if fp is not None:
+                    if exact:
+                        if fp in seen and (not revisit or revisit.get(fp, _INF) > now):
+                            append(DUPLICATE)
+                            dups += 1
+                            continue
+                    elif self._bloom.contains(fp):  # type: ignore[union-attr]
+                        append(DUPLICATE)
+                        dups += 1
+                        continue
                 cap = q.policy.max_queue_urls
                 if cap and q.accepted >= cap:
                     append(OVER_BUDGET)
                     continue
                 if fp is not None:
-                    self._mark_seen(fp, revisit_at)
+                    if exact:
+                        seen.add(fp)
+                        if revisit_at is not None:
+                            revisit[fp] = revisit_at
+                        elif revisit:
+                            revisit.pop(fp, None)
+                    else:
+                        self._mark_seen(fp, revisit_at)
                     seen_added += 1
                 q.accepted += 1
                 added += 1
-                item = _item(prio, self._next_seq(), retries, payload)
+                seq += step
+                item = pack(_PRIO_BIAS - prio, seq >> 32, seq & 0xFFFFFFFF, retries) + payload
                 if not_before is not None and not_before > now:
-                    heapq.heappush(self._scheduled,
-                                   (not_before, next(self._ticket), key, item))
-                else:
-                    self._push(q, item, now)
+                    push(self._scheduled, (not_before, next(self._ticket), key, item))
+                else:  # _push, inlined
+                    heap = q.heap
+                    state = q.state
+                    if state == _READY:
+                        improves = item[:4] < heap[0][:4]
+                        push(heap, item)
+                        if improves:  # a better head: the ready heap must see its priority
+                            self._settle(q, now)
+                    else:
+                        push(heap, item)
+                        if state == _EMPTY:
+                            self._settle(q, now)
                 append(ADDED)
+            self._seq_n = seq
             c["added"] += added
             c["seen"] += seen_added
             c["duplicates"] += dups
@@ -250,6 +274,7 @@ class MemoryStore:
             leases = self._leases
             tokens = self._tokens
             pop = heapq.heappop
+            unpack = _UNPACK_HEAD
             first = len(out)
             while len(out) < limit and ready:
                 taken: list[_Queue] = []
@@ -270,10 +295,8 @@ class MemoryStore:
                         item = pop(heap)
                         token = next(tokens)
                         leases[token] = (q, item, expires)
-                        out.append((
-                            token, key, _PRIO_BIAS - int.from_bytes(item[:4], "big"),
-                            int.from_bytes(item[10:12], "big"), item[12:], expires,
-                        ))
+                        pinv, retries = unpack(item)
+                        out.append((token, key, _PRIO_BIAS - pinv, retries, item[12:], expires))
                     q.inflight += k
                     q.session += k
                     q.state = -1
