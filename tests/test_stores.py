@@ -122,3 +122,18 @@ def test_a_failing_key_function_rejects_only_its_url() -> None:
         r = f.add(["https://a.example/boom", "https://a.example/ok"])
         assert r.added == 1 and r.rejected[0].reason == "custom"
         assert f.stats().rejected == {"custom": 1}
+
+
+def test_bloom_and_revisit_do_not_mix() -> None:
+    with pytest.raises(ConfigError, match="revisit_after"):
+        Frontier.open("memory://", bloom_capacity=1000, revisit_after=60)
+
+
+def test_queue_by_registered_domain() -> None:
+    with Frontier.open("memory://", queue_by="domain", **FAST) as f:
+        f.add(["https://news.example.co.uk/a", "https://shop.example.co.uk/b",
+               "https://other.org/"])
+        assert sorted(q.key for q in f.queues()) == ["example.co.uk", "other.org"]
+        assert f.queue_of("https://x.y.example.co.uk/") == "example.co.uk"
+        assert f.queue_of("http://127.0.0.1:8080/") == "127.0.0.1"
+        assert f.queue_of("http://[::1]:8080/") == "[::1]:8080"

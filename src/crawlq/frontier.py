@@ -120,6 +120,9 @@ class Frontier:
 
         store_opts = {k: options.pop(k) for k in list(options) if k in STORE_OPTIONS}
         frontier_opts = options
+        if store_opts.get("bloom_capacity") and frontier_opts.get("revisit_after"):
+            raise ConfigError("revisit_after needs the exact seen-set: a Bloom filter cannot "
+                              "remember when a URL was seen (drop bloom_capacity)")
         store = open_store(url, **store_opts)
         try:
             return cls(store, **frontier_opts)

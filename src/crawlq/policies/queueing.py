@@ -30,8 +30,11 @@ def domain_key(canonical_url: str) -> str:
     that are IP literals or have no known suffix keep their full host as key.
     """
     host = host_key(canonical_url)
-    if not host.startswith("["):
-        host = host.partition(":")[0]
+    if host.startswith("["):
+        return host  # an IPv6 literal has no registered domain
+    host = host.partition(":")[0]
+    if host.replace(".", "").isdigit():
+        return host  # nor has an IPv4 address
     psl = _psl()
     domain = psl.privatesuffix(host)
     return domain if domain else host
