@@ -46,7 +46,7 @@ class BloomShape:
         return block, [(h1 + i * h2) % BLOCK_BITS for i in range(self.k)]
 
 
-def test_and_set(block: bytearray, bits: list[int]) -> bool:
+def test_and_set(block: bytearray | memoryview, bits: list[int]) -> bool:
     """Set ``bits`` in ``block``; return True if they were all set already (seen)."""
     seen = True
     for b in bits:
@@ -75,11 +75,4 @@ class MemoryBloom:
         """Add ``fp``; True if it was (probably) present already."""
         block, bits = self.shape.locate(fp)
         start = block * BLOCK_BYTES
-        view = memoryview(self.bits)[start:start + BLOCK_BYTES]
-        seen = True
-        for b in bits:
-            byte, mask = b >> 3, 1 << (b & 7)
-            if not view[byte] & mask:
-                seen = False
-                view[byte] |= mask
-        return seen
+        return test_and_set(memoryview(self.bits)[start:start + BLOCK_BYTES], bits)

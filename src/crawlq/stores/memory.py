@@ -488,12 +488,7 @@ class MemoryStore:
     # Primitive writers used by dumpfmt.apply (load); not part of the contract.
 
     def _load_seen(self, fp: bytes, revisit_at: float | None) -> None:
-        if self._bloom is not None:
-            self._bloom.add(fp)
-            return
-        self._seen.add(fp)
-        if revisit_at is not None:
-            self._revisit[fp] = revisit_at
+        self._mark_seen(fp, revisit_at)
 
     def _load_bloom(self, bits: bytes) -> None:
         if self._bloom is None or len(bits) != len(self._bloom.bits):

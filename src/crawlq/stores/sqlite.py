@@ -80,6 +80,11 @@ class _Delta:
         self.durations: list[float | None] = []
         self.explicit_delay: float | None = None
 
+    def offer_head(self, nprio: int) -> None:
+        """An entry of (negated) priority ``nprio`` joined the queue."""
+        if self.head is None or nprio < self.head:
+            self.head = nprio
+
 
 class SQLiteStore:
     """Durable store in one SQLite file; see :class:`crawlq.stores.base.Store`."""
@@ -253,34 +258,33 @@ class SQLiteStore:
         if lookup:
             c.executemany(f"UPDATE queues SET {set_cols}, head=({HEAD_OF}) WHERE qid=?", lookup)
 
+    def _move_back(self, c: sqlite3.Connection, table: str, key: str, time_col: str,
+                    now: float, deltas: dict[int, _Delta], was_leased: bool) -> int:
+        """Move the rows of ``table`` whose ``time_col`` has come back into ``entries``."""
+        rows = c.execute(f"SELECT {key}, qid, nprio FROM {table} WHERE {time_col} <= ?",
+                         (now,)).fetchall()
+        if rows:
+            keys = [(r[0],) for r in rows]
+            c.executemany("INSERT INTO entries SELECT qid, nprio, ord, retries, payload "
+                          f"FROM {table} WHERE {key}=?", keys)
+            c.executemany(f"DELETE FROM {table} WHERE {key}=?", keys)
+            for _, qid, nprio in rows:
+                d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
+                d.inflight -= was_leased
+                d.queued += 1
+                d.offer_head(nprio)
+        return len(rows)
+
     def _wake(self, c: sqlite3.Connection, now: float) -> None:
         """Expired leases back to their queues, due entries in, rested queues ready."""
         deltas: dict[int, _Delta] = {}
-        expired = c.execute("SELECT token, qid, nprio FROM leases WHERE expires <= ?",
-                            (now,)).fetchall()
-        if expired:
-            tokens = [(r[0],) for r in expired]
-            # Back to its old place: the same key puts it at the head of its queue.
-            c.executemany("INSERT INTO entries SELECT qid, nprio, ord, retries, payload "
-                          "FROM leases WHERE token=?", tokens)
-            c.executemany("DELETE FROM leases WHERE token=?", tokens)
-            for _, qid, nprio in expired:
-                d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
-                d.inflight -= 1
-                d.queued += 1
-                d.head = nprio if d.head is None else min(d.head, nprio)
-            self._count(c, redelivered=len(expired), leased=-len(expired), queued=len(expired))
-        due = c.execute("SELECT id, qid, nprio FROM scheduled WHERE due <= ?", (now,)).fetchall()
-        if due:
-            ids = [(r[0],) for r in due]
-            c.executemany("INSERT INTO entries SELECT qid, nprio, ord, retries, payload "
-                          "FROM scheduled WHERE id=?", ids)
-            c.executemany("DELETE FROM scheduled WHERE id=?", ids)
-            for _, qid, nprio in due:
-                d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
-                d.queued += 1
-                d.head = nprio if d.head is None else min(d.head, nprio)
-            self._count(c, scheduled=-len(due))
+        # Expired leases go back to their old place: the same key puts them at the head.
+        n = self._move_back(c, "leases", "token", "expires", now, deltas, True)
+        if n:
+            self._count(c, redelivered=n, leased=-n, queued=n)
+        n = self._move_back(c, "scheduled", "id", "due", now, deltas, False)
+        if n:
+            self._count(c, scheduled=-n)
         self._apply(c, deltas, now)
         c.execute("UPDATE queues SET state=0, since=ready_at WHERE state=2 AND ready_at <= ?",
                   (now,))
@@ -327,8 +331,7 @@ class SQLiteStore:
                     new_rows.append((qid, -prio, order, retries, payload))
                     d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                     d.queued += 1
-                    if d.head is None or -prio < d.head:
-                        d.head = -prio
+                    d.offer_head(-prio)
                 else:
                     later.append((due, qid, -prio, order, retries, payload))
                 out.append(ADDED)
@@ -479,7 +482,7 @@ class SQLiteStore:
                     else:
                         back.append((retries, token))
                         d.queued += 1
-                        d.head = nprio if d.head is None else min(d.head, nprio)
+                        d.offer_head(nprio)
             if dead_rows:
                 c.executemany(
                     "INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
@@ -596,7 +599,7 @@ class SQLiteStore:
                 new_rows.append((qid, -prio, _SEQ_MAX - seq if self.lifo else seq, 0, payload))
                 d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                 d.queued += 1
-                d.head = -prio if d.head is None else min(d.head, -prio)
+                d.offer_head(-prio)
             c.executemany("INSERT INTO entries VALUES (?,?,?,?,?)", new_rows)
             c.executemany("DELETE FROM dead WHERE id=?", [(r[0],) for r in rows])
             self._apply(c, deltas, now)
@@ -766,7 +769,7 @@ class _Loader:
                        (qid, -priority, order, retries, payload))
         d = self.deltas.get(qid) or self.deltas.setdefault(qid, _Delta())
         d.queued += 1
-        d.head = -priority if d.head is None else min(d.head, -priority)
+        d.offer_head(-priority)
 
     def _load_queue(self, key: str, accepted: int, ready_at: float,
                     settings: Mapping[str, float]) -> None:
