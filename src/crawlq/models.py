@@ -90,6 +90,9 @@ class Request:
         """Decode :meth:`to_payload` output; the inverse, for any request."""
         p = msgpack.unpackb(payload, raw=False, strict_map_key=False)
         n = len(p)
+        if n == 2:  # the common request: all positional, no conditionals
+            return cls(p[1], "GET", b"", priority, 0, None, _NO_META, False, not_before,
+                       retries, None)
         return cls(
             p[1],
             p[4] if n > 4 else "GET",

@@ -234,13 +234,19 @@ class Canonicalizer:
         if self.normalize_percent and not _CLEAN_QUERY(query):
             pairs = [self._pct(url, p, _QUERY_SAFE) for p in pairs]
         if self.sort_query and len(pairs) > 1:
-            # Stable by name: repeated names keep their relative order (a=2&a=1 stays).
-            pairs.sort(key=_param_name)
+            pairs = _sort_pairs(pairs)
         return "&".join(pairs)
 
 
-def _param_name(pair: str) -> str:
-    return pair.partition("=")[0]
+def _sort_pairs(pairs: list[str]) -> list[str]:
+    """Sort ``name=value`` pairs by name, stably: repeated names keep their order
+    (``a=2&a=1`` stays). Two pairs, the usual case, without a key function."""
+    if len(pairs) == 2:
+        a, b = pairs
+        return [b, a] if b.partition("=")[0] < a.partition("=")[0] else pairs
+    names = [p.partition("=")[0] for p in pairs]
+    order = sorted(range(len(pairs)), key=names.__getitem__)
+    return [pairs[i] for i in order]
 
 
 KeyFunction = Callable[[str], str]

@@ -330,7 +330,12 @@ class MemoryStore:
                     continue
                 q, item, _ = held
                 q.inflight -= 1
-                rest = q.policy.delay(duration) if delay is None else delay
+                if delay is not None:
+                    rest = delay
+                elif duration is None:
+                    rest = q.policy.min_delay  # what the formula gives for no duration
+                else:
+                    rest = q.policy.delay(duration)
                 if rest > 0:
                     q.ready_at = max(q.ready_at, now + rest)
                     q.session = 0
