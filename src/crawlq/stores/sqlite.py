@@ -58,6 +58,7 @@ class _Delta:
     """Pending changes to one queue inside a transaction."""
 
     __slots__ = (
+        "accepted",
         "durations",
         "explicit_delay",
         "head",
@@ -70,6 +71,7 @@ class _Delta:
     )
 
     def __init__(self) -> None:
+        self.accepted = 0
         self.inflight = 0
         self.queued = 0
         self.session = 0
@@ -208,18 +210,29 @@ class SQLiteStore:
                 f"SELECT {_QUEUE_COLS} FROM queues WHERE qid IN ({_marks(len(part))})", part))
         return rows
 
-    def _apply(self, c: sqlite3.Connection, deltas: Mapping[int, _Delta], now: float) -> None:
-        """Write queue changes and recompute each queue's state (the one settle step)."""
+    def _apply(self, c: sqlite3.Connection, deltas: Mapping[int, _Delta], now: float,
+               rows: Iterable[Sequence[Any]] | None = None) -> None:
+        """Write queue changes and recompute each queue's state (the one settle step).
+
+        ``rows``: the queues' current rows (``_QUEUE_COLS``) when the caller read them
+        in this transaction already; otherwise they are read here.
+        """
         if not deltas:
             return
         plain: list[tuple[Any, ...]] = []
         lookup: list[tuple[Any, ...]] = []
-        for row in self._queue_rows(c, list(deltas)):
-            (qid, state, head, since, ready_at, queued, inflight, session, _acc) = row[:9]
+        if rows is None:
+            rows = self._queue_rows(c, list(deltas))
+        for row in rows:
+            qid = row[0]
+            d = deltas.get(qid)
+            if d is None:
+                continue
+            (_, state, head, since, ready_at, queued, inflight, session, accepted) = row[:9]
             pol = self._policy(tuple(row[9:]))
-            d = deltas[qid]
             inflight += d.inflight
             queued += d.queued
+            accepted += d.accepted
             session += d.session
             ready_at = max(ready_at, d.ready_at)
             if d.durations or d.explicit_delay is not None:
@@ -248,11 +261,12 @@ class SQLiteStore:
                 elif state != READY:
                     since = now
             if d.recompute and queued > 0:
-                lookup.append((new_state, since, ready_at, queued, inflight, session, qid))
+                lookup.append((new_state, since, ready_at, queued, inflight, session, accepted,
+                               qid))
             else:
-                plain.append((new_state, since, ready_at, queued, inflight, session,
+                plain.append((new_state, since, ready_at, queued, inflight, session, accepted,
                               head if queued > 0 else None, qid))
-        set_cols = "state=?, since=?, ready_at=?, queued=?, inflight=?, session=?"
+        set_cols = "state=?, since=?, ready_at=?, queued=?, inflight=?, session=?, accepted=?"
         if plain:
             c.executemany(f"UPDATE queues SET {set_cols}, head=? WHERE qid=?", plain)
         if lookup:
@@ -299,7 +313,8 @@ class SQLiteStore:
         with self._tx() as c:
             qids = self._qid_map(c, {e[1] for e in entries})
             used = sorted({qids[e[1]] for e in entries})
-            rows = {r[0]: r for r in self._queue_rows(c, used)}
+            qrows = self._queue_rows(c, used)
+            rows = {r[0]: r for r in qrows}
             accepted = {qid: rows[qid][8] for qid in used}
             caps = {qid: self._policy(tuple(rows[qid][9:])).max_queue_urls for qid in used}
             seen = _SeenTx(c, self._bloom)
@@ -342,9 +357,11 @@ class SQLiteStore:
                 c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                               "VALUES (?,?,?,?,?,?)", later)
             seen.flush()
-            c.executemany("UPDATE queues SET accepted=? WHERE qid=?",
-                          [(n, q) for q, n in accepted.items() if n != rows[q][8]])
-            self._apply(c, deltas, now)
+            for qid, n in accepted.items():
+                if n != rows[qid][8]:
+                    d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
+                    d.accepted = n - rows[qid][8]
+            self._apply(c, deltas, now, qrows)
             over = out.count(OVER_BUDGET)
             if over:
                 self._reject(c, {"queue-budget": over})
@@ -362,23 +379,24 @@ class SQLiteStore:
         with self._tx() as c:
             self._wake(c, now)
             cands = c.execute(
-                "SELECT qid, key, inflight, session, " + ", ".join(QUEUE_SETTINGS)
-                + " FROM queues WHERE state=0 ORDER BY head, since LIMIT ?", (limit,)).fetchall()
+                f"SELECT key, {_QUEUE_COLS} FROM queues WHERE state=0 ORDER BY head, since "
+                "LIMIT ?", (limit,)).fetchall()
             if not cands:
                 return out
             keys: dict[int, str] = {}
             room: dict[int, int] = {}
             for r in cands:
-                pol = self._policy(tuple(r[4:]))
-                free = pol.concurrency - r[2]
+                qid, inflight, session = r[1], r[7], r[8]
+                pol = self._policy(tuple(r[10:]))
+                free = pol.concurrency - inflight
                 if pol.session_budget:
-                    free = min(free, pol.session_budget - r[3])
-                keys[r[0]] = r[1]
-                room[r[0]] = max(free, 1)
+                    free = min(free, pol.session_budget - session)
+                keys[qid] = r[0]
+                room[qid] = max(free, 1)
                 # (a ready queue always has room for one; session budgets reset at zero)
             token = self._take(c, "lease_seq", 0)
             taken: dict[int, int] = dict.fromkeys(keys, 0)
-            active = [r[0] for r in cands]
+            active = [r[1] for r in cands]
             # Round-robin: one entry from each ready queue in order, then again from
             # those with room left, until ``limit`` is reached.
             while active and len(out) < limit:
@@ -430,7 +448,7 @@ class SQLiteStore:
                     d.session = k
                     d.served = True
                     d.recompute = True
-            self._apply(c, deltas, now)
+            self._apply(c, deltas, now, [r[1:] for r in cands])
             self._count(c, leased=len(out), queued=-len(out))
         return out
 
@@ -682,7 +700,7 @@ class _SeenTx:
                         part):
                     self.blocks[block] = bytearray(bits)
             return
-        for chunk in _chunks(fps):
+        for chunk in _chunks(sorted(fps)):
             self.known.update(self.c.execute(
                 f"SELECT fp, revisit_at FROM seen WHERE fp IN ({_marks(len(chunk))})", chunk))
 
@@ -710,6 +728,8 @@ class _SeenTx:
 
     def flush(self) -> None:
         if self.fresh:
+            # In key order, so the inserts walk the b-tree once; REPLACE for revisits.
+            self.fresh.sort()
             self.c.executemany("INSERT OR REPLACE INTO seen (fp, revisit_at) VALUES (?, ?)",
                                self.fresh)
         if self.dirty:
