@@ -137,3 +137,27 @@ def test_queue_by_registered_domain() -> None:
         assert f.queue_of("https://x.y.example.co.uk/") == "example.co.uk"
         assert f.queue_of("http://127.0.0.1:8080/") == "127.0.0.1"
         assert f.queue_of("http://[::1]:8080/") == "[::1]:8080"
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite"])
+def test_malformed_requests_are_rejected_one_by_one(url: str, tmp_path: Path) -> None:
+    from crawlq import Request
+
+    store = f"sqlite:///{tmp_path}/m.db" if url == "sqlite" else url
+    bad = [
+        Request("https://a.example/1", priority=2.5),           # type: ignore[arg-type]
+        Request("https://a.example/2", priority=2**40),
+        Request("https://a.example/3", retries=70_000),
+        Request("https://a.example/4", body="text, not bytes"),  # type: ignore[arg-type]
+        Request("https://a.example/5", not_before="tomorrow"),   # type: ignore[arg-type]
+        Request("https://a.example/6", meta={"x": object()}),
+        Request(12345),                                          # type: ignore[arg-type]
+        None,
+    ]
+    with Frontier.open(store, **FAST) as f:
+        r = f.add([*bad, "https://a.example/ok"])  # type: ignore[list-item]
+        assert r.added == 1 and r.added_flags[-1]
+        reasons = [x.reason for x in r.rejected]
+        assert reasons == ["bad-priority", "bad-priority"] + ["invalid-request"] * 6
+        assert all(x.detail for x in r.rejected)
+        assert f.stats().rejected == {"bad-priority": 2, "invalid-request": 6}

@@ -25,6 +25,7 @@ from .stores.base import (
     ADDED,
     DUPLICATE,
     PRIORITY_MAX,
+    RETRIES_MAX,
     Ack,
     Entry,
     Store,
@@ -166,14 +167,21 @@ class Frontier:
                 else:
                     fp = fingerprint(req, canon)
                 prio = priority_fn(req) if priority_fn else req.priority
-                if not -PRIORITY_MAX <= prio <= PRIORITY_MAX:
-                    raise InvalidURL("bad-priority", req.url, f"priority {prio} out of range")
+                if prio.__class__ is not int or not -PRIORITY_MAX <= prio <= PRIORITY_MAX:
+                    raise InvalidURL("bad-priority", req.url,
+                                     f"priority must be an int within ±{PRIORITY_MAX}: {prio!r}")
+                retries = req.retries
+                nb = req.not_before
+                if (retries.__class__ is not int or not 0 <= retries <= RETRIES_MAX
+                        or (nb is not None and nb.__class__ not in (float, int))
+                        or req.body.__class__ is not bytes):
+                    raise ConfigError(_bad_fields(req))
                 revisit = req.revisit_after
                 if revisit is None:
                     revisit = default_revisit
                 entries.append((
-                    fp, key, prio, req.to_payload(), req.not_before,
-                    None if revisit is None else now + revisit, req.retries))
+                    fp, key, prio, req.to_payload(), nb,
+                    None if revisit is None else now + revisit, retries))
                 index.append(i)
             except InvalidURL as exc:
                 rejected.append(Rejection(i, _url_of(req), exc.reason, exc.detail))
@@ -336,3 +344,12 @@ class Frontier:
 def _url_of(req: object) -> str:
     url = getattr(req, "url", req)
     return url if isinstance(url, str) else repr(url)
+
+
+def _bad_fields(req: Request) -> str:
+    """Say which field of a request has the wrong type or range."""
+    if req.retries.__class__ is not int or not 0 <= req.retries <= RETRIES_MAX:
+        return f"retries must be an int in [0, {RETRIES_MAX}], not {req.retries!r}"
+    if req.body.__class__ is not bytes:
+        return f"body must be bytes, not {type(req.body).__name__}"
+    return f"not_before must be a number of epoch seconds, not {req.not_before!r}"
