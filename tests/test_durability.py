@@ -35,7 +35,7 @@ def test_sigkill_loop_loses_nothing(tmp_path: Path) -> None:
     with Frontier.open(f"sqlite:///{db}") as f:
         f.add("https://h0.example/n/0")
     rng = random.Random(7)
-    workers = [_spawn(db, log, n) for _ in range(3)]
+    workers = [_spawn(db, log, n, "--ttl", "2") for _ in range(3)]
     kills = 0
     deadline = time.monotonic() + 120
     try:
@@ -48,7 +48,7 @@ def test_sigkill_loop_loses_nothing(tmp_path: Path) -> None:
             os.kill(victim.pid, signal.SIGKILL)
             victim.wait()
             kills += 1
-            workers[workers.index(victim)] = _spawn(db, log, n)
+            workers[workers.index(victim)] = _spawn(db, log, n, "--ttl", "2")
         for w in workers:
             assert w.wait(timeout=120) == 0
     finally:
