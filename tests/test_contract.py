@@ -15,8 +15,6 @@ class TestMemoryStore(MemoryOnlyContract):
 
 
 class TestSQLiteStore(FrontierContract):
-    durable = True
-
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         path.mkdir(parents=True, exist_ok=True)
         return Frontier.open(f"sqlite:///{path}/frontier.db", clock=clock, **options)

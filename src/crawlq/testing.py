@@ -1,12 +1,11 @@
 """The store contract suite: the executable specification of a crawlq Store.
 
 Anyone writing a store subclasses :class:`FrontierContract` in a pytest module and
-implements :meth:`FrontierContract.open_frontier`; durable stores set ``durable = True``
-and every test then also runs with the store closed and reopened at its checkpoints::
+implements :meth:`FrontierContract.open_frontier`; every test then runs twice, the second
+time closing and reopening the store at its checkpoints (a store that keeps nothing
+across a reopen, by design, subclasses :class:`MemoryOnlyContract` instead)::
 
     class TestMyStore(FrontierContract):
-        durable = True
-
         def open_frontier(self, clock, path, **options):
             return Frontier.open(f"mystore://{path}", clock=clock, **options)
 
@@ -50,8 +49,6 @@ FAST = {"min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0}
 
 class FrontierContract:
     """Behaviour every store must show through the Frontier API."""
-
-    durable = False
 
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         """Open a frontier on the store under test; ``path`` is a fresh folder."""
