@@ -184,8 +184,9 @@ def _cmd_next(f: Frontier, args: argparse.Namespace, out: IO[str]) -> int:
         f.done(leases)
     if not leases:
         s = f.stats()
-        why = "the frontier is empty" if s.finished else \
-            f"nothing ready now ({s.queued} queued, {s.leased} leased)"
+        when = f.next_ready_at()
+        why = "the frontier is empty" if when is None else \
+            f"nothing ready now ({s.queued} queued, {s.leased} leased; next {_fmt_time(when)})"
         print(f"crawlq: no request: {why}", file=sys.stderr)
     return 0
 

@@ -282,6 +282,12 @@ class Frontier:
 
     # -- queues ---------------------------------------------------------------------
 
+    def next_ready_at(self) -> float | None:
+        """When :meth:`next` may next return something (epoch seconds; now or later),
+        or ``None`` when nothing is queued or leased: the crawl is over. A fetch loop
+        sleeps until then instead of polling."""
+        return self.store.next_ready_at(self.clock())
+
     def block(self, queue: str, until: float | None = None, *,
               seconds: float | None = None) -> None:
         """Keep ``queue`` from being leased until ``until`` (epoch) or for ``seconds``."""

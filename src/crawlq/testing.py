@@ -194,6 +194,28 @@ class FrontierContract:
         env.clock.advance(61)
         assert [le.request.url for le in f.next(10)] == ["https://a.example/later"]
 
+    def test_next_ready_at_says_when_to_come_back(self, env: _Env) -> None:
+        f = env.open(min_delay=10.0, max_delay=10.0, lease_ttl=100)
+        t0 = env.clock()
+        assert f.next_ready_at() is None                      # nothing at all
+        f.add(["https://a.example/1", "https://a.example/2",
+               Request("https://b.example/later", not_before=t0 + 25)])
+        assert f.next_ready_at() == t0                        # a.example is ready
+        (lease,) = f.next(5)
+        f = env.checkpoint()
+        assert f.next_ready_at() == t0 + 25                   # busy a, scheduled b
+        f.done(lease)
+        assert f.next_ready_at() == t0 + 10                   # a rests 10 s
+        env.clock.advance(10)
+        (lease,) = f.next(5)
+        assert f.next_ready_at() == t0 + 25
+        env.clock.advance(20)
+        (b,) = f.next(5)
+        assert b.request.url == "https://b.example/later"
+        assert f.next_ready_at() == t0 + 110                  # only leases left: expiry
+        f.done([lease, b])
+        assert f.next_ready_at() is None and f.stats().finished
+
     # -- politeness and concurrency ------------------------------------------------------
 
     def test_one_lease_per_host_by_default(self, env: _Env) -> None:

@@ -183,6 +183,12 @@ class Store(Protocol):
         """
         ...
 
+    def next_ready_at(self, now: float) -> float | None:
+        """When something may next be leased: ``now`` if a queue is ready; else the
+        earliest rest end, scheduled time or lease expiry; ``None`` when nothing is
+        queued or leased (the crawl is over). Lets a fetch loop sleep instead of poll."""
+        ...
+
     def block(self, queue: str, until: float, now: float) -> None:
         """Keep ``queue`` from being leased before ``until`` (Retry-After, 429)."""
         ...

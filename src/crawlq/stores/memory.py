@@ -363,6 +363,31 @@ class MemoryStore:
                 self._settle(q, now)
         return out
 
+    def next_ready_at(self, now: float) -> float | None:
+        """See :meth:`Store.next_ready_at`."""
+        with self._lock:
+            self._check_open()
+            self._wake(now)
+            ready = self._ready
+            while ready:  # drop stale entries (lazy deletion) to see a real one
+                _, _, version, key = ready[0]
+                q = self._queues[key]
+                if q.version == version and q.state == _READY:
+                    return now
+                heapq.heappop(ready)
+            resting = self._resting
+            while resting:
+                _, version, key = resting[0]
+                q = self._queues[key]
+                if q.version == version and q.state == _RESTING:
+                    break
+                heapq.heappop(resting)
+            expiry, leases = self._expiry, self._leases
+            while expiry and not any(t in leases for t in expiry[0][2]):
+                heapq.heappop(expiry)  # every lease of that call was answered
+            times = [h[0][0] for h in (resting, self._scheduled, expiry) if h]
+            return min(times) if times else None
+
     def block(self, queue: str, until: float, now: float) -> None:
         """See :meth:`Store.block`."""
         with self._lock:

@@ -523,6 +523,18 @@ class SQLiteStore:
                         scheduled=n_sched)
         return out
 
+    def next_ready_at(self, now: float) -> float | None:
+        """See :meth:`Store.next_ready_at`."""
+        with self._tx() as c:
+            self._wake(c, now)
+            if c.execute("SELECT 1 FROM queues WHERE state=0 LIMIT 1").fetchone():
+                return now
+            (at,) = c.execute(
+                "SELECT min(t) FROM (SELECT min(ready_at) AS t FROM queues WHERE state=2 "
+                "UNION ALL SELECT min(due) FROM scheduled "
+                "UNION ALL SELECT min(expires) FROM leases)").fetchone()
+            return None if at is None else float(at)
+
     def block(self, queue: str, until: float, now: float) -> None:
         """See :meth:`Store.block`."""
         with self._tx() as c:
