@@ -43,6 +43,10 @@ def test_unknown_and_bad_options() -> None:
         Frontier.open("memory://", lease_ttl=0)
     with pytest.raises(ConfigError):
         Frontier.open("memory://", synchronous="full")   # sqlite-only option
+    with pytest.raises(ConfigError, match="bad store option"):
+        Frontier.open("memory://", bloom_capacity="lots")
+    with pytest.raises(ConfigError):
+        Frontier.open("memory://", concurrency=0)
     f = Frontier.open("memory://")
     with pytest.raises(ConfigError, match="unknown queue setting"):
         f.configure_queue("a.example", colour=3)

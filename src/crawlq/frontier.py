@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from hashlib import blake2b
 from typing import Any
 
-from .errors import ConfigError, InvalidURL, LeaseError
+from .errors import ConfigError, CrawlqError, InvalidURL, LeaseError
 from .models import AddResult, DeadRequest, Lease, Outcome, QueueInfo, Rejection, Request, Stats
 from .policies.canonical import DEFAULT_MAX_LENGTH, Canonicalizer
 from .policies.fingerprint import Fingerprinter, FingerprintFunction
@@ -124,7 +124,12 @@ class Frontier:
         if store_opts.get("bloom_capacity") and frontier_opts.get("revisit_after"):
             raise ConfigError("revisit_after needs the exact seen-set: a Bloom filter cannot "
                               "remember when a URL was seen (drop bloom_capacity)")
-        store = open_store(url, **store_opts)
+        try:
+            store = open_store(url, **store_opts)
+        except CrawlqError:
+            raise
+        except (TypeError, ValueError) as exc:  # e.g. concurrency="four"
+            raise ConfigError(f"bad store option: {exc}") from None
         try:
             return cls(store, **frontier_opts)
         except TypeError as exc:

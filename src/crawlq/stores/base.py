@@ -103,6 +103,14 @@ class QueuePolicy:
     session_rest: float = 0.0
 
     def __post_init__(self) -> None:
+        for name in ("concurrency", "max_queue_urls", "session_budget"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ConfigError(f"{name} must be an integer, not {v!r}")
+        for name in ("min_delay", "max_delay", "delay_factor", "session_rest"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise ConfigError(f"{name} must be a number of seconds, not {v!r}")
         if self.concurrency < 1:
             raise ConfigError("concurrency must be >= 1")
         for name in ("min_delay", "max_delay", "delay_factor", "session_rest"):
