@@ -59,7 +59,7 @@ class _Delta:
 
     __slots__ = (
         "accepted",
-        "durations",
+        "duration",
         "explicit_delay",
         "head",
         "inflight",
@@ -79,7 +79,9 @@ class _Delta:
         self.recompute = False  # entries left the queue: its head must be looked up
         self.head: int | None = None  # a new candidate head (negated priority)
         self.ready_at = 0.0
-        self.durations: list[float | None] = []
+        # The longest fetch among the leases that ended (the delay grows with it);
+        # None while no lease of this queue ended in the call.
+        self.duration: float | None = None
         self.explicit_delay: float | None = None
 
     def offer_head(self, nprio: int) -> None:
@@ -203,10 +205,10 @@ class SQLiteStore:
             self._policies[overrides] = pol
         return pol
 
-    def _queue_rows(self, c: sqlite3.Connection, qids: Sequence[int]) -> list[list[Any]]:
-        rows: list[list[Any]] = []
+    def _queue_rows(self, c: sqlite3.Connection, qids: Sequence[int]) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = []
         for part in _chunks(qids):
-            rows.extend(list(r) for r in c.execute(
+            rows.extend(c.execute(
                 f"SELECT {_QUEUE_COLS} FROM queues WHERE qid IN ({_marks(len(part))})", part))
         return rows
 
@@ -235,9 +237,9 @@ class SQLiteStore:
             accepted += d.accepted
             session += d.session
             ready_at = max(ready_at, d.ready_at)
-            if d.durations or d.explicit_delay is not None:
+            if d.duration is not None or d.explicit_delay is not None:
                 rest = d.explicit_delay if d.explicit_delay is not None else \
-                    max(pol.delay(x) for x in d.durations)
+                    pol.delay(d.duration)
                 if rest > 0:
                     ready_at = max(ready_at, now + rest)
                     session = 0
@@ -485,7 +487,7 @@ class SQLiteStore:
                 if delay is not None:
                     d.explicit_delay = max(d.explicit_delay or 0.0, delay)
                 else:
-                    d.durations.append(duration)
+                    d.duration = max(d.duration or 0.0, duration or 0.0)
                 if kind == ACK_DONE:
                     n_done += 1
                 elif kind == ACK_DEAD:
