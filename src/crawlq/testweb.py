@@ -1,0 +1,283 @@
+"""The local test web: a generated multi-host site served on 127.0.0.1.
+
+Crawler tests, benchmarks and the demo crawl it instead of the internet. One HTTP server
+on a free loopback port serves many virtual hosts, chosen by the ``Host`` header (a
+crawler resolves every ``*.test`` name to 127.0.0.1 through its resolver option; nothing
+touches /etc/hosts). Everything is deterministic for a given :class:`SiteSpec`, and the
+server records every request it answers (:attr:`TestWeb.log`) so tests can check what
+was fetched, in which order and with which per-host spacing.
+
+Paths on every host:
+
+=============================  =================================================
+``/``                          index: links to the first pages
+``/page/<n>``                  a page with links to other pages (some on other
+                               hosts, some rel=nofollow, some to special paths)
+``/robots.txt``                per-host rules (see :meth:`SiteSpec.robots`)
+``/private/<n>``               disallowed by robots.txt
+``/redirect/<n>``              301 to ``/page/<n>``
+``/redirect-out``              302 to a host outside the site (``elsewhere.test``)
+``/redirect-private``          302 to ``http://10.0.0.1/`` (a private address)
+``/slow/<n>``                  answers after ``slow_seconds``
+``/ratelimited``               429 with ``Retry-After`` the first time per host
+``/unavailable``               503 with ``Retry-After`` the first time per host
+``/calendar/<y>/<m>``          a spider trap: each month links to the next, forever
+``/broken``                    malformed HTML (unclosed tags, junk bytes)
+``/latin1``                    ISO-8859-1 text, declared in the Content-Type
+``/meta-charset``              Shift_JIS text, declared only in a ``<meta>`` tag
+``/big``                       a page of ``big_bytes`` bytes
+``/gzip``                      a gzip-encoded page (``Content-Encoding: gzip``)
+``/error``                     500, always
+=============================  =================================================
+"""
+
+from __future__ import annotations
+
+import gzip
+import random
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import NamedTuple
+
+DOMAIN = "crawlq.test"
+
+
+@dataclass(frozen=True)
+class SiteSpec:
+    """The shape of the generated site."""
+
+    hosts: int = 5
+    pages: int = 50
+    """Pages per host (``/page/0`` .. ``/page/<pages-1>``)."""
+    links: int = 4
+    """Same-host links per page."""
+    cross_links: int = 1
+    """Links per page to other hosts of the site."""
+    seed: int = 1
+    slow_seconds: float = 0.5
+    big_bytes: int = 2_000_000
+    crawl_delay: dict[int, float] = field(default_factory=lambda: {1: 0.2}, hash=False)
+    """Host index -> the ``Crawl-delay`` its robots.txt announces."""
+    robots_5xx: frozenset[int] = frozenset()
+    """Hosts whose robots.txt answers 503 (Google's rule: treat as full disallow)."""
+    robots_404: frozenset[int] = frozenset({2})
+    """Hosts without a robots.txt (everything allowed)."""
+    special_links: bool = True
+    """Whether pages link to the special paths (traps, redirects, errors...)."""
+
+    def host(self, i: int) -> str:
+        """The name of host ``i``."""
+        return f"site{i}.{DOMAIN}"
+
+    def host_names(self) -> list[str]:
+        """Every host of the site."""
+        return [self.host(i) for i in range(self.hosts)]
+
+    def host_index(self, name: str) -> int | None:
+        """``i`` for ``site<i>.crawlq.test`` (port ignored), else None."""
+        name = name.split(":")[0].lower()
+        if not (name.startswith("site") and name.endswith("." + DOMAIN)):
+            return None
+        num = name[4:-len(DOMAIN) - 1]
+        return int(num) if num.isdigit() and int(num) < self.hosts else None
+
+    def robots(self, i: int) -> str:
+        """robots.txt of host ``i``: /private/ is off limits, maybe a Crawl-delay."""
+        lines = ["User-agent: *", "Disallow: /private/", "Allow: /private/open"]
+        if i in self.crawl_delay:
+            lines.append(f"Crawl-delay: {self.crawl_delay[i]}")
+        lines += ["", "User-agent: evilbot", "Disallow: /", ""]
+        return "\n".join(lines)
+
+    def page_links(self, i: int, n: int) -> list[tuple[str, bool]]:
+        """Links of ``/page/<n>`` on host ``i`` as (absolute or relative URL, nofollow)."""
+        rng = random.Random(f"{self.seed}:{i}:{n}")
+        out: list[tuple[str, bool]] = []
+        # A chain keeps every page reachable; random links make it a web.
+        if n + 1 < self.pages:
+            out.append((f"/page/{n + 1}", False))
+        for _ in range(self.links - 1):
+            out.append((f"/page/{rng.randrange(self.pages)}", False))
+        for _ in range(self.cross_links):
+            j = rng.randrange(self.hosts)
+            out.append((f"http://{self.host(j)}/page/{rng.randrange(self.pages)}", False))
+        if self.special_links and n % 10 == 3:
+            out += [(f"/private/{n}", False), (f"/redirect/{(n * 7) % self.pages}", False),
+                    ("/redirect-out", False), ("/redirect-private", False),
+                    ("/calendar/2026/1", False), ("/broken", False), ("/latin1", False),
+                    ("/meta-charset", False), (f"/slow/{n}", False), ("/ratelimited", False),
+                    ("/unavailable", False), ("/gzip", False), ("/error", False),
+                    ("mailto:someone@example.org", False), ("javascript:void(0)", False)]
+        if self.special_links and n % 10 == 5:
+            out += [(f"/page/{(n * 3) % self.pages}?ref=nofollow", True), ("/big", False)]
+        return out
+
+
+class Hit(NamedTuple):
+    """One request the test web answered."""
+
+    at: float
+    host: str
+    path: str
+    status: int
+    user_agent: str
+
+
+def _html(title: str, links: list[tuple[str, bool]], extra: str = "") -> str:
+    anchors = "\n".join(
+        f'<li><a href="{href}"{" rel=nofollow" if nofollow else ""}>{href}</a></li>'
+        for href, nofollow in links)
+    return (f"<!doctype html><html><head><title>{title}</title></head><body>"
+            f"<h1>{title}</h1>{extra}<ul>\n{anchors}\n</ul></body></html>")
+
+
+class TestWeb:
+    """A running test web; see :func:`serve`."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    def __init__(self, spec: SiteSpec) -> None:
+        self.spec = spec
+        self.log: list[Hit] = []
+        self._lock = threading.Lock()
+        self._once: set[tuple[int, str]] = set()
+        web = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                web._handle(self)
+
+            def do_HEAD(self) -> None:
+                web._handle(self, head=True)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass  # the test web logs into TestWeb.log, not stderr
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port: int = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
+                                        name="crawlq-testweb")
+
+    def url(self, host: int | str, path: str = "/") -> str:
+        """The URL of ``path`` on a host (index or name), with the server's port."""
+        name = self.spec.host(host) if isinstance(host, int) else host
+        return f"http://{name}:{self.port}{path}"
+
+    def hits(self, host: int | str | None = None) -> list[Hit]:
+        """The requests answered so far, optionally for one host."""
+        with self._lock:
+            log = list(self.log)
+        if host is None:
+            return log
+        name = self.spec.host(host) if isinstance(host, int) else host
+        return [h for h in log if h.host == name]
+
+    def start(self) -> TestWeb:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _first_time(self, i: int, what: str) -> bool:
+        with self._lock:
+            if (i, what) in self._once:
+                return False
+            self._once.add((i, what))
+            return True
+
+    def _handle(self, h: BaseHTTPRequestHandler, head: bool = False) -> None:
+        host = (h.headers.get("Host") or "").split(":")[0].lower()
+        i = self.spec.host_index(host)
+        status, headers, body = self._route(i, h.path)
+        with self._lock:
+            self.log.append(Hit(time.time(), host, h.path, status,
+                                h.headers.get("User-Agent", "")))
+        h.send_response(status)
+        for k, v in headers:
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if not head:
+            h.wfile.write(body)
+
+    def _route(self, i: int | None, path: str) -> tuple[int, list[tuple[str, str]], bytes]:
+        spec = self.spec
+        html = [("Content-Type", "text/html; charset=utf-8")]
+        if i is None:
+            return 404, html, b"<html><body>unknown host</body></html>"
+        parts = path.split("?")[0].strip("/").split("/")
+        head = parts[0]
+        if path == "/robots.txt":
+            if i in spec.robots_5xx:
+                return 503, [("Content-Type", "text/plain")], b"try later"
+            if i in spec.robots_404:
+                return 404, [("Content-Type", "text/plain")], b"no robots here"
+            return 200, [("Content-Type", "text/plain")], spec.robots(i).encode()
+        if head == "":
+            links = [(f"/page/{n}", False) for n in range(min(spec.pages, spec.links + 1))]
+            return 200, html, _html(f"{spec.host(i)} index", links).encode()
+        if head == "page" and len(parts) == 2 and parts[1].isdigit():
+            n = int(parts[1])
+            if n >= spec.pages:
+                return 404, html, b"<html><body>no such page</body></html>"
+            return 200, html, _html(f"{spec.host(i)} page {n}", spec.page_links(i, n)).encode()
+        if head == "private":
+            return 200, html, _html("private", []).encode()
+        if head == "redirect" and len(parts) == 2:
+            return 301, [("Location", f"/page/{parts[1]}")], b""
+        if head == "redirect-out":
+            return 302, [("Location", "http://elsewhere.test/")], b""
+        if head == "redirect-private":
+            return 302, [("Location", "http://10.0.0.1/admin")], b""
+        if head == "slow":
+            time.sleep(spec.slow_seconds)
+            return 200, html, _html("slow", []).encode()
+        if head in ("ratelimited", "unavailable"):
+            if self._first_time(i, head):
+                return (429 if head == "ratelimited" else 503), \
+                    [("Retry-After", "2"), ("Content-Type", "text/plain")], b"wait"
+            return 200, html, _html(head + " (now fine)", []).encode()
+        if head == "calendar" and len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            y, m = int(parts[1]), int(parts[2])
+            nxt = (y + 1, 1) if m == 12 else (y, m + 1)
+            return 200, html, _html(f"calendar {y}-{m:02d}",
+                                    [(f"/calendar/{nxt[0]}/{nxt[1]}", False)]).encode()
+        if head == "broken":
+            return 200, html, (b"<html><head><title>broken</title><body><p><a href='/page/1'"
+                               b">one<a href=/page/2>two</p></div>\xff\xfe<<<a href=\"/page/3")
+        if head == "latin1":
+            return 200, [("Content-Type", "text/html; charset=iso-8859-1")], \
+                _html("Café crème à Zürich", []).encode("iso-8859-1")
+        if head == "meta-charset":
+            text = ('<html><head><meta charset="shift_jis"><title>日本語のページ</title>'
+                    '</head><body>こんにちは</body></html>')
+            return 200, [("Content-Type", "text/html")], text.encode("shift_jis")
+        if head == "big":
+            filler = "<p>" + "x" * 1000 + "</p>\n"
+            return 200, html, _html("big", [("/page/0", False)],
+                                    filler * (spec.big_bytes // len(filler))).encode()
+        if head == "gzip":
+            return 200, [*html, ("Content-Encoding", "gzip")], \
+                gzip.compress(_html("gzipped", [("/page/1", False)]).encode())
+        if head == "error":
+            return 500, html, b"<html><body>server error</body></html>"
+        return 404, html, b"<html><body>not found</body></html>"
+
+
+@contextmanager
+def serve(spec: SiteSpec | None = None) -> Iterator[TestWeb]:
+    """Run the test web on a free port of 127.0.0.1 for the duration of a ``with``."""
+    web = TestWeb(spec or SiteSpec()).start()
+    try:
+        yield web
+    finally:
+        web.stop()
