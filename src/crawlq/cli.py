@@ -1,4 +1,7 @@
-"""The ``crawlq`` command line: look at and feed a frontier on any store URL.
+"""The ``crawlq`` command line: crawl, or look at and feed a frontier on any store URL.
+
+    crawlq demo                                              # crawl the local test web
+    crawlq crawl https://example.com/ --state ./crawl --max-pages 1000 --out pages.jsonl
 
     crawlq add https://example.com/ https://example.org/     # or: ... | crawlq add -
     crawlq stats
@@ -83,6 +86,10 @@ def _parser() -> argparse.ArgumentParser:
     lo = sub.add_parser("load", help="import JSON lines written by dump",
                         description="Merge a dump into the store (in one transaction).")
     lo.add_argument("file", nargs="?", default="-", help="input file (default: stdin)")
+
+    from .crawler.cli import register
+
+    register(sub)
     return p
 
 
@@ -231,6 +238,10 @@ def run(argv: Sequence[str] | None = None, out: IO[str] | None = None,
     out = out or sys.stdout
     stdin = stdin or sys.stdin
     args = _parser().parse_args(argv)
+    if args.command in ("crawl", "demo"):
+        from .crawler.cli import command
+
+        return command(args)
     try:
         with Frontier.open(args.store, **_options(args.option)) as f:
             cmd = args.command

@@ -93,8 +93,10 @@ class SiteSpec:
         lines += ["", "User-agent: evilbot", "Disallow: /", ""]
         return "\n".join(lines)
 
-    def page_links(self, i: int, n: int) -> list[tuple[str, bool]]:
-        """Links of ``/page/<n>`` on host ``i`` as (absolute or relative URL, nofollow)."""
+    def page_links(self, i: int, n: int, port: int | None = None) -> list[tuple[str, bool]]:
+        """Links of ``/page/<n>`` on host ``i`` as (absolute or relative URL, nofollow);
+        links to other hosts carry ``port`` (the server's) when given."""
+        at = f":{port}" if port else ""
         rng = random.Random(f"{self.seed}:{i}:{n}")
         out: list[tuple[str, bool]] = []
         # A chain keeps every page reachable; random links make it a web.
@@ -104,7 +106,7 @@ class SiteSpec:
             out.append((f"/page/{rng.randrange(self.pages)}", False))
         for _ in range(self.cross_links):
             j = rng.randrange(self.hosts)
-            out.append((f"http://{self.host(j)}/page/{rng.randrange(self.pages)}", False))
+            out.append((f"http://{self.host(j)}{at}/page/{rng.randrange(self.pages)}", False))
         if self.special_links and n % 10 == 3:
             out += [(f"/private/{n}", False), (f"/redirect/{(n * 7) % self.pages}", False),
                     ("/redirect-out", False), ("/redirect-private", False),
@@ -229,7 +231,8 @@ class TestWeb:
             n = int(parts[1])
             if n >= spec.pages:
                 return 404, html, b"<html><body>no such page</body></html>"
-            return 200, html, _html(f"{spec.host(i)} page {n}", spec.page_links(i, n)).encode()
+            return 200, html, _html(f"{spec.host(i)} page {n}",
+                                    spec.page_links(i, n, self.port)).encode()
         if head == "private":
             return 200, html, _html("private", []).encode()
         if head == "redirect" and len(parts) == 2:

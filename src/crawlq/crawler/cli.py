@@ -1,0 +1,188 @@
+"""``crawlq crawl`` and ``crawlq demo``: the crawler's command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DEMO_HELP = ("Serve the built-in test web on 127.0.0.1 and crawl it with the real crawler: "
+             "no internet needed.")
+
+
+def register(sub: Any) -> None:
+    """Add the ``crawl`` and ``demo`` subcommands to the CLI's subparsers."""
+    c = sub.add_parser(
+        "crawl", help="crawl from seed URLs, politely, until nothing in scope is left",
+        description="Crawl from SEED URLs. Politeness (one request at a time per host, "
+                    "delays from fetch times and robots.txt Crawl-delay, Retry-After) comes "
+                    "from the frontier. With --state, an interrupted crawl (Ctrl-C, kill -9) "
+                    "continues where it stopped when the same command is run again.")
+    c.add_argument("seeds", nargs="+", metavar="SEED", help="start URL(s)")
+    _options(c)
+    d = sub.add_parser("demo", help="crawl the built-in local test web (no internet needed)",
+                       description=DEMO_HELP)
+    d.add_argument("--hosts", type=int, default=4, help="hosts in the test web (default 4)")
+    d.add_argument("--pages", type=int, default=40, help="pages per host (default 40)")
+    d.add_argument("--out", default="demo-pages.jsonl",
+                   help="JSON Lines output (default %(default)s)")
+    d.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+
+
+def _options(c: argparse.ArgumentParser) -> None:
+    g = c.add_argument_group("state")
+    g.add_argument("--state", metavar="DIR",
+                   help="keep the crawl in DIR/frontier.db (resumable); default: in memory")
+    g.add_argument("--store", help="a store URL instead of --state (e.g. sqlite:///c.db)")
+    s = c.add_argument_group("scope")
+    s.add_argument("--allow-domain", action="append", default=[], metavar="DOMAIN",
+                   help="follow links on DOMAIN and its subdomains (repeatable; default: "
+                        "the seeds' hosts)")
+    s.add_argument("--include", action="append", default=[], metavar="REGEX",
+                   help="only follow URLs matching REGEX (repeatable)")
+    s.add_argument("--exclude", action="append", default=[], metavar="REGEX",
+                   help="never follow URLs matching REGEX (repeatable)")
+    s.add_argument("--max-depth", type=int, help="links deeper than this are not followed")
+    s.add_argument("--max-pages", type=int, help="stop after fetching this many pages")
+    s.add_argument("--max-per-host", type=int, default=0,
+                   help="accept at most this many URLs per host (spider-trap guard)")
+    p = c.add_argument_group("politeness and fetching")
+    p.add_argument("--concurrency", type=int, default=16, help="fetches in flight (default 16)")
+    p.add_argument("--per-host", type=int, default=1,
+                   help="fetches in flight per host (default 1)")
+    p.add_argument("--min-delay", type=float, default=1.0,
+                   help="shortest pause between fetches from one host, seconds (default 1)")
+    p.add_argument("--max-delay", type=float, default=30.0,
+                   help="longest pause, seconds (default 30)")
+    p.add_argument("--delay-factor", type=float, default=5.0,
+                   help="pause = factor x fetch time, clamped (default 5)")
+    p.add_argument("--user-agent", default=None, help="User-Agent header and robots.txt name")
+    p.add_argument("--ignore-robots", action="store_true",
+                   help="do not obey robots.txt (be sure you may)")
+    p.add_argument("--allow-private", action="store_true",
+                   help="allow fetching loopback, private and link-local addresses")
+    p.add_argument("--resolve", action="append", default=[], metavar="HOST=IP",
+                   help="resolve HOST (a glob, e.g. *.example.test) to IP (repeatable)")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds per fetch (default 20)")
+    p.add_argument("--max-bytes", type=int, default=5_000_000,
+                   help="largest body kept, after decompression (default 5 MB)")
+    o = c.add_argument_group("output")
+    o.add_argument("--out", help="append one JSON line per fetched page to this file")
+    o.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+
+
+def command(args: argparse.Namespace) -> int:
+    """Run ``crawl`` or ``demo``; returns the exit status."""
+    try:
+        from .core import DEFAULT_AGENT, CrawlConfig
+    except ImportError as exc:
+        print(f"crawlq: the crawler needs its extra: pip install 'crawlq[crawl]' ({exc})",
+              file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "demo":
+        return _demo(args)
+    if args.ignore_robots:
+        logging.getLogger("crawlq.crawl").warning(
+            "--ignore-robots: robots.txt will not be obeyed")
+    resolve = {}
+    for pair in args.resolve:
+        host, eq, ip = pair.partition("=")
+        if not eq:
+            print(f"crawlq: --resolve wants HOST=IP, got {pair!r}", file=sys.stderr)
+            return 2
+        resolve[host] = ip
+    store = args.store
+    if store is None and args.state:
+        Path(args.state).mkdir(parents=True, exist_ok=True)
+        store = f"sqlite:///{Path(args.state).resolve()}/frontier.db"
+    config = CrawlConfig(
+        seeds=args.seeds, store=store or "memory://", allow_domains=args.allow_domain,
+        include=args.include, exclude=args.exclude, max_pages=args.max_pages,
+        max_depth=args.max_depth, max_per_host=args.max_per_host,
+        concurrency=args.concurrency, per_host=args.per_host, min_delay=args.min_delay,
+        max_delay=args.max_delay, delay_factor=args.delay_factor,
+        user_agent=args.user_agent or DEFAULT_AGENT, obey_robots=not args.ignore_robots,
+        allow_private=args.allow_private, resolve=resolve, timeout=args.timeout,
+        max_bytes=args.max_bytes, out=args.out)
+    return _run(config, resumable=bool(args.state or args.store))
+
+
+def _run(config: Any, resumable: bool) -> int:
+    from ..errors import CrawlqError
+    from .core import Crawler
+
+    crawler = Crawler(config, events={"page": _Progress(config.max_pages)})
+
+    async def main() -> Any:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, crawler.stop)
+        loop.add_signal_handler(signal.SIGTERM, crawler.stop)
+        return await crawler.run()
+
+    try:
+        summary = asyncio.run(main())
+    except CrawlqError as exc:
+        print(f"crawlq: error: {exc}", file=sys.stderr)
+        return 2
+    _Progress.clear()
+    for line in summary.lines():
+        print(line)
+    if not summary.finished and crawler._stop and resumable:
+        print("interrupted: run the same command again to continue where it stopped")
+    return 0
+
+
+class _Progress:
+    """A progress line on a terminal, a log line every 10 s otherwise."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.tty = sys.stderr.isatty()
+        self.limit = limit
+        self.n = 0
+        self.start = self.last = time.monotonic()
+
+    def __call__(self, request: Any, response: Any) -> None:
+        self.n += 1
+        now = time.monotonic()
+        if now - self.last < (0.2 if self.tty else 10.0):
+            return
+        self.last = now
+        rate = self.n / max(now - self.start, 1e-9)
+        of = f"/{self.limit}" if self.limit else ""
+        line = f"pages {self.n}{of}  {rate:.1f}/s  last: {request.url[:80]}"
+        if self.tty:
+            print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    @staticmethod
+    def clear() -> None:
+        if sys.stderr.isatty():
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ..testweb import SiteSpec, serve
+    from .core import CrawlConfig
+
+    spec = SiteSpec(hosts=args.hosts, pages=args.pages, slow_seconds=0.2,
+                    big_bytes=300_000)
+    Path(args.out).unlink(missing_ok=True)
+    with serve(spec) as web:
+        print(f"test web: {spec.hosts} hosts x {spec.pages} pages on 127.0.0.1:{web.port} "
+              f"(robots.txt rules, redirects, a calendar trap, 429/503, broken pages...)")
+        config = CrawlConfig(
+            seeds=[web.url(i, "/") for i in range(spec.hosts)], allow_domains=["crawlq.test"],
+            resolve={"*.crawlq.test": "127.0.0.1"}, allow_private=True, min_delay=0.05,
+            max_delay=0.5, delay_factor=1.0, concurrency=8, max_per_host=spec.pages + 40,
+            max_retries=1, retry_backoff=1.0, timeout=5.0, out=args.out)
+        status = _run(config, resumable=False)
+    print(f"pages written to {args.out}")
+    return status

@@ -1,0 +1,323 @@
+"""The crawl loop: leases from the frontier, fetches, follows links, reports done.
+
+All politeness comes from the frontier (per-host concurrency and delays fed with real
+fetch durations, Crawl-delay as a per-queue minimum, Retry-After as a block); the loop
+only keeps at most ``concurrency`` fetches in flight and sleeps until
+``Frontier.next_ready_at()`` when nothing is ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from ..frontier import Frontier
+from ..models import Lease, Outcome, Request
+from . import robots as robots_mod
+from .fetch import Blocked, Fetched, Fetcher
+from .links import decode_html, extract
+from .scope import Scope
+
+log = logging.getLogger("crawlq.crawl")
+
+DEFAULT_AGENT = "crawlq/0.1 (+https://pypi.org/project/crawlq/)"
+EVENTS = ("start", "page", "error", "shutdown")
+
+
+@dataclass
+class CrawlConfig:
+    """Everything a crawl needs; the CLI fills it from its options."""
+
+    seeds: list[str]
+    store: str = "memory://"
+    allow_domains: list[str] = field(default_factory=list)
+    """Empty: the seeds' hosts (and their subdomains)."""
+    include: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    max_pages: int | None = None
+    max_depth: int | None = None
+    max_per_host: int = 0
+    concurrency: int = 16
+    per_host: int = 1
+    min_delay: float = 1.0
+    max_delay: float = 30.0
+    delay_factor: float = 5.0
+    user_agent: str = DEFAULT_AGENT
+    obey_robots: bool = True
+    allow_private: bool = False
+    resolve: dict[str, str] = field(default_factory=dict)
+    timeout: float = 20.0
+    max_bytes: int = 5_000_000
+    max_retries: int = 2
+    retry_backoff: float = 5.0
+    """Seconds before the first retry of a failed fetch; doubles with each failure."""
+    out: str | None = None
+
+
+@dataclass
+class Summary:
+    """What a crawl did."""
+
+    fetched: int = 0
+    statuses: Counter[int] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    robots_denied: int = 0
+    blocked: Counter[str] = field(default_factory=Counter)
+    out_of_scope: Counter[str] = field(default_factory=Counter)
+    links_added: int = 0
+    seconds: float = 0.0
+    finished: bool = False
+
+    def lines(self) -> list[str]:
+        rate = self.fetched / self.seconds if self.seconds else 0.0
+        out = [f"fetched {self.fetched} pages in {self.seconds:.1f}s ({rate:.1f}/s); "
+               f"{'frontier empty' if self.finished else 'stopped at a limit'}",
+               "statuses: " + (", ".join(f"{k}: {v}" for k, v in sorted(self.statuses.items()))
+                               or "-"),
+               f"new links queued: {self.links_added}; robots.txt denied: {self.robots_denied}"]
+        if self.errors:
+            out.append("errors: " + ", ".join(f"{k}: {v}" for k, v in self.errors.items()))
+        if self.blocked:
+            out.append("blocked: " + ", ".join(f"{k}: {v}" for k, v in self.blocked.items()))
+        if self.out_of_scope:
+            out.append("links out of scope: " + ", ".join(
+                f"{k}: {v}" for k, v in sorted(self.out_of_scope.items())))
+        return out
+
+
+class Crawler:
+    """A polite crawler on a :class:`~crawlq.Frontier`.
+
+    ``events`` maps ``start``, ``page``, ``error`` and ``shutdown`` to callables; an
+    exception in one is logged, never fatal.
+    """
+
+    def __init__(self, config: CrawlConfig,
+                 events: Mapping[str, Callable[..., Any]] | None = None) -> None:
+        unknown = set(events or {}) - set(EVENTS)
+        if unknown:
+            raise ValueError(f"unknown event(s) {sorted(unknown)}; known: {EVENTS}")
+        self.config = config
+        self.events = dict(events or {})
+        domains = config.allow_domains or [urlsplit(s).hostname or "" for s in config.seeds]
+        self.scope = Scope(domains, config.include, config.exclude, config.max_depth)
+        self.summary = Summary()
+        self._robots: dict[str, robots_mod.Robots] = {}
+        self._robot_locks: dict[str, asyncio.Lock] = {}
+        self._stop = False
+
+    def stop(self) -> None:
+        """Finish the fetches in flight, then return (Ctrl-C does this)."""
+        self._stop = True
+
+    def _emit(self, name: str, *args: Any) -> None:
+        fn = self.events.get(name)
+        if fn is not None:
+            try:
+                fn(*args)
+            except Exception:  # a hook must never kill the crawl
+                log.exception("the %r event hook failed", name)
+
+    async def run(self) -> Summary:
+        """Crawl until nothing in scope is left, a limit is reached or :meth:`stop`."""
+        c = self.config
+        started = time.monotonic()
+        frontier = Frontier.open(
+            c.store, concurrency=c.per_host, min_delay=c.min_delay, max_delay=c.max_delay,
+            delay_factor=c.delay_factor, max_queue_urls=c.max_per_host,
+            max_retries=c.max_retries, retry_backoff=c.retry_backoff,
+            lease_ttl=c.timeout * 3 + 60)
+        fetcher = Fetcher(user_agent=c.user_agent, timeout=c.timeout, max_bytes=c.max_bytes,
+                          resolve=c.resolve, allow_private=c.allow_private,
+                          connections=c.concurrency)
+        out = open(c.out, "a", encoding="utf-8") if c.out else None  # noqa: SIM115
+        inflight: set[asyncio.Task[None]] = set()
+        try:
+            frontier.add([Request(s) for s in c.seeds])
+            self._emit("start", self)
+            while not self._stop:
+                limit_left = None
+                if c.max_pages is not None:
+                    limit_left = c.max_pages - self.summary.fetched - len(inflight)
+                free = c.concurrency - len(inflight)
+                if limit_left is not None:
+                    free = min(free, limit_left)
+                if free <= 0 and inflight:  # every slot busy: wait for one to free up
+                    done, _ = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+                    inflight -= done
+                    continue
+                leases = frontier.next(free) if free > 0 else []
+                for lease in leases:
+                    task = asyncio.create_task(self._visit(frontier, fetcher, lease, out))
+                    inflight.add(task)
+                if leases:
+                    continue
+                if limit_left is not None and limit_left <= 0 and not inflight:
+                    break
+                when = frontier.next_ready_at()
+                if when is None and not inflight:
+                    self.summary.finished = True
+                    break
+                wait = 1.0 if when is None else min(max(when - time.time(), 0.005), 1.0)
+                if inflight:
+                    done, _ = await asyncio.wait(inflight, timeout=wait,
+                                                 return_when=asyncio.FIRST_COMPLETED)
+                    inflight -= done
+                else:
+                    await asyncio.sleep(wait)
+            if inflight:
+                await asyncio.wait(inflight)
+        finally:
+            for t in inflight:
+                t.cancel()
+            await fetcher.close()
+            if out is not None:
+                out.close()
+            frontier.close()
+            self.summary.seconds = time.monotonic() - started
+            self._emit("shutdown", self.summary)
+        return self.summary
+
+    async def _robots_for(self, fetcher: Fetcher, frontier: Frontier, url: str,
+                          queue: str) -> robots_mod.Robots:
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        lock = self._robot_locks.setdefault(origin, asyncio.Lock())
+        async with lock:
+            rules = self._robots.get(origin)
+            if rules is not None and rules.expires > time.time():
+                return rules
+            rules = await self._fetch_robots(fetcher, origin)
+            self._robots[origin] = rules
+            delay = rules.crawl_delay(self.config.user_agent)
+            if delay:
+                frontier.configure_queue(queue, min_delay=delay)
+            return rules
+
+    async def _fetch_robots(self, fetcher: Fetcher, origin: str) -> robots_mod.Robots:
+        url = origin + "/robots.txt"
+        for _ in range(5):  # follow a few redirects, each checked like any fetch
+            try:
+                r = await fetcher.get(url)
+            except httpx.HTTPError:  # (Blocked goes up: the page itself is blocked)
+                return robots_mod.from_response(None, "")
+            if r.status in (301, 302, 303, 307, 308) and r.location:
+                url = urljoin(url, r.location)
+                continue
+            return robots_mod.from_response(r.status, r.body.decode("utf-8", "replace"))
+        return robots_mod.from_response(None, "")
+
+    async def _visit(self, frontier: Frontier, fetcher: Fetcher, lease: Lease,
+                     out: IO[str] | None) -> None:
+        try:
+            await self._fetch_one(frontier, fetcher, lease, out)
+        except Exception as exc:  # a bug or a broken response must not stop the crawl
+            log.exception("crawling %s failed", lease.request.url)
+            self.summary.errors[type(exc).__name__] += 1
+            self._emit("error", lease.request, exc)
+            frontier.done(lease, Outcome.FAILED, error=f"{type(exc).__name__}: {exc}")
+
+    async def _fetch_one(self, frontier: Frontier, fetcher: Fetcher, lease: Lease,
+                         out: IO[str] | None) -> None:
+        req = lease.request
+        s = self.summary
+        try:
+            if self.config.obey_robots:
+                rules = await self._robots_for(fetcher, frontier, req.url, lease.queue)
+                if not rules.allows(req.url, self.config.user_agent):
+                    s.robots_denied += 1
+                    if rules.disallow_all:
+                        # robots.txt 5xx or unreachable: nothing may be fetched for now
+                        # (Google's rule); a failure, retried with backoff, then dead.
+                        frontier.done(lease, Outcome.FAILED, error="robots.txt unavailable")
+                    else:
+                        frontier.done(lease)
+                    return
+            r = await fetcher.get(req.url)
+        except Blocked as exc:
+            s.blocked[exc.reason] += 1
+            self._emit("error", req, exc)
+            frontier.done(lease)
+            return
+        except httpx.HTTPError as exc:
+            kind = type(exc).__name__
+            s.errors[kind] += 1
+            self._emit("error", req, exc)
+            frontier.done(lease, Outcome.FAILED, error=f"{kind}: {exc}")
+            return
+        s.fetched += 1
+        s.statuses[r.status] += 1
+        retry_after = _retry_after(r)
+        if r.status in (429, 503) and retry_after is not None:
+            frontier.block(lease.queue, seconds=retry_after)
+            frontier.retry(lease, after=retry_after, duration=r.elapsed)
+            self._write(out, req, r, None, 0)
+            return
+        if r.status >= 500:
+            frontier.done(lease, Outcome.FAILED, error=f"HTTP {r.status}", duration=r.elapsed)
+            self._write(out, req, r, None, 0)
+            return
+        links: list[str] = []
+        title = None
+        if r.location and 300 <= r.status < 400:
+            links = [urljoin(req.url, r.location)]
+        elif r.content_type in ("text/html", "application/xhtml+xml") and r.status < 300:
+            page = await asyncio.to_thread(
+                extract, decode_html(r.body, r.charset), req.url)
+            links, title = page.links, page.title
+        depth = req.depth if r.location else req.depth + 1
+        self._follow(frontier, links, depth, req.url)
+        self._write(out, req, r, title, len(links))
+        frontier.done(lease, duration=r.elapsed)
+        self._emit("page", req, r)
+
+    def _follow(self, frontier: Frontier, links: list[str], depth: int, referrer: str) -> None:
+        new = []
+        for url in links:
+            why = self.scope.why_not(url, depth)
+            if why is None:
+                new.append(Request(url, depth=depth, referrer=referrer))
+            else:
+                self.summary.out_of_scope[why] += 1
+        if new:
+            result = frontier.add(new)
+            self.summary.links_added += result.added
+            for rej in result.rejected:
+                self.summary.out_of_scope[rej.reason] += 1
+
+    def _write(self, out: IO[str] | None, req: Request, r: Fetched, title: str | None,
+               outlinks: int) -> None:
+        if out is None:
+            return
+        rec = {"url": req.url, "final_url": r.url, "status": r.status,
+               "headers": r.headers, "fetched_at": r.fetched_at, "depth": req.depth,
+               "referrer": req.referrer, "content_type": r.content_type,
+               "length": len(r.body), "truncated": r.truncated,
+               "sha1": hashlib.sha1(r.body).hexdigest(), "title": title,
+               "outlinks": outlinks, "elapsed": round(r.elapsed, 4)}
+        out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+
+
+def _retry_after(r: Fetched) -> float | None:
+    raw = r.headers.get("retry-after")
+    if raw is None:
+        return None
+    with contextlib.suppress(ValueError):
+        return max(float(raw), 0.0)
+    from email.utils import parsedate_to_datetime
+
+    try:
+        return max(parsedate_to_datetime(raw).timestamp() - time.time(), 0.0)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,70 @@
+"""Link extraction from HTML with lexbor (selectolax): fast, forgiving of broken markup."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+from urllib.parse import urldefrag, urljoin
+
+from selectolax.lexbor import LexborHTMLParser
+
+_SELECTOR = "a[href], area[href], iframe[src], frame[src], link[href]"
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_\-:.]+)""", re.I)
+
+
+class Page(NamedTuple):
+    """What the crawler needs from an HTML page."""
+
+    title: str | None
+    links: list[str]
+    """Absolute http(s) URLs to follow, in document order, without duplicates."""
+    nofollow: int
+    """How many links were skipped for rel=nofollow."""
+
+
+def decode_html(body: bytes, header_charset: str | None) -> str:
+    """Text of an HTML body: the header's charset, else a <meta> charset, else UTF-8;
+    undecodable bytes become U+FFFD rather than an error."""
+    for charset in (header_charset, _meta_charset(body), "utf-8"):
+        if charset:
+            try:
+                return body.decode(charset, errors="replace")
+            except LookupError:  # an unknown charset name: try the next guess
+                continue
+    return body.decode("utf-8", errors="replace")
+
+
+def _meta_charset(body: bytes) -> str | None:
+    m = _META_CHARSET.search(body[:2048])
+    return m.group(1).decode("ascii", "replace") if m else None
+
+
+def extract(html: str, base_url: str, *, follow_nofollow: bool = False) -> Page:
+    """Title and outlinks of ``html`` fetched from ``base_url`` (``<base href>`` honoured)."""
+    tree = LexborHTMLParser(html)
+    title_node = tree.css_first("title")
+    title = title_node.text(strip=True) if title_node is not None else None
+    base = tree.css_first("base[href]")
+    if base is not None:
+        base_url = urljoin(base_url, base.attributes.get("href") or "")
+    seen: set[str] = set()
+    links: list[str] = []
+    nofollow = 0
+    for node in tree.css(_SELECTOR):
+        attrs = node.attributes
+        if node.tag == "link" and "next" not in (attrs.get("rel") or "").lower().split():
+            continue  # of <link>s, only rel=next is a page to crawl
+        if not follow_nofollow and "nofollow" in (attrs.get("rel") or "").lower().split():
+            nofollow += 1
+            continue
+        raw = attrs.get("href") if node.tag in ("a", "area", "link") else attrs.get("src")
+        if not raw:
+            continue
+        try:
+            url = urldefrag(urljoin(base_url, raw.strip()))[0]
+        except ValueError:  # e.g. a malformed IPv6 literal: not a link we can follow
+            continue
+        if url.startswith(("http://", "https://")) and url not in seen:
+            seen.add(url)
+            links.append(url)
+    return Page(title, links, nofollow)

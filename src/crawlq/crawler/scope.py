@@ -1,0 +1,46 @@
+"""What the crawler may follow: domains, URL patterns, depth, trap guards."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+
+class Scope:
+    """Decides whether a discovered URL is in scope; ``why_not`` returns the reason.
+
+    ``allow_domains``: a host matches a domain when equal to it or a subdomain of it.
+    ``include``/``exclude``: regular expressions searched in the URL (include: at least
+    one must match, when any are given). ``max_depth``: links deeper are dropped.
+    ``max_url_length`` and ``max_repeats`` (the same path segment repeated more than
+    this many times, as in /a/b/a/b/a/b) guard against spider traps.
+    """
+
+    def __init__(self, allow_domains: Iterable[str] = (), include: Iterable[str] = (),
+                 exclude: Iterable[str] = (), max_depth: int | None = None,
+                 max_url_length: int = 2048, max_repeats: int = 3) -> None:
+        self.domains = tuple(d.lower().strip(".") for d in allow_domains)
+        self.include = [re.compile(p) for p in include]
+        self.exclude = [re.compile(p) for p in exclude]
+        self.max_depth = max_depth
+        self.max_url_length = max_url_length
+        self.max_repeats = max_repeats
+
+    def why_not(self, url: str, depth: int) -> str | None:
+        """None when ``url`` at ``depth`` is in scope, else a short reason."""
+        if len(url) > self.max_url_length:
+            return "url-too-long"
+        if self.max_depth is not None and depth > self.max_depth:
+            return "too-deep"
+        host = (urlsplit(url).hostname or "").lower()
+        if self.domains and not any(host == d or host.endswith("." + d) for d in self.domains):
+            return "off-domain"
+        if self.include and not any(p.search(url) for p in self.include):
+            return "not-included"
+        if any(p.search(url) for p in self.exclude):
+            return "excluded"
+        segments = [s for s in urlsplit(url).path.split("/") if s]
+        if segments and max(segments.count(s) for s in set(segments)) > self.max_repeats:
+            return "repeated-path"
+        return None

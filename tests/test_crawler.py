@@ -1,0 +1,166 @@
+"""The crawler against the local test web: real HTTP on 127.0.0.1, real frontier."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from crawlq.crawler import CrawlConfig, Crawler, Summary
+from crawlq.testweb import SiteSpec, TestWeb, serve
+
+LOCAL = {"resolve": {"*.crawlq.test": "127.0.0.1"}, "allow_private": True,
+         "allow_domains": ["crawlq.test"]}
+FAST = {"min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0}
+
+
+def crawl(web: TestWeb, **options: Any) -> Summary:
+    seeds = options.pop("seeds", [web.url(0, "/")])
+    config = CrawlConfig(seeds=seeds, **{**LOCAL, **options})
+    return asyncio.run(Crawler(config).run())
+
+
+def reachable(spec: SiteSpec, port: int) -> set[tuple[str, str]]:
+    """(host, path) of every page reachable from site0's index (no special links)."""
+    todo = [(0, "/")]
+    seen: set[tuple[int, str]] = set()
+    while todo:
+        i, path = todo.pop()
+        if (i, path) in seen:
+            continue
+        seen.add((i, path))
+        if path == "/":
+            todo += [(i, f"/page/{n}") for n in range(min(spec.pages, spec.links + 1))]
+            continue
+        n = int(path.rsplit("/", 1)[1])
+        for href, _ in spec.page_links(i, n, port):
+            if href.startswith("http://"):
+                host, rest = href[7:].split("/", 1)
+                j = spec.host_index(host)
+                assert j is not None
+                todo.append((j, "/" + rest))
+            else:
+                todo.append((i, href))
+    return {(spec.host(i), p) for i, p in seen}
+
+
+def pages(web: TestWeb) -> list[tuple[str, str]]:
+    return [(h.host, h.path) for h in web.hits() if h.path != "/robots.txt"]
+
+
+def test_every_reachable_page_once_and_robots_once_per_host() -> None:
+    spec = SiteSpec(hosts=3, pages=15, special_links=False)
+    with serve(spec) as web:
+        s = crawl(web, **FAST, concurrency=6)
+        fetched = pages(web)
+        assert s.finished
+        assert Counter(fetched).most_common(1)[0][1] == 1          # nothing twice
+        assert set(fetched) == reachable(spec, web.port)           # nothing missed
+        robots = Counter(h.host for h in web.hits() if h.path == "/robots.txt")
+        assert set(robots.values()) == {1} and len(robots) == len({h for h, _ in fetched})
+        assert s.fetched == len(fetched)
+
+
+def test_politeness_per_host_spacing() -> None:
+    spec = SiteSpec(hosts=2, pages=6, links=2, cross_links=1, special_links=False,
+                    crawl_delay={})
+    with serve(spec) as web:
+        crawl(web, min_delay=0.15, max_delay=0.15, delay_factor=0.0, concurrency=8)
+        for host in spec.host_names():
+            times = sorted(h.at for h in web.hits(host) if h.path != "/robots.txt")
+            gaps = [b - a for a, b in itertools.pairwise(times)]
+            assert len(times) > 3 and min(gaps) >= 0.14, (host, gaps)
+
+
+def test_robots_rules_traps_redirects_and_backoff(tmp_path: Path) -> None:
+    spec = SiteSpec(hosts=3, pages=12, slow_seconds=0.05, big_bytes=100_000)
+    out = tmp_path / "pages.jsonl"
+    with serve(spec) as web:
+        s = crawl(web, **FAST, concurrency=6, max_per_host=40, max_retries=1,
+                  retry_backoff=0.2, out=str(out))
+        hits = web.hits()
+        assert s.finished
+        # robots.txt: /private/ is off limits where robots.txt says so (site2 has none)
+        assert not [h for h in hits if h.path.startswith("/private/")
+                    and h.host != spec.host(2)]
+        assert [h for h in hits if h.path.startswith("/private/") and h.host == spec.host(2)]
+        assert s.robots_denied > 0
+        # Crawl-delay 0.2 on site1
+        t1 = sorted(h.at for h in web.hits(1) if h.path != "/robots.txt")
+        assert min(b - a for a, b in itertools.pairwise(t1)) >= 0.19
+        # the calendar trap stopped at the per-host budget
+        assert s.out_of_scope["queue-budget"] > 0
+        # (40 accepted URLs + robots.txt; retries repeat a path, not add one)
+        assert all(len({h.path for h in web.hits(i)}) <= 40 + 1 for i in range(3))
+        # nofollow, off-domain and private redirect targets were never requested
+        assert not [h for h in hits if "ref=nofollow" in h.path]
+        assert {h.host for h in hits} <= set(spec.host_names())
+        assert s.out_of_scope["off-domain"] > 0
+        # 429 / 503 with Retry-After: 2 -> the same path again, at least 2 s later
+        for path in ("/ratelimited", "/unavailable"):
+            for i in range(3):
+                times = [h.at for h in web.hits(i) if h.path == path]
+                if times:
+                    assert len(times) == 2 and times[1] - times[0] >= 1.9
+        # a 500 is retried max_retries times, then given up
+        assert Counter(h.path for h in web.hits(0))["/error"] == 2
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    titles = {r["url"].split("/", 3)[3]: r["title"] for r in records}
+    assert titles.get("latin1") == "Café crème à Zürich"
+    assert titles.get("meta-charset") == "日本語のページ"
+    assert titles.get("broken") == "broken"
+    big = next(r for r in records if r["url"].endswith("/big"))
+    assert big["length"] >= 90_000 and big["status"] == 200
+    gz = next(r for r in records if r["url"].endswith("/gzip"))
+    assert gz["title"] == "gzipped"
+    assert {"url", "final_url", "status", "headers", "fetched_at", "depth", "referrer",
+            "content_type", "length", "sha1", "title", "outlinks"} <= set(records[0])
+
+
+def test_private_addresses_are_refused_by_default() -> None:
+    with serve(SiteSpec(hosts=1, pages=3)) as web:
+        s = crawl(web, **{**FAST, "allow_private": False})
+        assert s.blocked["private-address"] == 1 and s.fetched == 0
+        assert web.hits() == []
+
+
+def test_a_stopped_crawl_resumes_without_refetching(tmp_path: Path) -> None:
+    spec = SiteSpec(hosts=2, pages=10, special_links=False)
+    store = f"sqlite:///{tmp_path}/frontier.db"
+    with serve(spec) as web:
+        first = crawl(web, **FAST, store=store, max_pages=7)
+        assert first.fetched == 7 and not first.finished
+        second = crawl(web, **FAST, store=store)
+        assert second.finished
+        fetched = pages(web)
+        assert Counter(fetched).most_common(1)[0][1] == 1
+        assert set(fetched) == reachable(spec, web.port)
+
+
+def test_a_failing_event_hook_does_not_stop_the_crawl() -> None:
+    calls: list[str] = []
+
+    def bad(*args: Any) -> None:
+        calls.append("page")
+        raise RuntimeError("hook bug")
+
+    with serve(SiteSpec(hosts=1, pages=5, special_links=False)) as web:
+        config = CrawlConfig(seeds=[web.url(0, "/")], **LOCAL, **FAST)
+        s = asyncio.run(Crawler(config, events={"page": bad, "shutdown": calls.append}).run())
+        assert s.finished and calls.count("page") == s.fetched and calls[-1] is s
+
+
+def test_demo_command(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "crawlq.cli", "demo", "--hosts", "2",
+                        "--pages", "8", "--out", str(tmp_path / "d.jsonl")],
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "frontier empty" in r.stdout
+    assert len((tmp_path / "d.jsonl").read_text().splitlines()) > 16
