@@ -158,9 +158,11 @@ def test_a_failing_event_hook_does_not_stop_the_crawl() -> None:
 
 def test_demo_command(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "crawlq.cli", "demo", "--hosts", "2",
-                        "--pages", "8", "--out", str(tmp_path / "d.jsonl")],
+                        "--pages", "8", "--out", str(tmp_path / "d.jsonl"),
+                        "--state", str(tmp_path / "state")],
                        capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert r.returncode == 0, r.stderr
     assert "frontier empty" in r.stdout
     assert len((tmp_path / "d.jsonl").read_text().splitlines()) > 16
+    assert (tmp_path / "state" / "frontier.db").exists()

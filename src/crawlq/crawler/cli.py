@@ -31,6 +31,9 @@ def register(sub: Any) -> None:
     d.add_argument("--pages", type=int, default=40, help="pages per host (default 40)")
     d.add_argument("--out", default="demo-pages.jsonl",
                    help="JSON Lines output (default %(default)s)")
+    d.add_argument("--state", default="demo-crawl", metavar="DIR",
+                   help="the frontier's SQLite file goes to DIR/frontier.db, fresh each run "
+                        "(default %(default)s)")
     d.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
 
 
@@ -175,14 +178,20 @@ def _demo(args: argparse.Namespace) -> int:
     spec = SiteSpec(hosts=args.hosts, pages=args.pages, slow_seconds=0.2,
                     big_bytes=300_000)
     Path(args.out).unlink(missing_ok=True)
+    state = Path(args.state)
+    state.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):  # the test web's port changes: start afresh
+        (state / f"frontier.db{suffix}").unlink(missing_ok=True)
     with serve(spec) as web:
         print(f"test web: {spec.hosts} hosts x {spec.pages} pages on 127.0.0.1:{web.port} "
               f"(robots.txt rules, redirects, a calendar trap, 429/503, broken pages...)")
         config = CrawlConfig(
             seeds=[web.url(i, "/") for i in range(spec.hosts)], allow_domains=["crawlq.test"],
+            store=f"sqlite:///{state.resolve()}/frontier.db",
             resolve={"*.crawlq.test": "127.0.0.1"}, allow_private=True, min_delay=0.05,
             max_delay=0.5, delay_factor=1.0, concurrency=8, max_per_host=spec.pages + 40,
             max_retries=1, retry_backoff=1.0, timeout=5.0, out=args.out)
         status = _run(config, resumable=False)
-    print(f"pages written to {args.out}")
+    print(f"pages written to {args.out}; the frontier is in {state}/frontier.db "
+          f"(try: crawlq --store sqlite:///{state}/frontier.db stats)")
     return status
