@@ -166,3 +166,53 @@ def test_demo_command(tmp_path: Path) -> None:
     assert "frontier empty" in r.stdout
     assert len((tmp_path / "d.jsonl").read_text().splitlines()) > 16
     assert (tmp_path / "state" / "frontier.db").exists()
+
+
+def test_warc_output_keeps_the_bytes_as_received(tmp_path: Path) -> None:
+    import gzip
+
+    from warcio.archiveiterator import ArchiveIterator
+
+    spec = SiteSpec(hosts=1, pages=4, special_links=True, slow_seconds=0.01,
+                    big_bytes=50_000)
+    out = tmp_path / "crawl.warc.gz"
+    with serve(spec) as web:
+        s = crawl(web, **FAST, max_per_host=30, max_retries=0, out=str(out))
+    with open(out, "rb") as f:
+        records = [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI"),
+                    r.http_headers, r.raw_stream.read()) for r in ArchiveIterator(f)]
+    kinds = Counter(k for k, *_ in records)
+    assert kinds["warcinfo"] == 1 and kinds["request"] == kinds["response"] == s.fetched
+    gz = next(r for r in records if r[0] == "response" and r[1].endswith("/gzip"))
+    assert gz[2].get_header("Content-Encoding") == "gzip"
+    assert gz[3][:2] == b"\x1f\x8b" and b"gzipped" in gzip.decompress(gz[3])  # as sent
+    req = next(r for r in records if r[0] == "request" and r[1].endswith("/page/1"))
+    assert (req[2].protocol, req[2].statusline) == ("GET", "/page/1 HTTP/1.1")
+    assert req[2].get_header("Host") == f"{spec.host(0)}:{web.port}"
+
+
+def test_decompression_bombs_are_cut() -> None:
+    import gzip
+    import zlib
+
+    from crawlq.crawler.decode import DecodeError, decode
+
+    bomb = gzip.compress(b"\0" * 50_000_000)
+    body, truncated = decode(bomb, "gzip", 1_000_000)
+    assert len(body) == 1_000_000 and truncated
+    assert decode(zlib.compress(b"hello"), "deflate", 100) == (b"hello", False)
+    raw_deflate = zlib.compressobj(wbits=-15)
+    data = raw_deflate.compress(b"hi") + raw_deflate.flush()
+    assert decode(data, "deflate", 100) == (b"hi", False)
+    try:
+        import brotli
+
+        assert decode(brotli.compress(b"x" * 10_000_000), "br", 5000)[1] is True
+    except ImportError:  # pragma: no cover
+        pass
+    import pytest
+
+    with pytest.raises(DecodeError):
+        decode(b"not gzip", "gzip", 100)
+    with pytest.raises(DecodeError):
+        decode(b"x", "compress", 100)

@@ -77,7 +77,10 @@ def _options(c: argparse.ArgumentParser) -> None:
     p.add_argument("--max-bytes", type=int, default=5_000_000,
                    help="largest body kept, after decompression (default 5 MB)")
     o = c.add_argument_group("output")
-    o.add_argument("--out", help="append one JSON line per fetched page to this file")
+    o.add_argument("--out", help="write fetched pages to this file: JSON Lines, or WARC when "
+                                  "it ends in .warc or .warc.gz")
+    o.add_argument("--format", choices=("jsonl", "warc"),
+                   help="output format, when the file name does not tell")
     o.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
 
 
@@ -115,7 +118,8 @@ def command(args: argparse.Namespace) -> int:
         max_delay=args.max_delay, delay_factor=args.delay_factor,
         user_agent=args.user_agent or DEFAULT_AGENT, obey_robots=not args.ignore_robots,
         allow_private=args.allow_private, resolve=resolve, timeout=args.timeout,
-        max_bytes=args.max_bytes, max_retries=args.max_retries, out=args.out)
+        max_bytes=args.max_bytes, max_retries=args.max_retries, out=args.out,
+        out_format=args.format)
     return _run(config, resumable=bool(args.state or args.store))
 
 

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -27,6 +25,7 @@ from ..models import Lease, Outcome, Request
 from . import robots as robots_mod
 from .fetch import Blocked, Fetched, Fetcher
 from .links import decode_html, extract
+from .output import Output, open_output
 from .scope import Scope
 
 log = logging.getLogger("crawlq.crawl")
@@ -63,6 +62,8 @@ class CrawlConfig:
     retry_backoff: float = 5.0
     """Seconds before the first retry of a failed fetch; doubles with each failure."""
     out: str | None = None
+    out_format: str | None = None
+    """``jsonl`` or ``warc``; default: from the file name (.warc, .warc.gz)."""
 
 
 @dataclass
@@ -141,7 +142,7 @@ class Crawler:
         fetcher = Fetcher(user_agent=c.user_agent, timeout=c.timeout, max_bytes=c.max_bytes,
                           resolve=c.resolve, allow_private=c.allow_private,
                           connections=c.concurrency)
-        out = open(c.out, "a", encoding="utf-8") if c.out else None  # noqa: SIM115
+        out = open_output(c.out, c.out_format) if c.out else None
         inflight: set[asyncio.Task[None]] = set()
         try:
             frontier.add([Request(s) for s in c.seeds])
@@ -219,7 +220,7 @@ class Crawler:
         return robots_mod.from_response(None, "")
 
     async def _visit(self, frontier: Frontier, fetcher: Fetcher, lease: Lease,
-                     out: IO[str] | None) -> None:
+                     out: Output | None) -> None:
         try:
             await self._fetch_one(frontier, fetcher, lease, out)
         except Exception as exc:  # a bug or a broken response must not stop the crawl
@@ -229,7 +230,7 @@ class Crawler:
             frontier.done(lease, Outcome.FAILED, error=f"{type(exc).__name__}: {exc}")
 
     async def _fetch_one(self, frontier: Frontier, fetcher: Fetcher, lease: Lease,
-                         out: IO[str] | None) -> None:
+                         out: Output | None) -> None:
         req = lease.request
         s = self.summary
         try:
@@ -296,17 +297,10 @@ class Crawler:
             for rej in result.rejected:
                 self.summary.out_of_scope[rej.reason] += 1
 
-    def _write(self, out: IO[str] | None, req: Request, r: Fetched, title: str | None,
+    def _write(self, out: Output | None, req: Request, r: Fetched, title: str | None,
                outlinks: int) -> None:
-        if out is None:
-            return
-        rec = {"url": req.url, "final_url": r.url, "status": r.status,
-               "headers": r.headers, "fetched_at": r.fetched_at, "depth": req.depth,
-               "referrer": req.referrer, "content_type": r.content_type,
-               "length": len(r.body), "truncated": r.truncated,
-               "sha1": hashlib.sha1(r.body).hexdigest(), "title": title,
-               "outlinks": outlinks, "elapsed": round(r.elapsed, 4)}
-        out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        if out is not None:
+            out.write(req, r, title, outlinks)
 
 
 def _retry_after(r: Fetched) -> float | None:

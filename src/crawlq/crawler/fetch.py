@@ -17,6 +17,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from .decode import ACCEPT_ENCODING, DecodeError, decode
+
 
 class Blocked(Exception):
     """The URL may not be fetched: ``reason`` is ``private-address`` or ``unresolvable``."""
@@ -28,7 +30,7 @@ class Blocked(Exception):
 
 @dataclass
 class Fetched:
-    """A response, read up to the size cap."""
+    """A response, read up to the size cap: ``raw`` as received, ``body`` decoded."""
 
     url: str
     status: int
@@ -38,6 +40,12 @@ class Fetched:
     truncated: bool = False
     location: str | None = None
     fetched_at: float = field(default_factory=time.time)
+    raw: bytes = b""
+    header_list: list[tuple[str, str]] = field(default_factory=list)
+    request_headers: list[tuple[str, str]] = field(default_factory=list)
+    reason: str = ""
+    ip: str = ""
+    decode_error: str | None = None
 
     @property
     def content_type(self) -> str:
@@ -109,23 +117,35 @@ class Fetcher:
         if parts.port:
             netloc += f":{parts.port}"
         target = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
-        headers = {"Host": parts.netloc.rpartition("@")[2]}
+        headers = {"Host": parts.netloc.rpartition("@")[2], "Accept-Encoding": ACCEPT_ENCODING}
         extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
         start = time.monotonic()
         async with self.client.stream("GET", target, headers=headers,
                                       extensions=extensions) as r:
-            body = bytearray()
+            raw = bytearray()
             truncated = False
-            async for chunk in r.aiter_bytes():  # decoded: the cap counts what we keep
-                body += chunk
-                if len(body) > self.max_bytes:
+            async for chunk in r.aiter_raw():  # as sent: WARC keeps these bytes
+                raw += chunk
+                if len(raw) > self.max_bytes:
                     truncated = True
-                    del body[self.max_bytes:]
+                    del raw[self.max_bytes:]
                     break
             elapsed = time.monotonic() - start
             headers_out = {k.lower(): v for k, v in r.headers.items()}
-            return Fetched(url, r.status_code, headers_out, bytes(body), elapsed, truncated,
-                           r.headers.get("location"))
+            decode_error = None
+            try:
+                body, cut = decode(bytes(raw), r.headers.get("content-encoding"),
+                                   self.max_bytes)
+            except DecodeError as exc:
+                body, cut, decode_error = b"", False, str(exc)
+            return Fetched(
+                url, r.status_code, headers_out, body, elapsed, truncated or cut,
+                r.headers.get("location"), raw=bytes(raw),
+                header_list=[(k.decode("latin-1"), v.decode("latin-1"))
+                             for k, v in r.headers.raw],
+                request_headers=[(k.decode("latin-1"), v.decode("latin-1"))
+                                 for k, v in r.request.headers.raw],
+                reason=r.reason_phrase, ip=ip, decode_error=decode_error)
 
     async def close(self) -> None:
         await self.client.aclose()
