@@ -216,3 +216,36 @@ def test_decompression_bombs_are_cut() -> None:
         decode(b"not gzip", "gzip", 100)
     with pytest.raises(DecodeError):
         decode(b"x", "compress", 100)
+
+
+def test_sigkilled_crawls_resume_and_lose_nothing(tmp_path: Path) -> None:
+    import random
+    import signal
+    import time
+
+    spec = SiteSpec(hosts=3, pages=40, special_links=False, latency=0.03)
+    store = f"sqlite:///{tmp_path}/frontier.db"
+    rng = random.Random(3)
+    with serve(spec) as web:
+        cmd = [sys.executable, "-m", "crawlq.cli", "crawl", web.url(0, "/"), "--store", store,
+               "--allow-domain", "crawlq.test", "--resolve", "*.crawlq.test=127.0.0.1",
+               "--allow-private", "--min-delay", "0", "--max-delay", "0",
+               "--delay-factor", "0", "--concurrency", "3", "--timeout", "2",
+               "--lease-ttl", "2"]
+        kills = 0
+        for _ in range(4):
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            time.sleep(rng.uniform(0.4, 0.9))
+            if p.poll() is not None:
+                break
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            kills += 1
+        assert kills >= 2, "the crawl finished before it could be killed twice"
+        final = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert final.returncode == 0, final.stderr
+        assert "frontier empty" in final.stdout
+        fetched = Counter(pages(web))
+        assert set(fetched) == reachable(spec, web.port)          # nothing lost
+        extra = sum(n - 1 for n in fetched.values())
+        assert extra <= kills * 3, (extra, kills)                  # only in-flight ones

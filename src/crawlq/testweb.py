@@ -68,6 +68,8 @@ class SiteSpec:
     """Hosts without a robots.txt (everything allowed)."""
     special_links: bool = True
     """Whether pages link to the special paths (traps, redirects, errors...)."""
+    latency: float = 0.0
+    """Seconds every ``/page/<n>`` takes to answer."""
 
     def host(self, i: int) -> str:
         """The name of host ``i``."""
@@ -231,6 +233,8 @@ class TestWeb:
             n = int(parts[1])
             if n >= spec.pages:
                 return 404, html, b"<html><body>no such page</body></html>"
+            if spec.latency:
+                time.sleep(spec.latency)
             return 200, html, _html(f"{spec.host(i)} page {n}",
                                     spec.page_links(i, n, self.port)).encode()
         if head == "private":

@@ -72,6 +72,9 @@ def _options(c: argparse.ArgumentParser) -> None:
     p.add_argument("--resolve", action="append", default=[], metavar="HOST=IP",
                    help="resolve HOST (a glob, e.g. *.example.test) to IP (repeatable)")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds per fetch (default 20)")
+    p.add_argument("--lease-ttl", type=float, default=None,
+                   help="seconds before a URL whose crawler died is crawled again "
+                        "(default 3 x timeout + 60)")
     p.add_argument("--max-retries", type=int, default=2,
                    help="retries of a failed fetch before it is dead (default 2)")
     p.add_argument("--max-bytes", type=int, default=5_000_000,
@@ -118,7 +121,8 @@ def command(args: argparse.Namespace) -> int:
         max_delay=args.max_delay, delay_factor=args.delay_factor,
         user_agent=args.user_agent or DEFAULT_AGENT, obey_robots=not args.ignore_robots,
         allow_private=args.allow_private, resolve=resolve, timeout=args.timeout,
-        max_bytes=args.max_bytes, max_retries=args.max_retries, out=args.out,
+        max_bytes=args.max_bytes, max_retries=args.max_retries, lease_ttl=args.lease_ttl,
+        out=args.out,
         out_format=args.format)
     return _run(config, resumable=bool(args.state or args.store))
 

@@ -59,6 +59,9 @@ class CrawlConfig:
     timeout: float = 20.0
     max_bytes: int = 5_000_000
     max_retries: int = 2
+    lease_ttl: float | None = None
+    """How long a fetch may take before its URL is handed out again (after a crash);
+    default ``3 × timeout + 60``."""
     retry_backoff: float = 5.0
     """Seconds before the first retry of a failed fetch; doubles with each failure."""
     out: str | None = None
@@ -138,7 +141,7 @@ class Crawler:
             c.store, concurrency=c.per_host, min_delay=c.min_delay, max_delay=c.max_delay,
             delay_factor=c.delay_factor, max_queue_urls=c.max_per_host,
             max_retries=c.max_retries, retry_backoff=c.retry_backoff,
-            lease_ttl=c.timeout * 3 + 60)
+            lease_ttl=c.lease_ttl or c.timeout * 3 + 60)
         fetcher = Fetcher(user_agent=c.user_agent, timeout=c.timeout, max_bytes=c.max_bytes,
                           resolve=c.resolve, allow_private=c.allow_private,
                           connections=c.concurrency)
