@@ -61,7 +61,7 @@ class CrawlConfig:
     max_retries: int = 2
     lease_ttl: float | None = None
     """How long a fetch may take before its URL is handed out again (after a crash);
-    default ``3 × timeout + 60``."""
+    default ``3 * timeout + 60``."""
     retry_backoff: float = 5.0
     """Seconds before the first retry of a failed fetch; doubles with each failure."""
     out: str | None = None
