@@ -249,3 +249,38 @@ def test_sigkilled_crawls_resume_and_lose_nothing(tmp_path: Path) -> None:
         assert set(fetched) == reachable(spec, web.port)          # nothing lost
         extra = sum(n - 1 for n in fetched.values())
         assert extra <= kills * 3, (extra, kills)                  # only in-flight ones
+
+
+def test_rounds_revisit_pages() -> None:
+    spec = SiteSpec(hosts=2, pages=6, special_links=False)
+    starts: list[int] = []
+    with serve(spec) as web:
+        config = CrawlConfig(seeds=[web.url(0, "/")], **LOCAL, **FAST, rounds=3,
+                             round_delay=0.3, revisit_after=0.2)
+        s = asyncio.run(Crawler(config, events={"round_start": starts.append}).run())
+        fetched = Counter(pages(web))
+    assert starts == [1, 2, 3] and s.rounds == 3
+    assert set(fetched.values()) == {3}                      # every page once per round
+    assert set(fetched) == reachable(spec, web.port)
+
+
+def test_a_round_stops_at_its_duration() -> None:
+    spec = SiteSpec(hosts=1, pages=30, special_links=False, latency=0.05)
+    with serve(spec) as web:
+        config = CrawlConfig(seeds=[web.url(0, "/")], **LOCAL, **FAST, duration=0.5)
+        s = asyncio.run(Crawler(config).run())
+    assert not s.finished and 3 <= s.fetched < 25
+
+
+def test_duration_parsing() -> None:
+    import argparse
+
+    import pytest
+
+    from crawlq.crawler.cli import duration
+
+    assert [duration(x) for x in ("90", "90s", "10m", "2h", "1d", "0.5s")] == \
+        [90, 90, 600, 7200, 86400, 0.5]
+    for bad in ("ten", "-1s", "5x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            duration(bad)

@@ -79,12 +79,37 @@ def _options(c: argparse.ArgumentParser) -> None:
                    help="retries of a failed fetch before it is dead (default 2)")
     p.add_argument("--max-bytes", type=int, default=5_000_000,
                    help="largest body kept, after decompression (default 5 MB)")
+    r = c.add_argument_group("rounds (Spiderman's schedule) and revisits")
+    r.add_argument("--rounds", type=int, default=1, help="crawl rounds (default 1)")
+    r.add_argument("--duration", type=duration, metavar="TIME",
+                   help="stop each round after TIME (e.g. 90s, 10m, 2h)")
+    r.add_argument("--delay", type=duration, default=0.0, metavar="TIME",
+                   help="wait TIME between rounds (e.g. 1h)")
+    r.add_argument("--revisit", type=duration, metavar="TIME",
+                   help="fetch a page again in a later round once TIME has passed (e.g. 1d)")
     o = c.add_argument_group("output")
     o.add_argument("--out", help="write fetched pages to this file: JSON Lines, or WARC when "
                                   "it ends in .warc or .warc.gz")
     o.add_argument("--format", choices=("jsonl", "warc"),
                    help="output format, when the file name does not tell")
     o.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def duration(text: str) -> float:
+    """``90``, ``90s``, ``10m``, ``2h``, ``1d`` -> seconds (an argparse type)."""
+    t = text.strip().lower()
+    unit = t[-1] if t and t[-1] in "smhd" else ""
+    try:
+        value = float(t[: len(t) - len(unit)])
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a duration: {text!r} (try 30s, 10m, 2h, 1d)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a duration cannot be negative: {text!r}")
+    return value * _UNITS[unit]
 
 
 def command(args: argparse.Namespace) -> int:
@@ -122,8 +147,8 @@ def command(args: argparse.Namespace) -> int:
         user_agent=args.user_agent or DEFAULT_AGENT, obey_robots=not args.ignore_robots,
         allow_private=args.allow_private, resolve=resolve, timeout=args.timeout,
         max_bytes=args.max_bytes, max_retries=args.max_retries, lease_ttl=args.lease_ttl,
-        out=args.out,
-        out_format=args.format)
+        out=args.out, out_format=args.format, rounds=args.rounds, duration=args.duration,
+        round_delay=args.delay, revisit_after=args.revisit)
     return _run(config, resumable=bool(args.state or args.store))
 
 

@@ -31,7 +31,7 @@ from .scope import Scope
 log = logging.getLogger("crawlq.crawl")
 
 DEFAULT_AGENT = "crawlq/0.1 (+https://pypi.org/project/crawlq/)"
-EVENTS = ("start", "page", "error", "shutdown")
+EVENTS = ("start", "round_start", "page", "error", "round_end", "shutdown")
 
 
 @dataclass
@@ -66,6 +66,14 @@ class CrawlConfig:
     """Seconds before the first retry of a failed fetch; doubles with each failure."""
     out: str | None = None
     out_format: str | None = None
+    rounds: int = 1
+    """Crawl rounds (Spiderman's schedule): each re-offers the seeds."""
+    duration: float | None = None
+    """Seconds a round may last; None: until the frontier is empty."""
+    round_delay: float = 0.0
+    """Seconds to wait between rounds."""
+    revisit_after: float | None = None
+    """Seconds after which a fetched URL may be fetched again (in a later round)."""
     """``jsonl`` or ``warc``; default: from the file name (.warc, .warc.gz)."""
 
 
@@ -82,10 +90,12 @@ class Summary:
     links_added: int = 0
     seconds: float = 0.0
     finished: bool = False
+    rounds: int = 0
 
     def lines(self) -> list[str]:
         rate = self.fetched / self.seconds if self.seconds else 0.0
-        out = [f"fetched {self.fetched} pages in {self.seconds:.1f}s ({rate:.1f}/s); "
+        rounds = f" over {self.rounds} rounds" if self.rounds > 1 else ""
+        out = [f"fetched {self.fetched} pages{rounds} in {self.seconds:.1f}s ({rate:.1f}/s); "
                f"{'frontier empty' if self.finished else 'stopped at a limit'}",
                "statuses: " + (", ".join(f"{k}: {v}" for k, v in sorted(self.statuses.items()))
                                or "-"),
@@ -103,8 +113,8 @@ class Summary:
 class Crawler:
     """A polite crawler on a :class:`~crawlq.Frontier`.
 
-    ``events`` maps ``start``, ``page``, ``error`` and ``shutdown`` to callables; an
-    exception in one is logged, never fatal.
+    ``events`` maps ``start``, ``round_start``, ``page``, ``error``, ``round_end`` and
+    ``shutdown`` to callables; an exception in one is logged, never fatal.
     """
 
     def __init__(self, config: CrawlConfig,
@@ -120,6 +130,9 @@ class Crawler:
         self._robots: dict[str, robots_mod.Robots] = {}
         self._robot_locks: dict[str, asyncio.Lock] = {}
         self._stop = False
+        # With revisits, a URL may be fetched again once per round at most, however soon
+        # its interval passes: the hashes of canonical URLs offered this round.
+        self._this_round: set[int] = set()
 
     def stop(self) -> None:
         """Finish the fetches in flight, then return (Ctrl-C does this)."""
@@ -141,47 +154,30 @@ class Crawler:
             c.store, concurrency=c.per_host, min_delay=c.min_delay, max_delay=c.max_delay,
             delay_factor=c.delay_factor, max_queue_urls=c.max_per_host,
             max_retries=c.max_retries, retry_backoff=c.retry_backoff,
-            lease_ttl=c.lease_ttl or c.timeout * 3 + 60)
+            lease_ttl=c.lease_ttl or c.timeout * 3 + 60, revisit_after=c.revisit_after)
         fetcher = Fetcher(user_agent=c.user_agent, timeout=c.timeout, max_bytes=c.max_bytes,
                           resolve=c.resolve, allow_private=c.allow_private,
                           connections=c.concurrency)
         out = open_output(c.out, c.out_format) if c.out else None
         inflight: set[asyncio.Task[None]] = set()
         try:
-            frontier.add([Request(s) for s in c.seeds])
             self._emit("start", self)
-            while not self._stop:
-                limit_left = None
-                if c.max_pages is not None:
-                    limit_left = c.max_pages - self.summary.fetched - len(inflight)
-                free = c.concurrency - len(inflight)
-                if limit_left is not None:
-                    free = min(free, limit_left)
-                if free <= 0 and inflight:  # every slot busy: wait for one to free up
-                    done, _ = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
-                    inflight -= done
-                    continue
-                leases = frontier.next(free) if free > 0 else []
-                for lease in leases:
-                    task = asyncio.create_task(self._visit(frontier, fetcher, lease, out))
-                    inflight.add(task)
-                if leases:
-                    continue
-                if limit_left is not None and limit_left <= 0 and not inflight:
+            for n in range(1, max(c.rounds, 1) + 1):
+                self.summary.rounds = n
+                self._this_round.clear()
+                # Seeds again each round: with revisit_after they are accepted anew once
+                # their interval has passed, and so are the pages they lead to.
+                frontier.add([Request(s) for s in c.seeds])
+                self._emit("round_start", n)
+                deadline = time.monotonic() + c.duration if c.duration else None
+                self.summary.finished = await self._round(frontier, fetcher, out, inflight,
+                                                          deadline)
+                self._emit("round_end", n, self.summary)
+                if self._stop or n == c.rounds or self._limit_left(inflight) == 0:
                     break
-                when = frontier.next_ready_at()
-                if when is None and not inflight:
-                    self.summary.finished = True
-                    break
-                wait = 1.0 if when is None else min(max(when - time.time(), 0.005), 1.0)
-                if inflight:
-                    done, _ = await asyncio.wait(inflight, timeout=wait,
-                                                 return_when=asyncio.FIRST_COMPLETED)
-                    inflight -= done
-                else:
-                    await asyncio.sleep(wait)
-            if inflight:
-                await asyncio.wait(inflight)
+                pause_until = time.monotonic() + c.round_delay
+                while not self._stop and time.monotonic() < pause_until:
+                    await asyncio.sleep(min(0.2, pause_until - time.monotonic()))
         finally:
             for t in inflight:
                 t.cancel()
@@ -192,6 +188,52 @@ class Crawler:
             self.summary.seconds = time.monotonic() - started
             self._emit("shutdown", self.summary)
         return self.summary
+
+    def _limit_left(self, inflight: set[asyncio.Task[None]]) -> int | None:
+        if self.config.max_pages is None:
+            return None
+        return max(self.config.max_pages - self.summary.fetched - len(inflight), 0)
+
+    async def _round(self, frontier: Frontier, fetcher: Fetcher, out: Output | None,
+                     inflight: set[asyncio.Task[None]], deadline: float | None) -> bool:
+        """Crawl until the frontier is empty (True), or a limit, the deadline or a stop."""
+        c = self.config
+        finished = False
+        while not self._stop:
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            limit_left = self._limit_left(inflight)
+            free = c.concurrency - len(inflight)
+            if limit_left is not None:
+                free = min(free, limit_left)
+            if free <= 0 and inflight:  # every slot busy: wait for one to free up
+                done, _ = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+                inflight -= done
+                continue
+            leases = frontier.next(free) if free > 0 else []
+            for lease in leases:
+                inflight.add(asyncio.create_task(self._visit(frontier, fetcher, lease, out)))
+            if leases:
+                continue
+            if limit_left == 0 and not inflight:
+                break
+            when = frontier.next_ready_at()
+            if when is None and not inflight:
+                finished = True
+                break
+            wait = 1.0 if when is None else min(max(when - time.time(), 0.005), 1.0)
+            if deadline is not None:
+                wait = max(min(wait, deadline - time.monotonic()), 0.0)
+            if inflight:
+                done, _ = await asyncio.wait(inflight, timeout=wait,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                inflight -= done
+            else:
+                await asyncio.sleep(wait)
+        if inflight:  # let the fetches in flight finish and be acknowledged
+            await asyncio.wait(inflight)
+            inflight.clear()
+        return finished
 
     async def _robots_for(self, fetcher: Fetcher, frontier: Frontier, url: str,
                           queue: str) -> robots_mod.Robots:
@@ -288,12 +330,21 @@ class Crawler:
 
     def _follow(self, frontier: Frontier, links: list[str], depth: int, referrer: str) -> None:
         new = []
+        once = self._this_round if self.config.revisit_after else None
         for url in links:
             why = self.scope.why_not(url, depth)
-            if why is None:
-                new.append(Request(url, depth=depth, referrer=referrer))
-            else:
+            if why is not None:
                 self.summary.out_of_scope[why] += 1
+                continue
+            if once is not None:
+                try:
+                    key = hash(frontier.canonicalize(url))
+                except ValueError:  # invalid: let the frontier say why
+                    key = hash(url)
+                if key in once:
+                    continue
+                once.add(key)
+            new.append(Request(url, depth=depth, referrer=referrer))
         if new:
             result = frontier.add(new)
             self.summary.links_added += result.added
