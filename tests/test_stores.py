@@ -165,3 +165,9 @@ def test_malformed_requests_are_rejected_one_by_one(url: str, tmp_path: Path) ->
         assert reasons == ["bad-priority", "bad-priority"] + ["invalid-request"] * 6
         assert all(x.detail for x in r.rejected)
         assert f.stats().rejected == {"bad-priority": 2, "invalid-request": 6}
+
+
+def test_canonicalize_off_keeps_urls_but_still_validates() -> None:
+    with Frontier.open("memory://", canonicalize=False, **FAST) as f:
+        r = f.add(["https://A.example/x?b=1&a=2", "https://a.example/x?a=2&b=1", "ftp://x/"])
+        assert r.added == 2 and [x.reason for x in r.rejected] == ["bad-scheme"]

@@ -69,17 +69,16 @@ class Frontier:
         if revisit_after is not None and revisit_after <= 0:
             raise ConfigError("revisit_after must be > 0 seconds (or None for never)")
         self.store = store
-        self._canonical_check = Canonicalizer(
-            lowercase=False, idna=True, drop_default_port=False, drop_fragment=False,
-            normalize_percent=False, normalize_path=False, sort_query=False,
-            drop_params=(), drop_prefixes=(), drop_session_in_path=False,
-            schemes=schemes, max_length=max_url_length)
         if canonicalize is True:
             self.canonicalize: Callable[[str], str] = Canonicalizer(
                 schemes=schemes, max_length=max_url_length)
         elif canonicalize is False:
-            # Still validate: scheme, host, length and control characters.
-            self.canonicalize = self._canonical_check
+            # Every step off, but still validated: scheme, host, length, control chars.
+            self.canonicalize = Canonicalizer(
+                lowercase=False, drop_default_port=False, drop_fragment=False,
+                normalize_percent=False, normalize_path=False, sort_query=False,
+                drop_params=(), drop_prefixes=(), drop_session_in_path=False,
+                schemes=schemes, max_length=max_url_length)
         elif callable(canonicalize):
             self.canonicalize = canonicalize
         else:
