@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command of README.md: sets up everything the suite needs, then runs it.
 #   - a virtualenv in .venv with crawlq and every extra and dev tool (PyPI)
+#   - redis-server and redis-cli (Debian/Ubuntu package redis-server, installed with
+#     apt-get when missing and run as root): the Redis tests start their own servers
 #   - checks: ruff (lint), mypy (types), then pytest (the whole suite)
 # Extra arguments go to pytest, e.g.  bash scripts/test.sh -k sqlite -x
 set -euo pipefail
@@ -10,6 +12,17 @@ PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
     echo "crawlq needs Python >= 3.10 (found: $("$PYTHON" --version 2>&1))" >&2
     exit 1
+fi
+if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "== installing redis-server (apt-get)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null \
+            || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+                 apt-get install -y -qq redis-server >/dev/null; }
+    else
+        echo "redis-server is missing: install it (apt-get install redis-server) or the" \
+             "Redis tests will fail" >&2
+    fi
 fi
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from crawlq import Frontier
+from crawlq.redislocal import LocalRedis
 from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
 
 
@@ -18,3 +22,16 @@ class TestSQLiteStore(FrontierContract):
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         path.mkdir(parents=True, exist_ok=True)
         return Frontier.open(f"sqlite:///{path}/frontier.db", clock=clock, **options)
+
+
+class TestRedisStore(FrontierContract):
+    """The contract against a real redis-server; reopening is a new client and connection."""
+
+    @pytest.fixture(autouse=True)
+    def _server(self, redis_server: LocalRedis) -> None:
+        self.url = redis_server.url
+
+    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
+        # One prefix per test folder: tests share the server, never their keys.
+        prefix = "t" + hashlib.blake2b(str(path).encode(), digest_size=8).hexdigest()
+        return Frontier.open(f"{self.url}?prefix={prefix}", clock=clock, **options)

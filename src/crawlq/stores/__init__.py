@@ -13,7 +13,7 @@ POLICY_OPTIONS = ("concurrency", "min_delay", "max_delay", "delay_factor", "max_
                   "session_budget", "session_rest")
 STORE_OPTIONS = frozenset(
     (*POLICY_OPTIONS, "lifo", "bloom_capacity", "bloom_error_rate", "synchronous",
-     "busy_timeout")
+     "busy_timeout", "prefix", "retry_deadline")
 )
 """Keyword options of ``Frontier.open`` that configure the store."""
 
@@ -47,9 +47,16 @@ def open_store(url: str, **options: Any) -> Store:
         _no_more(options, scheme)
         return SQLiteStore(path, policy, lifo=lifo, bloom=bloom, synchronous=synchronous,
                            busy_timeout=busy)
-    if scheme in ("redis", "rediss"):
-        raise ConfigError("the Redis store is not available yet in this version")
-    raise ConfigError(f"unknown store URL {url!r}: use memory:// or sqlite:///path.db")
+    if scheme in ("redis", "rediss", "unix"):
+        from .redis_store import RedisStore
+
+        deadline = float(options.pop("retry_deadline", 30.0))
+        prefix = options.pop("prefix", None)
+        _no_more(options, scheme)
+        return RedisStore(url, policy, lifo=lifo, bloom=bloom, prefix=prefix,
+                          retry_deadline=deadline)
+    raise ConfigError(f"unknown store URL {url!r}: use memory://, sqlite:///path.db or "
+                      "redis://host:port/db?prefix=name")
 
 
 def _no_more(options: dict[str, Any], scheme: str) -> None:

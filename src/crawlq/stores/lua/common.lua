@@ -1,0 +1,243 @@
+-- crawlq Redis store: helpers prepended to every script (see crawlq/stores/redis.py).
+--
+-- KEYS[1] is the crawl's meta hash "{prefix}:m"; every other key starts with the same
+-- "{prefix}" hash tag, so the whole crawl lives in one hash slot (Redis Cluster safe).
+-- ARGV[1..8] is the default policy: concurrency, min_delay, max_delay, delay_factor,
+-- max_queue_urls, session_budget, session_rest, lifo (0/1). Script arguments follow.
+--
+-- Per queue K:  P:qm:K  hash  n inf ra si acc ses st rp, and s:<setting> overrides
+--               P:qp:K  zset  priority levels with entries (score -prio)
+--               P:q:<prio>:K  list  items (2 bytes retries + payload), head on the left
+-- Global:       P:rp zset ready priority levels; P:r:<prio> zset ready queues -> since
+--               P:rest zset resting queues -> ready_at; P:qs zset queues -> queued
+--               P:sc zset id -> not_before, P:scd hash id -> (key, prio, item)
+--               P:ls hash token -> (key, prio, item), P:lx zset token -> expires_at
+--               P:dead hash id -> record, P:dz zset id; P:seen set, P:rv hash fp -> t
+--               P:bl:<n> Bloom blocks; P:rej hash reason -> count
+
+local M = KEYS[1]
+local P = string.sub(M, 1, -3)
+local READY, BUSY, RESTING, EMPTY = 0, 1, 2, 3
+local DEF = {
+  concurrency = tonumber(ARGV[1]), min_delay = tonumber(ARGV[2]),
+  max_delay = tonumber(ARGV[3]), delay_factor = tonumber(ARGV[4]),
+  max_queue_urls = tonumber(ARGV[5]), session_budget = tonumber(ARGV[6]),
+  session_rest = tonumber(ARGV[7]),
+}
+local LIFO = ARGV[8] == '1'
+local A0 = 8  -- script arguments start at ARGV[A0 + 1]
+local SETTINGS = {'concurrency', 'min_delay', 'max_delay', 'delay_factor',
+                  'max_queue_urls', 'session_budget', 'session_rest'}
+
+local cache = {}   -- queues loaded by this call, written back by save_all()
+local counters = {}  -- counter deltas, written back by save_all()
+
+local function f17(x) return string.format('%.17g', x) end
+
+local function count(name, n)
+  counters[name] = (counters[name] or 0) + n
+end
+
+local function apply_policy(q)
+  local s = q.settings
+  for _, name in ipairs(SETTINGS) do
+    q[name] = s[name] or DEF[name]
+  end
+  -- A queue told to wait longer than the default cap (Crawl-delay: 60) gets it.
+  if s.min_delay and not s.max_delay and s.min_delay > DEF.max_delay then
+    q.max_delay = s.min_delay
+  end
+end
+
+local function loadq(key)
+  local q = cache[key]
+  if q then return q end
+  local raw = redis.call('HGETALL', P .. ':qm:' .. key)
+  q = {key = key, n = 0, inf = 0, ra = 0, si = 0, acc = 0, ses = 0, st = EMPTY, rp = '',
+       settings = {}}
+  for i = 1, #raw, 2 do
+    local f, v = raw[i], raw[i + 1]
+    if string.sub(f, 1, 2) == 's:' then
+      q.settings[string.sub(f, 3)] = tonumber(v)
+    elseif f == 'rp' then
+      q.rp = v
+    else
+      q[f] = tonumber(v)
+    end
+  end
+  q.n0 = q.n
+  apply_policy(q)
+  cache[key] = q
+  return q
+end
+
+-- The best (highest) priority level with entries in q, as a string, or nil.
+local function best_level(q)
+  local r = redis.call('ZRANGE', P .. ':qp:' .. q.key, 0, 0)
+  return r[1]
+end
+
+local function unready(q)
+  local rk = P .. ':r:' .. q.rp
+  redis.call('ZREM', rk, q.key)
+  if redis.call('ZCARD', rk) == 0 then
+    redis.call('ZREM', P .. ':rp', q.rp)
+  end
+  q.rp = ''
+end
+
+-- Put q in the state (and index) its fields call for. A queue keeps its place in line
+-- while it stays ready; one that just became ready has waited since its rest ended;
+-- one just served (served = true) goes to the back of the line.
+local function settle(q, now, served)
+  local old = q.st
+  local new
+  if q.n <= 0 then new = EMPTY
+  elseif q.inf >= q.concurrency then new = BUSY
+  elseif q.ra > now then new = RESTING
+  else new = READY end
+  if old == RESTING and new ~= RESTING then
+    redis.call('ZREM', P .. ':rest', q.key)
+  end
+  if new == RESTING then
+    redis.call('ZADD', P .. ':rest', f17(q.ra), q.key)
+  end
+  if new == READY then
+    local level = best_level(q)
+    if served then
+      q.si = now
+    elseif old == RESTING then
+      q.si = q.ra
+    elseif old ~= READY then
+      q.si = now
+    end
+    if old ~= READY or served or level ~= q.rp then
+      if old == READY and q.rp ~= '' then unready(q) end
+      redis.call('ZADD', P .. ':r:' .. level, f17(q.si), q.key)
+      redis.call('ZADD', P .. ':rp', -tonumber(level), level)
+      q.rp = level
+    end
+  elseif old == READY and q.rp ~= '' then
+    unready(q)
+  end
+  q.st = new
+end
+
+-- Append an item to q at priority prio; head = true puts it first in line.
+local function push(q, prio, item, head)
+  local lk = P .. ':q:' .. prio .. ':' .. q.key
+  local len
+  if LIFO or not head then
+    len = redis.call('RPUSH', lk, item)
+  else
+    len = redis.call('LPUSH', lk, item)
+  end
+  if len == 1 then
+    redis.call('ZADD', P .. ':qp:' .. q.key, -tonumber(prio), tostring(prio))
+  end
+  q.n = q.n + 1
+end
+
+-- Pop up to k items from the head of q, best priority first: {prio, item, prio, item...}
+local function pop(q, k)
+  local out = {}
+  local qp = P .. ':qp:' .. q.key
+  while k > 0 do
+    local level = redis.call('ZRANGE', qp, 0, 0)[1]
+    if not level then break end
+    local lk = P .. ':q:' .. level .. ':' .. q.key
+    local items
+    if LIFO then
+      items = redis.call('RPOP', lk, k)
+    else
+      items = redis.call('LPOP', lk, k)
+    end
+    if not items then items = {} end
+    for _, it in ipairs(items) do
+      out[#out + 1] = level
+      out[#out + 1] = it
+    end
+    k = k - #items
+    q.n = q.n - #items
+    if redis.call('LLEN', lk) == 0 then
+      redis.call('ZREM', qp, level)
+    end
+  end
+  return out
+end
+
+local function schedule(key, prio, item, at)
+  local id = redis.call('HINCRBY', M, 'schedid', 1)
+  redis.call('ZADD', P .. ':sc', f17(at), id)
+  redis.call('HSET', P .. ':scd', id, cmsgpack.pack(key, prio, item))
+end
+
+local function set_retries(item, retries)
+  return string.char(math.floor(retries / 256) % 256, retries % 256) .. string.sub(item, 3)
+end
+
+-- Move due scheduled entries, expired leases and rested queues to ready.
+local function wake(now)
+  local touched = {}
+  local ids = redis.call('ZRANGEBYSCORE', P .. ':sc', '-inf', f17(now))
+  if #ids > 0 then
+    for i = 1, #ids, 5000 do  -- in chunks: unpack() is limited by Lua's C stack
+      local recs = redis.call('HMGET', P .. ':scd', unpack(ids, i, math.min(i + 4999, #ids)))
+      for _, rec in ipairs(recs) do
+        if rec then
+          local key, prio, item = cmsgpack.unpack(rec)
+          local q = loadq(key)
+          push(q, prio, item, false)
+          touched[key] = q
+        end
+      end
+    end
+    redis.call('ZREMRANGEBYSCORE', P .. ':sc', '-inf', f17(now))
+    for i = 1, #ids, 5000 do
+      redis.call('HDEL', P .. ':scd', unpack(ids, i, math.min(i + 4999, #ids)))
+    end
+  end
+  local toks = redis.call('ZRANGEBYSCORE', P .. ':lx', '-inf', f17(now))
+  if #toks > 0 then
+    for _, tok in ipairs(toks) do
+      local rec = redis.call('HGET', P .. ':ls', tok)
+      if rec then
+        local key, prio, item = cmsgpack.unpack(rec)
+        local q = loadq(key)
+        q.inf = q.inf - 1
+        count('redelivered', 1)
+        push(q, prio, item, true)  -- its old place: the head of its queue
+        touched[key] = q
+      end
+    end
+    redis.call('ZREMRANGEBYSCORE', P .. ':lx', '-inf', f17(now))
+    for i = 1, #toks, 5000 do
+      redis.call('HDEL', P .. ':ls', unpack(toks, i, math.min(i + 4999, #toks)))
+    end
+  end
+  local rested = redis.call('ZRANGEBYSCORE', P .. ':rest', '-inf', f17(now))
+  for _, key in ipairs(rested) do
+    touched[key] = loadq(key)
+  end
+  for _, q in pairs(touched) do
+    settle(q, now, false)
+  end
+end
+
+-- Write back every loaded queue and the counter deltas.
+local function save_all()
+  local queued, nonempty = 0, 0
+  for key, q in pairs(cache) do
+    redis.call('HSET', P .. ':qm:' .. key, 'n', q.n, 'inf', q.inf, 'ra', f17(q.ra),
+               'si', f17(q.si), 'acc', q.acc, 'ses', q.ses, 'st', q.st, 'rp', q.rp)
+    redis.call('ZADD', P .. ':qs', q.n, key)
+    queued = queued + q.n - q.n0
+    if q.n0 == 0 and q.n > 0 then nonempty = nonempty + 1 end
+    if q.n0 > 0 and q.n == 0 then nonempty = nonempty - 1 end
+  end
+  if queued ~= 0 then count('queued', queued) end
+  if nonempty ~= 0 then count('nonempty', nonempty) end
+  for name, n in pairs(counters) do
+    if n ~= 0 then redis.call('HINCRBY', M, name, n) end
+  end
+end

@@ -1,0 +1,71 @@
+-- maintain(now, op, ...): 'stats' | 'requeue_dead' id... ('*' for all) |
+-- 'load_entry' key prio item not_before | 'load_queue' key accepted ready_at name value...
+local now, op = tonumber(ARGV[A0 + 1]), ARGV[A0 + 2]
+if op == 'stats' then
+  wake(now)
+  save_all()
+  local ready = 0
+  for _, level in ipairs(redis.call('ZRANGE', P .. ':rp', 0, -1)) do
+    ready = ready + redis.call('ZCARD', P .. ':r:' .. level)
+  end
+  return {redis.call('HGETALL', M), redis.call('HGETALL', P .. ':rej'),
+          redis.call('ZCARD', P .. ':sc'), redis.call('HLEN', P .. ':ls'),
+          redis.call('HLEN', P .. ':dead'), redis.call('ZCARD', P .. ':qs'), ready}
+elseif op == 'requeue_dead' then
+  local ids
+  if ARGV[A0 + 3] == '*' then
+    ids = redis.call('ZRANGE', P .. ':dz', 0, -1)
+  else
+    ids = {}
+    for j = A0 + 3, #ARGV do ids[#ids + 1] = ARGV[j] end
+  end
+  local n = 0
+  local touched = {}
+  for _, id in ipairs(ids) do
+    local rec = redis.call('HGET', P .. ':dead', id)
+    if rec then
+      local key, prio, retries, payload = cmsgpack.unpack(rec)
+      local q = loadq(key)
+      push(q, prio, '\0\0' .. payload, false)
+      touched[key] = q
+      redis.call('HDEL', P .. ':dead', id)
+      redis.call('ZREM', P .. ':dz', id)
+      n = n + 1
+    end
+  end
+  for _, q in pairs(touched) do settle(q, now, false) end
+  save_all()
+  return n
+elseif op == 'load_entry' then
+  local key, prio, item, nb = ARGV[A0 + 3], ARGV[A0 + 4], ARGV[A0 + 5], ARGV[A0 + 6]
+  if nb ~= '' then
+    schedule(key, tonumber(prio), item, tonumber(nb))
+    loadq(key)
+  else
+    local q = loadq(key)
+    push(q, prio, item, false)
+    settle(q, now, false)
+  end
+  save_all()
+  return 1
+elseif op == 'load_dead' then
+  local id = redis.call('HINCRBY', M, 'deadid', 1)
+  redis.call('HSET', P .. ':dead', id, cmsgpack.pack(ARGV[A0 + 3], tonumber(ARGV[A0 + 4]),
+             tonumber(ARGV[A0 + 5]), ARGV[A0 + 6], ARGV[A0 + 7], ARGV[A0 + 8]))
+  redis.call('ZADD', P .. ':dz', id, id)
+  return 1
+elseif op == 'load_queue' then
+  local key = ARGV[A0 + 3]
+  local q = loadq(key)
+  q.acc = math.max(q.acc, tonumber(ARGV[A0 + 4]))
+  q.ra = math.max(q.ra, tonumber(ARGV[A0 + 5]))
+  for j = A0 + 6, #ARGV, 2 do
+    redis.call('HSET', P .. ':qm:' .. key, 's:' .. ARGV[j], ARGV[j + 1])
+    q.settings[ARGV[j]] = tonumber(ARGV[j + 1])
+  end
+  apply_policy(q)
+  if q.st == READY or q.st == RESTING then settle(q, now, false) end
+  save_all()
+  return 1
+end
+return redis.error_reply('crawlq: unknown maintenance op ' .. tostring(op))

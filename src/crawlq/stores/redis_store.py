@@ -1,0 +1,504 @@
+"""The Redis store: one crawl shared by many processes and machines.
+
+Every state change is one Lua script run atomically by the server (files in
+``crawlq/stores/lua``, each prefixed with ``common.lua``); redis-py loads a script once
+and reloads it after a ``NOSCRIPT`` (a restarted or flushed server). Batches are cut
+into chunks of :data:`CHUNK` entries, sent in one pipelined round trip: each chunk is
+atomic, and no script runs long enough to stall the other workers.
+
+All keys of a crawl start with the hash tag ``{prefix}``, so a crawl lives in one hash
+slot: it works on Redis Cluster, and several crawls (prefixes) spread over its nodes.
+The key layout is described at the top of ``common.lua``.
+
+Connection errors are retried with exponential backoff until ``retry_deadline``
+seconds have passed, then raised as :class:`~crawlq.errors.StoreError`. A script
+either ran whole or not at all, so a retry never finds half-applied state; a retried
+call whose first reply was lost may lease requests nobody receives (they come back
+when their lease expires) or report added requests as duplicates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from importlib import resources
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import msgpack
+
+from ..errors import ConfigError, StoreError
+from ..models import QueueInfo, Stats
+from . import dumpfmt
+from .base import Ack, DeadEntry, Entry, Leased, QueuePolicy, check_settings, queue_state
+from .bloom import BLOCK_BYTES, BloomShape
+
+CHUNK = 2000
+"""Entries per script call: big enough to amortize a call, small enough (a few ms) not
+to stall other clients of the server."""
+
+_SCRIPTS = ("add", "lease", "release", "ready_at", "queue_op", "maintain")
+_T = TypeVar("_T")
+_COUNTERS = ("seen", "added", "done", "failed", "retried", "redelivered", "late_acks",
+             "duplicates")
+
+
+def _lua(name: str) -> str:
+    pkg = resources.files("crawlq.stores") / "lua"
+    return (pkg / "common.lua").read_text("utf-8") + "\n" + (pkg / f"{name}.lua").read_text(
+        "utf-8")
+
+
+def _num(x: float | None) -> str | float:
+    return "" if x is None else x
+
+
+class RedisStore:
+    """A store on a Redis server or cluster; see :class:`crawlq.stores.base.Store`.
+
+    ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``) with optional
+    crawlq query arguments ``prefix`` (default ``crawlq``) and ``cluster`` (``1`` for a
+    Redis Cluster). A password comes from the URL or ``$CRAWLQ_REDIS_PASSWORD``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        policy: QueuePolicy | None = None,
+        *,
+        lifo: bool = False,
+        bloom: BloomShape | None = None,
+        prefix: str | None = None,
+        retry_deadline: float = 30.0,
+    ) -> None:
+        try:
+            import redis
+        except ImportError:  # pragma: no cover - depends on the installation
+            raise ConfigError("the Redis store needs redis-py: pip install 'crawlq[redis]'"
+                              ) from None
+        self._redis = redis
+        self.policy = policy or QueuePolicy()
+        self.lifo = lifo
+        self.bloom = bloom
+        self.retry_deadline = float(retry_deadline)
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query)
+        ours = {k: v for k, v in query if k in ("prefix", "cluster")}
+        rest = [(k, v) for k, v in query if k not in ours]
+        prefix = prefix or ours.get("prefix") or "crawlq"
+        if not prefix or any(c in prefix for c in "{}\r\n "):
+            raise ConfigError(f"bad Redis key prefix {prefix!r}: no braces, spaces or "
+                              "line breaks")
+        self.prefix = prefix
+        self._where = f"{parts.hostname or parts.path}:{parts.port or ''}"
+        plain = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), ""))
+        kwargs: dict[str, Any] = {"socket_connect_timeout": 10.0, "socket_timeout": 120.0}
+        if parts.password is None and os.environ.get("CRAWLQ_REDIS_PASSWORD"):
+            kwargs["password"] = os.environ["CRAWLQ_REDIS_PASSWORD"]
+        cluster = ours.get("cluster", "").lower() in ("1", "true", "yes")
+        try:
+            if cluster:
+                from redis.cluster import RedisCluster
+
+                self._client: Any = RedisCluster.from_url(plain, **kwargs)
+            else:
+                self._client = redis.Redis.from_url(plain, **kwargs)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"bad Redis URL {url!r}: {exc}") from None
+        except redis.RedisError as exc:
+            raise StoreError(f"cannot connect to Redis at {self._where}: {exc}") from exc
+        tag = "{" + prefix + "}"
+        self._p = tag
+        self._m = f"{tag}:m"
+        self._keys = [self._m]
+        self._scripts = {name: self._client.register_script(_lua(name)) for name in _SCRIPTS}
+        p = self.policy
+        self._pargs: list[Any] = [p.concurrency, p.min_delay, p.max_delay, p.delay_factor,
+                                  p.max_queue_urls, p.session_budget, p.session_rest,
+                                  1 if lifo else 0]
+        self._closed = False
+        self._check_shape()
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _retrying(self, fn: Callable[[], _T]) -> _T:
+        """Run ``fn``, retrying connection errors with backoff until the deadline."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        redis = self._redis
+        deadline = 0.0
+        pause = 0.05
+        while True:
+            try:
+                return fn()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                now = time.monotonic()
+                if not deadline:
+                    deadline = now + self.retry_deadline
+                if now >= deadline:
+                    raise StoreError(f"Redis at {self._where} unreachable for "
+                                     f"{self.retry_deadline:g} s: {exc}") from exc
+                time.sleep(min(pause, deadline - now))
+                pause = min(pause * 2, 2.0)
+            except redis.ResponseError as exc:
+                raise StoreError(f"Redis refused a crawlq command: {exc}") from exc
+
+    def _cmd(self, command: str, *args: Any, **kwargs: Any) -> Any:
+        """One plain Redis command (redis-py method ``command``), retried."""
+        method = getattr(self._client, command)
+        return self._retrying(lambda: method(*args, **kwargs))
+
+    def _run(self, name: str, *args: Any) -> Any:
+        script = self._scripts[name]
+        argv = self._pargs + list(args)
+        return self._retrying(lambda: script(keys=self._keys, args=argv))
+
+    def _run_chunks(self, name: str, head: list[Any], chunks: list[list[Any]]) -> list[Any]:
+        """Run script ``name`` once per chunk of arguments, in one pipelined round trip."""
+        if len(chunks) == 1:
+            return [self._run(name, *head, *chunks[0])]
+        script = self._scripts[name]
+
+        def go() -> list[Any]:
+            pipe = self._client.pipeline(transaction=False)
+            for chunk in chunks:
+                script(keys=self._keys, args=self._pargs + head + chunk, client=pipe)
+            return list(pipe.execute())
+
+        return self._retrying(go)
+
+    def _check_shape(self) -> None:
+        """Refuse to mix a Bloom seen-set of one shape with another (or exact) one."""
+        shape = ("exact" if self.bloom is None
+                 else f"bloom:{self.bloom.capacity}:{self.bloom.error_rate!r}")
+        stored = self._retrying(lambda: (self._client.hsetnx(self._m, "seenset", shape),
+                                         self._client.hget(self._m, "seenset"))[1])
+        if stored is not None and stored.decode() != shape:
+            raise ConfigError(f"this crawl's seen-set is {stored.decode()}, not {shape}: "
+                              "open it with the same bloom_capacity and bloom_error_rate")
+
+    # -- the contract ---------------------------------------------------------------------
+
+    def add(self, entries: Sequence[Entry], now: float) -> list[int]:
+        """See :meth:`Store.add`."""
+        shape = self.bloom
+        chunks: list[list[Any]] = []
+        for start in range(0, len(entries), CHUNK):
+            argv: list[Any] = []
+            ext = argv.extend
+            for fp, key, prio, payload, nb, rv, retries in entries[start:start + CHUNK]:
+                bl = ""
+                if shape is not None and fp is not None:
+                    block, bits = shape.locate(fp)
+                    bl = " ".join(map(str, (block, *bits)))
+                ext((b"" if fp is None else fp, key, prio,
+                     retries.to_bytes(2, "big") + payload,
+                     "" if nb is None else nb, "" if rv is None else rv, bl))
+            chunks.append(argv)
+        if not chunks:
+            return []
+        out: list[int] = []
+        for res in self._run_chunks("add", [now], chunks):
+            out.extend(res)  # bytes of b"0"/b"1"/b"2": their ord minus 48
+        return [c - 48 for c in out]
+
+    def lease(self, now: float, limit: int, ttl: float) -> list[Leased]:
+        """See :meth:`Store.lease`."""
+        if limit <= 0:
+            return []
+        flat = self._run("lease", now, limit, ttl)
+        expires = now + ttl
+        out: list[Leased] = []
+        for i in range(0, len(flat), 4):
+            item = flat[i + 3]
+            out.append((int(flat[i]), flat[i + 1].decode("utf-8", "surrogateescape"),
+                        int(flat[i + 2]), int.from_bytes(item[:2], "big"), item[2:], expires))
+        return out
+
+    def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
+        """See :meth:`Store.release`."""
+        chunks: list[list[Any]] = []
+        for start in range(0, len(acks), CHUNK):
+            argv: list[Any] = []
+            ext = argv.extend
+            for token, kind, duration, nb, retries, error, failed, delay in acks[
+                    start:start + CHUNK]:
+                ext((token, kind, _num(duration), _num(nb), retries, error or "",
+                     1 if failed else 0, _num(delay)))
+            chunks.append(argv)
+        if not chunks:
+            return []
+        out: list[bool] = []
+        for res in self._run_chunks("release", [now], chunks):
+            out.extend(c == 49 for c in res)
+        return out
+
+    def next_ready_at(self, now: float) -> float | None:
+        """See :meth:`Store.next_ready_at`."""
+        r = self._run("ready_at", now)
+        return None if r is None else float(r)
+
+    def block(self, queue: str, until: float, now: float) -> None:
+        """See :meth:`Store.block`."""
+        self._run("queue_op", now, "block", queue, until)
+
+    def configure_queue(self, queue: str, settings: Mapping[str, float | None],
+                        now: float) -> None:
+        """See :meth:`Store.configure_queue`."""
+        clean = check_settings(settings)
+        args: list[Any] = []
+        for k, v in clean.items():
+            args += [k, "" if v is None else v]
+        self._run("queue_op", now, "configure", queue, *args)
+
+    def count_rejected(self, reasons: Mapping[str, int]) -> None:
+        """See :meth:`Store.count_rejected`."""
+        def go() -> None:
+            pipe = self._client.pipeline(transaction=False)
+            for r, n in reasons.items():
+                pipe.hincrby(f"{self._p}:rej", r, n)
+            pipe.execute()
+
+        self._retrying(go)
+
+    def stats(self, now: float, per_queue: int = 0) -> Stats:
+        """See :meth:`Store.stats`."""
+        meta, rej, scheduled, leased, dead, total, ready = self._run("maintain", now, "stats")
+        c = {meta[i].decode(): meta[i + 1] for i in range(0, len(meta), 2)}
+
+        def n(name: str) -> int:
+            try:
+                return int(c.get(name, 0))
+            except ValueError:
+                return 0
+
+        nonempty = n("nonempty")
+        return Stats(
+            seen=n("seen"), added=n("added"), queued=n("queued") + scheduled,
+            scheduled=scheduled, leased=leased, done=n("done"), failed=n("failed"),
+            retried=n("retried"), dead=dead, redelivered=n("redelivered"),
+            late_acks=n("late_acks"), duplicates=n("duplicates"),
+            rejected={rej[i].decode(): int(rej[i + 1]) for i in range(0, len(rej), 2)},
+            queues_total=total, queues_ready=ready, queues_resting=nonempty - ready,
+            queues_exhausted=total - nonempty,
+            per_queue=tuple(self.queues(now, per_queue)) if per_queue else (),
+        )
+
+    def _queue_infos(self, keys: list[bytes], now: float) -> list[QueueInfo]:
+        def go() -> list[Any]:
+            pipe = self._client.pipeline(transaction=False)
+            for k in keys:
+                pipe.hgetall(f"{self._p}:qm:".encode() + k)
+            return list(pipe.execute())
+
+        out: list[QueueInfo] = []
+        for k, raw in zip(keys, self._retrying(go)):
+            d = {f.decode(): v.decode() for f, v in raw.items()}
+            settings = {f[2:]: float(v) for f, v in d.items() if f.startswith("s:")}
+            pol = self.policy.merged(settings)
+            queued, inflight = int(d.get("n", 0)), int(d.get("inf", 0))
+            ready_at = float(d.get("ra", 0.0))
+            out.append(QueueInfo(
+                k.decode("utf-8", "surrogateescape"), queued, inflight, ready_at,
+                int(d.get("acc", 0)),
+                queue_state(queued, inflight, ready_at, pol.concurrency, now),
+                {s: (int(v) if s in ("concurrency", "max_queue_urls", "session_budget")
+                     else v) for s, v in settings.items()}))
+        return out
+
+    def queues(self, now: float, limit: int = 100) -> list[QueueInfo]:
+        """See :meth:`Store.queues`."""
+        if limit <= 0:
+            return []
+        keys = self._retrying(lambda: self._client.zrevrange(f"{self._p}:qs", 0, limit - 1))
+        return self._queue_infos(list(keys), now)
+
+    def dead(self, limit: int = 100) -> list[DeadEntry]:
+        """See :meth:`Store.dead`."""
+        if limit <= 0:
+            return []
+
+        def go() -> list[DeadEntry]:
+            ids = self._client.zrange(f"{self._p}:dz", 0, limit - 1)
+            if not ids:
+                return []
+            recs = self._client.hmget(f"{self._p}:dead", ids)
+            return [_dead(int(i), r) for i, r in zip(ids, recs) if r is not None]
+
+        return self._retrying(go)
+
+    def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
+        """See :meth:`Store.requeue_dead`."""
+        chosen: list[Any] = ["*"] if ids is None else [int(i) for i in ids]
+        if not chosen:
+            return 0
+        return int(self._run("maintain", now, "requeue_dead", *chosen))
+
+    # -- dump and load ----------------------------------------------------------------
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """See :meth:`Store.dump`. Reads while others may write: dump a quiet crawl."""
+        r, p = self._client, self._p
+        meta = self._retrying(lambda: r.hgetall(self._m))
+        rej = self._retrying(lambda: r.hgetall(f"{p}:rej"))
+        c = {k.decode(): int(v) for k, v in meta.items() if k.decode() in _COUNTERS}
+        c["dead"] = int(self._retrying(lambda: r.hlen(f"{p}:dead")))
+        yield dumpfmt.counters(c, {k.decode(): int(v) for k, v in rej.items()})
+        keys = self._retrying(lambda: r.zrange(f"{p}:qs", 0, -1))
+        for i in range(0, len(keys), 500):
+            part = keys[i:i + 500]
+            for k, info in zip(part, self._queue_infos(part, 0.0)):
+                yield dumpfmt.queue(info.key, info.accepted, info.ready_at, info.settings)
+                levels = self._cmd("zrange", f"{p}:qp:".encode() + k, 0, -1)
+                for level in levels:
+                    lk = f"{p}:q:".encode() + level + b":" + k
+                    for item in self._cmd("lrange", lk, 0, -1):
+                        yield dumpfmt.entry(info.key, int(level),
+                                            int.from_bytes(item[:2], "big"), item[2:], None)
+        for rec in self._retrying(lambda: r.hvals(f"{p}:ls")):
+            key, prio, item = _unpack(rec)
+            yield dumpfmt.entry(key.decode("utf-8", "surrogateescape"), prio,
+                                int.from_bytes(item[:2], "big"), item[2:], None)
+        sched = self._retrying(lambda: r.zrange(f"{p}:sc", 0, -1, withscores=True))
+        for i in range(0, len(sched), 1000):
+            part = sched[i:i + 1000]
+            recs = self._cmd("hmget", f"{p}:scd", [s for s, _ in part])
+            for (_, at), rec in zip(part, recs):
+                if rec is not None:
+                    key, prio, item = _unpack(rec)
+                    yield dumpfmt.entry(key.decode("utf-8", "surrogateescape"), prio,
+                                        int.from_bytes(item[:2], "big"), item[2:], at)
+        for d in self.dead(2**31):
+            yield dumpfmt.dead(d)
+        if self.bloom is not None:
+            bits = bytearray(self.bloom.size_bytes)
+            for b in range(self.bloom.blocks):
+                block = self._cmd("get", f"{p}:bl:{b}")
+                if block:
+                    bits[b * BLOCK_BYTES:b * BLOCK_BYTES + len(block)] = block
+            yield dumpfmt.bloom(bits)
+        revisit = {k: float(v) for k, v in self._retrying(lambda: r.hgetall(f"{p}:rv")).items()}
+        for fp in self._retrying(lambda: list(r.sscan_iter(f"{p}:seen", count=5000))):
+            yield dumpfmt.seen(fp, revisit.get(fp))
+
+    def load(self, records: Iterable[dict[str, Any]]) -> int:
+        """See :meth:`Store.load`."""
+        n = 0
+        self._pending: list[tuple[str, tuple[Any, ...]]] = []
+        for rec in records:
+            n += dumpfmt.apply(self, rec)
+            if len(self._pending) >= 1000:
+                self._flush()
+        self._flush()
+        return n
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        script = self._scripts["maintain"]
+
+        def go() -> None:
+            pipe = self._client.pipeline(transaction=False)
+            for op, args in pending:
+                if op == "seen":
+                    fp, at = args
+                    pipe.sadd(f"{self._p}:seen", fp)
+                    if at is not None:
+                        pipe.hset(f"{self._p}:rv", fp, at)
+                elif op == "setbit":
+                    pipe.setbit(args[0], args[1], 1)
+                elif op == "hincrby":
+                    pipe.hincrby(*args)
+                else:
+                    script(keys=self._keys, args=[*self._pargs, 0.0, op, *args], client=pipe)
+            pipe.execute()
+
+        self._retrying(go)
+
+    # Primitive writers used by dumpfmt.apply (load); not part of the contract.
+
+    def _load_seen(self, fp: bytes, revisit_at: float | None) -> None:
+        if self.bloom is not None:
+            block, bits = self.bloom.locate(fp)
+            key = f"{self._p}:bl:{block}"
+            self._pending.extend(("setbit", (key, b)) for b in bits)
+        else:
+            self._pending.append(("seen", (fp, revisit_at)))
+
+    def _load_bloom(self, bits: bytes) -> None:
+        if self.bloom is None or len(bits) != self.bloom.size_bytes:
+            raise ConfigError("dump has a Bloom filter of another shape than this store")
+        p = self._p
+        for b in range(self.bloom.blocks):
+            new = bits[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES]
+            if not any(new):
+                continue
+            key = f"{p}:bl:{b}"
+            old = (self._cmd("get", key) or b"").ljust(BLOCK_BYTES, b"\0")
+            merged = bytes(x | y for x, y in zip(old, new))
+            self._cmd("set", key, merged)
+
+    def _load_entry(self, key: str, priority: int, retries: int, payload: bytes,
+                    not_before: float | None) -> None:
+        self._pending.append(("load_entry", (key, priority,
+                                             retries.to_bytes(2, "big") + payload,
+                                             _num(not_before))))
+
+    def _load_queue(self, key: str, accepted: int, ready_at: float,
+                    settings: Mapping[str, float]) -> None:
+        clean = check_settings(settings)
+        flat: list[Any] = []
+        for k, v in clean.items():
+            if v is not None:
+                flat += [k, v]
+        self._pending.append(("load_queue", (key, accepted, ready_at, *flat)))
+
+    def _load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
+                   error: str, died_at: float) -> None:
+        self._pending.append(("load_dead", (queue, priority, retries, payload, error,
+                                            repr(float(died_at)))))
+
+    def _load_counters(self, counters: Mapping[str, int], rejected: Mapping[str, int]) -> None:
+        for k, v in counters.items():
+            if k in _COUNTERS:
+                self._pending.append(("hincrby", (self._m, k, int(v))))
+        for k, v in rejected.items():
+            self._pending.append(("hincrby", (f"{self._p}:rej", k, int(v))))
+
+    def destroy(self) -> int:
+        """Delete every key of this crawl (its prefix); returns how many were deleted."""
+        def go() -> int:
+            n = 0
+            for key in self._client.scan_iter(match=f"{self._p}:*", count=1000):
+                n += int(self._client.delete(key))
+            return n
+
+        return self._retrying(go)
+
+    def close(self) -> None:
+        """See :meth:`Store.close`."""
+        if not self._closed:
+            self._closed = True
+            # Closing a connection to a server that went away is not an error.
+            with contextlib.suppress(Exception):
+                self._client.close()
+
+
+def _unpack(rec: bytes) -> list[Any]:
+    """The values of a record written by Lua's ``cmsgpack.pack(a, b, ...)``: a stream
+    of msgpack objects, not one array."""
+    unpacker = msgpack.Unpacker(raw=True)
+    unpacker.feed(rec)
+    return list(unpacker)
+
+
+def _dead(did: int, rec: bytes) -> DeadEntry:
+    key, prio, retries, payload, error, died_at = _unpack(rec)
+    return DeadEntry(did, key.decode("utf-8", "surrogateescape"), int(prio), int(retries),
+                     payload, error.decode("utf-8", "replace"), float(died_at))
+
+
+__all__ = ["CHUNK", "RedisStore"]
