@@ -67,10 +67,14 @@ def run_crawlq(kind: str, conc: int, urls: list[str], prios: list[int], batch: i
                tmp: Path) -> dict[str, Any]:
     from crawlq import Frontier, Request
 
-    store = "memory://" if kind == "memory" else f"sqlite:///{tmp}/bench.db"
+    if kind == "redis":
+        store = os.environ["CRAWLQ_BENCH_REDIS"] + "?prefix=bench-crawlq"
+    else:
+        store = "memory://" if kind == "memory" else f"sqlite:///{tmp}/bench.db"
     f = Frontier.open(store, min_delay=0, max_delay=0, delay_factor=0, concurrency=conc)
     pairs = list(zip(urls, prios))
     gc.collect()
+    mem0 = redis_memory() if kind == "redis" else 0
     rss0 = rss_bytes()
     t0 = time.perf_counter()
     added = 0
@@ -79,7 +83,8 @@ def run_crawlq(kind: str, conc: int, urls: list[str], prios: list[int], batch: i
     t1 = time.perf_counter()
     rss1 = rss_bytes()
     ckpt = 0.0
-    if kind != "memory":
+    server = redis_memory() - mem0 if kind == "redis" else None
+    if kind == "sqlite":
         # The WAL is bounded (journal_size_limit) and folded back at checkpoints; what
         # grows with the crawl is the database itself, measured after a checkpoint.
         import sqlite3
@@ -88,7 +93,7 @@ def run_crawlq(kind: str, conc: int, urls: list[str], prios: list[int], batch: i
             c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         ckpt = time.perf_counter() - t1
         t1 += ckpt  # the checkpoint is not part of either phase
-    disk = dir_size(tmp)
+    disk = dir_size(tmp) if kind == "sqlite" else None
     taken = 0
     while True:
         leases = f.next(1000)
@@ -98,6 +103,8 @@ def run_crawlq(kind: str, conc: int, urls: list[str], prios: list[int], batch: i
         f.done(leases)
     t2 = time.perf_counter()
     s = f.stats()
+    if kind == "redis":
+        f.store.destroy()  # type: ignore[attr-defined]
     f.close()
     assert s.finished and s.done == added == taken, (s, added, taken)
     heap = None
@@ -115,7 +122,56 @@ def run_crawlq(kind: str, conc: int, urls: list[str], prios: list[int], batch: i
         tracemalloc.stop()
         g.close()
     return {"unique": added, "add_s": t1 - t0 - ckpt, "drain_s": t2 - t1, "rss": rss1 - rss0,
-            "disk": disk if kind != "memory" else None, "heap": heap}
+            "disk": disk, "heap": heap, "server": server}
+
+
+def redis_memory() -> int:
+    """used_memory of the benchmark's redis-server."""
+    import redis
+
+    r = redis.Redis.from_url(os.environ["CRAWLQ_BENCH_REDIS"])
+    n = int(r.info("memory")["used_memory"])
+    r.close()
+    return n
+
+
+def run_scrapy_redis(urls: list[str], prios: list[int]) -> dict[str, Any]:
+    """scrapy-redis's Scheduler (PriorityQueue + RFPDupeFilter) on the same server."""
+    from scrapy import Request, Spider
+    from scrapy.utils.test import get_crawler
+    from scrapy_redis.scheduler import Scheduler
+
+    class BenchSpider(Spider):
+        name = "bench-scrapy-redis"
+
+    crawler = get_crawler(BenchSpider, {
+        "LOG_ENABLED": False, "REDIS_URL": os.environ["CRAWLQ_BENCH_REDIS"],
+        "SCHEDULER_PERSIST": False, "SCHEDULER_FLUSH_ON_START": True,
+        "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter"})
+    spider = BenchSpider.from_crawler(crawler)
+    crawler.spider = spider
+    sched = Scheduler.from_crawler(crawler)
+    sched.open(spider)
+    gc.collect()
+    mem0 = redis_memory()
+    rss0 = rss_bytes()
+    t0 = time.perf_counter()
+    added = 0
+    enqueue = sched.enqueue_request
+    for u, p in zip(urls, prios):
+        added += bool(enqueue(Request(u, priority=p)))
+    t1 = time.perf_counter()
+    rss1 = rss_bytes()
+    server = redis_memory() - mem0
+    taken = 0
+    nxt = sched.next_request
+    while nxt() is not None:
+        taken += 1
+    t2 = time.perf_counter()
+    sched.close("finished")
+    assert taken == added, (taken, added)
+    return {"unique": added, "add_s": t1 - t0, "drain_s": t2 - t1, "rss": rss1 - rss0,
+            "disk": None, "heap": None, "server": server}
 
 
 def run_scrapy(jobdir: bool, urls: list[str], prios: list[int], batch: int,
@@ -179,6 +235,8 @@ CONTENDERS = {
         False, u, p, b, t, "scrapy.pqueues.DownloaderAwarePriorityQueue"),
     "crawlq-memory": lambda u, p, b, t: run_crawlq("memory", 1_000_000, u, p, b, t),
     "crawlq-sqlite": lambda u, p, b, t: run_crawlq("sqlite", 1_000_000, u, p, b, t),
+    "crawlq-redis": lambda u, p, b, t: run_crawlq("redis", 1_000_000, u, p, b, t),
+    "scrapy-redis": lambda u, p, b, t: run_scrapy_redis(u, p),
     "crawlq-memory conc=1": lambda u, p, b, t: run_crawlq("memory", 1, u, p, b, t),
     "crawlq-sqlite conc=1": lambda u, p, b, t: run_crawlq("sqlite", 1, u, p, b, t),
 }
@@ -212,6 +270,13 @@ def main() -> None:
     print(f"workload: {a.n:,} offered requests, {a.hosts:,} hosts, seed {a.seed}; "
           f"python {sys.version.split()[0]}")
     results: dict[str, dict[str, Any]] = {}
+    server = None
+    if any("redis" in name for name in names) and "CRAWLQ_BENCH_REDIS" not in os.environ:
+        # A throwaway redis-server on loopback, shared by the Redis contenders in turn.
+        from crawlq.redislocal import LocalRedis
+
+        server = LocalRedis(Path(tempfile.mkdtemp(prefix="crawlq-bench-redis-"))).start()
+        os.environ["CRAWLQ_BENCH_REDIS"] = server.url
     for name in names:
         out = subprocess.run(
             [sys.executable, __file__, "--child", name, "--n", str(a.n), "--hosts",
@@ -224,9 +289,13 @@ def main() -> None:
         if r["unique"] != r["expected_unique"]:
             print(f"{name}: WRONG unique count {r['unique']} != {r['expected_unique']}")
         results[name] = r
+    if server is not None:
+        server.stop()
+        shutil.rmtree(server.folder, ignore_errors=True)
     base = results.get("scrapy-memory")
     header = (f"{'contender':<22} {'add/s':>9} {'next+done/s':>12} {'combined/s':>11} "
-              f"{'RSS B/req':>10} {'heap B/req':>11} {'disk B/req':>11} {'vs scrapy':>10}")
+              f"{'RSS B/req':>10} {'heap B/req':>11} {'disk B/req':>11} {'redis B/req':>11} "
+              f"{'vs scrapy':>10}")
     print(header)
     print("-" * len(header))
     for name, r in results.items():
@@ -237,12 +306,14 @@ def main() -> None:
             ratio = f"{combined / (a.n / (base['add_s'] + base['drain_s'])):.2f}x"
         disk = f"{r['disk'] / r['unique']:.0f}" if r["disk"] is not None else "-"
         heap = f"{r['heap'] / r['unique']:.0f}" if r.get("heap") is not None else "-"
+        srv = f"{r['server'] / r['unique']:.0f}" if r.get("server") is not None else "-"
         print(f"{name:<22} {a.n / r['add_s']:>9,.0f} {r['unique'] / r['drain_s']:>12,.0f} "
               f"{combined:>11,.0f} {r['rss'] / r['unique']:>10.0f} {heap:>11} {disk:>11} "
-              f"{ratio:>10}")
+              f"{srv:>11} {ratio:>10}")
     print("heap: Python allocations held by the scheduler per queued request (tracemalloc); "
           "RSS: resident memory growth during add (blurred by freed workload memory); "
-          "disk: database or JOBDIR size after add, per queued request")
+          "disk: database or JOBDIR size after add, per queued request; "
+          "redis: server used_memory growth during add, per queued request")
 
 
 if __name__ == "__main__":

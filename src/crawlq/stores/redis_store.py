@@ -20,7 +20,9 @@ when their lease expires) or report added requests as duplicates.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
+import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import resources
@@ -39,6 +41,7 @@ CHUNK = 2000
 """Entries per script call: big enough to amortize a call, small enough (a few ms) not
 to stall other clients of the server."""
 
+_QREC = struct.Struct("<9d")  # a queue's record, P:qm:<key> (see common.lua)
 _SCRIPTS = ("add", "lease", "release", "ready_at", "queue_op", "maintain")
 _T = TypeVar("_T")
 _COUNTERS = ("seen", "added", "done", "failed", "retried", "redelivered", "late_acks",
@@ -49,10 +52,6 @@ def _lua(name: str) -> str:
     pkg = resources.files("crawlq.stores") / "lua"
     return (pkg / "common.lua").read_text("utf-8") + "\n" + (pkg / f"{name}.lua").read_text(
         "utf-8")
-
-
-def _num(x: float | None) -> str | float:
-    return "" if x is None else x
 
 
 class RedisStore:
@@ -185,18 +184,20 @@ class RedisStore:
         """See :meth:`Store.add`."""
         shape = self.bloom
         chunks: list[list[Any]] = []
+        # Lua's cmsgpack reads no msgpack "bin" type: bytes go as raw strings.
+        packb = msgpack.Packer(use_bin_type=False).pack
         for start in range(0, len(entries), CHUNK):
-            argv: list[Any] = []
-            ext = argv.extend
-            for fp, key, prio, payload, nb, rv, retries in entries[start:start + CHUNK]:
-                bl = ""
-                if shape is not None and fp is not None:
-                    block, bits = shape.locate(fp)
-                    bl = " ".join(map(str, (block, *bits)))
-                ext((b"" if fp is None else fp, key, prio,
-                     retries.to_bytes(2, "big") + payload,
-                     "" if nb is None else nb, "" if rv is None else rv, bl))
-            chunks.append(argv)
+            rows: list[tuple[Any, ...]]
+            if shape is None:
+                rows = [(fp, key, prio, retries.to_bytes(2, "big") + payload, nb, rv)
+                        for fp, key, prio, payload, nb, rv, retries in
+                        entries[start:start + CHUNK]]
+            else:
+                rows = [(fp, key, prio, retries.to_bytes(2, "big") + payload, nb, rv,
+                         None if fp is None else _bloom_spec(shape, fp))
+                        for fp, key, prio, payload, nb, rv, retries in
+                        entries[start:start + CHUNK]]
+            chunks.append([packb(rows)])
         if not chunks:
             return []
         out: list[int] = []
@@ -219,15 +220,8 @@ class RedisStore:
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
         """See :meth:`Store.release`."""
-        chunks: list[list[Any]] = []
-        for start in range(0, len(acks), CHUNK):
-            argv: list[Any] = []
-            ext = argv.extend
-            for token, kind, duration, nb, retries, error, failed, delay in acks[
-                    start:start + CHUNK]:
-                ext((token, kind, _num(duration), _num(nb), retries, error or "",
-                     1 if failed else 0, _num(delay)))
-            chunks.append(argv)
+        packb = msgpack.Packer(use_bin_type=False).pack
+        chunks = [[packb(acks[start:start + CHUNK])] for start in range(0, len(acks), CHUNK)]
         if not chunks:
             return []
         out: list[bool] = []
@@ -287,33 +281,56 @@ class RedisStore:
         )
 
     def _queue_infos(self, keys: list[bytes], now: float) -> list[QueueInfo]:
+        """QueueInfo of each queue in ``keys`` (queues that vanished are left out)."""
+        p = self._p.encode()
+
         def go() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             for k in keys:
-                pipe.hgetall(f"{self._p}:qm:".encode() + k)
+                pipe.get(p + b":qm:" + k)
             return list(pipe.execute())
 
+        recs = self._retrying(go)
+        with_settings = [k for k, rec in zip(keys, recs) if rec and _QREC.unpack(rec)[8]]
+
+        def go_settings() -> list[Any]:
+            pipe = self._client.pipeline(transaction=False)
+            for k in with_settings:
+                pipe.hgetall(p + b":qset:" + k)
+            return list(pipe.execute())
+
+        overrides = dict(zip(with_settings, self._retrying(go_settings))) if with_settings \
+            else {}
         out: list[QueueInfo] = []
-        for k, raw in zip(keys, self._retrying(go)):
-            d = {f.decode(): v.decode() for f, v in raw.items()}
-            settings = {f[2:]: float(v) for f, v in d.items() if f.startswith("s:")}
+        for k, rec in zip(keys, recs):
+            if rec is None:
+                continue
+            n, inflight, ready_at, _, accepted, _, _, _, _ = _QREC.unpack(rec)
+            settings = {f.decode(): float(v) for f, v in overrides.get(k, {}).items()}
             pol = self.policy.merged(settings)
-            queued, inflight = int(d.get("n", 0)), int(d.get("inf", 0))
-            ready_at = float(d.get("ra", 0.0))
             out.append(QueueInfo(
-                k.decode("utf-8", "surrogateescape"), queued, inflight, ready_at,
-                int(d.get("acc", 0)),
-                queue_state(queued, inflight, ready_at, pol.concurrency, now),
+                k.decode("utf-8", "surrogateescape"), int(n), int(inflight), ready_at,
+                int(accepted), queue_state(int(n), int(inflight), ready_at, pol.concurrency,
+                                           now),
                 {s: (int(v) if s in ("concurrency", "max_queue_urls", "session_budget")
                      else v) for s, v in settings.items()}))
         return out
 
+    def _all_queue_keys(self) -> list[bytes]:
+        return self._retrying(
+            lambda: list(self._client.sscan_iter(f"{self._p}:qk", count=5000)))
+
     def queues(self, now: float, limit: int = 100) -> list[QueueInfo]:
-        """See :meth:`Store.queues`."""
+        """See :meth:`Store.queues`. Reads every queue's record (in pipelined chunks,
+        never blocking the server): a listing costs time in proportion to the queues."""
         if limit <= 0:
             return []
-        keys = self._retrying(lambda: self._client.zrevrange(f"{self._p}:qs", 0, limit - 1))
-        return self._queue_infos(list(keys), now)
+        keys = self._all_queue_keys()
+        best: list[QueueInfo] = []
+        for i in range(0, len(keys), 1000):
+            best = heapq.nlargest(limit, best + self._queue_infos(keys[i:i + 1000], now),
+                                  key=lambda q: (q.queued, q.leased))
+        return best
 
     def dead(self, limit: int = 100) -> list[DeadEntry]:
         """See :meth:`Store.dead`."""
@@ -346,7 +363,7 @@ class RedisStore:
         c = {k.decode(): int(v) for k, v in meta.items() if k.decode() in _COUNTERS}
         c["dead"] = int(self._retrying(lambda: r.hlen(f"{p}:dead")))
         yield dumpfmt.counters(c, {k.decode(): int(v) for k, v in rej.items()})
-        keys = self._retrying(lambda: r.zrange(f"{p}:qs", 0, -1))
+        keys = self._all_queue_keys()
         for i in range(0, len(keys), 500):
             part = keys[i:i + 500]
             for k, info in zip(part, self._queue_infos(part, 0.0)):
@@ -445,7 +462,7 @@ class RedisStore:
                     not_before: float | None) -> None:
         self._pending.append(("load_entry", (key, priority,
                                              retries.to_bytes(2, "big") + payload,
-                                             _num(not_before))))
+                                             "" if not_before is None else not_before)))
 
     def _load_queue(self, key: str, accepted: int, ready_at: float,
                     settings: Mapping[str, float]) -> None:
@@ -485,6 +502,11 @@ class RedisStore:
             # Closing a connection to a server that went away is not an error.
             with contextlib.suppress(Exception):
                 self._client.close()
+
+
+def _bloom_spec(shape: BloomShape, fp: bytes) -> list[int]:
+    block, bits = shape.locate(fp)
+    return [block, *bits]
 
 
 def _unpack(rec: bytes) -> list[Any]:

@@ -1,5 +1,6 @@
--- add(now, then per entry: fp, key, prio, item, not_before, revisit_at, bloom)
--- Empty strings stand for None. bloom is "" (exact seen-set) or "block pos pos ...".
+-- add(now, entries): entries is a msgpack array of
+-- [fp, key, prio, item, not_before, revisit_at, bloom] (nil for None; bloom is nil for
+-- the exact seen-set, else [block, bit, bit...]).
 -- Returns one status character per entry: 0 added, 1 duplicate, 2 over budget.
 local now = tonumber(ARGV[A0 + 1])
 local out = {}
@@ -7,28 +8,35 @@ local seen_key, rv_key = P .. ':seen', P .. ':rv'
 local has_rv = redis.call('EXISTS', rv_key) == 1
 local added, seen_added, dups, over = 0, 0, 0, 0
 local touched = {}
-local i = A0 + 2
-while i <= #ARGV do
-  local fp, key, prio, item = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local nb, rv, bl = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
-  i = i + 7
+local entries = cmsgpack.unpack(ARGV[A0 + 2])
+for _, e in ipairs(entries) do
+  local fp, key, prio, item, nb, rv, bl = e[1], e[2], e[3], e[4], e[5], e[6], e[7]
   local q = loadq(key)
   local status = '0'
   local bkey, bits
-  if fp ~= '' then
-    if bl ~= '' then
-      local parts = {}
-      for w in string.gmatch(bl, '%d+') do parts[#parts + 1] = tonumber(w) end
-      bkey = P .. ':bl:' .. parts[1]
-      bits = parts
+  local marked = false  -- fp went into the seen-set already (SADD as the check)
+  if fp then
+    if bl then
+      bkey = P .. ':bl:' .. bl[1]
+      bits = bl
       local all = true
-      for j = 2, #parts do
-        if redis.call('GETBIT', bkey, parts[j]) == 0 then all = false; break end
+      for j = 2, #bl do
+        if redis.call('GETBIT', bkey, bl[j]) == 0 then all = false; break end
       end
       if all then status = '1' end
-    elseif redis.call('SISMEMBER', seen_key, fp) == 1 then
-      local at = has_rv and redis.call('HGET', rv_key, fp)
-      if not at or tonumber(at) > now then status = '1' end
+    else
+      local new
+      if q.max_queue_urls == 0 then
+        -- No budget can refuse it: check and add in one command.
+        new = redis.call('SADD', seen_key, fp) == 1
+        marked = true
+      else
+        new = redis.call('SISMEMBER', seen_key, fp) == 0
+      end
+      if not new then
+        local at = has_rv and redis.call('HGET', rv_key, fp)
+        if not at or tonumber(at) > now then status = '1' end
+      end
     end
   end
   if status == '0' and q.max_queue_urls > 0 and q.acc >= q.max_queue_urls then
@@ -39,12 +47,12 @@ while i <= #ARGV do
   elseif status == '2' then
     over = over + 1
   else
-    if fp ~= '' then
+    if fp then
       if bkey then
         for j = 2, #bits do redis.call('SETBIT', bkey, bits[j], 1) end
       else
-        redis.call('SADD', seen_key, fp)
-        if rv ~= '' then
+        if not marked then redis.call('SADD', seen_key, fp) end
+        if rv then
           redis.call('HSET', rv_key, fp, rv)
           has_rv = true
         elseif has_rv then
@@ -55,11 +63,13 @@ while i <= #ARGV do
     end
     q.acc = q.acc + 1
     added = added + 1
-    if nb ~= '' and tonumber(nb) > now then
-      schedule(key, tonumber(prio), item, tonumber(nb))
+    if nb and nb > now then
+      schedule(key, prio, item, nb)
     else
+      local st, best = q.st, q.best
       push(q, prio, item, false)
-      touched[key] = q
+      -- Only an empty queue, or a ready one whose best level rose, changes its place.
+      if st == EMPTY or (st == READY and q.best ~= best) then touched[key] = q end
     end
   end
   out[#out + 1] = status

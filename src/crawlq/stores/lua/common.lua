@@ -5,13 +5,17 @@
 -- ARGV[1..8] is the default policy: concurrency, min_delay, max_delay, delay_factor,
 -- max_queue_urls, session_budget, session_rest, lifo (0/1). Script arguments follow.
 --
--- Per queue K:  P:qm:K  hash  n inf ra si acc ses st rp, and s:<setting> overrides
+-- Per queue K:  P:qm:K  string  struct '<ddddddddd': n inf ra si acc ses st rp hs
+--                 (rp: the ready level it is listed under, NONE if none; hs: 1 when
+--                 P:qset:K holds setting overrides)
+--               P:qset:K  hash  setting -> value (per-queue policy overrides)
 --               P:qp:K  zset  priority levels with entries (score -prio)
 --               P:q:<prio>:K  list  items (2 bytes retries + payload), head on the left
 -- Global:       P:rp zset ready priority levels; P:r:<prio> zset ready queues -> since
---               P:rest zset resting queues -> ready_at; P:qs zset queues -> queued
+--               P:rest zset resting queues -> ready_at; P:qk set of queue keys
 --               P:sc zset id -> not_before, P:scd hash id -> (key, prio, item)
---               P:ls hash token -> (key, prio, item), P:lx zset token -> expires_at
+--               P:ls hash token -> (key, prio, item), P:lx zset "first:last" token
+--                 range of one lease call -> expires_at
 --               P:dead hash id -> record, P:dz zset id; P:seen set, P:rv hash fp -> t
 --               P:bl:<n> Bloom blocks; P:rej hash reason -> count
 
@@ -49,21 +53,25 @@ local function apply_policy(q)
   end
 end
 
+local QFMT = '<ddddddddd'
+local NONE = 2 ^ 40  -- no ready level (levels are within +-2^31)
+
 local function loadq(key)
   local q = cache[key]
   if q then return q end
-  local raw = redis.call('HGETALL', P .. ':qm:' .. key)
+  local raw = redis.call('GET', P .. ':qm:' .. key)
   q = {key = key, n = 0, inf = 0, ra = 0, si = 0, acc = 0, ses = 0, st = EMPTY, rp = '',
-       settings = {}}
-  for i = 1, #raw, 2 do
-    local f, v = raw[i], raw[i + 1]
-    if string.sub(f, 1, 2) == 's:' then
-      q.settings[string.sub(f, 3)] = tonumber(v)
-    elseif f == 'rp' then
-      q.rp = v
-    else
-      q[f] = tonumber(v)
+       hs = 0, settings = {}}
+  if raw then
+    local rp
+    q.n, q.inf, q.ra, q.si, q.acc, q.ses, q.st, rp, q.hs = struct.unpack(QFMT, raw)
+    if rp ~= NONE then q.rp = string.format('%d', rp) end
+    if q.hs == 1 then
+      local s = redis.call('HGETALL', P .. ':qset:' .. key)
+      for i = 1, #s, 2 do q.settings[s[i]] = tonumber(s[i + 1]) end
     end
+  else
+    redis.call('SADD', P .. ':qk', key)
   end
   q.n0 = q.n
   apply_policy(q)
@@ -71,19 +79,43 @@ local function loadq(key)
   return q
 end
 
--- The best (highest) priority level with entries in q, as a string, or nil.
+-- The best (highest) priority level with entries in q, as a string, or false.
+-- q.best caches it for the call (nil: not known yet).
 local function best_level(q)
-  local r = redis.call('ZRANGE', P .. ':qp:' .. q.key, 0, 0)
-  return r[1]
+  if q.best == nil then
+    q.best = redis.call('ZRANGE', P .. ':qp:' .. q.key, 0, 0)[1] or false
+  end
+  return q.best
 end
 
+-- Empty levels stay in P:rp until the next look finds them empty (saves a ZCARD
+-- per queue state change); first_ready_level() removes them.
 local function unready(q)
-  local rk = P .. ':r:' .. q.rp
-  redis.call('ZREM', rk, q.key)
-  if redis.call('ZCARD', rk) == 0 then
-    redis.call('ZREM', P .. ':rp', q.rp)
-  end
+  redis.call('ZREM', P .. ':r:' .. q.rp, q.key)
   q.rp = ''
+end
+
+-- Store q's setting overrides (value nil removes one) and recompute its policy.
+local function set_setting(q, name, value)
+  local k = P .. ':qset:' .. q.key
+  if value == nil then
+    redis.call('HDEL', k, name)
+  else
+    redis.call('HSET', k, name, value)
+  end
+  q.settings[name] = value
+  q.hs = next(q.settings) and 1 or 0
+  apply_policy(q)
+end
+
+-- The best priority level that has a ready queue, or nil.
+local function first_ready_level()
+  while true do
+    local level = redis.call('ZRANGE', P .. ':rp', 0, 0)[1]
+    if not level then return nil end
+    if redis.call('ZCARD', P .. ':r:' .. level) > 0 then return level end
+    redis.call('ZREM', P .. ':rp', level)
+  end
 end
 
 -- Put q in the state (and index) its fields call for. A queue keeps its place in line
@@ -112,9 +144,10 @@ local function settle(q, now, served)
       q.si = now
     end
     if old ~= READY or served or level ~= q.rp then
-      if old == READY and q.rp ~= '' then unready(q) end
-      redis.call('ZADD', P .. ':r:' .. level, f17(q.si), q.key)
-      redis.call('ZADD', P .. ':rp', -tonumber(level), level)
+      local same = old == READY and level == q.rp
+      if old == READY and q.rp ~= '' and not same then unready(q) end
+      redis.call('ZADD', P .. ':r:' .. level, f17(q.si), q.key)  -- moves it when same
+      if not same then redis.call('ZADD', P .. ':rp', -tonumber(level), level) end
       q.rp = level
     end
   elseif old == READY and q.rp ~= '' then
@@ -134,6 +167,14 @@ local function push(q, prio, item, head)
   end
   if len == 1 then
     redis.call('ZADD', P .. ':qp:' .. q.key, -tonumber(prio), tostring(prio))
+    if q.n == 0 then
+      q.best = tostring(prio)
+    elseif q.best ~= nil and (q.best == false or tonumber(prio) > tonumber(q.best)) then
+      q.best = tostring(prio)
+    elseif q.best == nil and q.st == READY and q.rp ~= '' and tonumber(prio) > tonumber(q.rp)
+    then
+      q.best = tostring(prio)  -- above the level it is listed under: the new best
+    end
   end
   q.n = q.n + 1
 end
@@ -159,8 +200,11 @@ local function pop(q, k)
     end
     k = k - #items
     q.n = q.n - #items
-    if redis.call('LLEN', lk) == 0 then
-      redis.call('ZREM', qp, level)
+    if k > 0 or q.n == 0 or redis.call('LLEN', lk) == 0 then
+      redis.call('ZREM', qp, level)  -- popped fewer than asked: the level is empty
+      q.best = nil
+    else
+      q.best = level
     end
   end
   return out
@@ -197,23 +241,29 @@ local function wake(now)
       redis.call('HDEL', P .. ':scd', unpack(ids, i, math.min(i + 4999, #ids)))
     end
   end
-  local toks = redis.call('ZRANGEBYSCORE', P .. ':lx', '-inf', f17(now))
-  if #toks > 0 then
-    for _, tok in ipairs(toks) do
-      local rec = redis.call('HGET', P .. ':ls', tok)
-      if rec then
-        local key, prio, item = cmsgpack.unpack(rec)
-        local q = loadq(key)
-        q.inf = q.inf - 1
-        count('redelivered', 1)
-        push(q, prio, item, true)  -- its old place: the head of its queue
-        touched[key] = q
+  local ranges = redis.call('ZRANGEBYSCORE', P .. ':lx', '-inf', f17(now))
+  for _, range in ipairs(ranges) do
+    local first, last = string.match(range, '^(%d+):(%d+)$')
+    first, last = tonumber(first), tonumber(last)
+    for lo = first, last, 1000 do
+      local toks = {}
+      for t = lo, math.min(lo + 999, last) do toks[#toks + 1] = t end
+      local recs = redis.call('HMGET', P .. ':ls', unpack(toks))
+      for j, rec in ipairs(recs) do
+        if rec then
+          local key, prio, item = cmsgpack.unpack(rec)
+          local q = loadq(key)
+          q.inf = q.inf - 1
+          count('redelivered', 1)
+          push(q, prio, item, true)  -- its old place: the head of its queue
+          touched[key] = q
+          redis.call('HDEL', P .. ':ls', toks[j])
+        end
       end
     end
+  end
+  if #ranges > 0 then
     redis.call('ZREMRANGEBYSCORE', P .. ':lx', '-inf', f17(now))
-    for i = 1, #toks, 5000 do
-      redis.call('HDEL', P .. ':ls', unpack(toks, i, math.min(i + 4999, #toks)))
-    end
   end
   local rested = redis.call('ZRANGEBYSCORE', P .. ':rest', '-inf', f17(now))
   for _, key in ipairs(rested) do
@@ -228,9 +278,10 @@ end
 local function save_all()
   local queued, nonempty = 0, 0
   for key, q in pairs(cache) do
-    redis.call('HSET', P .. ':qm:' .. key, 'n', q.n, 'inf', q.inf, 'ra', f17(q.ra),
-               'si', f17(q.si), 'acc', q.acc, 'ses', q.ses, 'st', q.st, 'rp', q.rp)
-    redis.call('ZADD', P .. ':qs', q.n, key)
+    local rp = NONE
+    if q.rp ~= '' then rp = tonumber(q.rp) end
+    redis.call('SET', P .. ':qm:' .. key, struct.pack(QFMT, q.n, q.inf, q.ra, q.si, q.acc,
+                                                      q.ses, q.st, rp, q.hs))
     queued = queued + q.n - q.n0
     if q.n0 == 0 and q.n > 0 then nonempty = nonempty + 1 end
     if q.n0 > 0 and q.n == 0 then nonempty = nonempty - 1 end

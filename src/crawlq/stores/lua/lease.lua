@@ -3,9 +3,12 @@ local now, limit, ttl = tonumber(ARGV[A0 + 1]), tonumber(ARGV[A0 + 2]), tonumber
 local expires = now + ttl
 local out = {}
 local got = 0
+local records = {}
+local first = tonumber(redis.call('HGET', M, 'token') or '0') + 1
+local tok = first - 1
 wake(now)
 while got < limit do
-  local level = redis.call('ZRANGE', P .. ':rp', 0, 0)[1]
+  local level = first_ready_level()
   if not level then break end
   local rk = P .. ':r:' .. level
   -- Round-robin over the ready queues of the best level in waiting order; each may
@@ -22,13 +25,11 @@ while got < limit do
       local items = pop(q, k)
       local taken = #items / 2
       if taken > 0 then
-        local last = redis.call('HINCRBY', M, 'token', taken)
-        local tok = last - taken
         for j = 1, #items, 2 do
           tok = tok + 1
           local prio, item = items[j], items[j + 1]
-          redis.call('HSET', P .. ':ls', tok, cmsgpack.pack(key, tonumber(prio), item))
-          redis.call('ZADD', P .. ':lx', f17(expires), tok)
+          records[#records + 1] = tok
+          records[#records + 1] = cmsgpack.pack(key, tonumber(prio), item)
           out[#out + 1] = tok
           out[#out + 1] = key
           out[#out + 1] = prio
@@ -48,6 +49,14 @@ while got < limit do
     settle(q, now, true)
   end
   if not progress then break end
+end
+if tok >= first then
+  -- The leases of one call expire together: one expiry record for the token range.
+  for i = 1, #records, 2000 do
+    redis.call('HSET', P .. ':ls', unpack(records, i, math.min(i + 1999, #records)))
+  end
+  redis.call('HSET', M, 'token', tok)
+  redis.call('ZADD', P .. ':lx', f17(expires), first .. ':' .. tok)
 end
 save_all()
 return out

@@ -10,7 +10,7 @@ if op == 'stats' then
   end
   return {redis.call('HGETALL', M), redis.call('HGETALL', P .. ':rej'),
           redis.call('ZCARD', P .. ':sc'), redis.call('HLEN', P .. ':ls'),
-          redis.call('HLEN', P .. ':dead'), redis.call('ZCARD', P .. ':qs'), ready}
+          redis.call('HLEN', P .. ':dead'), redis.call('SCARD', P .. ':qk'), ready}
 elseif op == 'requeue_dead' then
   local ids
   if ARGV[A0 + 3] == '*' then
@@ -60,10 +60,8 @@ elseif op == 'load_queue' then
   q.acc = math.max(q.acc, tonumber(ARGV[A0 + 4]))
   q.ra = math.max(q.ra, tonumber(ARGV[A0 + 5]))
   for j = A0 + 6, #ARGV, 2 do
-    redis.call('HSET', P .. ':qm:' .. key, 's:' .. ARGV[j], ARGV[j + 1])
-    q.settings[ARGV[j]] = tonumber(ARGV[j + 1])
+    set_setting(q, ARGV[j], tonumber(ARGV[j + 1]))
   end
-  apply_policy(q)
   if q.st == READY or q.st == RESTING then settle(q, now, false) end
   save_all()
   return 1

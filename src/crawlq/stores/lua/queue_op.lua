@@ -9,18 +9,10 @@ if op == 'block' then
     if q.st == READY or q.st == RESTING then settle(q, now, false) end
   end
 elseif op == 'configure' then
-  local qm = P .. ':qm:' .. key
   for j = A0 + 4, #ARGV, 2 do
-    local name, value = ARGV[j], ARGV[j + 1]
-    if value == '' then
-      redis.call('HDEL', qm, 's:' .. name)
-      q.settings[name] = nil
-    else
-      redis.call('HSET', qm, 's:' .. name, value)
-      q.settings[name] = tonumber(value)
-    end
+    local value = ARGV[j + 1]
+    set_setting(q, ARGV[j], value ~= '' and tonumber(value) or nil)
   end
-  apply_policy(q)
   if q.st ~= EMPTY then settle(q, now, false) end
 end
 save_all()

@@ -3,7 +3,24 @@
 local now = tonumber(ARGV[A0 + 1])
 wake(now)
 save_all()
-if redis.call('ZCARD', P .. ':rp') > 0 then return f17(now) end
+if first_ready_level() then return f17(now) end
+-- Drop expiry records whose leases were all answered, to see a real one.
+while true do
+  local r = redis.call('ZRANGE', P .. ':lx', 0, 0)
+  if not r[1] then break end
+  local first, last = string.match(r[1], '^(%d+):(%d+)$')
+  local live = false
+  for lo = tonumber(first), tonumber(last), 1000 do
+    local toks = {}
+    for t = lo, math.min(lo + 999, tonumber(last)) do toks[#toks + 1] = t end
+    for _, rec in ipairs(redis.call('HMGET', P .. ':ls', unpack(toks))) do
+      if rec then live = true; break end
+    end
+    if live then break end
+  end
+  if live then break end
+  redis.call('ZREM', P .. ':lx', r[1])
+end
 local best
 for _, z in ipairs({':rest', ':sc', ':lx'}) do
   local r = redis.call('ZRANGE', P .. z, 0, 0, 'WITHSCORES')
