@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crawlq.redislocal import LocalRedis
+from crawlq.redislocal import LocalCluster, LocalRedis
 
 
 @pytest.fixture(scope="session")
@@ -21,3 +21,13 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRedi
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A real 3-node Redis Cluster (redis-server --cluster-enabled, redis-cli --cluster
+    create) on loopback, for the whole session."""
+    cluster = LocalCluster(Path(tmp_path_factory.mktemp("redis-cluster")), masters=3)
+    cluster.start()
+    yield cluster
+    cluster.stop()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from crawlq import Frontier
-from crawlq.redislocal import LocalRedis
+from crawlq.redislocal import LocalCluster, LocalRedis
 from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
 
 
@@ -35,3 +35,15 @@ class TestRedisStore(FrontierContract):
         # One prefix per test folder: tests share the server, never their keys.
         prefix = "t" + hashlib.blake2b(str(path).encode(), digest_size=8).hexdigest()
         return Frontier.open(f"{self.url}?prefix={prefix}", clock=clock, **options)
+
+
+class TestRedisClusterStore(FrontierContract):
+    """The contract on a 3-node Redis Cluster: a crawl's keys share one hash slot."""
+
+    @pytest.fixture(autouse=True)
+    def _server(self, redis_cluster: LocalCluster) -> None:
+        self.url = redis_cluster.url
+
+    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
+        prefix = "c" + hashlib.blake2b(str(path).encode(), digest_size=8).hexdigest()
+        return Frontier.open(f"{self.url}&prefix={prefix}", clock=clock, **options)

@@ -292,6 +292,36 @@ class Frontier:
         sleeps until then instead of polling."""
         return self.store.next_ready_at(self.clock())
 
+    def wait(self, timeout: float | None = None, poll: float = 1.0) -> bool:
+        """Sleep until :meth:`next` may return something (True), or until the crawl is
+        over for every worker sharing this frontier: nothing queued and nothing leased
+        anywhere (False). After ``timeout`` seconds it returns True: go and look.
+
+        Idle detection across processes and machines (the scrapy-redis complaint)::
+
+            while frontier.wait():
+                for lease in frontier.next(100):
+                    ...  # fetch, add(new links), then done(lease)
+
+        Add the links a page yields *before* acknowledging it: then "nothing queued,
+        nothing leased" cannot be seen while a worker is about to add more. Sleeps at
+        most ``poll`` seconds at a time, since another worker may add work sooner.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            at = self.next_ready_at()
+            if at is None:
+                return False
+            pause = min(at - self.clock(), poll)
+            if pause <= 0:
+                return True
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return True
+                pause = min(pause, left)
+            time.sleep(pause)
+
     def block(self, queue: str, until: float | None = None, *,
               seconds: float | None = None) -> None:
         """Keep ``queue`` from being leased until ``until`` (epoch) or for ``seconds``."""

@@ -10,6 +10,7 @@ says how to install it; the test suite lets that fail the run rather than skip.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -23,11 +24,28 @@ class RedisUnavailable(CrawlqError):
     """redis-server could not be found or started."""
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(cluster: bool = False) -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now. A cluster node also
+    needs its bus port (port + 10000) free, so the port must be at most 55535."""
+    if not cluster:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(20000, 55535)
+        if _bindable(port) and _bindable(port + 10000):
+            return port
+    raise RedisUnavailable("no free pair of loopback ports for a Redis Cluster node")
 
 
 def _binary(name: str) -> str:
@@ -49,7 +67,7 @@ class LocalRedis:
                  extra: tuple[str, ...] = ()) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.port = port or free_port()
+        self.port = port or free_port(cluster="--cluster-enabled" in extra)
         self.appendonly = appendonly
         self.appendfsync = appendfsync
         self.extra = extra

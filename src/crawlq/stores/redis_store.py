@@ -97,6 +97,7 @@ class RedisStore:
         if parts.password is None and os.environ.get("CRAWLQ_REDIS_PASSWORD"):
             kwargs["password"] = os.environ["CRAWLQ_REDIS_PASSWORD"]
         cluster = ours.get("cluster", "").lower() in ("1", "true", "yes")
+        self.cluster = cluster
         try:
             if cluster:
                 from redis.cluster import RedisCluster
@@ -156,8 +157,9 @@ class RedisStore:
 
     def _run_chunks(self, name: str, head: list[Any], chunks: list[list[Any]]) -> list[Any]:
         """Run script ``name`` once per chunk of arguments, in one pipelined round trip."""
-        if len(chunks) == 1:
-            return [self._run(name, *head, *chunks[0])]
+        if len(chunks) == 1 or self.cluster:
+            # redis-py's cluster pipeline refuses EVALSHA: one call per chunk there.
+            return [self._run(name, *head, *chunk) for chunk in chunks]
         script = self._scripts[name]
 
         def go() -> list[Any]:
@@ -419,6 +421,8 @@ class RedisStore:
 
         def go() -> None:
             pipe = self._client.pipeline(transaction=False)
+            # redis-py's cluster pipeline refuses EVALSHA: scripts go one by one there.
+            target = self._client if self.cluster else pipe
             for op, args in pending:
                 if op == "seen":
                     fp, at = args
@@ -430,7 +434,8 @@ class RedisStore:
                 elif op == "hincrby":
                     pipe.hincrby(*args)
                 else:
-                    script(keys=self._keys, args=[*self._pargs, 0.0, op, *args], client=pipe)
+                    script(keys=self._keys, args=[*self._pargs, 0.0, op, *args],
+                           client=target)
             pipe.execute()
 
         self._retrying(go)

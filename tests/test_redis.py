@@ -1,0 +1,142 @@
+"""The Redis store beyond the contract: restarts, outages, prefixes, Bloom sizing, idle
+detection. Every test talks to a real redis-server started on a free loopback port."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from crawlq import Frontier, Request
+from crawlq.errors import ConfigError, StoreError
+from crawlq.redislocal import LocalRedis
+from crawlq.stores.bloom import BLOCK_BYTES, BloomShape
+from crawlq.testing import FAST, Clock
+
+
+def _drain(f: Frontier, n: int = 100) -> int:
+    got = 0
+    while True:
+        leases = f.next(n)
+        if not leases:
+            return got
+        got += len(leases)
+        f.done(leases)
+
+
+@pytest.mark.parametrize("fsync", ["always", "everysec"])
+def test_redis_killed_and_restarted_with_aof_loses_nothing(tmp_path: Path, fsync: str) -> None:
+    server = LocalRedis(tmp_path / "r", appendonly=True, appendfsync=fsync).start()
+    try:
+        clock = Clock()
+        f = Frontier.open(server.url + "?prefix=aof", clock=clock, lease_ttl=60,
+                          concurrency=10, **FAST)
+        assert f.add([f"https://h{i % 10}.example/{i}" for i in range(1000)]).added == 1000
+        leases = f.next(100)
+        f.done(leases[:50])
+        if fsync == "everysec":
+            time.sleep(1.5)  # the documented window: what the last second wrote may go
+        server.kill()  # SIGKILL: no shutdown save, only what the AOF has
+        server.start()
+        # The same client reconnects, and reloads its scripts (NOSCRIPT) by itself.
+        s = f.stats()
+        assert (s.seen, s.done, s.leased, s.queued) == (1000, 50, 50, 900)
+        clock.advance(61)  # the 50 leases held across the crash expire and come back
+        assert _drain(f) == 950
+        s = f.stats()
+        assert s.finished and s.done == 1000 and s.redelivered == 50
+        f.close()
+    finally:
+        server.stop()
+
+
+def test_outage_is_retried_then_reported(tmp_path: Path) -> None:
+    server = LocalRedis(tmp_path / "r", appendonly=True).start()
+    try:
+        f = Frontier.open(server.url + "?prefix=outage", retry_deadline=30, **FAST)
+        f.add([f"https://a{i}.example/" for i in range(10)])
+        server.stop()
+        restart = threading.Timer(1.0, server.start)
+        restart.start()
+        t0 = time.monotonic()
+        leases = f.next(10)  # waits through the outage, backing off
+        restart.join()
+        assert len(leases) == 10 and time.monotonic() - t0 >= 0.9
+        f.done(leases)
+        f.close()
+
+        g = Frontier.open(server.url + "?prefix=outage", retry_deadline=1.0, **FAST)
+        server.stop()
+        t0 = time.monotonic()
+        with pytest.raises(StoreError, match="unreachable for 1 s"):
+            g.add("https://late.example/")
+        assert time.monotonic() - t0 < 10
+        g.close()
+    finally:
+        server.stop()
+
+
+def test_crawls_share_a_server_under_prefixes(redis_server: LocalRedis) -> None:
+    a = Frontier.open(redis_server.url + "?prefix=iso-a", **FAST)
+    b = Frontier.open(redis_server.url, prefix="iso-b", **FAST)
+    a.add([f"https://x.example/{i}" for i in range(5)])
+    assert b.add("https://x.example/0").added == 1  # b's seen-set is its own
+    assert (a.stats().seen, b.stats().seen) == (5, 1)
+    assert _drain(a) == 5 and _drain(b) == 1
+    assert a.store.destroy() > 0  # type: ignore[attr-defined]
+    assert b.stats().seen == 1  # a's keys are gone, b's are not
+    r = redis.Redis.from_url(redis_server.url)
+    assert not list(r.scan_iter(match="{iso-a}:*"))
+    r.close()
+    a.close()
+    b.close()
+
+
+def test_bloom_filter_on_redis_is_sized_for_the_crawl(redis_server: LocalRedis) -> None:
+    shape = BloomShape(1_000_000, 0.001)
+    f = Frontier.open(redis_server.url + "?prefix=bloom-size", bloom_capacity=1_000_000,
+                      bloom_error_rate=0.001, **FAST)
+    urls = [f"https://b{i % 50}.example/{i}" for i in range(20_000)]
+    assert f.add(urls).added >= 19_990
+    assert f.add(urls[:5000]).added == 0
+    r = redis.Redis.from_url(redis_server.url)
+    keys = list(r.scan_iter(match="{bloom-size}:bl:*", count=1000))
+    # Many small blocks (512 bytes each), never one huge string near Redis' 512 MB limit.
+    assert 0 < len(keys) <= shape.blocks
+    assert max(r.strlen(k) for k in keys) <= BLOCK_BYTES
+    r.close()
+    # The same crawl cannot be reopened with an exact seen-set (or another shape).
+    with pytest.raises(ConfigError, match="seen-set"):
+        Frontier.open(redis_server.url + "?prefix=bloom-size")
+    f.close()
+
+
+def test_wait_tells_nothing_ready_from_finished(redis_server: LocalRedis) -> None:
+    url = redis_server.url + "?prefix=idle"
+    a = Frontier.open(url, **FAST)
+    b = Frontier.open(url, **FAST)  # another worker (its own connection)
+    assert a.wait() is False  # nothing at all: finished
+    a.add("https://w.example/1")
+    (lease,) = a.next(1)
+    woke: list[bool] = []
+    # b has nothing ready while a holds the lease; the crawl is not over either.
+    t = threading.Thread(target=lambda: woke.append(b.wait(poll=0.05)))
+    t.start()
+    time.sleep(0.3)
+    assert not woke
+    a.add(Request("https://w.example/2"))  # links first, then the ack
+    a.done(lease)
+    t.join(5)
+    assert woke == [True]
+    (second,) = b.next(5)
+    assert second.request.url == "https://w.example/2"
+    t0 = time.monotonic()
+    assert a.wait(timeout=0.3) is True  # b holds a lease: not over, a gives up waiting
+    assert time.monotonic() - t0 >= 0.25
+    b.done(second)
+    assert a.wait() is False and b.wait() is False  # over, for every worker
+    a.close()
+    b.close()
