@@ -9,6 +9,10 @@ equal the workload's. Reported: add rate, next+done rate, combined rate (offered
 requests / total time), RSS growth and disk use per queued request, and the ratio of
 the combined rate to Scrapy's default (memory) scheduler.
 
+The Redis contenders (crawlq's Redis store; scrapy-redis's Scheduler with its default
+PriorityQueue and RFPDupeFilter) share a throwaway redis-server started on a free
+loopback port; "redis B/req" is the server's used_memory growth per queued request.
+
 Scrapy runs with ScrapyPriorityQueue (the queue the reference figures were measured
 with; JOBDIR with Scrapy 2.13+'s default DownloaderAwarePriorityQueue opens one file per
 host and priority and runs out of file descriptors here); "dl-aware" is that default
@@ -310,6 +314,11 @@ def main() -> None:
         print(f"{name:<22} {a.n / r['add_s']:>9,.0f} {r['unique'] / r['drain_s']:>12,.0f} "
               f"{combined:>11,.0f} {r['rss'] / r['unique']:>10.0f} {heap:>11} {disk:>11} "
               f"{srv:>11} {ratio:>10}")
+    if "crawlq-redis" in results and "scrapy-redis" in results:
+        rates = {k: a.n / (results[k]["add_s"] + results[k]["drain_s"])
+                 for k in ("crawlq-redis", "scrapy-redis")}
+        print(f"crawlq-redis vs scrapy-redis (same redis-server): "
+              f"{rates['crawlq-redis'] / rates['scrapy-redis']:.1f}x")
     print("heap: Python allocations held by the scheduler per queued request (tracemalloc); "
           "RSS: resident memory growth during add (blurred by freed workload memory); "
           "disk: database or JOBDIR size after add, per queued request; "

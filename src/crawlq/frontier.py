@@ -33,6 +33,8 @@ from .stores.base import (
 )
 
 _Leases = Lease | Iterable[Lease]
+_PART = 1000
+"""Requests per part of a batch handed to a store's ``add_begin`` (see Frontier.add)."""
 
 
 class Frontier:
@@ -154,6 +156,11 @@ class Frontier:
         now = self.clock()
         entries: list[Entry] = []
         index: list[int] = []
+        # A store that can take part of a batch without waiting (Redis) gets it in parts
+        # as they are ready: its server works while the rest is canonicalized.
+        begin = getattr(self.store, "add_begin", None)
+        pending: list[Callable[[], list[int]]] = []
+        sent = 0
         rejected: list[Rejection] = []
         split, fingerprint = self._split, self.fingerprint
         priority_fn, dedup_post = self.priority, self.dedup_post
@@ -187,13 +194,21 @@ class Frontier:
                     fp, key, prio, req.to_payload(), nb,
                     None if revisit is None else now + revisit, retries))
                 index.append(i)
+                if begin is not None and len(entries) - sent >= _PART:
+                    pending.append(begin(entries[sent:], now))
+                    sent = len(entries)
             except InvalidURL as exc:
                 rejected.append(Rejection(i, _url_of(req), exc.reason, exc.detail))
             except (ConfigError, AttributeError, TypeError) as exc:
                 rejected.append(Rejection(i, _url_of(req), "invalid-request", str(exc)))
             except Exception as exc:  # a user's key function failed on this URL
                 rejected.append(Rejection(i, _url_of(req), "custom", repr(exc)))
-        statuses = self.store.add(entries, now) if entries else []
+        if pending:
+            if sent < len(entries):
+                pending.append(begin(entries[sent:], now))  # type: ignore[misc]
+            statuses = [st for wait in pending for st in wait()]
+        else:
+            statuses = self.store.add(entries, now) if entries else []
         flags = [False] * len(requests)
         added = dups = 0
         for pos, st in zip(index, statuses):

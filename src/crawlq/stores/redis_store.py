@@ -182,12 +182,12 @@ class RedisStore:
 
     # -- the contract ---------------------------------------------------------------------
 
-    def add(self, entries: Sequence[Entry], now: float) -> list[int]:
-        """See :meth:`Store.add`."""
+    def _add_blobs(self, entries: Sequence[Entry]) -> list[bytes]:
+        """The add script's argument for each chunk of ``entries``."""
         shape = self.bloom
-        chunks: list[list[Any]] = []
         # Lua's cmsgpack reads no msgpack "bin" type: bytes go as raw strings.
         packb = msgpack.Packer(use_bin_type=False).pack
+        blobs = []
         for start in range(0, len(entries), CHUNK):
             rows: list[tuple[Any, ...]]
             if shape is None:
@@ -199,13 +199,67 @@ class RedisStore:
                          None if fp is None else _bloom_spec(shape, fp))
                         for fp, key, prio, payload, nb, rv, retries in
                         entries[start:start + CHUNK]]
-            chunks.append([packb(rows)])
-        if not chunks:
+            blobs.append(packb(rows))
+        return blobs
+
+    def add(self, entries: Sequence[Entry], now: float) -> list[int]:
+        """See :meth:`Store.add`."""
+        blobs = self._add_blobs(entries)
+        if not blobs:
             return []
         out: list[int] = []
-        for res in self._run_chunks("add", [now], chunks):
+        for res in self._run_chunks("add", [now], [[b] for b in blobs]):
             out.extend(res)  # bytes of b"0"/b"1"/b"2": their ord minus 48
         return [c - 48 for c in out]
+
+    def add_begin(self, entries: Sequence[Entry], now: float) -> Callable[[], list[int]]:
+        """Send an :meth:`add` without waiting; the returned function waits for its
+        statuses. The Frontier prepares the next part of a big batch meanwhile, so the
+        client's and the server's work overlap. Parts sent from one Frontier.add go
+        down one connection, so the server runs them in order."""
+        if self.cluster:
+            statuses = self.add(entries, now)
+            return lambda: statuses
+        blobs = self._add_blobs(entries)
+        redis = self._redis
+        pool = self._client.connection_pool
+        script = self._scripts["add"]
+        conn = pool.get_connection()
+        sent = 0
+        try:
+            for blob in blobs:
+                conn.send_command("EVALSHA", script.sha, 1, self._m, *self._pargs, now, blob)
+                sent += 1
+        except (redis.ConnectionError, redis.TimeoutError):
+            pass  # what was not sent (or not answered) goes again through add()
+
+        def result() -> list[int]:
+            out: list[int] = []
+            done = 0
+            try:
+                for i in range(sent):
+                    try:
+                        res = conn.read_response()
+                    except redis.exceptions.NoScriptError:  # a restarted or flushed server
+                        res = self._run("add", now, blobs[i])
+                    except redis.ResponseError as exc:
+                        raise StoreError(f"Redis refused a crawlq command: {exc}") from exc
+                    out.extend(res)
+                    done += 1
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass
+            finally:
+                if done < sent:
+                    conn.disconnect()  # replies left unread: never reuse the connection
+                pool.release(conn)
+            if done < len(blobs):
+                # Retried parts may have run already: their requests then show up as
+                # duplicates of themselves (accepted once, never lost).
+                for res in self._run_chunks("add", [now], [[b] for b in blobs[done:]]):
+                    out.extend(res)
+            return [c - 48 for c in out]
+
+        return result
 
     def lease(self, now: float, limit: int, ttl: float) -> list[Leased]:
         """See :meth:`Store.lease`."""

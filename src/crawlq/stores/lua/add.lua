@@ -9,12 +9,29 @@ local has_rv = redis.call('EXISTS', rv_key) == 1
 local added, seen_added, dups, over = 0, 0, 0, 0
 local touched = {}
 local entries = cmsgpack.unpack(ARGV[A0 + 2])
-for _, e in ipairs(entries) do
+-- Up front, in few commands: the queues, and which fingerprints the seen-set has.
+local keys, fps, fpat = {}, {}, {}
+for i, e in ipairs(entries) do
+  keys[i] = e[2]
+  if e[1] and not e[7] then
+    fps[#fps + 1] = e[1]
+    fpat[#fps] = i
+  end
+end
+prefetch(keys)
+local member = {}
+for i = 1, #fps, 1000 do
+  local r = redis.call('SMISMEMBER', seen_key, unpack(fps, i, math.min(i + 999, #fps)))
+  for j, v in ipairs(r) do
+    if v == 1 then member[fpat[i + j - 1]] = true end
+  end
+end
+local batch, fresh = {}, {}  -- fingerprints accepted by this call; those new to the set
+for i, e in ipairs(entries) do
   local fp, key, prio, item, nb, rv, bl = e[1], e[2], e[3], e[4], e[5], e[6], e[7]
-  local q = loadq(key)
+  local q = cache[key]
   local status = '0'
   local bkey, bits
-  local marked = false  -- fp went into the seen-set already (SADD as the check)
   if fp then
     if bl then
       bkey = P .. ':bl:' .. bl[1]
@@ -24,19 +41,11 @@ for _, e in ipairs(entries) do
         if redis.call('GETBIT', bkey, bl[j]) == 0 then all = false; break end
       end
       if all then status = '1' end
-    else
-      local new
-      if q.max_queue_urls == 0 then
-        -- No budget can refuse it: check and add in one command.
-        new = redis.call('SADD', seen_key, fp) == 1
-        marked = true
-      else
-        new = redis.call('SISMEMBER', seen_key, fp) == 0
-      end
-      if not new then
-        local at = has_rv and redis.call('HGET', rv_key, fp)
-        if not at or tonumber(at) > now then status = '1' end
-      end
+    elseif batch[fp] then
+      status = '1'  -- an earlier entry of this call (its revisit time lies ahead)
+    elseif member[i] then
+      local at = has_rv and redis.call('HGET', rv_key, fp)
+      if not at or tonumber(at) > now then status = '1' end
     end
   end
   if status == '0' and q.max_queue_urls > 0 and q.acc >= q.max_queue_urls then
@@ -51,7 +60,8 @@ for _, e in ipairs(entries) do
       if bkey then
         for j = 2, #bits do redis.call('SETBIT', bkey, bits[j], 1) end
       else
-        if not marked then redis.call('SADD', seen_key, fp) end
+        batch[fp] = true
+        if not member[i] then fresh[#fresh + 1] = fp end
         if rv then
           redis.call('HSET', rv_key, fp, rv)
           has_rv = true
@@ -73,6 +83,9 @@ for _, e in ipairs(entries) do
     end
   end
   out[#out + 1] = status
+end
+for i = 1, #fresh, 1000 do
+  redis.call('SADD', seen_key, unpack(fresh, i, math.min(i + 999, #fresh)))
 end
 for _, q in pairs(touched) do settle(q, now, false) end
 count('added', added)

@@ -56,16 +56,18 @@ end
 local QFMT = '<ddddddddd'
 local NONE = 2 ^ 40  -- no ready level (levels are within +-2^31)
 
-local function loadq(key)
-  local q = cache[key]
-  if q then return q end
-  local raw = redis.call('GET', P .. ':qm:' .. key)
-  q = {key = key, n = 0, inf = 0, ra = 0, si = 0, acc = 0, ses = 0, st = EMPTY, rp = '',
+-- Build queue `key` from its record `raw` (false: a new queue) and cache it.
+local function makeq(key, raw)
+  local q = {key = key, n = 0, inf = 0, ra = 0, si = 0, acc = 0, ses = 0, st = EMPTY, rp = '',
        hs = 0, settings = {}}
   if raw then
     local rp
     q.n, q.inf, q.ra, q.si, q.acc, q.ses, q.st, rp, q.hs = struct.unpack(QFMT, raw)
-    if rp ~= NONE then q.rp = string.format('%d', rp) end
+    if rp ~= NONE then
+      q.rp = string.format('%d', rp)
+      -- A ready queue is listed under its best level (settle keeps it so).
+      if q.st == READY then q.best = q.rp end
+    end
     if q.hs == 1 then
       local s = redis.call('HGETALL', P .. ':qset:' .. key)
       for i = 1, #s, 2 do q.settings[s[i]] = tonumber(s[i + 1]) end
@@ -77,6 +79,28 @@ local function loadq(key)
   apply_policy(q)
   cache[key] = q
   return q
+end
+
+local function loadq(key)
+  return cache[key] or makeq(key, redis.call('GET', P .. ':qm:' .. key))
+end
+
+-- Load the queues named in `keys` with one MGET per 500 (a redis.call costs more than
+-- the work it does here, so the hot paths fetch their queues up front).
+local function prefetch(keys)
+  local need, wanted = {}, {}
+  for _, k in ipairs(keys) do
+    if not cache[k] and not wanted[k] then
+      wanted[k] = true
+      need[#need + 1] = k
+    end
+  end
+  for i = 1, #need, 500 do
+    local names = {}
+    for j = i, math.min(i + 499, #need) do names[#names + 1] = P .. ':qm:' .. need[j] end
+    local raws = redis.call('MGET', unpack(names))
+    for j = 1, #names do makeq(need[i + j - 1], raws[j]) end
+  end
 end
 
 -- The best (highest) priority level with entries in q, as a string, or false.
@@ -184,7 +208,7 @@ local function pop(q, k)
   local out = {}
   local qp = P .. ':qp:' .. q.key
   while k > 0 do
-    local level = redis.call('ZRANGE', qp, 0, 0)[1]
+    local level = best_level(q)
     if not level then break end
     local lk = P .. ':q:' .. level .. ':' .. q.key
     local items
@@ -277,15 +301,21 @@ end
 -- Write back every loaded queue and the counter deltas.
 local function save_all()
   local queued, nonempty = 0, 0
+  local kv = {}
   for key, q in pairs(cache) do
     local rp = NONE
     if q.rp ~= '' then rp = tonumber(q.rp) end
-    redis.call('SET', P .. ':qm:' .. key, struct.pack(QFMT, q.n, q.inf, q.ra, q.si, q.acc,
-                                                      q.ses, q.st, rp, q.hs))
+    kv[#kv + 1] = P .. ':qm:' .. key
+    kv[#kv + 1] = struct.pack(QFMT, q.n, q.inf, q.ra, q.si, q.acc, q.ses, q.st, rp, q.hs)
+    if #kv >= 1000 then
+      redis.call('MSET', unpack(kv))
+      kv = {}
+    end
     queued = queued + q.n - q.n0
     if q.n0 == 0 and q.n > 0 then nonempty = nonempty + 1 end
     if q.n0 > 0 and q.n == 0 then nonempty = nonempty - 1 end
   end
+  if #kv > 0 then redis.call('MSET', unpack(kv)) end
   if queued ~= 0 then count('queued', queued) end
   if nonempty ~= 0 then count('nonempty', nonempty) end
   for name, n in pairs(counters) do

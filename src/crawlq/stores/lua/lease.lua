@@ -16,6 +16,7 @@ while got < limit do
   local keys = redis.call('ZRANGE', rk, 0, limit - got - 1)
   local share = math.max(1, math.floor((limit - got) / redis.call('ZCARD', rk)))
   local progress = false
+  prefetch(keys)
   for _, key in ipairs(keys) do
     if got >= limit then break end
     local q = loadq(key)

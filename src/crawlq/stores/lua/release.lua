@@ -14,6 +14,14 @@ for i = 1, #toks, 1000 do
   for j, rec in ipairs(part) do recs[i + j - 1] = rec end
   redis.call('HDEL', P .. ':ls', unpack(toks, i, math.min(i + 999, #toks)))
 end
+local decoded, keys = {}, {}
+for n = 1, #acks do
+  if recs[n] then
+    decoded[n] = {cmsgpack.unpack(recs[n])}
+    keys[#keys + 1] = decoded[n][1]
+  end
+end
+prefetch(keys)
 local taken = {}
 for n, a in ipairs(acks) do
   local tok, kind, duration, nb = a[1], a[2], a[3], a[4]
@@ -25,7 +33,7 @@ for n, a in ipairs(acks) do
     count('late_acks', 1)
     out[#out + 1] = '0'
   else
-    local key, prio, item = cmsgpack.unpack(rec)
+    local key, prio, item = decoded[n][1], decoded[n][2], decoded[n][3]
     local q = loadq(key)
     q.inf = q.inf - 1
     local rest
