@@ -1,4 +1,5 @@
-"""The crawlq command line, run as a real subprocess on a real SQLite file."""
+"""The crawlq command line, run as a real subprocess on a real SQLite file (and on a
+real redis-server)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from crawlq.redislocal import LocalRedis
 
-def crawlq(tmp: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CRAWLQ_STORE": f"sqlite:///{tmp}/cli.db"}
+
+def crawlq(tmp: Path, *args: str, stdin: str = "",
+           store: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CRAWLQ_STORE": store or f"sqlite:///{tmp}/cli.db"}
     return subprocess.run([sys.executable, "-m", "crawlq.cli", *args], input=stdin,
                           capture_output=True, text=True, env=env, timeout=60)
 
@@ -68,3 +72,18 @@ def test_help_lists_commands(tmp_path: Path) -> None:
     r = crawlq(tmp_path, "--help")
     for cmd in ("add", "next", "stats", "queues", "dump", "load"):
         assert cmd in r.stdout
+
+
+def test_cli_on_redis_then_dump_into_sqlite(tmp_path: Path, redis_server: LocalRedis) -> None:
+    store = f"{redis_server.url}?prefix=cli-{tmp_path.name}"
+    r = crawlq(tmp_path, "add", "https://a.example/1", "https://b.example/1", store=store)
+    assert "added 2" in r.stdout, r.stderr
+    r = crawlq(tmp_path, "next", "-n", "1", "--ack", store=store)
+    assert len(r.stdout.splitlines()) == 1
+    s = json.loads(crawlq(tmp_path, "stats", "--json", store=store).stdout)
+    assert (s["seen"], s["done"], s["queued"]) == (2, 1, 1)
+    dump = tmp_path / "dump.jsonl"
+    assert crawlq(tmp_path, "dump", str(dump), store=store).returncode == 0
+    assert crawlq(tmp_path, "load", str(dump)).returncode == 0  # into SQLite
+    t = json.loads(crawlq(tmp_path, "stats", "--json").stdout)
+    assert (t["seen"], t["done"], t["queued"]) == (2, 1, 1)

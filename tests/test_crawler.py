@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from crawlq.crawler import CrawlConfig, Crawler, Summary
+from crawlq.redislocal import LocalRedis
 from crawlq.testweb import SiteSpec, TestWeb, serve
 
 LOCAL = {"resolve": {"*.crawlq.test": "127.0.0.1"}, "allow_private": True,
@@ -284,3 +286,27 @@ def test_duration_parsing() -> None:
     for bad in ("ten", "-1s", "5x"):
         with pytest.raises(argparse.ArgumentTypeError):
             duration(bad)
+
+
+def test_two_crawl_processes_share_one_redis_frontier(redis_server: LocalRedis) -> None:
+    """`crawlq crawl --store redis://...` twice at once: one crawl, every page fetched
+    once, and both processes end by themselves when nothing is left anywhere."""
+    spec = SiteSpec(hosts=4, pages=30, special_links=False, latency=0.02)
+    store = f"{redis_server.url}?prefix=crawl-shared"
+    with serve(spec) as web:
+        cmd = [sys.executable, "-m", "crawlq.cli", "crawl", web.url(0, "/"), "--store", store,
+               "--allow-domain", "crawlq.test", "--resolve", "*.crawlq.test=127.0.0.1",
+               "--allow-private", "--min-delay", "0.05", "--max-delay", "0.05",
+               "--concurrency", "4", "--timeout", "5"]
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for _ in range(2)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        fetched = Counter(pages(web))
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+        assert "frontier empty" in out
+    assert set(fetched) == reachable(spec, web.port)
+    assert set(fetched.values()) == {1}                        # one crawl, not two
+    fetched_by = [int(re.search(r"fetched (\d+) pages", out).group(1))  # type: ignore[union-attr]
+                  for out, _ in outs]
+    assert min(fetched_by) > 0 and sum(fetched_by) == len(fetched)  # both took part
