@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from crawlq import ConfigError, Frontier, StoreCorrupt, StoreError
+from crawlq.redislocal import free_port
 from crawlq.testing import FAST
 
 
@@ -26,10 +27,17 @@ def test_relative_sqlite_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert (tmp_path / "rel.db").exists()
 
 
-@pytest.mark.parametrize("url", ["nosuch://x", "sqlite://", "redis://localhost/0"])
+@pytest.mark.parametrize("url", ["nosuch://x", "sqlite://", "redis://h/0?prefix={x}",
+                                 "redis://h:notaport/0"])
 def test_unusable_store_urls(url: str) -> None:
     with pytest.raises(ConfigError):
         Frontier.open(url)
+
+
+def test_unreachable_redis_is_a_store_error() -> None:
+    port = free_port()  # nobody listens there
+    with pytest.raises(StoreError, match=f"127.0.0.1:{port}.*unreachable"):
+        Frontier.open(f"redis://127.0.0.1:{port}/0", retry_deadline=0.3)
 
 
 def test_unknown_and_bad_options() -> None:
