@@ -29,6 +29,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[all,dev]'
+# Scrapy's previous minor release, beside the current one: the Scrapy scheduler's tests
+# run a spider with it too (PYTHONPATH=.venv/scrapy-previous).
+if [ ! -d .venv/scrapy-previous/scrapy ]; then
+    .venv/bin/python -m pip install --quiet --no-deps --target .venv/scrapy-previous \
+        'scrapy==2.18.*'
+fi
 
 echo "== ruff"
 .venv/bin/python -m ruff check src tests bench

@@ -15,7 +15,7 @@ from typing import Any
 
 from crawlq.crawler import CrawlConfig, Crawler, Summary
 from crawlq.redislocal import LocalRedis
-from crawlq.testweb import SiteSpec, TestWeb, serve
+from crawlq.testweb import SiteSpec, TestWeb, pages, reachable, serve
 
 LOCAL = {"resolve": {"*.crawlq.test": "127.0.0.1"}, "allow_private": True,
          "allow_domains": ["crawlq.test"]}
@@ -26,34 +26,6 @@ def crawl(web: TestWeb, **options: Any) -> Summary:
     seeds = options.pop("seeds", [web.url(0, "/")])
     config = CrawlConfig(seeds=seeds, **{**LOCAL, **options})
     return asyncio.run(Crawler(config).run())
-
-
-def reachable(spec: SiteSpec, port: int) -> set[tuple[str, str]]:
-    """(host, path) of every page reachable from site0's index (no special links)."""
-    todo = [(0, "/")]
-    seen: set[tuple[int, str]] = set()
-    while todo:
-        i, path = todo.pop()
-        if (i, path) in seen:
-            continue
-        seen.add((i, path))
-        if path == "/":
-            todo += [(i, f"/page/{n}") for n in range(min(spec.pages, spec.links + 1))]
-            continue
-        n = int(path.rsplit("/", 1)[1])
-        for href, _ in spec.page_links(i, n, port):
-            if href.startswith("http://"):
-                host, rest = href[7:].split("/", 1)
-                j = spec.host_index(host)
-                assert j is not None
-                todo.append((j, "/" + rest))
-            else:
-                todo.append((i, href))
-    return {(spec.host(i), p) for i, p in seen}
-
-
-def pages(web: TestWeb) -> list[tuple[str, str]]:
-    return [(h.host, h.path) for h in web.hits() if h.path != "/robots.txt"]
 
 
 def test_every_reachable_page_once_and_robots_once_per_host() -> None:

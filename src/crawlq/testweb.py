@@ -281,6 +281,37 @@ class TestWeb:
         return 404, html, b"<html><body>not found</body></html>"
 
 
+def reachable(spec: SiteSpec, port: int) -> set[tuple[str, str]]:
+    """(host, path) of every page reachable from site0's index (no special links):
+    what a complete crawl from ``web.url(0, "/")`` must fetch."""
+    todo = [(0, "/")]
+    seen: set[tuple[int, str]] = set()
+    while todo:
+        i, path = todo.pop()
+        if (i, path) in seen:
+            continue
+        seen.add((i, path))
+        if path == "/":
+            todo += [(i, f"/page/{n}") for n in range(min(spec.pages, spec.links + 1))]
+            continue
+        n = int(path.rsplit("/", 1)[1])
+        for href, _ in spec.page_links(i, n, port):
+            if href.startswith("http://"):
+                host, rest = href[7:].split("/", 1)
+                j = spec.host_index(host)
+                if j is None:
+                    raise ValueError(f"a link to an unknown host: {href}")
+                todo.append((j, "/" + rest))
+            else:
+                todo.append((i, href))
+    return {(spec.host(i), p) for i, p in seen}
+
+
+def pages(web: TestWeb) -> list[tuple[str, str]]:
+    """(host, path) of every page fetched so far (robots.txt left out), in order."""
+    return [(h.host, h.path) for h in web.hits() if h.path != "/robots.txt"]
+
+
 @contextmanager
 def serve(spec: SiteSpec | None = None) -> Iterator[TestWeb]:
     """Run the test web on a free port of 127.0.0.1 for the duration of a ``with``."""

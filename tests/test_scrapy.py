@@ -1,0 +1,164 @@
+"""crawlq's Scrapy scheduler, proven with real Scrapy spiders (tests/scrapy_runner.py,
+each in its own process) crawling the local multi-host test web on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crawlq import Frontier
+from crawlq.redislocal import LocalRedis
+from crawlq.testweb import SiteSpec, TestWeb, pages, reachable, serve
+
+RUNNER = str(Path(__file__).with_name("scrapy_runner.py"))
+ROOT = Path(__file__).resolve().parent.parent
+PREVIOUS_SCRAPY = ROOT / ".venv" / "scrapy-previous"
+"""Scrapy's previous minor release, installed there by scripts/test.sh."""
+
+
+def run_spider(store: str, web: TestWeb, *, spider: str = "site", timeout: float = 120,
+               env: dict[str, str] | None = None, **settings: Any) -> dict[str, Any]:
+    r = subprocess.run([sys.executable, RUNNER, store, web.url(0, "/"), "--spider", spider,
+                        "--hosts", str(web.spec.hosts), "--settings", json.dumps(settings)],
+                       capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, **(env or {})})
+    assert r.returncode == 0, r.stderr[-3000:]
+    stats: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+    stats["_log"] = r.stderr
+    return stats
+
+
+def fetched(web: TestWeb) -> Counter[tuple[str, str]]:
+    return Counter(pages(web))
+
+
+def test_a_multi_domain_site_is_crawled_completely_once(tmp_path: Path) -> None:
+    spec = SiteSpec(hosts=4, pages=25, special_links=False)
+    with serve(spec) as web:
+        stats = run_spider(f"sqlite:///{tmp_path}/f.db", web)
+        got = fetched(web)
+    assert set(got) == reachable(spec, web.port) and set(got.values()) == {1}
+    assert stats["finish_reason"] == "finished"
+    n = len(got)
+    assert stats["scheduler/enqueued/crawlq"] == stats["scheduler/dequeued/crawlq"] == n
+    assert stats["dupefilter/filtered"] > n  # the site links back and forth a lot
+    with Frontier.open(f"sqlite:///{tmp_path}/f.db") as f:
+        s = f.stats()
+    assert (s.done, s.queued, s.leased, s.dead) == (n, 0, 0, 0)
+    assert s.queues_total == 4
+
+
+def test_previous_scrapy_minor_release_works_too(tmp_path: Path) -> None:
+    assert (PREVIOUS_SCRAPY / "scrapy").is_dir(), (
+        "Scrapy's previous minor release is missing: scripts/test.sh installs it in "
+        f"{PREVIOUS_SCRAPY}")
+    spec = SiteSpec(hosts=3, pages=10, special_links=False)
+    with serve(spec) as web:
+        stats = run_spider(f"sqlite:///{tmp_path}/f.db", web,
+                           env={"PYTHONPATH": str(PREVIOUS_SCRAPY)})
+        got = fetched(web)
+    assert "Scrapy 2.18." in stats["_log"]  # really the previous release
+    assert set(got) == reachable(spec, web.port) and set(got.values()) == {1}
+
+
+def test_sigkilled_spider_resumes_and_loses_nothing(tmp_path: Path) -> None:
+    """kill -9 the spider process several times; the same command finishes the crawl,
+    fetching again only what was in flight."""
+    spec = SiteSpec(hosts=4, pages=40, special_links=False, latency=0.02)
+    store = f"sqlite:///{tmp_path}/f.db"
+    # The dead process's leases come back after 2 s; a polite 0.1 s per host.
+    settings = {"CRAWLQ_OPTIONS": {"lease_ttl": 2}, "DOWNLOAD_DELAY": 0.1}
+    rng = random.Random(5)
+    with serve(spec) as web:
+        cmd = [sys.executable, RUNNER, store, web.url(0, "/"), "--hosts", "4",
+               "--settings", json.dumps(settings)]
+        kills = 0
+        for _ in range(3):
+            before = len(web.hits())
+            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            # Kill it mid-crawl: once it has fetched a few pages, at a random moment.
+            deadline = time.monotonic() + 60
+            while len(web.hits()) < before + 5 and p.poll() is None \
+                    and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(rng.uniform(0.0, 0.5))
+            if p.poll() is not None:
+                break
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            kills += 1
+        assert kills >= 2, "the crawl finished before it could be killed twice"
+        assert len(fetched(web)) > 0
+        stats = run_spider(store, web, **settings)
+        got = fetched(web)
+    assert stats["finish_reason"] == "finished"
+    assert set(got) == reachable(spec, web.port)                 # nothing lost
+    extra = sum(n - 1 for n in got.values())
+    # Only requests in flight at a kill are fetched twice: at most 8 per kill (the
+    # leased batch), here CONCURRENT_REQUESTS_PER_DOMAIN (2) x 4 hosts.
+    assert extra <= kills * 8, (extra, kills)
+    with Frontier.open(store) as f:
+        s = f.stats()
+    assert s.finished and s.done == len(got) and s.dead == 0
+
+
+def test_two_spider_processes_share_one_redis_crawl(redis_server: LocalRedis) -> None:
+    spec = SiteSpec(hosts=4, pages=30, special_links=False, latency=0.02)
+    store = f"{redis_server.url}?prefix=scrapy-shared"
+    with serve(spec) as web:
+        cmd = [sys.executable, RUNNER, store, web.url(0, "/"), "--hosts", "4",
+               "--settings", json.dumps({"DOWNLOAD_DELAY": 0.02})]
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for _ in range(2)]
+        outs = [p.communicate(timeout=180) for p in procs]
+        got = fetched(web)
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+    stats = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    assert all(s["finish_reason"] == "finished" for s in stats)
+    assert set(got) == reachable(spec, web.port) and set(got.values()) == {1}
+    by = [s.get("scheduler/dequeued/crawlq", 0) for s in stats]
+    assert min(by) > 0 and sum(by) == len(got)                   # both took part
+
+
+def test_priorities_are_honored_within_a_host(tmp_path: Path) -> None:
+    spec = SiteSpec(hosts=2, pages=12, special_links=False)
+    with serve(spec) as web:
+        run_spider(f"sqlite:///{tmp_path}/f.db", web, spider="priorities",
+                   CONCURRENT_REQUESTS_PER_DOMAIN=1, DOWNLOAD_DELAY=0.05)
+        order = [h.path for h in web.hits() if h.host.startswith("site1")]
+    assert order == [f"/page/{p}" for p in range(9, -1, -1)]
+
+
+def test_unserializable_requests_are_counted_and_logged(tmp_path: Path) -> None:
+    spec = SiteSpec(hosts=1, pages=5, special_links=False)
+    with serve(spec) as web:
+        stats = run_spider(f"sqlite:///{tmp_path}/f.db", web, spider="bad")
+        assert [h.path for h in web.hits()] == ["/", "/page/2"]
+        assert stats["crawlq/unserializable"] == 1
+        assert "cannot serialize" in stats["_log"]
+        failing = subprocess.run(
+            [sys.executable, RUNNER, f"sqlite:///{tmp_path}/g.db", web.url(0, "/"),
+             "--spider", "bad", "--hosts", "1", "--settings",
+             json.dumps({"CRAWLQ_UNSERIALIZABLE": "fail"})],
+            capture_output=True, text=True, timeout=120)
+    assert "ValueError" in failing.stderr  # raised where the spider yielded it
+
+
+@pytest.mark.parametrize("fingerprints", ["crawlq", "scrapy"])
+def test_fingerprint_choice(tmp_path: Path, fingerprints: str) -> None:
+    spec = SiteSpec(hosts=2, pages=8, special_links=False)
+    with serve(spec) as web:
+        stats = run_spider(f"sqlite:///{tmp_path}/f.db", web, CRAWLQ_FINGERPRINT=fingerprints)
+        got = fetched(web)
+    assert set(got.values()) == {1} and stats["dupefilter/filtered"] > 0
