@@ -351,6 +351,15 @@ class Frontier:
         (``None`` restores the default). Stored durably with the queue."""
         self.store.configure_queue(queue, settings, self.clock())
 
+    def fingerprint_of(self, request: Request | str) -> bytes | None:
+        """The seen-set key :meth:`add` would use for ``request`` (None: it bypasses
+        dedup). Raises :class:`InvalidURL` for a URL that add() would reject."""
+        req = Request(request) if isinstance(request, str) else request
+        canon, _ = self._split(req.url)
+        if req.dont_filter or req.retries or (not self.dedup_post and req.method == "POST"):
+            return None
+        return self.fingerprint(req, canon)
+
     def queue_of(self, url: str) -> str:
         """The queue key a URL would wait in."""
         return self.queue_key(self.canonicalize(url))

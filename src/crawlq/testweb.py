@@ -70,6 +70,12 @@ class SiteSpec:
     """Whether pages link to the special paths (traps, redirects, errors...)."""
     latency: float = 0.0
     """Seconds every ``/page/<n>`` takes to answer."""
+    host_pages: dict[int, int] = field(default_factory=dict, hash=False)
+    """Host index -> its number of pages, where it differs from ``pages``."""
+
+    def pages_of(self, i: int) -> int:
+        """How many pages host ``i`` has."""
+        return self.host_pages.get(i, self.pages)
 
     def host(self, i: int) -> str:
         """The name of host ``i``."""
@@ -101,23 +107,25 @@ class SiteSpec:
         at = f":{port}" if port else ""
         rng = random.Random(f"{self.seed}:{i}:{n}")
         out: list[tuple[str, bool]] = []
+        pages = self.pages_of(i)
         # A chain keeps every page reachable; random links make it a web.
-        if n + 1 < self.pages:
+        if n + 1 < pages:
             out.append((f"/page/{n + 1}", False))
         for _ in range(self.links - 1):
-            out.append((f"/page/{rng.randrange(self.pages)}", False))
+            out.append((f"/page/{rng.randrange(pages)}", False))
         for _ in range(self.cross_links):
             j = rng.randrange(self.hosts)
-            out.append((f"http://{self.host(j)}{at}/page/{rng.randrange(self.pages)}", False))
+            out.append((f"http://{self.host(j)}{at}/page/{rng.randrange(self.pages_of(j))}",
+                        False))
         if self.special_links and n % 10 == 3:
-            out += [(f"/private/{n}", False), (f"/redirect/{(n * 7) % self.pages}", False),
+            out += [(f"/private/{n}", False), (f"/redirect/{(n * 7) % pages}", False),
                     ("/redirect-out", False), ("/redirect-private", False),
                     ("/calendar/2026/1", False), ("/broken", False), ("/latin1", False),
                     ("/meta-charset", False), (f"/slow/{n}", False), ("/ratelimited", False),
                     ("/unavailable", False), ("/gzip", False), ("/error", False),
                     ("mailto:someone@example.org", False), ("javascript:void(0)", False)]
         if self.special_links and n % 10 == 5:
-            out += [(f"/page/{(n * 3) % self.pages}?ref=nofollow", True), ("/big", False)]
+            out += [(f"/page/{(n * 3) % pages}?ref=nofollow", True), ("/big", False)]
         return out
 
 
@@ -228,11 +236,11 @@ class TestWeb:
                 return 404, [("Content-Type", "text/plain")], b"no robots here"
             return 200, [("Content-Type", "text/plain")], spec.robots(i).encode()
         if head == "":
-            links = [(f"/page/{n}", False) for n in range(min(spec.pages, spec.links + 1))]
+            links = [(f"/page/{n}", False) for n in range(min(spec.pages_of(i), spec.links + 1))]
             return 200, html, _html(f"{spec.host(i)} index", links).encode()
         if head == "page" and len(parts) == 2 and parts[1].isdigit():
             n = int(parts[1])
-            if n >= spec.pages:
+            if n >= spec.pages_of(i):
                 return 404, html, b"<html><body>no such page</body></html>"
             if spec.latency:
                 time.sleep(spec.latency)
@@ -292,7 +300,7 @@ def reachable(spec: SiteSpec, port: int) -> set[tuple[str, str]]:
             continue
         seen.add((i, path))
         if path == "/":
-            todo += [(i, f"/page/{n}") for n in range(min(spec.pages, spec.links + 1))]
+            todo += [(i, f"/page/{n}") for n in range(min(spec.pages_of(i), spec.links + 1))]
             continue
         n = int(path.rsplit("/", 1)[1])
         for href, _ in spec.page_links(i, n, port):

@@ -63,11 +63,7 @@ def frontier_options(settings: Any) -> dict[str, Any]:
     per_ip = settings.getint("CONCURRENT_REQUESTS_PER_IP")
     concurrency = per_ip or settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 8)
     delay = settings.getfloat("DOWNLOAD_DELAY", 0.0)
-    opts: dict[str, Any] = {"concurrency": max(concurrency, 1), "min_delay": delay,
-                            "max_delay": delay, "delay_factor": 0.0}
-    if settings.getbool("RANDOMIZE_DOWNLOAD_DELAY", True) and delay:
-        opts["max_delay"] = 1.5 * delay
-        opts["delay_factor"] = 1.0  # within [delay, 1.5 delay]: longer for slow hosts
+    opts: dict[str, Any] = _slot_policy(concurrency, delay, settings)
     if settings.getbool("AUTOTHROTTLE_ENABLED"):
         target = settings.getfloat("AUTOTHROTTLE_TARGET_CONCURRENCY", 1.0) or 1.0
         opts["delay_factor"] = 1.0 / target
@@ -75,6 +71,27 @@ def frontier_options(settings: Any) -> dict[str, Any]:
         opts["min_delay"] = delay
     opts.update(settings.getdict("CRAWLQ_OPTIONS"))
     return opts
+
+
+def _slot_policy(concurrency: int, delay: float, settings: Any) -> dict[str, Any]:
+    """A download slot's concurrency and delay as queue policy. Scrapy fetches one
+    request at a time from a slot with a delay, so such a queue gets concurrency 1."""
+    opts: dict[str, Any] = {"concurrency": 1 if delay > 0 else max(concurrency, 1),
+                            "min_delay": delay, "max_delay": delay, "delay_factor": 0.0}
+    if settings.getbool("RANDOMIZE_DOWNLOAD_DELAY", True) and delay:
+        opts["max_delay"] = 1.5 * delay
+        opts["delay_factor"] = 1.0  # within [delay, 1.5 delay]: longer for slow hosts
+    return opts
+
+
+def slot_overrides(settings: Any) -> dict[str, dict[str, Any]]:
+    """Per-queue policy from ``DOWNLOAD_SLOTS`` (slot key = host name = queue key)."""
+    default_conc = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 8)
+    out = {}
+    for key, conf in settings.getdict("DOWNLOAD_SLOTS").items():
+        delay = float(conf.get("delay", settings.getfloat("DOWNLOAD_DELAY", 0.0)))
+        out[key] = _slot_policy(int(conf.get("concurrency", default_conc)), delay, settings)
+    return out
 
 
 class Scheduler:
@@ -103,6 +120,11 @@ class Scheduler:
         self._replaced: set[int] = set()  # held tokens that a redirect/retry replaced
         self._resumed = False
         self._redelivered0 = 0
+        self._acks: list[tuple[Lease, float | None, str | None]] = []  # to send
+        # Fingerprints this process added: most duplicates are links found again, and
+        # they are answered here without serializing them or asking the store.
+        self._added: set[bytes] = set()
+        self._added_max = s.getint("CRAWLQ_LOCAL_SEEN", 1_000_000)
         self._timer: Any = None  # our pending wake-up of the engine
         self._timer_due = 0.0
 
@@ -120,6 +142,8 @@ class Scheduler:
         if self.fingerprints == "scrapy":
             opts["fingerprint"] = _fingerprint_from_meta
         self.frontier = Frontier.open(self.store_url, **opts)
+        for key, policy in slot_overrides(self.crawler.settings).items():
+            self.frontier.configure_queue(key, **policy)
         s = self.frontier.stats()
         self._resumed = s.seen > 0
         self._redelivered0 = s.redelivered
@@ -151,6 +175,7 @@ class Scheduler:
         if f is None:
             return
         try:
+            self._flush_acks()
             back = list(self._ready) + list(self._held.values())
             if back:  # fetched again later, by this or another process; no failure counted
                 f.retry(back)
@@ -174,6 +199,7 @@ class Scheduler:
         the frontier): the crawl is over only when the frontier says so."""
         if self._ready or self._held:
             return True
+        self._flush_acks()
         assert self.frontier is not None
         return self.frontier.next_ready_at() is not None
 
@@ -185,6 +211,14 @@ class Scheduler:
         """Add a request; False when it is a duplicate (or rejected, with a log line)."""
         assert self.frontier is not None
         parent = request.meta.get(TOKEN)
+        if parent in self._held:
+            # A redirect or retry of a leased request: the new request is in the
+            # frontier before its parent is acknowledged (when the engine is done).
+            self._replaced.add(parent)
+        fp = self._local_fingerprint(request)
+        if fp is not None and fp in self._added:
+            self.stats.inc_value("dupefilter/filtered")
+            return False
         try:
             creq = self._to_crawlq(request)
         except Exception as exc:
@@ -194,10 +228,10 @@ class Scheduler:
             logger.error("crawlq: cannot serialize %s, not scheduled: %s", request, exc)
             return False
         result = self.frontier.add(creq)
-        if parent in self._held:
-            # A redirect or retry of a leased request: the new request is in the
-            # frontier before its parent is acknowledged (when the engine is done).
-            self._replaced.add(parent)
+        if fp is not None and (result.added or not result.rejected):
+            if len(self._added) >= self._added_max:
+                self._added.clear()  # a cache: the store still knows them all
+            self._added.add(fp)
         if result.added:
             self.stats.inc_value("scheduler/enqueued/crawlq")
             self.stats.inc_value("scheduler/enqueued")
@@ -216,6 +250,7 @@ class Scheduler:
         when one may be)."""
         f = self.frontier
         assert f is not None
+        self._flush_acks()
         while True:
             if not self._ready:
                 self._ready.extend(f.next(self.batch))
@@ -238,6 +273,40 @@ class Scheduler:
 
     # -- acknowledgements ---------------------------------------------------------------
 
+    def _local_fingerprint(self, request: ScrapyRequest) -> bytes | None:
+        """The frontier's fingerprint of a plain request, when a local answer is safe
+        (not with revisits, Scrapy's fingerprints, dont_filter or odd URLs)."""
+        if (request.dont_filter and not request.meta.get("is_start_request")) \
+                or self.fingerprints != "crawlq" or self.options.get("revisit_after"):
+            return None
+        assert self.frontier is not None
+        try:
+            return self.frontier.fingerprint_of(CrawlqRequest(
+                request.url, method=request.method, body=request.body))
+        except Exception:
+            return None  # let add() say what is wrong with it
+
+    def _flush_acks(self) -> None:
+        """Send the acknowledgements gathered since the last call, in one batch."""
+        acks, self._acks = self._acks, []
+        f = self.frontier
+        if not acks or f is None:
+            return
+        by_queue: dict[tuple[str, bool], list[tuple[Lease, float | None]]] = {}
+        for lease, latency, error in acks:
+            if error is not None:
+                f.done(lease, Outcome.FAILED, error=error)
+            else:
+                by_queue.setdefault((lease.queue, latency is None), []).append(
+                    (lease, latency))
+        # One call per queue: its politeness rest follows its own fetch times.
+        for (_, untimed), group in by_queue.items():
+            leases = [lease for lease, _ in group]
+            if untimed:
+                f.done(leases)
+            else:
+                f.done(leases, duration=sum(x or 0.0 for _, x in group) / len(group))
+
     def _response_received(self, response: Response, request: ScrapyRequest,
                            spider: Spider) -> None:
         token = request.meta.get(TOKEN)
@@ -251,16 +320,19 @@ class Scheduler:
         lease = self._held.pop(token, None)
         if lease is None or self.frontier is None:
             return  # not one of ours (robots.txt, engine.download), or already given back
+        # Gathered and sent with the next step of the engine (next_request): one store
+        # call for the requests finished in one tick. A crash before that re-fetches
+        # them; nothing is lost.
         latency = self._latency.pop(token, None)
         if latency is not None:
-            self.frontier.done(lease, duration=latency)
+            self._acks.append((lease, latency, None))
         elif token in self._replaced:
             self._replaced.discard(token)
-            self.frontier.done(lease)  # its redirect or retry carries on
+            self._acks.append((lease, None, None))  # its redirect or retry carries on
         else:
             self.stats.inc_value("crawlq/failed")
-            self.frontier.done(lease, Outcome.FAILED,
-                               error="no response (download error or request ignored)")
+            self._acks.append((lease, None,
+                               "no response (download error or request ignored)"))
 
     def _wake_engine_later(self) -> None:
         """Make the engine ask again when a host may be ready (or in ``poll`` seconds:
@@ -318,4 +390,4 @@ def _fingerprint_from_meta(req: CrawlqRequest, canonical: str) -> bytes:
     return bytes.fromhex(req.meta["fp"])
 
 
-__all__ = ["TOKEN", "Scheduler", "frontier_options"]
+__all__ = ["TOKEN", "Scheduler", "frontier_options", "slot_overrides"]

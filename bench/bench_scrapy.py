@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""The same Scrapy spider with Scrapy's default scheduler, scrapy-redis and crawlq's
+scheduler (SQLite and Redis), on the local test web, in one run.
+
+Two scenarios, each contender in its own process (Twisted's reactor runs once):
+
+plain
+    20 hosts x 200 pages, linked within and across hosts; no delays. Reported: pages/s
+    from spider open to close (every page fetched once).
+head-of-line
+    One host with 10,000 pages and a 0.5 s download delay (``DOWNLOAD_SLOTS``) plus
+    100 hosts with 50 pages each, every host's index a start URL. Reported: seconds until
+    every page of the 100 small hosts is fetched (the spider then closes itself).
+
+The test web (crawlq.testweb) runs on 127.0.0.1 in this process; redis-server is
+started on a free loopback port for the Redis contenders.
+
+    python bench/bench_scrapy.py
+    python bench/bench_scrapy.py --scenario plain --only crawlq-sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+CONTENDERS = ["scrapy-default", "scrapy-redis", "crawlq-sqlite", "crawlq-redis"]
+SMALL_HOSTS, SMALL_PAGES, BIG_PAGES = 100, 50, 10_000
+
+
+def spec_for(scenario: str) -> Any:
+    from crawlq.testweb import SiteSpec
+
+    if scenario == "plain":
+        return SiteSpec(hosts=20, pages=200, links=4, cross_links=1, special_links=False,
+                        crawl_delay={})
+    return SiteSpec(hosts=SMALL_HOSTS + 1, pages=SMALL_PAGES, host_pages={0: BIG_PAGES},
+                    links=4, cross_links=0, special_links=False, crawl_delay={})
+
+
+# -- the child: one spider run -------------------------------------------------------------
+
+
+def child(contender: str, scenario: str, port: int, redis_url: str, tmp: str) -> None:
+    import scrapy
+    from scrapy import signals
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.exceptions import CloseSpider
+    from scrapy.resolver import dnscache
+
+    spec = spec_for(scenario)
+    for name in spec.host_names():  # the test web's hosts all live on 127.0.0.1
+        dnscache[name] = "127.0.0.1"
+    big = spec.host(0)
+    small_total = SMALL_HOSTS * (SMALL_PAGES + 1)  # pages and index of each small host
+    marks: dict[str, float] = {}
+
+    class BenchSpider(scrapy.Spider):
+        name = f"bench-{scenario}"
+        allowed_domains = ["crawlq.test"]
+        small_seen = 0
+
+        hosts = range(spec.hosts) if scenario == "head-of-line" else [0]
+        start_urls = [f"http://{spec.host(i)}:{port}/" for i in hosts]
+
+        def parse(self, response: Any) -> Any:
+            if scenario == "head-of-line" and not response.url.startswith(f"http://{big}"):
+                self.small_seen += 1
+                if self.small_seen == small_total:
+                    marks["small_done"] = time.monotonic()
+                    raise CloseSpider("small hosts done")
+            for href in response.css("a::attr(href)").getall():
+                yield response.follow(href, callback=self.parse)
+
+    settings: dict[str, Any] = {
+        "LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False, "ROBOTSTXT_OBEY": False,
+        "CONCURRENT_REQUESTS": 16, "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
+        "RETRY_ENABLED": False, "DOWNLOAD_TIMEOUT": 30,
+    }
+    if scenario == "head-of-line":
+        settings["DOWNLOAD_SLOTS"] = {f"{big}": {"delay": 0.5}}
+        settings["RANDOMIZE_DOWNLOAD_DELAY"] = False
+    if contender == "scrapy-redis":
+        settings.update({"SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+                         "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+                         "REDIS_URL": redis_url, "SCHEDULER_PERSIST": False,
+                         "SCHEDULER_FLUSH_ON_START": True,
+                         "SCHEDULER_IDLE_BEFORE_CLOSE": 0})
+    elif contender == "crawlq-sqlite":
+        settings.update({"SCHEDULER": "crawlq.contrib.scrapy.Scheduler",
+                         "CRAWLQ_STORE": f"sqlite:///{tmp}/bench.db"})
+    elif contender == "crawlq-redis":
+        settings.update({"SCHEDULER": "crawlq.contrib.scrapy.Scheduler",
+                         "CRAWLQ_STORE": f"{redis_url}?prefix=bench-{scenario}-{os.getpid()}"})
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(BenchSpider)
+
+    def opened(spider: Any) -> None:
+        marks["open"] = time.monotonic()
+
+    def closed(spider: Any, reason: str) -> None:
+        marks["close"] = time.monotonic()
+
+    crawler.signals.connect(opened, signals.spider_opened)
+    crawler.signals.connect(closed, signals.spider_closed)
+    process.crawl(crawler)
+    process.start()
+    stats = crawler.stats.get_stats() if crawler.stats else {}
+    print(json.dumps({
+        "seconds": marks["close"] - marks["open"],
+        "small_done_s": marks["small_done"] - marks["open"] if "small_done" in marks else None,
+        "responses": stats.get("response_received_count", 0),
+        "reason": stats.get("finish_reason"),
+    }))
+
+
+# -- the parent --------------------------------------------------------------------------------
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenario", action="append", choices=["plain", "head-of-line"])
+    ap.add_argument("--only", action="append", choices=CONTENDERS)
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per run at most")
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        contender, scenario, port, redis_url, tmp = a.child
+        child(contender, scenario, int(port), redis_url, tmp)
+        return
+    from collections import Counter
+
+    from crawlq.redislocal import LocalRedis
+    from crawlq.testweb import TestWeb
+
+    server = LocalRedis(Path(tempfile.mkdtemp(prefix="crawlq-bench-redis-"))).start()
+    try:
+        for scenario in a.scenario or ["plain", "head-of-line"]:
+            spec = spec_for(scenario)
+            print(f"\n== {scenario}")
+            print(f"{'contender':<16} {'pages':>7} {'seconds':>8} {'pages/s':>8} "
+                  f"{'small hosts done':>17}")
+            results: dict[str, dict[str, Any]] = {}
+            for contender in a.only or CONTENDERS:
+                web = TestWeb(spec).start()
+                tmp = tempfile.mkdtemp(prefix="crawlq-bench-scrapy-")
+                try:
+                    out = subprocess.run(
+                        [sys.executable, __file__, "--child", contender, scenario,
+                         str(web.port), server.url, tmp],
+                        capture_output=True, text=True, timeout=a.timeout)
+                    hits = Counter((h.host, h.path) for h in web.hits())
+                finally:
+                    web.stop()
+                if out.returncode != 0:
+                    print(f"{contender:<16} FAILED\n{out.stderr[-2000:]}")
+                    continue
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                results[contender] = r
+                twice = sum(n - 1 for n in hits.values())
+                small = f"{r['small_done_s']:.1f} s" if r["small_done_s"] is not None else "-"
+                note = f"  ({twice} fetched twice)" if twice else ""
+                print(f"{contender:<16} {len(hits):>7} {r['seconds']:>8.1f} "
+                      f"{len(hits) / r['seconds']:>8.1f} {small:>17}{note}")
+            base = results.get("scrapy-default")
+            if base and scenario == "plain":
+                for name, r in results.items():
+                    print(f"  {name}: {base['seconds'] / r['seconds']:.2f}x the pages/s of "
+                          "Scrapy's default scheduler")
+            if base and scenario == "head-of-line" and base["small_done_s"]:
+                for name, r in results.items():
+                    if r["small_done_s"]:
+                        print(f"  {name}: small hosts done "
+                              f"{base['small_done_s'] / r['small_done_s']:.1f}x sooner than "
+                              "with Scrapy's default scheduler")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
