@@ -2,6 +2,10 @@
 """The same Scrapy spider with Scrapy's default scheduler, scrapy-redis and crawlq's
 scheduler (SQLite and Redis), on the local test web, in one run.
 
+Contenders: Scrapy's default scheduler (with its default DownloaderAwarePriorityQueue),
+the same with ScrapyPriorityQueue ("scrapy-classic", the default before Scrapy 2.13),
+scrapy-redis (its defaults), crawlq's scheduler on SQLite and on Redis.
+
 Two scenarios, each contender in its own process (Twisted's reactor runs once):
 
 plain
@@ -31,7 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-CONTENDERS = ["scrapy-default", "scrapy-redis", "crawlq-sqlite", "crawlq-redis"]
+CONTENDERS = ["scrapy-default", "scrapy-classic", "scrapy-redis", "crawlq-sqlite",
+              "crawlq-redis"]
 SMALL_HOSTS, SMALL_PAGES, BIG_PAGES = 100, 50, 10_000
 
 
@@ -48,7 +53,8 @@ def spec_for(scenario: str) -> Any:
 # -- the child: one spider run -------------------------------------------------------------
 
 
-def child(contender: str, scenario: str, port: int, redis_url: str, tmp: str) -> None:
+def child(contender: str, scenario: str, port: int, redis_url: str, tmp: str,
+          cap: float) -> None:
     import scrapy
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
@@ -83,11 +89,15 @@ def child(contender: str, scenario: str, port: int, redis_url: str, tmp: str) ->
         "LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False, "ROBOTSTXT_OBEY": False,
         "CONCURRENT_REQUESTS": 16, "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
         "RETRY_ENABLED": False, "DOWNLOAD_TIMEOUT": 30,
+        "CLOSESPIDER_TIMEOUT": cap,  # a contender stuck behind the big host stops here
     }
     if scenario == "head-of-line":
         settings["DOWNLOAD_SLOTS"] = {f"{big}": {"delay": 0.5}}
         settings["RANDOMIZE_DOWNLOAD_DELAY"] = False
-    if contender == "scrapy-redis":
+    if contender == "scrapy-classic":
+        # Scrapy's default priority queue before 2.13: one queue for all hosts.
+        settings["SCHEDULER_PRIORITY_QUEUE"] = "scrapy.pqueues.ScrapyPriorityQueue"
+    elif contender == "scrapy-redis":
         settings.update({"SCHEDULER": "scrapy_redis.scheduler.Scheduler",
                          "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
                          "REDIS_URL": redis_url, "SCHEDULER_PERSIST": False,
@@ -128,12 +138,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", action="append", choices=["plain", "head-of-line"])
     ap.add_argument("--only", action="append", choices=CONTENDERS)
-    ap.add_argument("--timeout", type=float, default=900, help="seconds per run at most")
-    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--cap", type=float, default=300,
+                    help="seconds a run may take at most (the spider then closes)")
+    ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        contender, scenario, port, redis_url, tmp = a.child
-        child(contender, scenario, int(port), redis_url, tmp)
+        contender, scenario, port, redis_url, tmp, cap = a.child
+        child(contender, scenario, int(port), redis_url, tmp, float(cap))
         return
     from collections import Counter
 
@@ -154,8 +165,8 @@ def main() -> None:
                 try:
                     out = subprocess.run(
                         [sys.executable, __file__, "--child", contender, scenario,
-                         str(web.port), server.url, tmp],
-                        capture_output=True, text=True, timeout=a.timeout)
+                         str(web.port), server.url, tmp, str(a.cap)],
+                        capture_output=True, text=True, timeout=a.cap + 300)
                     hits = Counter((h.host, h.path) for h in web.hits())
                 finally:
                     web.stop()
@@ -165,7 +176,8 @@ def main() -> None:
                 r = json.loads(out.stdout.strip().splitlines()[-1])
                 results[contender] = r
                 twice = sum(n - 1 for n in hits.values())
-                small = f"{r['small_done_s']:.1f} s" if r["small_done_s"] is not None else "-"
+                small = (f"{r['small_done_s']:.1f} s" if r["small_done_s"] is not None
+                         else "-" if scenario == "plain" else f"not in {a.cap:g} s")
                 note = f"  ({twice} fetched twice)" if twice else ""
                 print(f"{contender:<16} {len(hits):>7} {r['seconds']:>8.1f} "
                       f"{len(hits) / r['seconds']:>8.1f} {small:>17}{note}")

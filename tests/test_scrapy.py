@@ -162,3 +162,31 @@ def test_fingerprint_choice(tmp_path: Path, fingerprints: str) -> None:
         stats = run_spider(f"sqlite:///{tmp_path}/f.db", web, CRAWLQ_FINGERPRINT=fingerprints)
         got = fetched(web)
     assert set(got.values()) == {1} and stats["dupefilter/filtered"] > 0
+
+
+def test_politeness_settings_map_onto_the_frontier_policy() -> None:
+    from scrapy.settings import Settings
+
+    from crawlq.contrib.scrapy import frontier_options, slot_overrides
+
+    assert frontier_options(Settings({"CONCURRENT_REQUESTS_PER_DOMAIN": 4})) == {
+        "concurrency": 4, "min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0}
+    polite = frontier_options(Settings({"DOWNLOAD_DELAY": 2.0}))
+    assert polite == {"concurrency": 1, "min_delay": 2.0, "max_delay": 3.0,
+                      "delay_factor": 1.0}
+    fixed = frontier_options(Settings({"DOWNLOAD_DELAY": 2.0,
+                                       "RANDOMIZE_DOWNLOAD_DELAY": False}))
+    assert (fixed["min_delay"], fixed["max_delay"]) == (2.0, 2.0)
+    auto = frontier_options(Settings({"AUTOTHROTTLE_ENABLED": True,
+                                      "AUTOTHROTTLE_TARGET_CONCURRENCY": 2.0,
+                                      "AUTOTHROTTLE_MAX_DELAY": 30.0}))
+    assert (auto["delay_factor"], auto["max_delay"]) == (0.5, 30.0)
+    per_ip = frontier_options(Settings({"CONCURRENT_REQUESTS_PER_IP": 3,
+                                        "CRAWLQ_OPTIONS": {"lease_ttl": 60}}))
+    assert (per_ip["concurrency"], per_ip["lease_ttl"]) == (3, 60)
+    slots = slot_overrides(Settings({"DOWNLOAD_SLOTS": {
+        "big.example": {"delay": 0.5}, "fast.example": {"concurrency": 16}},
+        "RANDOMIZE_DOWNLOAD_DELAY": False}))
+    assert slots["big.example"] == {"concurrency": 1, "min_delay": 0.5, "max_delay": 0.5,
+                                    "delay_factor": 0.0}
+    assert slots["fast.example"]["concurrency"] == 16
