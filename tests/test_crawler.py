@@ -104,6 +104,21 @@ def test_private_addresses_are_refused_by_default() -> None:
         assert web.hits() == []
 
 
+def test_a_response_with_huge_headers_is_a_counted_failure(tmp_path: Path) -> None:
+    from crawlq import Frontier
+
+    store = f"sqlite:///{tmp_path}/frontier.db"
+    spec = SiteSpec(hosts=1, pages=3, special_links=False)
+    with serve(spec) as web:
+        s = crawl(web, **FAST, store=store, max_retries=0,
+                  seeds=[web.url(0, "/huge-header"), web.url(0, "/")])
+        assert s.finished and sum(s.errors.values()) == 1
+        assert set(pages(web)) >= reachable(spec, web.port)  # the rest of the crawl went on
+    with Frontier.open(store) as frontier:
+        [dead] = frontier.dead()
+        assert dead.request.url.endswith("/huge-header") and "header" in dead.error.lower()
+
+
 def test_a_stopped_crawl_resumes_without_refetching(tmp_path: Path) -> None:
     spec = SiteSpec(hosts=2, pages=10, special_links=False)
     store = f"sqlite:///{tmp_path}/frontier.db"
@@ -140,6 +155,24 @@ def test_demo_command(tmp_path: Path) -> None:
     assert "frontier empty" in r.stdout
     assert len((tmp_path / "d.jsonl").read_text().splitlines()) > 16
     assert (tmp_path / "state" / "frontier.db").exists()
+
+
+def test_the_cli_reports_progress_and_a_summary(tmp_path: Path) -> None:
+    spec = SiteSpec(hosts=3, pages=10, special_links=False, latency=0.05)
+    with serve(spec) as web:
+        r = subprocess.run(
+            [sys.executable, "-m", "crawlq.cli", "crawl", web.url(0, "/"), "--state",
+             str(tmp_path), "--allow-domain", "crawlq.test", "--allow-private",
+             "--resolve", "*.crawlq.test=127.0.0.1", "--min-delay", "0.05", "--max-delay",
+             "0.05", "--progress", "0.2"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("pages ")]
+    assert len(lines) >= 2, r.stderr
+    m = re.match(r"pages (\d+)  [\d.]+/s  queued (\d+)  in flight (\d+)  hosts ready (\d+) "
+                 r"resting (\d+)  errors 0  0:00:\d\d$", lines[0])
+    assert m, lines[0]
+    assert int(lines[-1].split()[1]) >= int(m.group(1))  # pages only go up
+    assert "fetched " in r.stdout and "frontier empty" in r.stdout
 
 
 def test_warc_output_keeps_the_bytes_as_received(tmp_path: Path) -> None:

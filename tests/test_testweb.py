@@ -12,10 +12,10 @@ import pytest
 from crawlq.testweb import SiteSpec, TestWeb, serve
 
 
-@pytest.fixture(scope="module")
-def web() -> Iterator[TestWeb]:
+@pytest.fixture(scope="module", params=["threads", "asyncio"])
+def web(request: pytest.FixtureRequest) -> Iterator[TestWeb]:
     with serve(SiteSpec(hosts=4, pages=30, slow_seconds=0.2, big_bytes=300_000,
-                        robots_5xx=frozenset({3}))) as w:
+                        robots_5xx=frozenset({3})), engine=request.param) as w:
         yield w
 
 
@@ -90,3 +90,27 @@ def test_slow_pages_and_the_log(web: TestWeb) -> None:
     hits = web.hits("site1.crawlq.test")
     assert hits[-1].path == "/slow/1" and hits[-1].user_agent == "crawlq-test"
     assert web.url(1, "/page/2") == f"http://site1.crawlq.test:{web.port}/page/2"
+
+
+def test_keep_alive_head_and_slow_answers_in_order(web: TestWeb) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", web.port, timeout=10)
+    try:
+        for path, title in (("/page/1", b"page 1"), ("/slow/2", b"slow"),
+                            ("/page/2", b"page 2")):  # one connection, in order
+            conn.request("GET", path, headers={"Host": "site0.crawlq.test"})
+            r = conn.getresponse()
+            assert r.status == 200 and b"<title>" + title in r.read().replace(
+                b"site0.crawlq.test ", b"")
+        conn.request("HEAD", "/page/3", headers={"Host": "site0.crawlq.test"})
+        r = conn.getresponse()
+        assert r.status == 200 and int(r.getheader("Content-Length") or 0) > 0
+        assert r.read() == b""
+    finally:
+        conn.close()
+    assert [h.path for h in web.hits("site0.crawlq.test")][-4:] == \
+        ["/page/1", "/slow/2", "/page/2", "/page/3"]
+
+
+def test_unknown_engine() -> None:
+    with pytest.raises(ValueError, match="engine"):
+        TestWeb(SiteSpec(), engine="twisted")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import shutil
 import signal
 import sys
 import time
@@ -92,6 +93,9 @@ def _options(c: argparse.ArgumentParser) -> None:
                                   "it ends in .warc or .warc.gz")
     o.add_argument("--format", choices=("jsonl", "warc"),
                    help="output format, when the file name does not tell")
+    o.add_argument("--progress", type=float, metavar="SECONDS",
+                   help="report progress every SECONDS (default: a live line redrawn every "
+                        "0.5 s on a terminal, a log line every 10 s otherwise; 0: never)")
     o.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
 
 
@@ -149,27 +153,34 @@ def command(args: argparse.Namespace) -> int:
         max_bytes=args.max_bytes, max_retries=args.max_retries, lease_ttl=args.lease_ttl,
         out=args.out, out_format=args.format, rounds=args.rounds, duration=args.duration,
         round_delay=args.delay, revisit_after=args.revisit)
-    return _run(config, resumable=bool(args.state or args.store))
+    return _run(config, resumable=bool(args.state or args.store), every=args.progress)
 
 
-def _run(config: Any, resumable: bool) -> int:
+def _run(config: Any, resumable: bool, every: float | None = None) -> int:
     from ..errors import CrawlqError
     from .core import Crawler
 
-    crawler = Crawler(config, events={"page": _Progress(config.max_pages)})
+    crawler = Crawler(config)
+    progress = _Progress(crawler, every)
 
     async def main() -> Any:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, crawler.stop)
         loop.add_signal_handler(signal.SIGTERM, crawler.stop)
-        return await crawler.run()
+        ticker = asyncio.create_task(progress.run()) if progress.interval > 0 else None
+        try:
+            return await crawler.run()
+        finally:
+            if ticker is not None:
+                ticker.cancel()
 
     try:
         summary = asyncio.run(main())
     except CrawlqError as exc:
+        progress.clear()
         print(f"crawlq: error: {exc}", file=sys.stderr)
         return 2
-    _Progress.clear()
+    progress.clear()
     for line in summary.lines():
         print(line)
     if not summary.finished and crawler._stop and resumable:
@@ -178,32 +189,57 @@ def _run(config: Any, resumable: bool) -> int:
 
 
 class _Progress:
-    """A progress line on a terminal, a log line every 10 s otherwise."""
+    """A live progress line on a terminal (redrawn twice a second), a log line every
+    10 s otherwise: pages, rate, queued and in flight, hosts ready and resting, errors."""
 
-    def __init__(self, limit: int | None) -> None:
+    def __init__(self, crawler: Any, every: float | None = None) -> None:
+        self.crawler = crawler
         self.tty = sys.stderr.isatty()
-        self.limit = limit
-        self.n = 0
-        self.start = self.last = time.monotonic()
+        self.interval = every if every is not None else 0.5 if self.tty else 10.0
+        self.start = time.monotonic()
+        self.last_n, self.last_t = 0, self.start
 
-    def __call__(self, request: Any, response: Any) -> None:
-        self.n += 1
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                self.show()
+            except Exception as exc:  # a display must never stop the crawl
+                print(f"(progress unavailable: {exc})", file=sys.stderr)
+                return
+
+    def line(self) -> str:
+        c = self.crawler
+        s = c.summary
         now = time.monotonic()
-        if now - self.last < (0.2 if self.tty else 10.0):
-            return
-        self.last = now
-        rate = self.n / max(now - self.start, 1e-9)
-        of = f"/{self.limit}" if self.limit else ""
-        line = f"pages {self.n}{of}  {rate:.1f}/s  last: {request.url[:80]}"
-        if self.tty:
-            print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
-        else:
-            print(line, file=sys.stderr, flush=True)
+        rate = (s.fetched - self.last_n) / max(now - self.last_t, 1e-9)  # recent rate
+        self.last_n, self.last_t = s.fetched, now
+        of = f"/{c.config.max_pages}" if c.config.max_pages else ""
+        out = f"pages {s.fetched}{of}  {rate:.1f}/s"
+        frontier = c.frontier
+        if frontier is not None:
+            st = frontier.stats()
+            out += (f"  queued {st.queued}  in flight {st.leased}  hosts ready "
+                    f"{st.queues_ready} resting {st.queues_resting}")
+        errors = sum(s.errors.values()) + sum(s.blocked.values())
+        out += f"  errors {errors}  {_clock(now - self.start)}"
+        return out
 
-    @staticmethod
-    def clear() -> None:
-        if sys.stderr.isatty():
+    def show(self) -> None:
+        if self.tty:
+            cols = shutil.get_terminal_size((120, 20)).columns
+            print(f"\r\033[K{self.line()[:cols - 1]}", end="", file=sys.stderr, flush=True)
+        else:
+            print(self.line(), file=sys.stderr, flush=True)
+
+    def clear(self) -> None:
+        if self.tty:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
+
+
+def _clock(seconds: float) -> str:
+    m, sec = divmod(int(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{sec:02d}"
 
 
 def _demo(args: argparse.Namespace) -> int:

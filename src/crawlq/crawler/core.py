@@ -18,12 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-import httpx
-
 from ..frontier import Frontier
 from ..models import Lease, Outcome, Request
 from . import robots as robots_mod
-from .fetch import Blocked, Fetched, Fetcher
+from .fetch import Blocked, Fetched, Fetcher, FetchError
 from .links import decode_html, extract
 from .output import Output, open_output
 from .scope import Scope
@@ -130,6 +128,8 @@ class Crawler:
         self._robots: dict[str, robots_mod.Robots] = {}
         self._robot_locks: dict[str, asyncio.Lock] = {}
         self._stop = False
+        self.frontier: Frontier | None = None
+        """The frontier while :meth:`run` runs (for progress displays)."""
         # With revisits, a URL may be fetched again once per round at most, however soon
         # its interval passes: the hashes of canonical URLs offered this round.
         self._this_round: set[int] = set()
@@ -155,6 +155,7 @@ class Crawler:
             delay_factor=c.delay_factor, max_queue_urls=c.max_per_host,
             max_retries=c.max_retries, retry_backoff=c.retry_backoff,
             lease_ttl=c.lease_ttl or c.timeout * 3 + 60, revisit_after=c.revisit_after)
+        self.frontier = frontier
         fetcher = Fetcher(user_agent=c.user_agent, timeout=c.timeout, max_bytes=c.max_bytes,
                           resolve=c.resolve, allow_private=c.allow_private,
                           connections=c.concurrency)
@@ -184,6 +185,7 @@ class Crawler:
             await fetcher.close()
             if out is not None:
                 out.close()
+            self.frontier = None
             frontier.close()
             self.summary.seconds = time.monotonic() - started
             self._emit("shutdown", self.summary)
@@ -256,7 +258,7 @@ class Crawler:
         for _ in range(5):  # follow a few redirects, each checked like any fetch
             try:
                 r = await fetcher.get(url)
-            except httpx.HTTPError:  # (Blocked goes up: the page itself is blocked)
+            except FetchError:  # (Blocked goes up: the page itself is blocked)
                 return robots_mod.from_response(None, "")
             if r.status in (301, 302, 303, 307, 308) and r.location:
                 url = urljoin(url, r.location)
@@ -296,8 +298,8 @@ class Crawler:
             self._emit("error", req, exc)
             frontier.done(lease)
             return
-        except httpx.HTTPError as exc:
-            kind = type(exc).__name__
+        except FetchError as exc:
+            kind = exc.kind
             s.errors[kind] += 1
             self._emit("error", req, exc)
             frontier.done(lease, Outcome.FAILED, error=f"{kind}: {exc}")

@@ -1,8 +1,13 @@
-"""HTTP fetching for the crawler: httpx, with our own name resolution so that every
+"""HTTP fetching for the crawler: aiohttp, with our own name resolution so that every
 address is checked before any connection (no loopback, private or link-local targets
 unless allowed, even when a public name resolves there), and a cap on decoded bytes
 (a decompression-bomb guard). Redirects are not followed here: the crawler queues the
-target as a new request, so each hop goes through scope, robots and politeness."""
+target as a new request, so each hop goes through scope, robots and politeness.
+
+Why aiohttp: it is the well-kept asyncio HTTP client made for many concurrent
+connections; measured on the local test web it fetched about twice as many pages per
+second as httpx did here (whose connection pool scans every connection per request).
+"""
 
 from __future__ import annotations
 
@@ -13,11 +18,22 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-import httpx
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
 
 from .decode import ACCEPT_ENCODING, DecodeError, decode
+
+
+class FetchError(Exception):
+    """A fetch failed on the network or in the protocol (refused, reset, timed out,
+    malformed or oversized response headers...): ``kind`` names the failure."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        self.kind = kind
+        super().__init__(f"{kind}: {detail}" if detail else kind)
 
 
 class Blocked(Exception):
@@ -66,86 +82,131 @@ def _is_private(ip: str) -> bool:
             or a.is_multicast or a.is_unspecified)
 
 
+class _Resolver(AbstractResolver):
+    """aiohttp's resolver, through :meth:`Fetcher.address`: the address connected to is
+    the one that was checked (a name cannot resolve to a private address between the
+    check and the connection)."""
+
+    def __init__(self, fetcher: Fetcher) -> None:
+        self.fetcher = fetcher
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        ip = await self.fetcher.address(host)
+        return [{"hostname": host, "host": ip, "port": port,
+                 "family": socket.AF_INET6 if ":" in ip else socket.AF_INET,
+                 "proto": 0, "flags": socket.AI_NUMERICHOST}]
+
+    async def close(self) -> None:
+        pass
+
+
 class Fetcher:
-    """Fetches URLs with one shared httpx client.
+    """Fetches URLs with one shared aiohttp session (keep-alive connections per host).
 
     ``resolve`` maps host names (``fnmatch`` patterns, e.g. ``*.crawlq.test``) to IP
     addresses, ahead of the system resolver: the local test web is reached this way.
+    ``timeout`` bounds a whole fetch, connection included. Cookies are not kept.
     """
+
+    DNS_TTL = 300.0
 
     def __init__(self, *, user_agent: str, timeout: float = 20.0, max_bytes: int = 5_000_000,
                  resolve: Mapping[str, str] | None = None, allow_private: bool = False,
                  connections: int = 64) -> None:
         self.user_agent = user_agent
+        self.timeout = timeout
         self.max_bytes = max_bytes
         self.resolve = dict(resolve or {})
         self.allow_private = allow_private
-        self.client = httpx.AsyncClient(
-            timeout=timeout, follow_redirects=False, trust_env=False,
-            limits=httpx.Limits(max_connections=connections,
-                                max_keepalive_connections=connections),
-            headers={"User-Agent": user_agent})
+        self.connections = connections
+        self._dns: dict[str, tuple[str, float]] = {}
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        # Made on first use: aiohttp wants a running event loop.
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self.connections, resolver=_Resolver(self),
+                                             use_dns_cache=False)
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout),
+                headers={"User-Agent": self.user_agent}, auto_decompress=False,
+                cookie_jar=aiohttp.DummyCookieJar(), trust_env=False)
+        return self._session
 
     async def address(self, host: str) -> str:
-        """The checked IP address to connect to for ``host``."""
-        ip = None
-        for pattern, target in self.resolve.items():
-            if fnmatch.fnmatch(host, pattern):
-                ip = target
-                break
-        if ip is None:
-            try:
-                ipaddress.ip_address(host.strip("[]"))
-                ip = host.strip("[]")
-            except ValueError:
-                try:
-                    infos = await asyncio.get_running_loop().getaddrinfo(
-                        host, None, type=socket.SOCK_STREAM)
-                except OSError as exc:
-                    raise Blocked("unresolvable", f"{host}: {exc}") from None
-                ip = str(infos[0][4][0])
+        """The checked IP address to connect to for ``host`` (cached for a while);
+        raises :class:`Blocked`."""
+        hit = self._dns.get(host)
+        now = time.monotonic()
+        if hit is not None and hit[1] > now:
+            ip = hit[0]
+        else:
+            ip = await self._lookup(host)
+            self._dns[host] = (ip, now + self.DNS_TTL)
         if not self.allow_private and _is_private(ip):
             raise Blocked("private-address", f"{host} is {ip} (use --allow-private to allow)")
         return ip
 
+    async def _lookup(self, host: str) -> str:
+        for pattern, target in self.resolve.items():
+            if fnmatch.fnmatch(host, pattern):
+                return target
+        try:
+            ipaddress.ip_address(host.strip("[]"))
+            return host.strip("[]")
+        except ValueError:
+            pass
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                host, None, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise Blocked("unresolvable", f"{host}: {exc}") from None
+        return str(infos[0][4][0])
+
     async def get(self, url: str) -> Fetched:
-        """GET ``url``; raises :class:`Blocked` or an ``httpx.HTTPError``."""
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        ip = await self.address(host)
-        netloc = f"[{ip}]" if ":" in ip else ip
-        if parts.port:
-            netloc += f":{parts.port}"
-        target = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
-        headers = {"Host": parts.netloc.rpartition("@")[2], "Accept-Encoding": ACCEPT_ENCODING}
-        extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
+        """GET ``url``; raises :class:`Blocked` or :class:`FetchError`."""
+        host = urlsplit(url).hostname or ""
+        ip = await self.address(host)  # refused here, before any connection
+        session = self._open()
         start = time.monotonic()
-        async with self.client.stream("GET", target, headers=headers,
-                                      extensions=extensions) as r:
-            raw = bytearray()
-            truncated = False
-            async for chunk in r.aiter_raw():  # as sent: WARC keeps these bytes
-                raw += chunk
-                if len(raw) > self.max_bytes:
-                    truncated = True
-                    del raw[self.max_bytes:]
-                    break
-            elapsed = time.monotonic() - start
-            headers_out = {k.lower(): v for k, v in r.headers.items()}
-            decode_error = None
-            try:
-                body, cut = decode(bytes(raw), r.headers.get("content-encoding"),
-                                   self.max_bytes)
-            except DecodeError as exc:
-                body, cut, decode_error = b"", False, str(exc)
-            return Fetched(
-                url, r.status_code, headers_out, body, elapsed, truncated or cut,
-                r.headers.get("location"), raw=bytes(raw),
-                header_list=[(k.decode("latin-1"), v.decode("latin-1"))
-                             for k, v in r.headers.raw],
-                request_headers=[(k.decode("latin-1"), v.decode("latin-1"))
-                                 for k, v in r.request.headers.raw],
-                reason=r.reason_phrase, ip=ip, decode_error=decode_error)
+        try:
+            # encoded=True: the URL goes out exactly as the frontier canonicalized it.
+            async with session.get(URL(url, encoded=True), allow_redirects=False,
+                                   headers={"Accept-Encoding": ACCEPT_ENCODING}) as r:
+                raw = bytearray()
+                truncated = False
+                async for chunk in r.content.iter_chunked(65536):  # as sent: WARC keeps them
+                    raw += chunk
+                    if len(raw) > self.max_bytes:
+                        truncated = True
+                        del raw[self.max_bytes:]
+                        r.close()  # the rest is not read: the connection is not reused
+                        break
+                elapsed = time.monotonic() - start
+                header_list = [(k.decode("latin-1"), v.decode("latin-1"))
+                               for k, v in r.raw_headers]
+                request_headers = list(r.request_info.headers.items())
+                status, reason = r.status, r.reason or ""
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+            kind = "Timeout" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__
+            raise FetchError(kind, str(exc)) from exc
+        headers_out: dict[str, str] = {}
+        for k, v in header_list:
+            k = k.lower()
+            headers_out[k] = f"{headers_out[k]}, {v}" if k in headers_out else v
+        decode_error = None
+        try:
+            body, cut = decode(bytes(raw), headers_out.get("content-encoding"), self.max_bytes)
+        except DecodeError as exc:
+            body, cut, decode_error = b"", False, str(exc)
+        return Fetched(
+            url, status, headers_out, body, elapsed, truncated or cut,
+            headers_out.get("location"), raw=bytes(raw), header_list=header_list,
+            request_headers=request_headers, reason=reason, ip=ip,
+            decode_error=decode_error)
 
     async def close(self) -> None:
-        await self.client.aclose()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""`crawlq crawl` against Scrapy on the same local site, in one run.
+
+Scenarios (each contender in its own process, the test web in this one, on its asyncio
+engine so that the server is not what limits either crawler):
+
+throughput
+    200 hosts x 100 pages (20,000 pages and 200 indexes), every index a seed, politeness
+    delays zero, robots.txt obeyed, the same concurrency overall and per host, links
+    from ``<a>``/``<area>`` followed within ``crawlq.test``, every page written to a JSON
+    Lines file. Reported: pages/s (pages fetched over the crawl's own run time).
+efficiency
+    20 hosts, the busiest with 100 pages, the others 30; a politeness delay of 0.2 s
+    and one fetch at a time per host. Reported: wall time over the ideal, which is the
+    busiest host's pages x the delay. Target for crawlq <= 1.2.
+
+crawlq runs as the real CLI (``crawlq crawl ... --state DIR``, so on SQLite, durable);
+Scrapy runs a CrawlSpider-like spider (LinkExtractor, FEEDS jsonl) with its default
+scheduler ("scrapy") and with the classic priority queue ("scrapy-classic"),
+with CONCURRENT_REQUESTS, CONCURRENT_REQUESTS_PER_DOMAIN, DOWNLOAD_DELAY set alike and
+ROBOTSTXT_OBEY on. Both resolve ``*.crawlq.test`` to 127.0.0.1 without DNS.
+
+    python bench/bench_crawl.py
+    python bench/bench_crawl.py --scenario throughput --hosts 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+CONTENDERS = ["scrapy", "scrapy-classic", "crawlq"]
+
+
+def spec_for(scenario: str, hosts: int) -> Any:
+    from crawlq.testweb import SiteSpec
+
+    if scenario == "throughput":
+        return SiteSpec(hosts=hosts, pages=100, links=4, cross_links=1, special_links=False,
+                        crawl_delay={}, robots_404=frozenset())
+    return SiteSpec(hosts=20, pages=30, host_pages={0: 100}, links=4, cross_links=1,
+                    special_links=False, crawl_delay={}, robots_404=frozenset())
+
+
+def settings_for(scenario: str, concurrency: int) -> tuple[int, int, float]:
+    """(concurrency, per host, delay) of a scenario."""
+    return (concurrency, 2, 0.0) if scenario == "throughput" else (concurrency, 1, 0.2)
+
+
+# -- the Scrapy child --------------------------------------------------------------------
+
+
+def scrapy_child(seeds: list[str], conc: int, per_host: int, delay: float,
+                 out: str, classic: bool) -> None:
+    import scrapy
+    from scrapy import signals
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.linkextractors import LinkExtractor
+    from scrapy.resolver import dnscache
+
+    from crawlq.testweb import DOMAIN
+
+    for url in seeds:
+        dnscache[url.split("//")[1].split(":")[0]] = "127.0.0.1"
+    marks: dict[str, float] = {}
+
+    class BenchSpider(scrapy.Spider):
+        name = "bench-crawl"
+        allowed_domains = [DOMAIN]
+        start_urls = seeds
+        links = LinkExtractor()  # (its allow_domains would compare host:port)
+
+        def parse(self, response: Any) -> Any:
+            yield {"url": response.url, "status": response.status,
+                   "title": response.css("title::text").get()}
+            for link in self.links.extract_links(response):
+                host = link.url.split("//")[1].split(":")[0]
+                dnscache[host] = "127.0.0.1"
+                yield response.follow(link, callback=self.parse)
+
+    settings: dict[str, Any] = {
+        "LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False, "ROBOTSTXT_OBEY": True,
+        "CONCURRENT_REQUESTS": conc, "CONCURRENT_REQUESTS_PER_DOMAIN": per_host,
+        "DOWNLOAD_DELAY": delay, "RANDOMIZE_DOWNLOAD_DELAY": False,
+        "USER_AGENT": "crawlq-bench", "FEEDS": {out: {"format": "jsonlines"}},
+    }
+    if classic:  # the default priority queue before Scrapy 2.13: faster on one core
+        settings["SCHEDULER_PRIORITY_QUEUE"] = "scrapy.pqueues.ScrapyPriorityQueue"
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(BenchSpider)
+
+    def opened(spider: Any) -> None:
+        marks["open"] = time.monotonic()
+
+    def closed(spider: Any, reason: str) -> None:
+        marks["close"] = time.monotonic()
+
+    # (Scrapy keeps weak references to signal handlers: these live until the end.)
+    crawler.signals.connect(opened, signals.spider_opened)
+    crawler.signals.connect(closed, signals.spider_closed)
+    process.crawl(crawler)
+    process.start()
+    print(json.dumps({"seconds": marks["close"] - marks["open"]}))
+
+
+# -- the parent ----------------------------------------------------------------------------
+
+
+def run_crawlq(seeds: list[str], conc: int, per_host: int, delay: float,
+               tmp: str) -> float:
+    crawlq = str(Path(sys.executable).with_name("crawlq"))  # the console script
+    cmd = [crawlq, "crawl", *seeds, "--state", f"{tmp}/state",
+           "--allow-domain", "crawlq.test", "--concurrency", str(conc),
+           "--per-host", str(per_host), "--min-delay", str(delay), "--max-delay", str(delay),
+           "--allow-private", "--resolve", "*.crawlq.test=127.0.0.1",
+           "--user-agent", "crawlq-bench", "--out", f"{tmp}/pages.jsonl",
+           "--log-level", "WARNING"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"crawlq crawl failed:\n{out.stderr[-2000:]}")
+    m = re.search(r"fetched (\d+) pages.* in ([\d.]+)s", out.stdout + out.stderr)
+    if m is None:
+        raise RuntimeError(f"no summary in crawlq's output:\n{out.stdout[-2000:]}")
+    return float(m.group(2))
+
+
+def run_scrapy(seeds: list[str], conc: int, per_host: int, delay: float, tmp: str,
+               classic: bool = False) -> float:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps([seeds, conc, per_host, delay,
+                                                          f"{tmp}/pages.jsonl", classic])],
+        capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"the Scrapy spider failed:\n{out.stderr[-2000:]}")
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenario", action="append", choices=["throughput", "efficiency"])
+    ap.add_argument("--only", action="append", choices=CONTENDERS)
+    ap.add_argument("--hosts", type=int, default=200, help="hosts of the throughput site")
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        scrapy_child(*json.loads(a.child))
+        return
+    from crawlq.testweb import TestWeb, reachable
+
+    for scenario in a.scenario or ["throughput", "efficiency"]:
+        spec = spec_for(scenario, a.hosts)
+        conc, per_host, delay = settings_for(scenario, a.concurrency)
+        print(f"\n== {scenario}: {spec.hosts} hosts, concurrency {conc}, {per_host} per "
+              f"host, delay {delay:g} s, robots.txt obeyed")
+        print(f"{'contender':<10} {'pages':>7} {'twice':>6} {'missing':>8} {'seconds':>8} "
+              f"{'pages/s':>8} {'efficiency':>11}")
+        rates: dict[str, float] = {}
+        for contender in a.only or CONTENDERS:
+            web = TestWeb(spec, engine="asyncio").start()
+            tmp = tempfile.mkdtemp(prefix="crawlq-bench-crawl-")
+            try:
+                seeds = [web.url(i, "/") for i in range(spec.hosts)]
+                want = reachable(spec, web.port) | {(spec.host(i), "/")
+                                                    for i in range(spec.hosts)}
+                try:
+                    if contender == "crawlq":
+                        seconds = run_crawlq(seeds, conc, per_host, delay, tmp)
+                    else:
+                        seconds = run_scrapy(seeds, conc, per_host, delay, tmp,
+                                             classic=contender == "scrapy-classic")
+                except RuntimeError as exc:
+                    print(f"{contender:<10} FAILED: {exc}")
+                    continue
+                hits = web.hits()
+            finally:
+                web.stop()
+            fetched = Counter((h.host, h.path) for h in hits if h.path != "/robots.txt")
+            twice = sum(n - 1 for n in fetched.values())
+            missing = len(want - set(fetched))
+            rate = len(fetched) / seconds
+            rates[contender] = rate
+            eff = ""
+            if delay:
+                busiest = max(Counter(host for host, _ in fetched).values())
+                eff = f"{seconds / (busiest * delay):.2f}"
+            print(f"{contender:<10} {len(fetched):>7} {twice:>6} {missing:>8} {seconds:>8.1f} "
+                  f"{rate:>8.1f} {eff:>11}")
+        for peer in ("scrapy", "scrapy-classic"):
+            if peer in rates and "crawlq" in rates:
+                print(f"  crawlq: {rates['crawlq'] / rates[peer]:.2f}x the pages/s of {peer}")
+
+
+if __name__ == "__main__":
+    main()
