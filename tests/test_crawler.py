@@ -315,3 +315,75 @@ def test_two_crawl_processes_share_one_redis_frontier(redis_server: LocalRedis) 
     fetched_by = [int(re.search(r"fetched (\d+) pages", out).group(1))  # type: ignore[union-attr]
                   for out, _ in outs]
     assert min(fetched_by) > 0 and sum(fetched_by) == len(fetched)  # both took part
+
+
+def test_sitemaps_from_robots_txt() -> None:
+    spec = SiteSpec(hosts=2, pages=5, special_links=False, sitemap_pages=6)
+    orphans = {(spec.host(i), f"/orphan/{n}") for i in range(2) for n in range(6)}
+    with serve(spec) as web:
+        s = crawl(web, **FAST, seeds=[web.url(0, "/"), web.url(1, "/")])
+        assert not orphans & set(pages(web))  # without --sitemaps: never seen
+    with serve(spec) as web:
+        s = crawl(web, **FAST, sitemaps=True, seeds=[web.url(0, "/"), web.url(1, "/")])
+        fetched = pages(web)
+        assert s.finished and Counter(fetched).most_common(1)[0][1] == 1
+        assert orphans <= set(fetched)
+        assert {(spec.host(i), p) for i in range(2)
+                for p in ("/sitemap.xml", "/sitemap-1.xml.gz")} <= set(fetched)
+        assert s.sitemap_urls == 2 * 7 and s.out_of_scope["off-domain"] >= 2
+        assert "URLs listed in sitemaps: 14" in s.lines()
+
+
+def test_sitemap_parsing() -> None:
+    import gzip
+
+    import pytest
+
+    from crawlq.crawler.sitemaps import SitemapError, parse
+
+    ns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+    xml = f'<?xml version="1.0"?><urlset {ns}><url><loc> http://a.test/1 </loc></url>' \
+          '<url><loc>http://a.test/2</loc><lastmod>2026-01-01</lastmod></url></urlset>'
+    assert parse(xml.encode()).locs == ["http://a.test/1", "http://a.test/2"]
+    assert parse(gzip.compress(xml.encode())).kind == "urlset"
+    index = f'<sitemapindex {ns}><sitemap><loc>http://a.test/s1.xml</loc></sitemap>' \
+            '</sitemapindex>'
+    assert parse(index.encode()).kind == "sitemapindex"
+    assert parse(b"http://a.test/x\n\nhttps://a.test/y\n").locs == ["http://a.test/x",
+                                                                     "https://a.test/y"]
+    bomb = (b'<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaaaaaaaa">'
+            b'<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
+            b'<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]><urlset><url><loc>&c;</loc>'
+            b'</url></urlset>')
+    for bad in (b"<html><body>not a sitemap</body></html>", b"<urlset><url>", b"junk",
+                b"\x1f\x8bnot gzip"):
+        with pytest.raises(SitemapError):
+            parse(bad)
+    assert len(parse(bomb).locs[0]) == 1000  # small entities expand, boundedly
+    levels = '<!ENTITY a0 "aaaaaaaaaa">' + "".join(
+        f'<!ENTITY a{i} "{f"&a{i - 1};" * 10}">' for i in range(1, 10))
+    laughs = f'<!DOCTYPE l [{levels}]><urlset><url><loc>&a9;</loc></url></urlset>'
+    with pytest.raises(SitemapError, match="amplification"):  # 10 GB, refused by expat
+        parse(laughs.encode())
+
+
+def test_https_with_a_trusted_ca_and_refused_without(tmp_path: Path) -> None:
+    from crawlq import Frontier
+
+    spec = SiteSpec(hosts=2, pages=6, special_links=False, sitemap_pages=2)
+    for engine in ("threads", "asyncio"):
+        with serve(spec, engine=engine, tls=True) as web:
+            assert web.url(0).startswith("https://") and web.ca_file
+            s = crawl(web, **FAST, ca_file=web.ca_file, sitemaps=True)
+            fetched = pages(web)
+            assert s.finished and s.fetched == len(fetched) and not s.errors
+            want = {(h, p.replace("http://", "https://")) for h, p in
+                    reachable(spec, web.port)}
+            assert want <= set(fetched) and ("site1.crawlq.test", "/orphan/1") in fetched
+    store = f"sqlite:///{tmp_path}/frontier.db"
+    with serve(spec, tls=True) as web:  # the test CA not trusted: certificate errors
+        s = crawl(web, **FAST, store=store, max_retries=0)
+        assert s.fetched == 0 and sum(s.errors.values()) >= 1 and pages(web) == []
+    with Frontier.open(store) as frontier:
+        [dead] = frontier.dead()
+        assert "certificate" in dead.error.lower(), dead.error

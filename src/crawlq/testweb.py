@@ -29,6 +29,9 @@ Paths on every host:
 ``/gzip``                      a gzip-encoded page (``Content-Encoding: gzip``)
 ``/error``                     500, always
 ``/huge-header``               200 with a 100 kB response header (not linked)
+``/sitemap.xml``               a sitemap index (with ``sitemap_pages``) naming
+``/sitemap-1.xml.gz``          a gzipped sitemap of ``/orphan/<n>`` pages
+``/orphan/<n>``                a page that only the sitemap names
 =============================  =================================================
 """
 
@@ -37,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import random
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -44,6 +48,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import NamedTuple
 
 DOMAIN = "crawlq.test"
@@ -75,6 +80,10 @@ class SiteSpec:
     """Seconds every ``/page/<n>`` takes to answer."""
     host_pages: dict[int, int] = field(default_factory=dict, hash=False)
     """Host index -> its number of pages, where it differs from ``pages``."""
+    sitemap_pages: int = 0
+    """When > 0, robots.txt names a sitemap index, ``/sitemap.xml``, which points to a
+    gzipped sitemap listing ``/orphan/0`` .. ``/orphan/<sitemap_pages-1>``: pages no
+    link leads to (and one URL on a host outside the site)."""
 
     def pages_of(self, i: int) -> int:
         """How many pages host ``i`` has."""
@@ -96,15 +105,20 @@ class SiteSpec:
         num = name[4:-len(DOMAIN) - 1]
         return int(num) if num.isdigit() and int(num) < self.hosts else None
 
-    def robots(self, i: int) -> str:
-        """robots.txt of host ``i``: /private/ is off limits, maybe a Crawl-delay."""
+    def robots(self, i: int, port: int | None = None, scheme: str = "http") -> str:
+        """robots.txt of host ``i``: /private/ is off limits, maybe a Crawl-delay and a
+        Sitemap (which names the server's ``port`` when given)."""
         lines = ["User-agent: *", "Disallow: /private/", "Allow: /private/open"]
         if i in self.crawl_delay:
             lines.append(f"Crawl-delay: {self.crawl_delay[i]}")
         lines += ["", "User-agent: evilbot", "Disallow: /", ""]
+        if self.sitemap_pages:
+            at = f":{port}" if port else ""
+            lines += [f"Sitemap: {scheme}://{self.host(i)}{at}/sitemap.xml", ""]
         return "\n".join(lines)
 
-    def page_links(self, i: int, n: int, port: int | None = None) -> list[tuple[str, bool]]:
+    def page_links(self, i: int, n: int, port: int | None = None,
+                   scheme: str = "http") -> list[tuple[str, bool]]:
         """Links of ``/page/<n>`` on host ``i`` as (absolute or relative URL, nofollow);
         links to other hosts carry ``port`` (the server's) when given."""
         at = f":{port}" if port else ""
@@ -118,7 +132,7 @@ class SiteSpec:
             out.append((f"/page/{rng.randrange(pages)}", False))
         for _ in range(self.cross_links):
             j = rng.randrange(self.hosts)
-            out.append((f"http://{self.host(j)}{at}/page/{rng.randrange(self.pages_of(j))}",
+            out.append((f"{scheme}://{self.host(j)}{at}/page/{rng.randrange(self.pages_of(j))}",
                         False))
         if self.special_links and n % 10 == 3:
             out += [(f"/private/{n}", False), (f"/redirect/{(n * 7) % pages}", False),
@@ -161,11 +175,16 @@ class TestWeb:
 
     __test__ = False  # not a pytest test class, despite the name
 
-    def __init__(self, spec: SiteSpec, engine: str = "threads") -> None:
+    def __init__(self, spec: SiteSpec, engine: str = "threads", tls: bool = False) -> None:
         if engine not in ("threads", "asyncio"):
             raise ValueError(f"engine must be 'threads' or 'asyncio', not {engine!r}")
         self.spec = spec
         self.engine = engine
+        self.scheme = "https" if tls else "http"
+        self.ca_file: str | None = None
+        """With ``tls``: the PEM file of the test CA that signed the server's
+        certificate (for ``*.crawlq.test``); a client must trust it."""
+        ssl_ctx = self._tls_context() if tls else None
         self.log: list[Hit] = []
         self._lock = threading.Lock()
         self._once: set[tuple[int, str]] = set()
@@ -186,13 +205,15 @@ class TestWeb:
 
         self.port: int
         if engine == "asyncio":
-            self._aio = _AsyncServer(self)
+            self._aio = _AsyncServer(self, ssl_ctx)
             self.port = self._aio.port
             self._thread = threading.Thread(target=self._aio.run, daemon=True,
                                             name="crawlq-testweb")
             return
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if ssl_ctx is not None:
+            self._server.socket = ssl_ctx.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
                                         name="crawlq-testweb")
@@ -200,7 +221,57 @@ class TestWeb:
     def url(self, host: int | str, path: str = "/") -> str:
         """The URL of ``path`` on a host (index or name), with the server's port."""
         name = self.spec.host(host) if isinstance(host, int) else host
-        return f"http://{name}:{self.port}{path}"
+        return f"{self.scheme}://{name}:{self.port}{path}"
+
+    def _tls_context(self) -> ssl.SSLContext:
+        """A CA and a certificate for ``*.crawlq.test`` made for this server (needs the
+        ``cryptography`` package, which Scrapy's dependencies bring)."""
+        import datetime
+        import tempfile
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        now = datetime.datetime.now(datetime.timezone.utc)
+        span = (now - datetime.timedelta(days=1), now + datetime.timedelta(days=2))
+
+        def cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Name,
+                 signer: ec.EllipticCurvePrivateKey, ca: bool) -> x509.Certificate:
+            b = (x509.CertificateBuilder()
+                 .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+                 .issuer_name(issuer).public_key(key.public_key())
+                 .serial_number(x509.random_serial_number())
+                 .not_valid_before(span[0]).not_valid_after(span[1])
+                 .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+            if ca:
+                b = b.add_extension(x509.KeyUsage(
+                    digital_signature=True, key_cert_sign=True, crl_sign=True,
+                    content_commitment=False, key_encipherment=False, data_encipherment=False,
+                    key_agreement=False, encipher_only=False, decipher_only=False),
+                    critical=True)
+            else:
+                b = b.add_extension(x509.SubjectAlternativeName(
+                    [x509.DNSName(f"*.{DOMAIN}"), x509.DNSName(DOMAIN)]), critical=False)
+            return b.sign(signer, hashes.SHA256())
+
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca = cert("crawlq test CA", ca_key,
+                  x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "crawlq test CA")]),
+                  ca_key, True)
+        key = ec.generate_private_key(ec.SECP256R1())
+        leaf = cert(f"*.{DOMAIN}", key, ca.subject, ca_key, False)
+        folder = Path(tempfile.mkdtemp(prefix="crawlq-testweb-tls-"))
+        pem = serialization.Encoding.PEM
+        (folder / "ca.pem").write_bytes(ca.public_bytes(pem))
+        (folder / "server.pem").write_bytes(
+            leaf.public_bytes(pem) + key.private_bytes(
+                pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        self.ca_file = str(folder / "ca.pem")
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(folder / "server.pem"))
+        return ctx
 
     def hits(self, host: int | str | None = None) -> list[Hit]:
         """The requests answered so far, optionally for one host."""
@@ -272,7 +343,8 @@ class TestWeb:
                 return 503, [("Content-Type", "text/plain")], b"try later"
             if i in spec.robots_404:
                 return 404, [("Content-Type", "text/plain")], b"no robots here"
-            return 200, [("Content-Type", "text/plain")], spec.robots(i).encode()
+            return 200, [("Content-Type", "text/plain")], \
+                spec.robots(i, self.port, self.scheme).encode()
         if head == "":
             links = [(f"/page/{n}", False) for n in range(min(spec.pages_of(i), spec.links + 1))]
             return 200, html, _html(f"{spec.host(i)} index", links).encode()
@@ -281,7 +353,7 @@ class TestWeb:
             if n >= spec.pages_of(i):
                 return 404, html, b"<html><body>no such page</body></html>"
             return 200, html, _html(f"{spec.host(i)} page {n}",
-                                    spec.page_links(i, n, self.port)).encode()
+                                    spec.page_links(i, n, self.port, self.scheme)).encode()
         if head == "private":
             return 200, html, _html("private", []).encode()
         if head == "redirect" and len(parts) == 2:
@@ -321,6 +393,24 @@ class TestWeb:
                 gzip.compress(_html("gzipped", [("/page/1", False)]).encode())
         if head == "error":
             return 500, html, b"<html><body>server error</body></html>"
+        if spec.sitemap_pages and path == "/sitemap.xml":
+            base = f"{self.scheme}://{spec.host(i)}:{self.port}"
+            return 200, [("Content-Type", "application/xml")], (
+                '<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns='
+                '"http://www.sitemaps.org/schemas/sitemap/0.9">'
+                f"<sitemap><loc>{base}/sitemap-1.xml.gz</loc></sitemap></sitemapindex>"
+            ).encode()
+        if spec.sitemap_pages and path == "/sitemap-1.xml.gz":
+            base = f"{self.scheme}://{spec.host(i)}:{self.port}"
+            locs = [f"{base}/orphan/{n}" for n in range(spec.sitemap_pages)]
+            locs.append("http://elsewhere.test/from-a-sitemap")
+            xml = ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns='
+                   '"http://www.sitemaps.org/schemas/sitemap/0.9">'
+                   + "".join(f"<url><loc>{u}</loc><priority>0.5</priority></url>"
+                             for u in locs) + "</urlset>")
+            return 200, [("Content-Type", "application/gzip")], gzip.compress(xml.encode())
+        if head == "orphan" and len(parts) == 2 and parts[1].isdigit():
+            return 200, html, _html(f"orphan {parts[1]}", []).encode()
         if head == "huge-header":
             return 200, [*html, ("X-Filler", "x" * 100_000)], _html("huge", []).encode()
         return 404, html, b"<html><body>not found</body></html>"
@@ -330,10 +420,11 @@ class _AsyncServer:
     """The test web's asyncio engine: HTTP/1.1 GET and HEAD with keep-alive, enough
     for crawlers, routed by :meth:`TestWeb._route` like the threaded engine."""
 
-    def __init__(self, web: TestWeb) -> None:
+    def __init__(self, web: TestWeb, ssl_ctx: ssl.SSLContext | None) -> None:
         import socket
 
         self.web = web
+        self.ssl_ctx = ssl_ctx
         self.loop = asyncio.new_event_loop()
         # Bound here so that the port is known before the thread starts.
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -346,7 +437,8 @@ class _AsyncServer:
     def run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self._server = self.loop.run_until_complete(
-            self.loop.create_server(lambda: _Conn(self.web, self.loop), sock=self.sock))
+            self.loop.create_server(lambda: _Conn(self.web, self.loop), sock=self.sock,
+                                    ssl=self.ssl_ctx))
         self.loop.run_forever()
         self._server.close()
         self.loop.run_until_complete(self._server.wait_closed())
@@ -455,7 +547,7 @@ def reachable(spec: SiteSpec, port: int) -> set[tuple[str, str]]:
             continue
         n = int(path.rsplit("/", 1)[1])
         for href, _ in spec.page_links(i, n, port):
-            if href.startswith("http://"):
+            if href.startswith("http://"):  # (the same links as https, with a TLS server)
                 host, rest = href[7:].split("/", 1)
                 j = spec.host_index(host)
                 if j is None:
@@ -472,9 +564,11 @@ def pages(web: TestWeb) -> list[tuple[str, str]]:
 
 
 @contextmanager
-def serve(spec: SiteSpec | None = None, engine: str = "threads") -> Iterator[TestWeb]:
-    """Run the test web on a free port of 127.0.0.1 for the duration of a ``with``."""
-    web = TestWeb(spec or SiteSpec(), engine).start()
+def serve(spec: SiteSpec | None = None, engine: str = "threads",
+          tls: bool = False) -> Iterator[TestWeb]:
+    """Run the test web on a free port of 127.0.0.1 for the duration of a ``with``
+    (over HTTPS with ``tls``: see :attr:`TestWeb.ca_file`)."""
+    web = TestWeb(spec or SiteSpec(), engine, tls).start()
     try:
         yield web
     finally:

@@ -66,6 +66,11 @@ def _options(c: argparse.ArgumentParser) -> None:
     p.add_argument("--delay-factor", type=float, default=5.0,
                    help="pause = factor x fetch time, clamped (default 5)")
     p.add_argument("--user-agent", default=None, help="User-Agent header and robots.txt name")
+    p.add_argument("--ca-file", metavar="PEM",
+                   help="also trust the CA certificates in PEM for HTTPS (e.g. an internal CA)")
+    p.add_argument("--sitemaps", action="store_true",
+                   help="also crawl the pages listed in the sitemaps robots.txt names "
+                        "(sitemap indexes and .xml.gz files included)")
     p.add_argument("--ignore-robots", action="store_true",
                    help="do not obey robots.txt (be sure you may)")
     p.add_argument("--allow-private", action="store_true",
@@ -152,7 +157,8 @@ def command(args: argparse.Namespace) -> int:
         allow_private=args.allow_private, resolve=resolve, timeout=args.timeout,
         max_bytes=args.max_bytes, max_retries=args.max_retries, lease_ttl=args.lease_ttl,
         out=args.out, out_format=args.format, rounds=args.rounds, duration=args.duration,
-        round_delay=args.delay, revisit_after=args.revisit)
+        round_delay=args.delay, revisit_after=args.revisit,
+        sitemaps=args.sitemaps, ca_file=args.ca_file)
     return _run(config, resumable=bool(args.state or args.store), every=args.progress)
 
 

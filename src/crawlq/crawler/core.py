@@ -21,6 +21,7 @@ from urllib.parse import urljoin, urlsplit
 from ..frontier import Frontier
 from ..models import Lease, Outcome, Request
 from . import robots as robots_mod
+from . import sitemaps
 from .fetch import Blocked, Fetched, Fetcher, FetchError
 from .links import decode_html, extract
 from .output import Output, open_output
@@ -54,6 +55,8 @@ class CrawlConfig:
     obey_robots: bool = True
     allow_private: bool = False
     resolve: dict[str, str] = field(default_factory=dict)
+    ca_file: str | None = None
+    """A PEM file of CA certificates trusted for HTTPS, besides the system's."""
     timeout: float = 20.0
     max_bytes: int = 5_000_000
     max_retries: int = 2
@@ -72,6 +75,8 @@ class CrawlConfig:
     """Seconds to wait between rounds."""
     revisit_after: float | None = None
     """Seconds after which a fetched URL may be fetched again (in a later round)."""
+    sitemaps: bool = False
+    """Also fetch the sitemaps robots.txt names and queue the pages they list."""
     """``jsonl`` or ``warc``; default: from the file name (.warc, .warc.gz)."""
 
 
@@ -86,6 +91,7 @@ class Summary:
     blocked: Counter[str] = field(default_factory=Counter)
     out_of_scope: Counter[str] = field(default_factory=Counter)
     links_added: int = 0
+    sitemap_urls: int = 0
     seconds: float = 0.0
     finished: bool = False
     rounds: int = 0
@@ -98,6 +104,8 @@ class Summary:
                "statuses: " + (", ".join(f"{k}: {v}" for k, v in sorted(self.statuses.items()))
                                or "-"),
                f"new links queued: {self.links_added}; robots.txt denied: {self.robots_denied}"]
+        if self.sitemap_urls:
+            out.append(f"URLs listed in sitemaps: {self.sitemap_urls}")
         if self.errors:
             out.append("errors: " + ", ".join(f"{k}: {v}" for k, v in self.errors.items()))
         if self.blocked:
@@ -158,7 +166,7 @@ class Crawler:
         self.frontier = frontier
         fetcher = Fetcher(user_agent=c.user_agent, timeout=c.timeout, max_bytes=c.max_bytes,
                           resolve=c.resolve, allow_private=c.allow_private,
-                          connections=c.concurrency)
+                          connections=c.concurrency, ca_file=c.ca_file)
         out = open_output(c.out, c.out_format) if c.out else None
         inflight: set[asyncio.Task[None]] = set()
         try:
@@ -251,6 +259,9 @@ class Crawler:
             delay = rules.crawl_delay(self.config.user_agent)
             if delay:
                 frontier.configure_queue(queue, min_delay=delay)
+            if self.config.sitemaps and rules.parser is not None:
+                self._add_sitemaps(frontier, list(rules.parser.sitemaps), 0,
+                                   origin + "/robots.txt")
             return rules
 
     async def _fetch_robots(self, fetcher: Fetcher, origin: str) -> robots_mod.Robots:
@@ -258,8 +269,10 @@ class Crawler:
         for _ in range(5):  # follow a few redirects, each checked like any fetch
             try:
                 r = await fetcher.get(url)
-            except FetchError:  # (Blocked goes up: the page itself is blocked)
-                return robots_mod.from_response(None, "")
+            except FetchError as exc:  # (Blocked goes up: the page itself is blocked)
+                log.warning("robots.txt of %s unreachable: %s", origin, exc)
+                self.summary.errors[f"robots.txt {exc.kind}"] += 1
+                return robots_mod.from_response(None, "", error=str(exc))
             if r.status in (301, 302, 303, 307, 308) and r.location:
                 url = urljoin(url, r.location)
                 continue
@@ -288,7 +301,8 @@ class Crawler:
                     if rules.disallow_all:
                         # robots.txt 5xx or unreachable: nothing may be fetched for now
                         # (Google's rule); a failure, retried with backoff, then dead.
-                        frontier.done(lease, Outcome.FAILED, error="robots.txt unavailable")
+                        frontier.done(lease, Outcome.FAILED,
+                                      error=f"robots.txt unavailable ({rules.reason})")
                     else:
                         frontier.done(lease)
                     return
@@ -318,7 +332,9 @@ class Crawler:
             return
         links: list[str] = []
         title = None
-        if r.location and 300 <= r.status < 400:
+        if req.meta.get("sitemap") and r.status < 300:
+            self._sitemap(frontier, req, r)
+        elif r.location and 300 <= r.status < 400:
             links = [urljoin(req.url, r.location)]
         elif r.content_type in ("text/html", "application/xhtml+xml") and r.status < 300:
             page = await asyncio.to_thread(
@@ -329,6 +345,32 @@ class Crawler:
         self._write(out, req, r, title, len(links))
         frontier.done(lease, duration=r.elapsed)
         self._emit("page", req, r)
+
+    def _sitemap(self, frontier: Frontier, req: Request, r: Fetched) -> None:
+        try:
+            found = sitemaps.parse(r.body, self.config.max_bytes)
+        except sitemaps.SitemapError as exc:
+            log.warning("sitemap %s: %s", req.url, exc)
+            self.summary.errors["bad-sitemap"] += 1
+            return
+        if found.kind == "sitemapindex":
+            self._add_sitemaps(frontier, found.locs, req.depth, req.url)
+        else:
+            self.summary.sitemap_urls += len(found.locs)
+            self._follow(frontier, found.locs, req.depth + 1, req.url)
+
+    def _add_sitemaps(self, frontier: Frontier, urls: list[str], depth: int,
+                      referrer: str) -> None:
+        """Queue sitemaps (from robots.txt or an index) that are in scope."""
+        new = []
+        for url in urls:
+            why = self.scope.why_not(url, 0)  # a sitemap is not a page: no depth limit
+            if why is not None:
+                self.summary.out_of_scope[why] += 1
+                continue
+            new.append(Request(url, depth=depth, referrer=referrer, meta={"sitemap": 1}))
+        if new:
+            frontier.add(new)
 
     def _follow(self, frontier: Frontier, links: list[str], depth: int, referrer: str) -> None:
         new = []

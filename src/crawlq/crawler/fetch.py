@@ -15,6 +15,7 @@ import asyncio
 import fnmatch
 import ipaddress
 import socket
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -107,14 +108,19 @@ class Fetcher:
     ``resolve`` maps host names (``fnmatch`` patterns, e.g. ``*.crawlq.test``) to IP
     addresses, ahead of the system resolver: the local test web is reached this way.
     ``timeout`` bounds a whole fetch, connection included. Cookies are not kept.
+    HTTPS certificates are checked against the system's CAs, plus ``ca_file`` (a PEM
+    file, e.g. a company's internal CA) when given.
     """
 
     DNS_TTL = 300.0
 
     def __init__(self, *, user_agent: str, timeout: float = 20.0, max_bytes: int = 5_000_000,
                  resolve: Mapping[str, str] | None = None, allow_private: bool = False,
-                 connections: int = 64) -> None:
+                 connections: int = 64, ca_file: str | None = None) -> None:
         self.user_agent = user_agent
+        self.ssl = ssl.create_default_context()
+        if ca_file:
+            self.ssl.load_verify_locations(ca_file)
         self.timeout = timeout
         self.max_bytes = max_bytes
         self.resolve = dict(resolve or {})
@@ -127,7 +133,7 @@ class Fetcher:
         # Made on first use: aiohttp wants a running event loop.
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self.connections, resolver=_Resolver(self),
-                                             use_dns_cache=False)
+                                             use_dns_cache=False, ssl=self.ssl)
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout),
                 headers={"User-Agent": self.user_agent}, auto_decompress=False,

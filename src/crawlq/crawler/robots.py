@@ -20,6 +20,8 @@ class Robots:
     disallow_all: bool
     """5xx or unreachable: nothing may be fetched until ``expires`` (Google's spec)."""
     expires: float
+    reason: str = ""
+    """Why robots.txt could not be had (with ``disallow_all``): status or network error."""
 
     def allows(self, url: str, agent: str) -> bool:
         """May ``agent`` fetch ``url``?"""
@@ -35,11 +37,13 @@ class Robots:
         return float(d) if d is not None else None
 
 
-def from_response(status: int | None, text: str, now: float | None = None) -> Robots:
-    """Rules from a robots.txt fetch: ``status`` None means unreachable."""
+def from_response(status: int | None, text: str, now: float | None = None,
+                  error: str = "") -> Robots:
+    """Rules from a robots.txt fetch: ``status`` None means unreachable (``error``)."""
     now = time.time() if now is None else now
     if status is None or status >= 500 or status == 429:
-        return Robots(None, True, now + ERROR_RETRY)
+        return Robots(None, True, now + ERROR_RETRY,
+                      error or f"HTTP {status}" if status else error or "unreachable")
     if status >= 400:
         return Robots(None, False, now + ROBOTS_TTL)
     if status >= 300:  # redirects were followed by the fetcher; a leftover 3xx: no rules
