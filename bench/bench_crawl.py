@@ -161,7 +161,7 @@ def main() -> None:
         conc, per_host, delay = settings_for(scenario, a.concurrency)
         print(f"\n== {scenario}: {spec.hosts} hosts, concurrency {conc}, {per_host} per "
               f"host, delay {delay:g} s, robots.txt obeyed")
-        print(f"{'contender':<10} {'pages':>7} {'twice':>6} {'missing':>8} {'seconds':>8} "
+        print(f"{'contender':<15} {'pages':>7} {'twice':>6} {'missing':>8} {'seconds':>8} "
               f"{'pages/s':>8} {'efficiency':>11}")
         rates: dict[str, float] = {}
         for contender in a.only or CONTENDERS:
@@ -178,7 +178,7 @@ def main() -> None:
                         seconds = run_scrapy(seeds, conc, per_host, delay, tmp,
                                              classic=contender == "scrapy-classic")
                 except RuntimeError as exc:
-                    print(f"{contender:<10} FAILED: {exc}")
+                    print(f"{contender:<15} FAILED: {exc}")
                     continue
                 hits = web.hits()
             finally:
@@ -192,7 +192,7 @@ def main() -> None:
             if delay:
                 busiest = max(Counter(host for host, _ in fetched).values())
                 eff = f"{seconds / (busiest * delay):.2f}"
-            print(f"{contender:<10} {len(fetched):>7} {twice:>6} {missing:>8} {seconds:>8.1f} "
+            print(f"{contender:<15} {len(fetched):>7} {twice:>6} {missing:>8} {seconds:>8.1f} "
                   f"{rate:>8.1f} {eff:>11}")
         for peer in ("scrapy", "scrapy-classic"):
             if peer in rates and "crawlq" in rates:

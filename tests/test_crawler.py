@@ -387,3 +387,33 @@ def test_https_with_a_trusted_ca_and_refused_without(tmp_path: Path) -> None:
     with Frontier.open(store) as frontier:
         [dead] = frontier.dead()
         assert "certificate" in dead.error.lower(), dead.error
+
+
+def test_priority_and_target_rules_and_the_redirect_cap(tmp_path: Path) -> None:
+    spec = SiteSpec(hosts=1, pages=30, special_links=False, crawl_delay={})
+    out = tmp_path / "pages.jsonl"
+    with serve(spec) as web:
+        seeds = [web.url(0, f"/page/{n}") for n in range(10)]
+        s = crawl(web, **FAST, seeds=seeds, concurrency=1, out=str(out),
+                  priority_rules=[(r"/page/[5-9]$", 5), (r"/page/0$", -5)],
+                  target=[r"/page/\d*[02468]$"])
+        order = [path for _, path in pages(web)]
+        assert s.finished and set(order) == {f"/page/{n}" for n in range(30)}
+        # every seed was queued before the first fetch: the raised ones go first, the
+        # lowered one after everything else found later
+        assert set(order[:5]) == {f"/page/{n}" for n in range(5, 10)}
+        assert order[-1] == "/page/0"
+        saved = {json.loads(line)["url"].split("/", 3)[3] for line in out.read_text().splitlines()}
+        assert saved == {f"page/{n}" for n in range(0, 30, 2)} and s.not_saved == 15
+    with serve(spec) as web:
+        s = crawl(web, **FAST, seeds=[web.url(0, "/redirect-loop/0")], max_redirects=3)
+        assert [p for _, p in pages(web)] == [f"/redirect-loop/{n}" for n in range(4)]
+        assert s.out_of_scope["too-many-redirects"] == 1 and s.finished
+
+
+def test_bad_rules_are_clear_cli_errors() -> None:
+    for args in (["--priority", "nonumber"], ["--priority", "x=high"],
+                 ["--include", "("], ["--target", "[a-"], ["--priority", "(=3"]):
+        r = subprocess.run([sys.executable, "-m", "crawlq.cli", "crawl", "http://a.test/",
+                            *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and r.stderr.startswith("crawlq: --"), (args, r.stderr)

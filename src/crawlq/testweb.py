@@ -29,6 +29,7 @@ Paths on every host:
 ``/gzip``                      a gzip-encoded page (``Content-Encoding: gzip``)
 ``/error``                     500, always
 ``/huge-header``               200 with a 100 kB response header (not linked)
+``/redirect-loop/<n>``         302 to ``/redirect-loop/<n+1>``, forever (not linked)
 ``/sitemap.xml``               a sitemap index (with ``sitemap_pages``) naming
 ``/sitemap-1.xml.gz``          a gzipped sitemap of ``/orphan/<n>`` pages
 ``/orphan/<n>``                a page that only the sitemap names
@@ -411,6 +412,8 @@ class TestWeb:
             return 200, [("Content-Type", "application/gzip")], gzip.compress(xml.encode())
         if head == "orphan" and len(parts) == 2 and parts[1].isdigit():
             return 200, html, _html(f"orphan {parts[1]}", []).encode()
+        if head == "redirect-loop" and len(parts) == 2 and parts[1].isdigit():
+            return 302, [("Location", f"/redirect-loop/{int(parts[1]) + 1}")], b""
         if head == "huge-header":
             return 200, [*html, ("X-Filler", "x" * 100_000)], _html("huge", []).encode()
         return 404, html, b"<html><body>not found</body></html>"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 import shutil
 import signal
 import sys
@@ -51,6 +52,12 @@ def _options(c: argparse.ArgumentParser) -> None:
                    help="only follow URLs matching REGEX (repeatable)")
     s.add_argument("--exclude", action="append", default=[], metavar="REGEX",
                    help="never follow URLs matching REGEX (repeatable)")
+    s.add_argument("--priority", action="append", default=[], metavar="REGEX=N",
+                   help="add N to the priority of URLs matching REGEX: N > 0 fetches them "
+                        "sooner, N < 0 later (repeatable; matching rules add up)")
+    s.add_argument("--target", action="append", default=[], metavar="REGEX",
+                   help="save only pages matching REGEX to the output; the others are only "
+                        "followed for their links (repeatable; default: save every page)")
     s.add_argument("--max-depth", type=int, help="links deeper than this are not followed")
     s.add_argument("--max-pages", type=int, help="stop after fetching this many pages")
     s.add_argument("--max-per-host", type=int, default=0,
@@ -78,6 +85,8 @@ def _options(c: argparse.ArgumentParser) -> None:
     p.add_argument("--resolve", action="append", default=[], metavar="HOST=IP",
                    help="resolve HOST (a glob, e.g. *.example.test) to IP (repeatable)")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds per fetch (default 20)")
+    p.add_argument("--max-redirects", type=int, default=10,
+                   help="redirect hops followed from one URL (default 10)")
     p.add_argument("--lease-ttl", type=float, default=None,
                    help="seconds before a URL whose crawler died is crawled again "
                         "(default 3 x timeout + 60)")
@@ -143,13 +152,35 @@ def command(args: argparse.Namespace) -> int:
             print(f"crawlq: --resolve wants HOST=IP, got {pair!r}", file=sys.stderr)
             return 2
         resolve[host] = ip
+    priority = []
+    for rule in args.priority:
+        pattern, eq, n = rule.rpartition("=")
+        try:
+            priority.append((pattern, int(n)))
+        except ValueError:
+            eq = ""
+        if not eq:
+            print(f"crawlq: --priority wants REGEX=N (N an integer), got {rule!r}",
+                  file=sys.stderr)
+            return 2
+    for option, patterns in (("--include", args.include), ("--exclude", args.exclude),
+                             ("--target", args.target),
+                             ("--priority", [p for p, _ in priority])):
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                print(f"crawlq: {option}: bad regular expression {pattern!r}: {exc}",
+                      file=sys.stderr)
+                return 2
     store = args.store
     if store is None and args.state:
         Path(args.state).mkdir(parents=True, exist_ok=True)
         store = f"sqlite:///{Path(args.state).resolve()}/frontier.db"
     config = CrawlConfig(
         seeds=args.seeds, store=store or "memory://", allow_domains=args.allow_domain,
-        include=args.include, exclude=args.exclude, max_pages=args.max_pages,
+        include=args.include, exclude=args.exclude, priority_rules=priority,
+        target=args.target, max_redirects=args.max_redirects, max_pages=args.max_pages,
         max_depth=args.max_depth, max_per_host=args.max_per_host,
         concurrency=args.concurrency, per_host=args.per_host, min_delay=args.min_delay,
         max_delay=args.max_delay, delay_factor=args.delay_factor,

@@ -43,6 +43,13 @@ class CrawlConfig:
     """Empty: the seeds' hosts (and their subdomains)."""
     include: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
+    priority_rules: list[tuple[str, int]] = field(default_factory=list)
+    """(regex, n): URLs matching regex get n added to their priority (higher: sooner)."""
+    target: list[str] = field(default_factory=list)
+    """Regexes of the pages to save (written to the output); others are only
+    followed. Empty: every page is saved."""
+    max_redirects: int = 10
+    """Redirect hops followed from one URL before giving up."""
     max_pages: int | None = None
     max_depth: int | None = None
     max_per_host: int = 0
@@ -92,6 +99,8 @@ class Summary:
     out_of_scope: Counter[str] = field(default_factory=Counter)
     links_added: int = 0
     sitemap_urls: int = 0
+    not_saved: int = 0
+    """Pages fetched and followed but not saved (no target rule matched)."""
     seconds: float = 0.0
     finished: bool = False
     rounds: int = 0
@@ -104,6 +113,8 @@ class Summary:
                "statuses: " + (", ".join(f"{k}: {v}" for k, v in sorted(self.statuses.items()))
                                or "-"),
                f"new links queued: {self.links_added}; robots.txt denied: {self.robots_denied}"]
+        if self.not_saved:
+            out.append(f"pages followed but not saved (not a --target): {self.not_saved}")
         if self.sitemap_urls:
             out.append(f"URLs listed in sitemaps: {self.sitemap_urls}")
         if self.errors:
@@ -131,7 +142,8 @@ class Crawler:
         self.config = config
         self.events = dict(events or {})
         domains = config.allow_domains or [urlsplit(s).hostname or "" for s in config.seeds]
-        self.scope = Scope(domains, config.include, config.exclude, config.max_depth)
+        self.scope = Scope(domains, config.include, config.exclude, config.max_depth,
+                           priority=config.priority_rules, target=config.target)
         self.summary = Summary()
         self._robots: dict[str, robots_mod.Robots] = {}
         self._robot_locks: dict[str, asyncio.Lock] = {}
@@ -176,7 +188,7 @@ class Crawler:
                 self._this_round.clear()
                 # Seeds again each round: with revisit_after they are accepted anew once
                 # their interval has passed, and so are the pages they lead to.
-                frontier.add([Request(s) for s in c.seeds])
+                frontier.add([Request(s, priority=self.scope.priority(s)) for s in c.seeds])
                 self._emit("round_start", n)
                 deadline = time.monotonic() + c.duration if c.duration else None
                 self.summary.finished = await self._round(frontier, fetcher, out, inflight,
@@ -335,14 +347,22 @@ class Crawler:
         if req.meta.get("sitemap") and r.status < 300:
             self._sitemap(frontier, req, r)
         elif r.location and 300 <= r.status < 400:
-            links = [urljoin(req.url, r.location)]
+            hops = int(req.meta.get("redirects", 0)) + 1
+            if hops > self.config.max_redirects:
+                s.out_of_scope["too-many-redirects"] += 1
+            else:
+                self._follow(frontier, [urljoin(req.url, r.location)], req.depth, req.url,
+                             {"redirects": hops})
         elif r.content_type in ("text/html", "application/xhtml+xml") and r.status < 300:
             page = await asyncio.to_thread(
                 extract, decode_html(r.body, r.charset), req.url)
             links, title = page.links, page.title
-        depth = req.depth if r.location else req.depth + 1
-        self._follow(frontier, links, depth, req.url)
-        self._write(out, req, r, title, len(links))
+        if links:
+            self._follow(frontier, links, req.depth + 1, req.url)
+        if self.scope.is_target(req.url):
+            self._write(out, req, r, title, len(links))
+        else:
+            s.not_saved += 1
         frontier.done(lease, duration=r.elapsed)
         self._emit("page", req, r)
 
@@ -372,7 +392,8 @@ class Crawler:
         if new:
             frontier.add(new)
 
-    def _follow(self, frontier: Frontier, links: list[str], depth: int, referrer: str) -> None:
+    def _follow(self, frontier: Frontier, links: list[str], depth: int, referrer: str,
+                meta: dict[str, Any] | None = None) -> None:
         new = []
         once = self._this_round if self.config.revisit_after else None
         for url in links:
@@ -388,7 +409,8 @@ class Crawler:
                 if key in once:
                     continue
                 once.add(key)
-            new.append(Request(url, depth=depth, referrer=referrer))
+            new.append(Request(url, depth=depth, referrer=referrer, meta=meta or {},
+                               priority=self.scope.priority(url)))
         if new:
             result = frontier.add(new)
             self.summary.links_added += result.added

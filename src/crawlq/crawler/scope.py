@@ -1,4 +1,5 @@
-"""What the crawler may follow: domains, URL patterns, depth, trap guards."""
+"""What the crawler may follow (domains, URL patterns, depth, trap guards), which pages
+go first (priority rules) and which are saved (target rules)."""
 
 from __future__ import annotations
 
@@ -15,14 +16,22 @@ class Scope:
     one must match, when any are given). ``max_depth``: links deeper are dropped.
     ``max_url_length`` and ``max_repeats`` (the same path segment repeated more than
     this many times, as in /a/b/a/b/a/b) guard against spider traps.
+    ``priority``: (regex, n) rules; a URL's priority is the sum of the ``n`` of every rule
+    that matches it (0 when none does). ``target``: regexes of the pages to save; when
+    any are given, other pages are only followed (Spiderman's target and source rules).
+    A bad regular expression raises ``re.error``.
     """
 
     def __init__(self, allow_domains: Iterable[str] = (), include: Iterable[str] = (),
                  exclude: Iterable[str] = (), max_depth: int | None = None,
-                 max_url_length: int = 2048, max_repeats: int = 3) -> None:
+                 max_url_length: int = 2048, max_repeats: int = 3,
+                 priority: Iterable[tuple[str, int]] = (),
+                 target: Iterable[str] = ()) -> None:
         self.domains = tuple(d.lower().strip(".") for d in allow_domains)
         self.include = [re.compile(p) for p in include]
         self.exclude = [re.compile(p) for p in exclude]
+        self.priority_rules = [(re.compile(p), n) for p, n in priority]
+        self.target = [re.compile(p) for p in target]
         self.max_depth = max_depth
         self.max_url_length = max_url_length
         self.max_repeats = max_repeats
@@ -44,3 +53,11 @@ class Scope:
         if segments and max(segments.count(s) for s in set(segments)) > self.max_repeats:
             return "repeated-path"
         return None
+
+    def priority(self, url: str) -> int:
+        """The priority of ``url`` by the priority rules (higher is fetched sooner)."""
+        return sum(n for p, n in self.priority_rules if p.search(url))
+
+    def is_target(self, url: str) -> bool:
+        """Whether the page at ``url`` is saved (True for all without target rules)."""
+        return not self.target or any(p.search(url) for p in self.target)
