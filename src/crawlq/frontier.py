@@ -191,7 +191,7 @@ class Frontier:
                 if revisit is None:
                     revisit = default_revisit
                 entries.append((
-                    fp, key, prio, req.to_payload(), nb,
+                    fp, key, prio, req.to_payload(key), nb,
                     None if revisit is None else now + revisit, retries))
                 index.append(i)
                 if begin is not None and len(entries) - sent >= _PART:
@@ -241,7 +241,8 @@ class Frontier:
         leased = self.store.lease(now, n, self.lease_ttl)
         from_payload = Request.from_payload
         return [
-            Lease(token, from_payload(payload, prio, retries), queue, now, expires)
+            Lease(token, from_payload(payload, prio, retries, None, queue), queue, now,
+                  expires)
             for token, queue, prio, retries, payload, expires in leased
         ]
 
@@ -376,7 +377,8 @@ class Frontier:
 
     def dead(self, limit: int = 100) -> list[DeadRequest]:
         """Requests that ran out of retries, with their last error."""
-        return [DeadRequest(d.id, Request.from_payload(d.payload, d.priority, d.retries),
+        return [DeadRequest(d.id, Request.from_payload(d.payload, d.priority, d.retries, None,
+                                                       d.queue),
                             d.queue, d.error, d.died_at) for d in self.store.dead(limit)]
 
     def requeue_dead(self, ids: Iterable[int] | None = None) -> int:

@@ -60,8 +60,8 @@ def request_from_json(d: Mapping[str, Any]) -> Request:
         raise ConfigError(f"malformed request record {dict(d)!r}: {exc}") from exc
 
 
-def _payload_json(payload: bytes, priority: int, retries: int) -> dict[str, Any]:
-    return request_to_json(Request.from_payload(payload, priority, retries))
+def _payload_json(payload: bytes, priority: int, retries: int, key: str) -> dict[str, Any]:
+    return request_to_json(Request.from_payload(payload, priority, retries, None, key))
 
 
 def counters(values: Mapping[str, int], rejected: Mapping[str, int]) -> dict[str, Any]:
@@ -79,7 +79,7 @@ def queue(key: str, accepted: int, ready_at: float,
 def entry(key: str, priority: int, retries: int, payload: bytes,
           not_before: float | None) -> dict[str, Any]:
     """An entry record."""
-    req = _payload_json(payload, priority, retries)
+    req = _payload_json(payload, priority, retries, key)
     if not_before is not None:
         req["not_before"] = not_before
     return {"type": "entry", "queue": key, "request": req}
@@ -88,7 +88,7 @@ def entry(key: str, priority: int, retries: int, payload: bytes,
 def dead(d: DeadEntry) -> dict[str, Any]:
     """A dead-request record."""
     return {"type": "dead", "queue": d.queue, "error": d.error, "died_at": d.died_at,
-            "request": _payload_json(d.payload, d.priority, d.retries)}
+            "request": _payload_json(d.payload, d.priority, d.retries, d.queue)}
 
 
 def seen(fp: bytes, revisit_at: float | None) -> dict[str, Any]:
@@ -127,7 +127,7 @@ def apply(store: Loadable, rec: Mapping[str, Any]) -> int:
             store._load_seen(bytes.fromhex(rec["fp"]), rec.get("revisit_at"))
         elif kind == "entry" or kind == "dead":
             req = request_from_json(rec["request"])
-            payload = req.to_payload()
+            payload = req.to_payload(str(rec["queue"]))
             if kind == "entry":
                 store._load_entry(str(rec["queue"]), req.priority, req.retries, payload,
                                   req.not_before)
