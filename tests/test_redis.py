@@ -140,3 +140,34 @@ def test_wait_tells_nothing_ready_from_finished(redis_server: LocalRedis) -> Non
     assert a.wait() is False and b.wait() is False  # over, for every worker
     a.close()
     b.close()
+
+
+def test_exact_seen_set_buckets_split_as_the_crawl_grows(redis_server: LocalRedis) -> None:
+    r = redis.Redis.from_url(redis_server.url)
+    f = Frontier.open(redis_server.url + "?prefix=sb", **FAST)
+    urls = [f"https://h{i % 97}.example/p/{i}" for i in range(40_000)]
+    for i in range(0, len(urls), 5000):
+        assert f.add(urls[i:i + 5000]).added == 5000
+    buckets = list(r.scan_iter(match="{sb}:sb:*"))
+    sizes = [r.hlen(b) for b in buckets]
+    # linear hashing: 256 buckets to start, one more per 48 fingerprints past that
+    assert sum(sizes) == 40_000 == int(r.hget("{sb}:m", "sb_n") or 0)
+    assert len(buckets) == -(-40_000 // 48) and max(sizes) <= 128
+    assert {r.object("encoding", b) for b in buckets[:50]} == {b"listpack"}
+    # every fingerprint is still found after the splits (each URL of the first batches
+    # moved buckets at most a few times)
+    assert f.add(urls).duplicates == 40_000 and f.stats().seen == 40_000
+    # a dump loads into a fresh prefix with the same seen-set
+    g = Frontier.open(redis_server.url + "?prefix=sb2", **FAST)
+    g.load(f.dump())
+    assert g.add(urls[::7]).duplicates == len(urls[::7])
+    assert g.add(["https://new.example/"]).added == 1
+    f.close()
+    g.close()
+
+
+def test_a_crawl_from_the_one_set_layout_is_refused(redis_server: LocalRedis) -> None:
+    r = redis.Redis.from_url(redis_server.url)
+    r.hset("{old}:m", "seenset", "exact")
+    with pytest.raises(ConfigError, match="earlier crawlq"):
+        Frontier.open(redis_server.url + "?prefix=old")

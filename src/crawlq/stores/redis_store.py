@@ -172,10 +172,15 @@ class RedisStore:
 
     def _check_shape(self) -> None:
         """Refuse to mix a Bloom seen-set of one shape with another (or exact) one."""
-        shape = ("exact" if self.bloom is None
+        # "exact-sb": fingerprints in linear-hashing buckets (see common.lua); "exact" was
+        # one set, written by crawlq before 0.1's bucketed layout.
+        shape = ("exact-sb" if self.bloom is None
                  else f"bloom:{self.bloom.capacity}:{self.bloom.error_rate!r}")
         stored = self._retrying(lambda: (self._client.hsetnx(self._m, "seenset", shape),
                                          self._client.hget(self._m, "seenset"))[1])
+        if stored == b"exact" and shape == "exact-sb":
+            raise ConfigError("this crawl was written by an earlier crawlq (one seen-set "
+                              "key): dump it with that version, then load it here")
         if stored is not None and stored.decode() != shape:
             raise ConfigError(f"this crawl's seen-set is {stored.decode()}, not {shape}: "
                               "open it with the same bloom_capacity and bloom_error_rate")
@@ -453,8 +458,10 @@ class RedisStore:
                     bits[b * BLOCK_BYTES:b * BLOCK_BYTES + len(block)] = block
             yield dumpfmt.bloom(bits)
         revisit = {k: float(v) for k, v in self._retrying(lambda: r.hgetall(f"{p}:rv")).items()}
-        for fp in self._retrying(lambda: list(r.sscan_iter(f"{p}:seen", count=5000))):
-            yield dumpfmt.seen(fp, revisit.get(fp))
+        buckets = self._retrying(lambda: list(r.scan_iter(match=f"{p}:sb:*", count=5000)))
+        for bucket in buckets:
+            for fp in self._retrying(lambda: r.hkeys(bucket)):
+                yield dumpfmt.seen(fp, revisit.get(fp))
 
     def load(self, records: Iterable[dict[str, Any]]) -> int:
         """See :meth:`Store.load`."""
@@ -477,10 +484,13 @@ class RedisStore:
             pipe = self._client.pipeline(transaction=False)
             # redis-py's cluster pipeline refuses EVALSHA: scripts go one by one there.
             target = self._client if self.cluster else pipe
+            seen = [args[0] for op, args in pending if op == "seen"]
+            if seen:  # added by the script: it knows the seen-set's buckets
+                script(keys=self._keys, args=[*self._pargs, 0.0, "load_seen", *seen],
+                       client=target)
             for op, args in pending:
                 if op == "seen":
                     fp, at = args
-                    pipe.sadd(f"{self._p}:seen", fp)
                     if at is not None:
                         pipe.hset(f"{self._p}:rv", fp, at)
                 elif op == "setbit":

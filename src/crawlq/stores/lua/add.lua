@@ -4,7 +4,7 @@
 -- Returns one status character per entry: 0 added, 1 duplicate, 2 over budget.
 local now = tonumber(ARGV[A0 + 1])
 local out = {}
-local seen_key, rv_key = P .. ':seen', P .. ':rv'
+local rv_key = P .. ':rv'
 local has_rv = redis.call('EXISTS', rv_key) == 1
 local added, seen_added, dups, over = 0, 0, 0, 0
 local touched = {}
@@ -19,14 +19,12 @@ for i, e in ipairs(entries) do
   end
 end
 prefetch(keys)
-local member = {}
-for i = 1, #fps, 1000 do
-  local r = redis.call('SMISMEMBER', seen_key, unpack(fps, i, math.min(i + 999, #fps)))
-  for j, v in ipairs(r) do
-    if v == 1 then member[fpat[i + j - 1]] = true end
-  end
+local member, bucket = {}, {}
+for j, fp in ipairs(fps) do
+  local has, key = sb_has(fp)
+  if has then member[fpat[j]] = true else bucket[fpat[j]] = key end
 end
-local batch, fresh = {}, {}  -- fingerprints accepted by this call; those new to the set
+local batch, fresh, fresh_at = {}, {}, {}  -- accepted by this call; new to the set
 for i, e in ipairs(entries) do
   local fp, key, prio, item, nb, rv, bl = e[1], e[2], e[3], e[4], e[5], e[6], e[7]
   local q = cache[key]
@@ -61,7 +59,10 @@ for i, e in ipairs(entries) do
         for j = 2, #bits do redis.call('SETBIT', bkey, bits[j], 1) end
       else
         batch[fp] = true
-        if not member[i] then fresh[#fresh + 1] = fp end
+        if not member[i] then
+          fresh[#fresh + 1] = fp
+          fresh_at[#fresh] = bucket[i]
+        end
         if rv then
           redis.call('HSET', rv_key, fp, rv)
           has_rv = true
@@ -84,9 +85,7 @@ for i, e in ipairs(entries) do
   end
   out[#out + 1] = status
 end
-for i = 1, #fresh, 1000 do
-  redis.call('SADD', seen_key, unpack(fresh, i, math.min(i + 999, #fresh)))
-end
+sb_add(fresh, fresh_at)
 for _, q in pairs(touched) do settle(q, now, false) end
 count('added', added)
 count('seen', seen_added)

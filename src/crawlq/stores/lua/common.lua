@@ -16,7 +16,8 @@
 --               P:sc zset id -> not_before, P:scd hash id -> (key, prio, item)
 --               P:ls hash token -> (key, prio, item), P:lx zset "first:last" token
 --                 range of one lease call -> expires_at
---               P:dead hash id -> record, P:dz zset id; P:seen set, P:rv hash fp -> t
+--               P:dead hash id -> record, P:dz zset id; P:rv hash fp -> t
+--               P:sb:<n> hash fp -> '' (the exact seen-set's buckets; see sb_add)
 --               P:bl:<n> Bloom blocks; P:rej hash reason -> count
 
 local M = KEYS[1]
@@ -321,4 +322,77 @@ local function save_all()
   for name, n in pairs(counters) do
     if n ~= 0 then redis.call('HINCRBY', M, name, n) end
   end
+end
+
+
+-- The exact seen-set: fingerprints are fields of small hashes P:sb:<n>, which Redis keeps
+-- listpack-encoded while they hold at most 128 short fields (hash-max-listpack-entries):
+-- ~20 bytes a fingerprint, against ~75 in one big set. Buckets are addressed by linear
+-- hashing (level sb_l, split pointer sb_s in M) so that they split one at a time as the
+-- crawl grows, keeping ~SB_LOAD fingerprints each, whatever the crawl's size.
+local SB_N0, SB_LOAD = 256, 48
+local sb_l, sb_s
+
+local function sb_state()
+  if not sb_l then
+    local v = redis.call('HMGET', M, 'sb_l', 'sb_s')
+    sb_l, sb_s = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+  end
+end
+
+local function sb_hash(fp)  -- fingerprints are uniform hash bytes: their first 32 bits
+  local a, b, c, d = string.byte(fp, 1, 4)
+  return ((a * 256 + b) * 256 + (c or 0)) * 256 + (d or 0)
+end
+
+local function sb_key(fp)
+  sb_state()
+  local m = SB_N0 * 2 ^ sb_l
+  local a, b, c, d = string.byte(fp, 1, 4)
+  local h = ((a * 256 + b) * 256 + (c or 0)) * 256 + (d or 0)
+  local n = h % m
+  if n < sb_s then n = h % (2 * m) end
+  return P .. ':sb:' .. tostring(n)  -- (integers below 2^32 print as such)
+end
+
+-- Whether fp is in the seen-set, and its bucket (to pass to sb_add).
+local function sb_has(fp)
+  local key = sb_key(fp)
+  return redis.call('HEXISTS', key, fp) == 1, key
+end
+
+-- Add fingerprints to the seen-set (with their buckets from sb_has, when known), then
+-- split buckets while they are too full. Called once per script, after every membership
+-- test of the call: addresses do not change until then.
+local function sb_add(fps, keys)
+  if #fps == 0 then return end
+  sb_state()
+  local new = 0
+  for i, fp in ipairs(fps) do
+    new = new + redis.call('HSET', keys and keys[i] or sb_key(fp), fp, '')
+  end
+  local n = redis.call('HINCRBY', M, 'sb_n', new)
+  local m = SB_N0 * 2 ^ sb_l
+  local split = false
+  while n > SB_LOAD * (m + sb_s) do
+    local old = P .. ':sb:' .. tostring(sb_s)
+    local moved, args = {}, {}
+    for _, f in ipairs(redis.call('HKEYS', old)) do
+      if sb_hash(f) % (2 * m) ~= sb_s then
+        moved[#moved + 1] = f
+        args[#args + 1] = f
+        args[#args + 1] = ''
+      end
+    end
+    if #moved > 0 then
+      redis.call('HSET', P .. ':sb:' .. tostring(sb_s + m), unpack(args))
+      redis.call('HDEL', old, unpack(moved))
+    end
+    sb_s = sb_s + 1
+    if sb_s == m then
+      sb_l, sb_s, m = sb_l + 1, 0, 2 * m
+    end
+    split = true
+  end
+  if split then redis.call('HSET', M, 'sb_l', sb_l, 'sb_s', sb_s) end
 end

@@ -1,4 +1,4 @@
--- maintain(now, op, ...): 'stats' | 'requeue_dead' id... ('*' for all) |
+-- maintain(now, op, ...): 'stats' | 'requeue_dead' id... ('*' for all) | 'load_seen' fp... |
 -- 'load_entry' key prio item not_before | 'load_queue' key accepted ready_at name value...
 local now, op = tonumber(ARGV[A0 + 1]), ARGV[A0 + 2]
 if op == 'stats' then
@@ -48,6 +48,13 @@ elseif op == 'load_entry' then
   end
   save_all()
   return 1
+elseif op == 'load_seen' then
+  local fps = {}
+  for j = A0 + 3, #ARGV do
+    if not sb_has(ARGV[j]) then fps[#fps + 1] = ARGV[j] end
+  end
+  sb_add(fps)
+  return #fps
 elseif op == 'load_dead' then
   local id = redis.call('HINCRBY', M, 'deadid', 1)
   redis.call('HSET', P .. ':dead', id, cmsgpack.pack(ARGV[A0 + 3], tonumber(ARGV[A0 + 4]),
