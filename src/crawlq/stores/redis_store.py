@@ -460,7 +460,7 @@ class RedisStore:
         revisit = {k: float(v) for k, v in self._retrying(lambda: r.hgetall(f"{p}:rv")).items()}
         buckets = self._retrying(lambda: list(r.scan_iter(match=f"{p}:sb:*", count=5000)))
         for bucket in buckets:
-            for fp in self._retrying(lambda: r.hkeys(bucket)):
+            for fp in self._retrying(lambda b=bucket: r.hkeys(b)):  # type: ignore[misc]
                 yield dumpfmt.seen(fp, revisit.get(fp))
 
     def load(self, records: Iterable[dict[str, Any]]) -> int:
