@@ -417,3 +417,43 @@ def test_bad_rules_are_clear_cli_errors() -> None:
         r = subprocess.run([sys.executable, "-m", "crawlq.cli", "crawl", "http://a.test/",
                             *args], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and r.stderr.startswith("crawlq: --"), (args, r.stderr)
+
+
+def test_redis_going_away_stops_the_crawl_clearly_and_it_resumes(tmp_path: Path) -> None:
+    """The frontier's Redis is killed mid-crawl: the crawl stops with a StoreError (the
+    CLI prints it and exits 2), loses nothing, and the same crawl resumes once Redis is
+    back (AOF always), re-fetching only what was in flight."""
+    import time
+
+    import pytest
+
+    from crawlq.errors import StoreError
+
+    server = LocalRedis(tmp_path / "r", appendonly=True, appendfsync="always").start()
+    spec = SiteSpec(hosts=3, pages=40, special_links=False, latency=0.01)
+    try:
+        with serve(spec) as web:
+            store = f"{server.url}?prefix=gone&retry_deadline=1"
+            n = 0
+
+            def page(req: Any, resp: Any) -> None:
+                nonlocal n
+                n += 1
+                if n == 30:
+                    server.kill()
+
+            config = CrawlConfig(seeds=[web.url(0, "/")], store=store, concurrency=4,
+                                 lease_ttl=1.0, **LOCAL, **FAST)
+            started = time.monotonic()
+            with pytest.raises(StoreError):
+                asyncio.run(Crawler(config, events={"page": page}).run())
+            assert time.monotonic() - started < 15  # stopped, not stuck retrying
+            first = len(pages(web))
+            server.start()
+            time.sleep(1.1)  # the leases of the first run expire
+            s = crawl(web, **FAST, store=store, concurrency=4)
+            fetched = Counter(pages(web))
+            assert s.finished and set(fetched) == reachable(spec, web.port)
+            assert sum(fetched.values()) - len(fetched) <= 4 + (first - 30)
+    finally:
+        server.stop()

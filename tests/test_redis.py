@@ -171,3 +171,14 @@ def test_a_crawl_from_the_one_set_layout_is_refused(redis_server: LocalRedis) ->
     r.hset("{old}:m", "seenset", "exact")
     with pytest.raises(ConfigError, match="earlier crawlq"):
         Frontier.open(redis_server.url + "?prefix=old")
+
+
+def test_retry_deadline_in_the_url(redis_server: LocalRedis) -> None:
+    f = Frontier.open(redis_server.url + "?prefix=rd&retry_deadline=2.5")
+    assert f.store.retry_deadline == 2.5  # type: ignore[attr-defined]
+    f.close()
+    f = Frontier.open(redis_server.url + "?prefix=rd&retry_deadline=2.5", retry_deadline=7)
+    assert f.store.retry_deadline == 7  # type: ignore[attr-defined]  (the keyword wins)
+    f.close()
+    with pytest.raises(ConfigError, match="retry_deadline"):
+        Frontier.open(redis_server.url + "?prefix=rd&retry_deadline=soon")

@@ -194,7 +194,7 @@ def command(args: argparse.Namespace) -> int:
 
 
 def _run(config: Any, resumable: bool, every: float | None = None) -> int:
-    from ..errors import CrawlqError
+    from ..errors import CrawlqError, StoreError
     from .core import Crawler
 
     crawler = Crawler(config)
@@ -216,6 +216,9 @@ def _run(config: Any, resumable: bool, every: float | None = None) -> int:
     except CrawlqError as exc:
         progress.clear()
         print(f"crawlq: error: {exc}", file=sys.stderr)
+        if isinstance(exc, StoreError) and resumable:
+            print("nothing is lost: run the same command again once the store is back "
+                  "(pages in flight are fetched again)", file=sys.stderr)
         return 2
     progress.clear()
     for line in summary.lines():

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from ..errors import StoreError
 from ..frontier import Frontier
 from ..models import Lease, Outcome, Request
 from . import robots as robots_mod
@@ -148,6 +149,7 @@ class Crawler:
         self._robots: dict[str, robots_mod.Robots] = {}
         self._robot_locks: dict[str, asyncio.Lock] = {}
         self._stop = False
+        self._fatal: StoreError | None = None
         self.frontier: Frontier | None = None
         """The frontier while :meth:`run` runs (for progress displays)."""
         # With revisits, a URL may be fetched again once per round at most, however soon
@@ -193,6 +195,8 @@ class Crawler:
                 deadline = time.monotonic() + c.duration if c.duration else None
                 self.summary.finished = await self._round(frontier, fetcher, out, inflight,
                                                           deadline)
+                if self._fatal is not None:
+                    raise self._fatal
                 self._emit("round_end", n, self.summary)
                 if self._stop or n == c.rounds or self._limit_left(inflight) == 0:
                     break
@@ -253,9 +257,20 @@ class Crawler:
             else:
                 await asyncio.sleep(wait)
         if inflight:  # let the fetches in flight finish and be acknowledged
+            if self._fatal is not None:  # ...unless the frontier is gone: they come back
+                for t in inflight:       # after lease_ttl, when it is there again
+                    t.cancel()
             await asyncio.wait(inflight)
             inflight.clear()
         return finished
+
+    def _fail(self, exc: StoreError) -> None:
+        """The frontier failed for good (e.g. Redis gone past its retry deadline): stop
+        at once. Nothing is lost: unacknowledged leases return after ``lease_ttl``."""
+        if self._fatal is None:
+            log.error("the frontier failed, stopping the crawl: %s", exc)
+            self._fatal = exc
+        self._stop = True
 
     async def _robots_for(self, fetcher: Fetcher, frontier: Frontier, url: str,
                           queue: str) -> robots_mod.Robots:
@@ -295,11 +310,16 @@ class Crawler:
                      out: Output | None) -> None:
         try:
             await self._fetch_one(frontier, fetcher, lease, out)
+        except StoreError as exc:
+            self._fail(exc)
         except Exception as exc:  # a bug or a broken response must not stop the crawl
             log.exception("crawling %s failed", lease.request.url)
             self.summary.errors[type(exc).__name__] += 1
             self._emit("error", lease.request, exc)
-            frontier.done(lease, Outcome.FAILED, error=f"{type(exc).__name__}: {exc}")
+            try:
+                frontier.done(lease, Outcome.FAILED, error=f"{type(exc).__name__}: {exc}")
+            except StoreError as store_exc:
+                self._fail(store_exc)
 
     async def _fetch_one(self, frontier: Frontier, fetcher: Fetcher, lease: Lease,
                          out: Output | None) -> None:
@@ -319,6 +339,8 @@ class Crawler:
                         frontier.done(lease)
                     return
             r = await fetcher.get(req.url)
+            if self._fatal is not None:  # the frontier is gone: the lease will come back
+                return
         except Blocked as exc:
             s.blocked[exc.reason] += 1
             self._emit("error", req, exc)

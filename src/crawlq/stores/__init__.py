@@ -50,11 +50,11 @@ def open_store(url: str, **options: Any) -> Store:
     if scheme in ("redis", "rediss", "unix"):
         from .redis_store import RedisStore
 
-        deadline = float(options.pop("retry_deadline", 30.0))
+        deadline = options.pop("retry_deadline", None)  # None: the URL's, or 30 s
         prefix = options.pop("prefix", None)
         _no_more(options, scheme)
         return RedisStore(url, policy, lifo=lifo, bloom=bloom, prefix=prefix,
-                          retry_deadline=deadline)
+                          retry_deadline=None if deadline is None else float(deadline))
     raise ConfigError(f"unknown store URL {url!r}: use memory://, sqlite:///path.db or "
                       "redis://host:port/db?prefix=name")
 

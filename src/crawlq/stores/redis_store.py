@@ -58,8 +58,9 @@ class RedisStore:
     """A store on a Redis server or cluster; see :class:`crawlq.stores.base.Store`.
 
     ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``) with optional
-    crawlq query arguments ``prefix`` (default ``crawlq``) and ``cluster`` (``1`` for a
-    Redis Cluster). A password comes from the URL or ``$CRAWLQ_REDIS_PASSWORD``.
+    crawlq query arguments ``prefix`` (default ``crawlq``), ``cluster`` (``1`` for a
+    Redis Cluster) and ``retry_deadline`` (the keyword argument wins). A password comes
+    from the URL or ``$CRAWLQ_REDIS_PASSWORD``.
     """
 
     def __init__(
@@ -70,7 +71,7 @@ class RedisStore:
         lifo: bool = False,
         bloom: BloomShape | None = None,
         prefix: str | None = None,
-        retry_deadline: float = 30.0,
+        retry_deadline: float | None = None,
     ) -> None:
         try:
             import redis
@@ -81,10 +82,15 @@ class RedisStore:
         self.policy = policy or QueuePolicy()
         self.lifo = lifo
         self.bloom = bloom
-        self.retry_deadline = float(retry_deadline)
         parts = urlsplit(url)
         query = parse_qsl(parts.query)
-        ours = {k: v for k, v in query if k in ("prefix", "cluster")}
+        ours = {k: v for k, v in query if k in ("prefix", "cluster", "retry_deadline")}
+        try:
+            self.retry_deadline = float(retry_deadline if retry_deadline is not None
+                                        else ours.get("retry_deadline", 30.0))
+        except ValueError:
+            raise ConfigError(f"retry_deadline must be a number of seconds, not "
+                              f"{ours.get('retry_deadline')!r}") from None
         rest = [(k, v) for k, v in query if k not in ours]
         prefix = prefix or ours.get("prefix") or "crawlq"
         if not prefix or any(c in prefix for c in "{}\r\n "):
