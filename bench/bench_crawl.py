@@ -32,7 +32,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -61,8 +60,7 @@ def settings_for(scenario: str, concurrency: int) -> tuple[int, int, float]:
 def scrapy_child(seeds: list[str], conc: int, per_host: int, delay: float,
                  out: str, classic: bool) -> None:
     import scrapy
-    from scrapy import signals
-    from scrapy.crawler import CrawlerProcess
+    from bench_scrapy import run_spider  # (bench/ is on the path: this script's folder)
     from scrapy.linkextractors import LinkExtractor
     from scrapy.resolver import dnscache
 
@@ -94,20 +92,7 @@ def scrapy_child(seeds: list[str], conc: int, per_host: int, delay: float,
     }
     if classic:  # the default priority queue before Scrapy 2.13: faster on one core
         settings["SCHEDULER_PRIORITY_QUEUE"] = "scrapy.pqueues.ScrapyPriorityQueue"
-    process = CrawlerProcess(settings)
-    crawler = process.create_crawler(BenchSpider)
-
-    def opened(spider: Any) -> None:
-        marks["open"] = time.monotonic()
-
-    def closed(spider: Any, reason: str) -> None:
-        marks["close"] = time.monotonic()
-
-    # (Scrapy keeps weak references to signal handlers: these live until the end.)
-    crawler.signals.connect(opened, signals.spider_opened)
-    crawler.signals.connect(closed, signals.spider_closed)
-    process.crawl(crawler)
-    process.start()
+    run_spider(settings, BenchSpider, marks)
     print(json.dumps({"seconds": marks["close"] - marks["open"]}))
 
 

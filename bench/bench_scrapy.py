@@ -56,8 +56,6 @@ def spec_for(scenario: str) -> Any:
 def child(contender: str, scenario: str, port: int, redis_url: str, tmp: str,
           cap: float) -> None:
     import scrapy
-    from scrapy import signals
-    from scrapy.crawler import CrawlerProcess
     from scrapy.exceptions import CloseSpider
     from scrapy.resolver import dnscache
 
@@ -109,19 +107,7 @@ def child(contender: str, scenario: str, port: int, redis_url: str, tmp: str,
     elif contender == "crawlq-redis":
         settings.update({"SCHEDULER": "crawlq.contrib.scrapy.Scheduler",
                          "CRAWLQ_STORE": f"{redis_url}?prefix=bench-{scenario}-{os.getpid()}"})
-    process = CrawlerProcess(settings)
-    crawler = process.create_crawler(BenchSpider)
-
-    def opened(spider: Any) -> None:
-        marks["open"] = time.monotonic()
-
-    def closed(spider: Any, reason: str) -> None:
-        marks["close"] = time.monotonic()
-
-    crawler.signals.connect(opened, signals.spider_opened)
-    crawler.signals.connect(closed, signals.spider_closed)
-    process.crawl(crawler)
-    process.start()
+    crawler = run_spider(settings, BenchSpider, marks)
     stats = crawler.stats.get_stats() if crawler.stats else {}
     print(json.dumps({
         "seconds": marks["close"] - marks["open"],
@@ -129,6 +115,30 @@ def child(contender: str, scenario: str, port: int, redis_url: str, tmp: str,
         "responses": stats.get("response_received_count", 0),
         "reason": stats.get("finish_reason"),
     }))
+
+
+def run_spider(settings: dict[str, Any], spider: Any, marks: dict[str, float]) -> Any:
+    """Run ``spider`` once (Twisted's reactor: once per process) with ``settings``;
+    ``marks`` gets the monotonic times of spider "open" and "close". Returns the
+    crawler (for its stats)."""
+    from scrapy import signals
+    from scrapy.crawler import CrawlerProcess
+
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(spider)
+
+    def opened(spider: Any) -> None:
+        marks["open"] = time.monotonic()
+
+    def closed(spider: Any, reason: str) -> None:
+        marks["close"] = time.monotonic()
+
+    # (Scrapy keeps weak references to signal handlers: these live until the end.)
+    crawler.signals.connect(opened, signals.spider_opened)
+    crawler.signals.connect(closed, signals.spider_closed)
+    process.crawl(crawler)
+    process.start()
+    return crawler
 
 
 # -- the parent --------------------------------------------------------------------------------
