@@ -395,14 +395,14 @@ class TestWeb:
         if head == "error":
             return 500, html, b"<html><body>server error</body></html>"
         if spec.sitemap_pages and path == "/sitemap.xml":
-            base = f"{self.scheme}://{spec.host(i)}:{self.port}"
+            base = self.url(i, "")
             return 200, [("Content-Type", "application/xml")], (
                 '<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns='
                 '"http://www.sitemaps.org/schemas/sitemap/0.9">'
                 f"<sitemap><loc>{base}/sitemap-1.xml.gz</loc></sitemap></sitemapindex>"
             ).encode()
         if spec.sitemap_pages and path == "/sitemap-1.xml.gz":
-            base = f"{self.scheme}://{spec.host(i)}:{self.port}"
+            base = self.url(i, "")
             locs = [f"{base}/orphan/{n}" for n in range(spec.sitemap_pages)]
             locs.append("http://elsewhere.test/from-a-sitemap")
             xml = ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns='

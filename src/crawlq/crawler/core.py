@@ -75,6 +75,7 @@ class CrawlConfig:
     """Seconds before the first retry of a failed fetch; doubles with each failure."""
     out: str | None = None
     out_format: str | None = None
+    """``jsonl`` or ``warc``; default: from the file name (.warc, .warc.gz)."""
     rounds: int = 1
     """Crawl rounds (Spiderman's schedule): each re-offers the seeds."""
     duration: float | None = None
@@ -85,7 +86,6 @@ class CrawlConfig:
     """Seconds after which a fetched URL may be fetched again (in a later round)."""
     sitemaps: bool = False
     """Also fetch the sitemaps robots.txt names and queue the pages they list."""
-    """``jsonl`` or ``warc``; default: from the file name (.warc, .warc.gz)."""
 
 
 @dataclass
@@ -287,7 +287,7 @@ class Crawler:
             if delay:
                 frontier.configure_queue(queue, min_delay=delay)
             if self.config.sitemaps and rules.parser is not None:
-                self._add_sitemaps(frontier, list(rules.parser.sitemaps), 0,
+                self._add_sitemaps(frontier, list(rules.parser.sitemaps),
                                    origin + "/robots.txt")
             return rules
 
@@ -396,23 +396,15 @@ class Crawler:
             self.summary.errors["bad-sitemap"] += 1
             return
         if found.kind == "sitemapindex":
-            self._add_sitemaps(frontier, found.locs, req.depth, req.url)
+            self._add_sitemaps(frontier, found.locs, req.url)
         else:
             self.summary.sitemap_urls += len(found.locs)
             self._follow(frontier, found.locs, req.depth + 1, req.url)
 
-    def _add_sitemaps(self, frontier: Frontier, urls: list[str], depth: int,
-                      referrer: str) -> None:
-        """Queue sitemaps (from robots.txt or an index) that are in scope."""
-        new = []
-        for url in urls:
-            why = self.scope.why_not(url, 0)  # a sitemap is not a page: no depth limit
-            if why is not None:
-                self.summary.out_of_scope[why] += 1
-                continue
-            new.append(Request(url, depth=depth, referrer=referrer, meta={"sitemap": 1}))
-        if new:
-            frontier.add(new)
+    def _add_sitemaps(self, frontier: Frontier, urls: list[str], referrer: str) -> None:
+        """Queue sitemaps (from robots.txt or an index) that are in scope; at depth 0,
+        as a sitemap is not a page: no depth limit."""
+        self._follow(frontier, urls, 0, referrer, {"sitemap": 1})
 
     def _follow(self, frontier: Frontier, links: list[str], depth: int, referrer: str,
                 meta: dict[str, Any] | None = None) -> None:

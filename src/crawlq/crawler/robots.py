@@ -42,8 +42,8 @@ def from_response(status: int | None, text: str, now: float | None = None,
     """Rules from a robots.txt fetch: ``status`` None means unreachable (``error``)."""
     now = time.time() if now is None else now
     if status is None or status >= 500 or status == 429:
-        return Robots(None, True, now + ERROR_RETRY,
-                      error or f"HTTP {status}" if status else error or "unreachable")
+        reason = error or (f"HTTP {status}" if status else "unreachable")
+        return Robots(None, True, now + ERROR_RETRY, reason)
     if status >= 400:
         return Robots(None, False, now + ROBOTS_TTL)
     if status >= 300:  # redirects were followed by the fetcher; a leftover 3xx: no rules

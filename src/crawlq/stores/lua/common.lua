@@ -348,8 +348,7 @@ end
 local function sb_key(fp)
   sb_state()
   local m = SB_N0 * 2 ^ sb_l
-  local a, b, c, d = string.byte(fp, 1, 4)
-  local h = ((a * 256 + b) * 256 + (c or 0)) * 256 + (d or 0)
+  local h = sb_hash(fp)
   local n = h % m
   if n < sb_s then n = h % (2 * m) end
   return P .. ':sb:' .. tostring(n)  -- (integers below 2^32 print as such)
