@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from crawlq import Frontier
+from crawlq import frontier as frontier_module
 from crawlq.redislocal import LocalCluster, LocalRedis
 from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
 
@@ -16,6 +17,21 @@ from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
 class TestMemoryStore(MemoryOnlyContract):
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         return Frontier.open("memory://", clock=clock, **options)
+
+
+class TestMemoryStorePurePython(MemoryOnlyContract):
+    """The contract with crawlq's C speedups switched off: the pure-Python add and next
+    (what runs where no C compiler was at hand) obey the same contract."""
+
+    @pytest.fixture(autouse=True)
+    def _pure(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("CRAWLQ_PURE_PYTHON", "1")
+        monkeypatch.setattr(frontier_module, "_LEASES", None)
+
+    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
+        f = Frontier.open("memory://", clock=clock, **options)
+        assert f._fast is None
+        return f
 
 
 class TestSQLiteStore(FrontierContract):

@@ -74,6 +74,8 @@ def test_outage_is_retried_then_reported(tmp_path: Path) -> None:
         with pytest.raises(StoreError, match="unreachable for 1 s"):
             g.add("https://late.example/")
         assert time.monotonic() - t0 < 10
+        with pytest.raises(StoreError, match="unreachable for 1 s"):  # sent in parts
+            g.add([f"https://late.example/{i}" for i in range(2_500)])
         g.close()
     finally:
         server.stop()

@@ -8,13 +8,24 @@ by many processes on the same SQLite file or Redis database.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from hashlib import blake2b
 from typing import Any
 
 from .errors import ConfigError, CrawlqError, InvalidURL, LeaseError
-from .models import AddResult, DeadRequest, Lease, Outcome, QueueInfo, Rejection, Request, Stats
+from .models import (
+    _NO_META,
+    AddResult,
+    DeadRequest,
+    Lease,
+    Outcome,
+    QueueInfo,
+    Rejection,
+    Request,
+    Stats,
+)
 from .policies.canonical import DEFAULT_MAX_LENGTH, Canonicalizer
 from .policies.fingerprint import Fingerprinter, FingerprintFunction
 from .policies.queueing import QueueKeyFunction, host_key, resolve_queue_key
@@ -108,6 +119,7 @@ class Frontier:
         self.retry_backoff_max = retry_backoff_max
         self.strict_acks = strict_acks
         self.clock = clock
+        self._fast = _fast_add(self)
 
     @classmethod
     def open(cls, url: str = "memory://", **options: Any) -> Frontier:
@@ -154,58 +166,33 @@ class Frontier:
         elif not isinstance(requests, (list, tuple)):
             requests = list(requests)
         now = self.clock()
-        entries: list[Entry] = []
-        index: list[int] = []
-        # A store that can take part of a batch without waiting (Redis) gets it in parts
-        # as they are ready: its server works while the rest is canonicalized.
-        begin = getattr(self.store, "add_begin", None)
-        pending: list[Callable[[], list[int]]] = []
-        sent = 0
         rejected: list[Rejection] = []
-        split, fingerprint = self._split, self.fingerprint
-        priority_fn, dedup_post = self.priority, self.dedup_post
-        default_revisit = self.revisit_after
-        # The default fingerprint of a plain GET, inlined (same bytes as Fingerprinter).
-        plain_fp = type(fingerprint) is Fingerprinter and not fingerprint.source_aware
-        for i, item in enumerate(requests):
-            req = Request(item) if isinstance(item, str) else item
-            try:
-                canon, key = split(req.url)
-                if req.dont_filter or req.retries or (not dedup_post and req.method == "POST"):
-                    fp = None
-                elif plain_fp and req.method == "GET" and not req.body:
-                    fp = blake2b(canon.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-                else:
-                    fp = fingerprint(req, canon)
-                prio = priority_fn(req) if priority_fn else req.priority
-                if prio.__class__ is not int or not -PRIORITY_MAX <= prio <= PRIORITY_MAX:
-                    raise InvalidURL("bad-priority", req.url,
-                                     f"priority must be an int within ±{PRIORITY_MAX}: {prio!r}")
-                retries = req.retries
-                nb = req.not_before
-                if (retries.__class__ is not int or not 0 <= retries <= RETRIES_MAX
-                        or (nb is not None and nb.__class__ not in (float, int))
-                        or req.body.__class__ is not bytes):
-                    raise ConfigError(_bad_fields(req))
-                revisit = req.revisit_after
-                if revisit is None:
-                    revisit = default_revisit
-                entries.append((
-                    fp, key, prio, req.to_payload(key), nb,
-                    None if revisit is None else now + revisit, retries))
-                index.append(i)
-                if begin is not None and len(entries) - sent >= _PART:
-                    pending.append(begin(entries[sent:], now))
-                    sent = len(entries)
-            except InvalidURL as exc:
-                rejected.append(Rejection(i, _url_of(req), exc.reason, exc.detail))
-            except (ConfigError, AttributeError, TypeError) as exc:
-                rejected.append(Rejection(i, _url_of(req), "invalid-request", str(exc)))
-            except Exception as exc:  # a user's key function failed on this URL
-                rejected.append(Rejection(i, _url_of(req), "custom", repr(exc)))
+        one = self._entry_maker(now, rejected)
+        entries: list[Entry] = []
+        index: list[int] = []  # the position in requests of each entry
+        # A store that can take part of a batch without waiting (Redis) gets a big batch
+        # in parts as they are ready: its server works while the rest is canonicalized.
+        total = len(requests)
+        begin = getattr(self.store, "add_begin", None) if total > _PART else None
+        pending: list[Callable[[], list[int]]] = []
+        step = _PART if begin is not None else max(total, 1)
+        fast = self._fast
+        if fast is not None:
+            revisit_at = None if self.revisit_after is None else now + self.revisit_after
+        for start in range(0, total, step):
+            sent = len(entries)
+            if fast is not None:
+                # Plain requests in C, the others through one() in order.
+                fast.prepare(requests, start, start + step, revisit_at, one, entries, index)
+            else:
+                for i in range(start, min(start + step, total)):
+                    entry = one(i, requests[i])
+                    if entry is not None:
+                        entries.append(entry)
+                        index.append(i)
+            if begin is not None and len(entries) > sent:
+                pending.append(begin(entries[sent:], now))
         if pending:
-            if sent < len(entries):
-                pending.append(begin(entries[sent:], now))  # type: ignore[misc]
             statuses = [st for wait in pending for st in wait()]
         else:
             statuses = self.store.add(entries, now) if entries else []
@@ -229,6 +216,51 @@ class Frontier:
             rejected.sort(key=lambda r: r.index)
         return AddResult(added, dups, tuple(rejected), tuple(flags))
 
+    def _entry_maker(self, now: float,
+                     rejected: list[Rejection]) -> Callable[[int, Request | str], Entry | None]:
+        """The function turning ``requests[i]`` into its store entry, or recording why
+        it is rejected (then None): the one definition of what add() accepts."""
+        split, fingerprint = self._split, self.fingerprint
+        priority_fn, dedup_post = self.priority, self.dedup_post
+        default_revisit = self.revisit_after
+        # The default fingerprint of a plain GET, inlined (same bytes as Fingerprinter).
+        plain_fp = type(fingerprint) is Fingerprinter and not fingerprint.source_aware
+
+        def one(i: int, item: Request | str) -> Entry | None:
+            req = Request(item) if isinstance(item, str) else item
+            try:
+                canon, key = split(req.url)
+                if req.dont_filter or req.retries or (not dedup_post and req.method == "POST"):
+                    fp = None
+                elif plain_fp and req.method == "GET" and not req.body:
+                    fp = blake2b(canon.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+                else:
+                    fp = fingerprint(req, canon)
+                prio = priority_fn(req) if priority_fn else req.priority
+                if prio.__class__ is not int or not -PRIORITY_MAX <= prio <= PRIORITY_MAX:
+                    raise InvalidURL("bad-priority", req.url,
+                                     f"priority must be an int within ±{PRIORITY_MAX}: {prio!r}")
+                retries = req.retries
+                nb = req.not_before
+                if (retries.__class__ is not int or not 0 <= retries <= RETRIES_MAX
+                        or (nb is not None and nb.__class__ not in (float, int))
+                        or req.body.__class__ is not bytes):
+                    raise ConfigError(_bad_fields(req))
+                revisit = req.revisit_after
+                if revisit is None:
+                    revisit = default_revisit
+                return (fp, key, prio, req.to_payload(key), nb,
+                        None if revisit is None else now + revisit, retries)
+            except InvalidURL as exc:
+                rejected.append(Rejection(i, _url_of(req), exc.reason, exc.detail))
+            except (ConfigError, AttributeError, TypeError) as exc:
+                rejected.append(Rejection(i, _url_of(req), "invalid-request", str(exc)))
+            except Exception as exc:  # a user's key function failed on this URL
+                rejected.append(Rejection(i, _url_of(req), "custom", repr(exc)))
+            return None
+
+        return one
+
     # -- leasing --------------------------------------------------------------------
 
     def next(self, n: int = 1) -> list[Lease]:
@@ -239,6 +271,8 @@ class Frontier:
         """
         now = self.clock()
         leased = self.store.lease(now, n, self.lease_ttl)
+        if _LEASES is not None and leased.__class__ is list:
+            return _LEASES(leased, now)  # type: ignore[no-any-return]
         from_payload = Request.from_payload
         return [
             Lease(token, from_payload(payload, prio, retries, None, queue), queue, now,
@@ -405,6 +439,46 @@ class Frontier:
 
     def __repr__(self) -> str:
         return f"<Frontier store={type(self.store).__name__}>"
+
+
+def _fast_add(frontier: Frontier) -> Any:
+    """The C fast path of :meth:`Frontier.add` (crawlq._speedups.FastAdd), or None.
+
+    It knows only the default rules: the default Canonicalizer (any parameters to drop
+    and schemes), host queues, the default fingerprint and no priority function. Set
+    ``CRAWLQ_PURE_PYTHON=1`` to run without it (the results are the same).
+    """
+    canon = frontier.canonicalize
+    fp = frontier.fingerprint
+    if (os.environ.get("CRAWLQ_PURE_PYTHON") or type(canon) is not Canonicalizer
+            or not canon.default_steps or frontier.queue_key is not host_key
+            or type(fp) is not Fingerprinter or fp.source_aware
+            or frontier.priority is not None):
+        return None
+    try:
+        from ._speedups import FastAdd
+    except ImportError:  # built without a C compiler: the pure-Python path
+        return None
+    try:
+        return FastAdd(Request, _NO_META, canon.schemes, sorted(canon.drop_params),
+                       canon.drop_prefixes, canon.max_length, PRIORITY_MAX)
+    except ValueError:  # e.g. a non-ASCII parameter name to drop: Python handles it
+        return None
+
+
+def _lease_maker() -> Any:
+    """``leases(rows, now)`` of crawlq._speedups, or None (pure Python)."""
+    if os.environ.get("CRAWLQ_PURE_PYTHON"):
+        return None
+    try:
+        from ._speedups import LeaseMaker
+    except ImportError:
+        return None
+    return LeaseMaker(Request, Lease, _NO_META, Request.from_payload).leases
+
+
+_LEASES = _lease_maker()
+"""Frontier.next's lease builder in C (the same Lease objects), when it is built."""
 
 
 def _url_of(req: object) -> str:

@@ -108,6 +108,10 @@ class Canonicalizer:
         self.drop_session_in_path = drop_session_in_path
         self.schemes = frozenset(s.lower() for s in schemes)
         self.max_length = max_length
+        self.default_steps = (lowercase and idna and drop_default_port and drop_fragment
+                              and normalize_percent and normalize_path and sort_query
+                              and drop_session_in_path)
+        """True when every step is on (what crawlq's C fast path implements)."""
         self._hosts: dict[tuple[str, str], tuple[str, str]] = {}
         names = sorted(re.escape(p) for p in self.drop_params)
         names += [re.escape(p) + r"[^=&]*" for p in self.drop_prefixes]

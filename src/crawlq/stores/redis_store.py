@@ -235,7 +235,11 @@ class RedisStore:
         redis = self._redis
         pool = self._client.connection_pool
         script = self._scripts["add"]
-        conn = pool.get_connection()
+        try:
+            conn = pool.get_connection()
+        except (redis.ConnectionError, redis.TimeoutError):
+            statuses = self.add(entries, now)  # the server is away: add() retries
+            return lambda: statuses
         sent = 0
         try:
             for blob in blobs:

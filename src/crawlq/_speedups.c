@@ -1,0 +1,1029 @@
+/* crawlq._speedups: the common case of Frontier.add in C.
+ *
+ * Frontier.add turns each offered request into a store entry: canonical URL and host
+ * key, 128-bit BLAKE2b fingerprint, msgpack payload. In pure Python that is about
+ * 6 us per URL; here it is well under 1 us. Only the plain case is handled: a GET
+ * without body, meta, not_before, retries or dont_filter, whose URL is ASCII, http(s),
+ * has no user info, percent escapes, dot segments, ';' in the path or parameter to
+ * drop. Anything else is handed, in order, to the Python code that owns the rules
+ * (crawlq.policies.canonical, crawlq.models, crawlq.frontier), so there is one
+ * definition of canonical and this file only has to agree with it on the easy part.
+ * tests/test_speedups.py checks that agreement on generated and hand-picked URLs.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------- */
+/* BLAKE2b (RFC 7693), unkeyed, 16-byte digest: hashlib.blake2b(data, digest_size=16) */
+
+static const uint64_t b2b_iv[8] = {
+    0x6A09E667F3BCC908ULL, 0xBB67AE8584CAA73BULL, 0x3C6EF372FE94F82BULL,
+    0xA54FF53A5F1D36F1ULL, 0x510E527FADE682D1ULL, 0x9B05688C2B3E6C1FULL,
+    0x1F83D9ABFB41BD6BULL, 0x5BE0CD19137E2179ULL};
+
+static const uint8_t b2b_sigma[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3}};
+
+#define ROTR64(x, n) (((x) >> (n)) | ((x) << (64 - (n))))
+#define B2B_G(a, b, c, d, x, y)          \
+    do {                                 \
+        v[a] = v[a] + v[b] + (x);        \
+        v[d] = ROTR64(v[d] ^ v[a], 32);  \
+        v[c] = v[c] + v[d];              \
+        v[b] = ROTR64(v[b] ^ v[c], 24);  \
+        v[a] = v[a] + v[b] + (y);        \
+        v[d] = ROTR64(v[d] ^ v[a], 16);  \
+        v[c] = v[c] + v[d];              \
+        v[b] = ROTR64(v[b] ^ v[c], 63);  \
+    } while (0)
+
+static uint64_t load64(const uint8_t *p) {
+    return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) |
+           ((uint64_t)p[3] << 24) | ((uint64_t)p[4] << 32) | ((uint64_t)p[5] << 40) |
+           ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
+}
+
+static void b2b_compress(uint64_t h[8], const uint8_t block[128], uint64_t t, int last) {
+    uint64_t v[16], m[16];
+    int i;
+    for (i = 0; i < 8; i++) {
+        v[i] = h[i];
+        v[i + 8] = b2b_iv[i];
+    }
+    v[12] ^= t; /* the high word of the 128-bit counter stays 0: inputs < 2^64 bytes */
+    if (last) v[14] = ~v[14];
+    for (i = 0; i < 16; i++) m[i] = load64(block + 8 * i);
+    for (i = 0; i < 12; i++) {
+        const uint8_t *s = b2b_sigma[i];
+        B2B_G(0, 4, 8, 12, m[s[0]], m[s[1]]);
+        B2B_G(1, 5, 9, 13, m[s[2]], m[s[3]]);
+        B2B_G(2, 6, 10, 14, m[s[4]], m[s[5]]);
+        B2B_G(3, 7, 11, 15, m[s[6]], m[s[7]]);
+        B2B_G(0, 5, 10, 15, m[s[8]], m[s[9]]);
+        B2B_G(1, 6, 11, 12, m[s[10]], m[s[11]]);
+        B2B_G(2, 7, 8, 13, m[s[12]], m[s[13]]);
+        B2B_G(3, 4, 9, 14, m[s[14]], m[s[15]]);
+    }
+    for (i = 0; i < 8; i++) h[i] ^= v[i] ^ v[i + 8];
+}
+
+static void blake2b_128(const uint8_t *data, size_t n, uint8_t out[16]) {
+    uint64_t h[8];
+    uint8_t block[128];
+    uint64_t t = 0;
+    int i;
+    memcpy(h, b2b_iv, sizeof h);
+    h[0] ^= 0x01010000ULL ^ 16; /* fanout 1, depth 1, no key, 16-byte digest */
+    while (n > 128) {
+        t += 128;
+        b2b_compress(h, data, t, 0);
+        data += 128;
+        n -= 128;
+    }
+    memset(block, 0, sizeof block);
+    memcpy(block, data, n);
+    t += n;
+    b2b_compress(h, block, t, 1);
+    for (i = 0; i < 16; i++) out[i] = (uint8_t)(h[i / 8] >> (8 * (i % 8)));
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Character classes of crawlq.policies.canonical (_CLEAN_PATH, _CLEAN_QUERY, hosts)   */
+
+enum { C_PATH = 1, C_QUERY = 2, C_HOST = 4 };
+static unsigned char cls[256];
+
+static void init_classes(void) {
+    const char *common = "/!$&'()*+,;=:@-._~";
+    int c;
+    for (c = 0; c < 256; c++) {
+        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        cls[c] = alnum ? (C_PATH | C_QUERY) : 0;
+        if (alnum || c == '.' || c == '-' || c == '_') cls[c] |= C_HOST;
+    }
+    for (; *common; common++) cls[(unsigned char)*common] |= C_PATH | C_QUERY;
+    cls['?'] |= C_QUERY;
+}
+
+#define MAX_FAST_URL 4096 /* longer URLs take the Python path (they are rare) */
+#define MAX_PAIRS 64
+#define MAX_DROP 64
+
+typedef struct {
+    const char *p;
+    Py_ssize_t n;     /* whole pair */
+    Py_ssize_t name;  /* length of the name (up to the first '=') */
+} pair_t;
+
+typedef struct {
+    PyObject_HEAD
+    int allow_http, allow_https;
+    Py_ssize_t max_length;
+    int ndrop, nprefix;
+    char *drop[MAX_DROP];
+    Py_ssize_t drop_n[MAX_DROP];
+    char *prefix[MAX_DROP];
+    Py_ssize_t prefix_n[MAX_DROP];
+    PyObject *request_type;
+    PyObject *no_meta;
+    PyObject *keys;     /* dict: host key -> the one str object for it (shared by entries) */
+    long long priority_max;
+} FastAdd;
+
+/* Canonicalize ASCII url u[0:n] into out (at least n + 2 bytes). Returns the length
+ * written, or -1 when the URL is not a plain one (the Python path decides). The host
+ * key is out[*ks : *ks + *kn]. */
+static Py_ssize_t canon(FastAdd *self, const char *u, Py_ssize_t n, char *out,
+                        Py_ssize_t *ks, Py_ssize_t *kn) {
+    Py_ssize_t i = 0, o = 0, j, start, colon = -1;
+    int https;
+    long port = 0;
+    if (n == 0 || n > self->max_length || n > MAX_FAST_URL) return -1;
+    /* scheme: http or https, any case, then :// */
+    while (i < n && i < 6 && ((u[i] | 0x20) >= 'a' && (u[i] | 0x20) <= 'z')) i++;
+    if (i == 4 && (u[0] | 0x20) == 'h' && (u[1] | 0x20) == 't' && (u[2] | 0x20) == 't' &&
+        (u[3] | 0x20) == 'p')
+        https = 0;
+    else if (i == 5 && (u[0] | 0x20) == 'h' && (u[1] | 0x20) == 't' && (u[2] | 0x20) == 't' &&
+             (u[3] | 0x20) == 'p' && (u[4] | 0x20) == 's')
+        https = 1;
+    else
+        return -1;
+    if (https ? !self->allow_https : !self->allow_http) return -1;
+    if (i + 3 > n || u[i] != ':' || u[i + 1] != '/' || u[i + 2] != '/') return -1;
+    memcpy(out, https ? "https://" : "http://", i + 3);
+    o = i + 3;
+    i += 3;
+    /* host [":" port], lowercased; user info, IPv6 and anything odd take the slow path */
+    *ks = o;
+    start = i;
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)u[i];
+        if (c == '/' || c == '?' || c == '#') break;
+        if (c == ':') {
+            if (colon >= 0) return -1;
+            colon = i;
+        } else if (colon >= 0) {
+            if (c < '0' || c > '9') return -1;
+        } else if (cls[c] & C_HOST) {
+            out[o++] = (char)((c >= 'A' && c <= 'Z') ? c + 32 : c);
+        } else {
+            return -1;
+        }
+    }
+    if (o == *ks || out[o - 1] == '.') return -1; /* no host; or a trailing dot to strip */
+    if (colon >= 0) {
+        Py_ssize_t d = i - colon - 1;
+        if (d < 1 || d > 5 || u[colon + 1] == '0') return -1;
+        for (j = colon + 1; j < i; j++) port = port * 10 + (u[j] - '0');
+        if (port > 65535) return -1;
+        if (port != (https ? 443 : 80)) {
+            out[o++] = ':';
+            memcpy(out + o, u + colon + 1, d);
+            o += d;
+        }
+    }
+    *kn = o - *ks;
+    /* path: clean characters only, no ';' (session ids) and no "/." (dot segments) */
+    start = i;
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)u[i];
+        if (c == '?' || c == '#') break;
+        if (!(cls[c] & C_PATH) || c == ';') return -1;
+        if (c == '.' && u[i - 1] == '/') return -1;
+    }
+    if (i == start) {
+        out[o++] = '/';
+    } else {
+        memcpy(out + o, u + start, i - start);
+        o += i - start;
+    }
+    /* query: clean characters; empty pairs dropped; no parameter to drop; stable sort */
+    if (i < n && u[i] == '?') {
+        pair_t pairs[MAX_PAIRS];
+        int np = 0, a, b;
+        Py_ssize_t q0 = ++i;
+        for (; i < n && u[i] != '#'; i++)
+            if (!(cls[(unsigned char)u[i]] & C_QUERY)) return -1;
+        j = q0;
+        while (j <= i) {
+            Py_ssize_t e = j, eq = -1;
+            while (e < i && u[e] != '&') {
+                if (eq < 0 && u[e] == '=') eq = e - j;
+                e++;
+            }
+            if (e > j) {
+                pair_t *p;
+                char low[64];
+                Py_ssize_t nl = eq < 0 ? e - j : eq, k;
+                if (np == MAX_PAIRS) return -1;
+                p = &pairs[np++];
+                p->p = u + j;
+                p->n = e - j;
+                p->name = nl;
+                if (self->ndrop || self->nprefix) {
+                    Py_ssize_t m = nl < 64 ? nl : 64;
+                    for (k = 0; k < m; k++) {
+                        char c = u[j + k];
+                        low[k] = (c >= 'A' && c <= 'Z') ? c + 32 : c;
+                    }
+                    for (k = 0; k < self->ndrop; k++)
+                        if (self->drop_n[k] == nl && !memcmp(low, self->drop[k], nl))
+                            return -1;
+                    for (k = 0; k < self->nprefix; k++)
+                        if (self->prefix_n[k] <= m && !memcmp(low, self->prefix[k], self->prefix_n[k]))
+                            return -1;
+                }
+            }
+            j = e + 1;
+        }
+        /* insertion sort by name: stable, and queries have few pairs */
+        for (a = 1; a < np; a++) {
+            pair_t cur = pairs[a];
+            for (b = a - 1; b >= 0; b--) {
+                Py_ssize_t m = cur.name < pairs[b].name ? cur.name : pairs[b].name;
+                int c = memcmp(cur.p, pairs[b].p, m);
+                if (c > 0 || (c == 0 && cur.name >= pairs[b].name)) break;
+                pairs[b + 1] = pairs[b];
+            }
+            pairs[b + 1] = cur;
+        }
+        for (a = 0; a < np; a++) {
+            out[o++] = a ? '&' : '?';
+            memcpy(out + o, pairs[a].p, pairs[a].n);
+            o += pairs[a].n;
+        }
+    }
+    /* fragment: dropped, but control characters in it make the URL invalid */
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)u[i];
+        if (c < 0x20 || c == 0x7f) return -1;
+    }
+    return o;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* msgpack, the forms Request.to_payload writes for a plain GET                         */
+
+/* The header of a str of n bytes; returns its length. */
+static Py_ssize_t mp_str_head(char *w, Py_ssize_t n) {
+    Py_ssize_t h;
+    if (n < 32) {
+        w[0] = (char)(0xa0 | n);
+        h = 1;
+    } else if (n < 256) {
+        w[0] = (char)0xd9;
+        w[1] = (char)n;
+        h = 2;
+    } else if (n < 65536) {
+        w[0] = (char)0xda;
+        w[1] = (char)(n >> 8);
+        w[2] = (char)n;
+        h = 3;
+    } else {
+        w[0] = (char)0xdb;
+        w[1] = (char)(n >> 24);
+        w[2] = (char)(n >> 16);
+        w[3] = (char)(n >> 8);
+        w[4] = (char)n;
+        h = 5;
+    }
+    return h;
+}
+
+static Py_ssize_t mp_str(char *w, const char *s, Py_ssize_t n) {
+    Py_ssize_t h = mp_str_head(w, n);
+    memcpy(w + h, s, n);
+    return h + n;
+}
+
+static Py_ssize_t mp_uint(char *w, unsigned long long v) {
+    if (v < 128) {
+        w[0] = (char)v;
+        return 1;
+    }
+    if (v < 256) {
+        w[0] = (char)0xcc;
+        w[1] = (char)v;
+        return 2;
+    }
+    if (v < 65536) {
+        w[0] = (char)0xcd;
+        w[1] = (char)(v >> 8);
+        w[2] = (char)v;
+        return 3;
+    }
+    w[0] = (char)0xce;
+    w[1] = (char)(v >> 24);
+    w[2] = (char)(v >> 16);
+    w[3] = (char)(v >> 8);
+    w[4] = (char)v;
+    return 5;
+}
+
+/* Request.to_payload(key) for a plain GET. url/ref are ASCII; ref may be NULL. */
+static PyObject *payload(const char *u, Py_ssize_t un, const char *k, Py_ssize_t kn,
+                         unsigned long long depth, const char *r, Py_ssize_t rn) {
+    char small[512], *buf = small, *w;
+    int version = 1;
+    Py_ssize_t base = 0, need = un + rn + 32;
+    PyObject *res;
+    if (un > 8 + kn && !memcmp(u, "https://", 8) && !memcmp(u + 8, k, kn) &&
+        (u[8 + kn] == '/' || u[8 + kn] == ':')) {
+        version = 2;
+        base = 8 + kn;
+    } else if (un > 7 + kn && !memcmp(u, "http://", 7) && !memcmp(u + 7, k, kn) &&
+               (u[7 + kn] == '/' || u[7 + kn] == ':')) {
+        version = 3;
+        base = 7 + kn;
+    }
+    if (need > (Py_ssize_t)sizeof small) {
+        buf = PyMem_Malloc(need);
+        if (!buf) return PyErr_NoMemory();
+    }
+    w = buf;
+    *w++ = (char)(0x90 | (r ? 4 : depth ? 3 : 2));
+    *w++ = (char)version;
+    w += mp_str(w, u + base, un - base);
+    if (r || depth) w += mp_uint(w, depth);
+    if (r) {
+        if (version != 1 && rn > base && !memcmp(r, u, base) && (r[base] == '/' || r[base] == ':')) {
+            w += mp_str(w, r + base, rn - base);
+        } else if (version != 1 && rn > 0 && (r[0] == '/' || r[0] == ':' || r[0] == '!')) {
+            /* "!" + ref: a referrer that would read as relative is marked */
+            w += mp_str_head(w, rn + 1);
+            *w++ = '!';
+            memcpy(w, r, rn);
+            w += rn;
+        } else {
+            w += mp_str(w, r, rn);
+        }
+    }
+    res = PyBytes_FromStringAndSize(buf, w - buf);
+    if (buf != small) PyMem_Free(buf);
+    return res;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* FastAdd                                                                              */
+
+static PyObject *s_url, *s_method, *s_body, *s_priority, *s_depth, *s_referrer, *s_meta,
+    *s_dont_filter, *s_not_before, *s_retries, *s_revisit_after, *s_GET, *zero;
+
+static void fastadd_dealloc(FastAdd *self) {
+    int k;
+    for (k = 0; k < self->ndrop; k++) PyMem_Free(self->drop[k]);
+    for (k = 0; k < self->nprefix; k++) PyMem_Free(self->prefix[k]);
+    Py_XDECREF(self->request_type);
+    Py_XDECREF(self->no_meta);
+    Py_XDECREF(self->keys);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int copy_names(PyObject *seq, char **names, Py_ssize_t *lens, int *count) {
+    PyObject *fast = PySequence_Fast(seq, "drop names must be a sequence of str");
+    Py_ssize_t k, m;
+    if (!fast) return -1;
+    m = PySequence_Fast_GET_SIZE(fast);
+    if (m > MAX_DROP) {
+        Py_DECREF(fast);
+        PyErr_SetString(PyExc_ValueError, "too many parameter names for the fast path");
+        return -1;
+    }
+    for (k = 0; k < m; k++) {
+        Py_ssize_t n;
+        const char *s;
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, k);
+        if (!PyUnicode_Check(item) || !PyUnicode_IS_ASCII(item)) {
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_ValueError, "parameter names must be ASCII str");
+            return -1;
+        }
+        s = PyUnicode_AsUTF8AndSize(item, &n);
+        if (n > 64) { /* the query check lowercases at most 64 characters of a name */
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_ValueError, "parameter names over 64 characters");
+            return -1;
+        }
+        names[k] = PyMem_Malloc(n + 1);
+        if (!names[k]) {
+            Py_DECREF(fast);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(names[k], s, n + 1);
+        lens[k] = n;
+        *count = (int)(k + 1);
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static int fastadd_init(FastAdd *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"request_type", "no_meta", "schemes", "drop_params",
+                             "drop_prefixes", "max_length", "priority_max", NULL};
+    PyObject *rt, *nm, *schemes, *drop, *prefixes;
+    Py_ssize_t max_length;
+    long long pmax;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOnL", kwlist, &rt, &nm, &schemes, &drop,
+                                     &prefixes, &max_length, &pmax))
+        return -1;
+    Py_INCREF(rt);
+    Py_XSETREF(self->request_type, rt);
+    Py_INCREF(nm);
+    Py_XSETREF(self->no_meta, nm);
+    Py_XSETREF(self->keys, PyDict_New());
+    if (!self->keys) return -1;
+    self->max_length = max_length;
+    self->priority_max = pmax;
+    {
+        PyObject *h = PyUnicode_FromString("http"), *hs = PyUnicode_FromString("https");
+        self->allow_http = h ? PySequence_Contains(schemes, h) : -1;
+        self->allow_https = hs ? PySequence_Contains(schemes, hs) : -1;
+        Py_XDECREF(h);
+        Py_XDECREF(hs);
+    }
+    if (self->allow_http < 0 || self->allow_https < 0) return -1;
+    if (copy_names(drop, self->drop, self->drop_n, &self->ndrop) < 0) return -1;
+    if (copy_names(prefixes, self->prefix, self->prefix_n, &self->nprefix) < 0) return -1;
+    return 0;
+}
+
+/* Borrowed attribute of a slots dataclass instance (NULL with an error if unset). */
+static PyObject *attr(PyObject *obj, PyObject *name) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v) Py_DECREF(v); /* the instance holds a reference: borrowed is enough here */
+    return v;
+}
+
+/* The host key as a str shared by every entry of that host (less memory per URL). */
+static PyObject *key_object(FastAdd *self, const char *k, Py_ssize_t kn) {
+    PyObject *s = PyUnicode_FromStringAndSize(k, kn), *shared;
+    if (!s) return NULL;
+    if (PyDict_GET_SIZE(self->keys) >= 50000) PyDict_Clear(self->keys);
+    shared = PyDict_SetDefault(self->keys, s, s);
+    if (!shared) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    Py_INCREF(shared);
+    Py_DECREF(s);
+    return shared;
+}
+
+/* The entry of a plain request, Py_None when it is not plain, NULL on error. */
+static PyObject *plain_entry(FastAdd *self, PyObject *item, PyObject *revisit_at) {
+    PyObject *url, *prio = NULL, *ref = Py_None, *key, *fp, *pl, *entry;
+    unsigned long long depth = 0;
+    const char *u, *r = NULL;
+    Py_ssize_t un, rn = 0, cn, ks, kn;
+    char small[1024], *out;
+    uint8_t digest[16];
+    if (PyUnicode_CheckExact(item)) {
+        url = item;
+        prio = zero;
+    } else if ((PyObject *)Py_TYPE(item) == self->request_type) {
+        PyObject *v;
+        if (!(url = attr(item, s_url)) || !PyUnicode_CheckExact(url)) goto notplain;
+        if (!(v = attr(item, s_method)) || (v != s_GET && !(PyUnicode_CheckExact(v) &&
+                                                           PyUnicode_Compare(v, s_GET) == 0)))
+            goto notplain;
+        if (!(v = attr(item, s_body)) || !PyBytes_CheckExact(v) || PyBytes_GET_SIZE(v))
+            goto notplain;
+        if (!(v = attr(item, s_dont_filter)) || v != Py_False) goto notplain;
+        if (!(v = attr(item, s_retries)) || !PyLong_CheckExact(v) || PyObject_IsTrue(v))
+            goto notplain;
+        if (!(v = attr(item, s_not_before)) || v != Py_None) goto notplain;
+        if (!(v = attr(item, s_revisit_after)) || v != Py_None) goto notplain;
+        if (!(v = attr(item, s_meta)) || (v != self->no_meta && PyObject_Length(v) != 0))
+            goto notplain;
+        if (!(prio = attr(item, s_priority)) || !PyLong_CheckExact(prio)) goto notplain;
+        {
+            int overflow;
+            long long p = PyLong_AsLongLongAndOverflow(prio, &overflow);
+            if (overflow || p > self->priority_max || p < -self->priority_max) goto notplain;
+        }
+        if (!(v = attr(item, s_depth)) || !PyLong_CheckExact(v)) goto notplain;
+        depth = PyLong_AsUnsignedLongLong(v);
+        if (PyErr_Occurred() || depth > 0xffffffffULL) goto notplain;
+        if (!(ref = attr(item, s_referrer))) goto notplain;
+        if (ref != Py_None) {
+            if (!PyUnicode_CheckExact(ref) || !PyUnicode_IS_ASCII(ref)) goto notplain;
+            r = PyUnicode_AsUTF8AndSize(ref, &rn);
+        }
+    } else {
+        Py_RETURN_NONE;
+    }
+    if (!PyUnicode_IS_ASCII(url)) Py_RETURN_NONE;
+    u = PyUnicode_AsUTF8AndSize(url, &un);
+    out = (un + 2 <= (Py_ssize_t)sizeof small) ? small : PyMem_Malloc(un + 2);
+    if (!out) return PyErr_NoMemory();
+    cn = canon(self, u, un, out, &ks, &kn);
+    if (cn < 0) {
+        if (out != small) PyMem_Free(out);
+        Py_RETURN_NONE;
+    }
+    blake2b_128((const uint8_t *)out, (size_t)cn, digest);
+    key = key_object(self, out + ks, kn);
+    pl = key ? payload(u, un, out + ks, kn, depth, r, rn) : NULL;
+    if (out != small) PyMem_Free(out);
+    fp = pl ? PyBytes_FromStringAndSize((const char *)digest, 16) : NULL;
+    if (!fp) {
+        Py_XDECREF(key);
+        Py_XDECREF(pl);
+        return NULL;
+    }
+    entry = PyTuple_New(7);
+    if (!entry) {
+        Py_DECREF(key);
+        Py_DECREF(pl);
+        Py_DECREF(fp);
+        return NULL;
+    }
+    Py_INCREF(prio);
+    Py_INCREF(Py_None);
+    Py_INCREF(revisit_at);
+    Py_INCREF(zero);
+    PyTuple_SET_ITEM(entry, 0, fp);
+    PyTuple_SET_ITEM(entry, 1, key);
+    PyTuple_SET_ITEM(entry, 2, prio);
+    PyTuple_SET_ITEM(entry, 3, pl);
+    PyTuple_SET_ITEM(entry, 4, Py_None);
+    PyTuple_SET_ITEM(entry, 5, revisit_at);
+    PyTuple_SET_ITEM(entry, 6, zero);
+    return entry;
+notplain:
+    /* a missing attribute or odd value: the Python path explains it */
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(prepare_doc,
+"prepare(requests, start, end, revisit_at, slow, entries, index)\n--\n\n"
+"Append the store entry of each of requests[start:end] to entries and its position\n"
+"to index. Plain requests are done here; for any other, slow(i, request) is called\n"
+"and its result (an entry, or None when it rejected the request) is used.");
+
+static PyObject *fastadd_prepare(FastAdd *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *requests, *revisit_at, *slow, *entries, *index;
+    Py_ssize_t start, end, i;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "prepare() takes 7 arguments");
+        return NULL;
+    }
+    requests = args[0];
+    revisit_at = args[3];
+    slow = args[4];
+    entries = args[5];
+    index = args[6];
+    start = PyLong_AsSsize_t(args[1]);
+    end = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (!PyList_CheckExact(entries) || !PyList_CheckExact(index) ||
+        !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests))) {
+        PyErr_SetString(PyExc_TypeError, "prepare() needs a list or tuple and two lists");
+        return NULL;
+    }
+    for (i = start; i < end && i < PySequence_Fast_GET_SIZE(requests); i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(requests, i), *e, *pos;
+        Py_INCREF(item); /* slow() may run user code that changes the list */
+        e = plain_entry(self, item, revisit_at);
+        if (e == Py_None) {
+            Py_DECREF(e);
+            pos = PyLong_FromSsize_t(i);
+            e = pos ? PyObject_CallFunctionObjArgs(slow, pos, item, NULL) : NULL;
+            Py_XDECREF(pos);
+        }
+        Py_DECREF(item);
+        if (!e) return NULL;
+        if (e != Py_None) {
+            int bad = PyList_Append(entries, e);
+            pos = bad ? NULL : PyLong_FromSsize_t(i);
+            bad = bad || !pos || PyList_Append(index, pos);
+            Py_XDECREF(pos);
+            if (bad) {
+                Py_DECREF(e);
+                return NULL;
+            }
+        }
+        Py_DECREF(e);
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(canonical_doc,
+"canonical(url) -> (canonical url, host key) or None\n--\n\n"
+"The fast path's canonical form of url, or None when it leaves the URL to Python.");
+
+static PyObject *fastadd_canonical(FastAdd *self, PyObject *url) {
+    const char *u;
+    Py_ssize_t un, cn, ks, kn;
+    char *out;
+    PyObject *res;
+    if (!PyUnicode_Check(url)) {
+        PyErr_SetString(PyExc_TypeError, "url must be str");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(url)) Py_RETURN_NONE;
+    u = PyUnicode_AsUTF8AndSize(url, &un);
+    out = PyMem_Malloc(un + 2);
+    if (!out) return PyErr_NoMemory();
+    cn = canon(self, u, un, out, &ks, &kn);
+    res = cn < 0 ? (Py_INCREF(Py_None), Py_None)
+                 : Py_BuildValue("(s#s#)", out, cn, out + ks, kn);
+    PyMem_Free(out);
+    return res;
+}
+
+static PyMethodDef fastadd_methods[] = {
+    {"prepare", (PyCFunction)(void (*)(void))fastadd_prepare, METH_FASTCALL, prepare_doc},
+    {"canonical", (PyCFunction)fastadd_canonical, METH_O, canonical_doc},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject FastAddType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "crawlq._speedups.FastAdd",
+    .tp_basicsize = sizeof(FastAdd),
+    .tp_dealloc = (destructor)fastadd_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = PyDoc_STR("FastAdd(request_type, no_meta, schemes, drop_params, drop_prefixes, "
+                        "max_length, priority_max): Frontier.add's plain case in C."),
+    .tp_methods = fastadd_methods,
+    .tp_init = (initproc)fastadd_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---------------------------------------------------------------------------------- */
+/* Leases: Frontier.next's rows -> Lease(token, Request.from_payload(...), queue, ...)  */
+
+#define N_REQ 11 /* Request's fields, in order */
+#define N_LEASE 5
+static const char *req_fields[N_REQ] = {"url", "method", "body", "priority", "depth",
+                                        "referrer", "meta", "dont_filter", "not_before",
+                                        "retries", "revisit_after"};
+static const char *lease_fields[N_LEASE] = {"token", "request", "queue", "leased_at",
+                                            "expires_at"};
+
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *request_type, *lease_type;
+    PyObject *no_meta, *from_payload, *empty_bytes;
+    Py_ssize_t req_off[N_REQ], lease_off[N_LEASE];
+} LeaseMaker;
+
+static void leasemaker_dealloc(LeaseMaker *self) {
+    Py_XDECREF(self->request_type);
+    Py_XDECREF(self->lease_type);
+    Py_XDECREF(self->no_meta);
+    Py_XDECREF(self->from_payload);
+    Py_XDECREF(self->empty_bytes);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The offsets of a slots class's fields: filled in directly, as its __init__ would. */
+static int slot_offsets(PyTypeObject *t, const char **names, int n, Py_ssize_t *off) {
+    int k;
+    for (k = 0; k < n; k++) {
+        PyObject *d = PyObject_GetAttrString((PyObject *)t, names[k]);
+        if (!d) return -1;
+        if (Py_TYPE(d) != &PyMemberDescr_Type ||
+            ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+            Py_DECREF(d);
+            PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", t->tp_name, names[k]);
+            return -1;
+        }
+        off[k] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+    }
+    return 0;
+}
+
+static int leasemaker_init(LeaseMaker *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"request_type", "lease_type", "no_meta", "from_payload", NULL};
+    PyObject *rt, *lt, *nm, *fp;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!OO", kwlist, &PyType_Type, &rt,
+                                     &PyType_Type, &lt, &nm, &fp))
+        return -1;
+    if (slot_offsets((PyTypeObject *)rt, req_fields, N_REQ, self->req_off) < 0 ||
+        slot_offsets((PyTypeObject *)lt, lease_fields, N_LEASE, self->lease_off) < 0)
+        return -1;
+    Py_INCREF(rt);
+    Py_XSETREF(self->request_type, (PyTypeObject *)rt);
+    Py_INCREF(lt);
+    Py_XSETREF(self->lease_type, (PyTypeObject *)lt);
+    Py_INCREF(nm);
+    Py_XSETREF(self->no_meta, nm);
+    Py_INCREF(fp);
+    Py_XSETREF(self->from_payload, fp);
+    Py_XSETREF(self->empty_bytes, PyBytes_FromStringAndSize("", 0));
+    return self->empty_bytes ? 0 : -1;
+}
+
+/* Read a msgpack str at *p (< end): sets *s, *n and advances *p; 0 if not a str. */
+static int mp_read_str(const unsigned char **p, const unsigned char *end, const char **s,
+                       Py_ssize_t *n) {
+    const unsigned char *q = *p;
+    Py_ssize_t len;
+    if (q >= end) return 0;
+    if ((q[0] & 0xe0) == 0xa0) {
+        len = q[0] & 0x1f;
+        q += 1;
+    } else if (q[0] == 0xd9 && end - q >= 2) {
+        len = q[1];
+        q += 2;
+    } else if (q[0] == 0xda && end - q >= 3) {
+        len = ((Py_ssize_t)q[1] << 8) | q[2];
+        q += 3;
+    } else if (q[0] == 0xdb && end - q >= 5) {
+        len = ((Py_ssize_t)q[1] << 24) | ((Py_ssize_t)q[2] << 16) | ((Py_ssize_t)q[3] << 8) | q[4];
+        q += 5;
+    } else {
+        return 0;
+    }
+    if (end - q < len) return 0;
+    *s = (const char *)q;
+    *n = len;
+    *p = q + len;
+    return 1;
+}
+
+static int mp_read_uint(const unsigned char **p, const unsigned char *end,
+                        unsigned long long *v) {
+    const unsigned char *q = *p;
+    if (q >= end) return 0;
+    if (q[0] < 0x80) {
+        *v = q[0];
+        *p = q + 1;
+    } else if (q[0] == 0xcc && end - q >= 2) {
+        *v = q[1];
+        *p = q + 2;
+    } else if (q[0] == 0xcd && end - q >= 3) {
+        *v = ((unsigned)q[1] << 8) | q[2];
+        *p = q + 3;
+    } else if (q[0] == 0xce && end - q >= 5) {
+        *v = ((unsigned long long)q[1] << 24) | ((unsigned long long)q[2] << 16) |
+             ((unsigned long long)q[3] << 8) | q[4];
+        *p = q + 5;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* base + s as a new str (base ASCII); NULL with an error (e.g. bad UTF-8). */
+static PyObject *joined(const char *b1, Py_ssize_t n1, const char *b2, Py_ssize_t n2,
+                        const char *s, Py_ssize_t n) {
+    char small[1024], *buf = small;
+    PyObject *r;
+    Py_ssize_t total = n1 + n2 + n;
+    if (total > (Py_ssize_t)sizeof small && !(buf = PyMem_Malloc(total)))
+        return PyErr_NoMemory();
+    memcpy(buf, b1, n1);
+    memcpy(buf + n1, b2, n2);
+    memcpy(buf + n1 + n2, s, n);
+    r = PyUnicode_DecodeUTF8(buf, total, NULL);
+    if (buf != small) PyMem_Free(buf);
+    return r;
+}
+
+/* Request.from_payload for the plain forms; Py_None when the payload is another form. */
+static PyObject *plain_request(LeaseMaker *self, PyObject *payload, PyObject *prio,
+                               PyObject *retries, PyObject *queue) {
+    const unsigned char *p, *end;
+    const char *u, *r = NULL, *k = NULL, *scheme = "";
+    Py_ssize_t un, rn = 0, kn = 0, sn = 0;
+    unsigned long long depth = 0;
+    int n, version;
+    PyObject *url, *ref = Py_None, *depth_obj, *obj, **slot;
+    if (!PyBytes_CheckExact(payload)) Py_RETURN_NONE;
+    p = (const unsigned char *)PyBytes_AS_STRING(payload);
+    end = p + PyBytes_GET_SIZE(payload);
+    if (end - p < 2 || p[0] < 0x92 || p[0] > 0x94 || p[1] < 1 || p[1] > 3) Py_RETURN_NONE;
+    n = p[0] & 0x0f;
+    version = p[1];
+    p += 2;
+    if (!mp_read_str(&p, end, &u, &un)) Py_RETURN_NONE;
+    if (n >= 3 && !mp_read_uint(&p, end, &depth)) Py_RETURN_NONE;
+    if (n == 4 && !mp_read_str(&p, end, &r, &rn)) Py_RETURN_NONE;
+    if (p != end) Py_RETURN_NONE;
+    if (version != 1) {
+        if (!PyUnicode_CheckExact(queue) || !PyUnicode_IS_ASCII(queue)) Py_RETURN_NONE;
+        k = PyUnicode_AsUTF8AndSize(queue, &kn);
+        scheme = version == 2 ? "https://" : "http://";
+        sn = version == 2 ? 8 : 7;
+    }
+    if (version == 1) {
+        url = PyUnicode_DecodeUTF8(u, un, NULL);
+    } else {
+        /* scheme + key + rest, built in one buffer */
+        char small[1024], *buf = small;
+        Py_ssize_t total = sn + kn;
+        if (total > (Py_ssize_t)sizeof small && !(buf = PyMem_Malloc(total)))
+            return PyErr_NoMemory();
+        memcpy(buf, scheme, sn);
+        memcpy(buf + sn, k, kn);
+        url = joined(buf, total, "", 0, u, un);
+        if (buf != small) PyMem_Free(buf);
+    }
+    if (!url) goto decode_error;
+    if (r) {
+        if (version != 1 && rn > 0 && r[0] == '!')
+            ref = PyUnicode_DecodeUTF8(r + 1, rn - 1, NULL);
+        else if (version != 1 && rn > 0 && (r[0] == '/' || r[0] == ':'))
+            ref = joined(scheme, sn, k, kn, r, rn);
+        else
+            ref = PyUnicode_DecodeUTF8(r, rn, NULL);
+        if (!ref) {
+            Py_DECREF(url);
+            goto decode_error;
+        }
+    } else {
+        Py_INCREF(Py_None);
+    }
+    depth_obj = PyLong_FromUnsignedLongLong(depth);
+    obj = depth_obj ? self->request_type->tp_alloc(self->request_type, 0) : NULL;
+    if (!obj) {
+        Py_DECREF(url);
+        Py_DECREF(ref);
+        Py_XDECREF(depth_obj);
+        return NULL;
+    }
+#define SET(off, v) (slot = (PyObject **)((char *)obj + (off)), *slot = (v))
+    SET(self->req_off[0], url);
+    Py_INCREF(s_GET);
+    SET(self->req_off[1], s_GET);
+    Py_INCREF(self->empty_bytes);
+    SET(self->req_off[2], self->empty_bytes);
+    Py_INCREF(prio);
+    SET(self->req_off[3], prio);
+    SET(self->req_off[4], depth_obj);
+    SET(self->req_off[5], ref);
+    Py_INCREF(self->no_meta);
+    SET(self->req_off[6], self->no_meta);
+    Py_INCREF(Py_False);
+    SET(self->req_off[7], Py_False);
+    Py_INCREF(Py_None);
+    SET(self->req_off[8], Py_None);
+    Py_INCREF(retries);
+    SET(self->req_off[9], retries);
+    Py_INCREF(Py_None);
+    SET(self->req_off[10], Py_None);
+    return obj;
+decode_error:
+    PyErr_Clear(); /* from_payload says what is wrong with it */
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(leases_doc,
+"leases(rows, now) -> list of Lease\n--\n\n"
+"Frontier.next's leases from a store's rows (token, queue, priority, retries,\n"
+"payload, expires_at). Plain payloads are decoded here, others by from_payload.");
+
+static PyObject *leasemaker_leases(LeaseMaker *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *rows, *now, *out;
+    Py_ssize_t i, n;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "leases() takes 2 arguments");
+        return NULL;
+    }
+    rows = args[0];
+    now = args[1];
+    if (!PyList_CheckExact(rows)) {
+        PyErr_SetString(PyExc_TypeError, "rows must be a list");
+        return NULL;
+    }
+    n = PyList_GET_SIZE(rows);
+    out = PyList_New(n);
+    if (!out) return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i), *req, *lease, **slot;
+        PyObject *token, *queue, *prio, *retries, *payload, *expires;
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 6) {
+            PyErr_SetString(PyExc_TypeError, "a lease row must be a 6-tuple");
+            goto fail;
+        }
+        token = PyTuple_GET_ITEM(row, 0);
+        queue = PyTuple_GET_ITEM(row, 1);
+        prio = PyTuple_GET_ITEM(row, 2);
+        retries = PyTuple_GET_ITEM(row, 3);
+        payload = PyTuple_GET_ITEM(row, 4);
+        expires = PyTuple_GET_ITEM(row, 5);
+        req = plain_request(self, payload, prio, retries, queue);
+        if (req == Py_None) {
+            Py_DECREF(req);
+            req = PyObject_CallFunctionObjArgs(self->from_payload, payload, prio, retries,
+                                               Py_None, queue, NULL);
+        }
+        if (!req) goto fail;
+        lease = self->lease_type->tp_alloc(self->lease_type, 0);
+        if (!lease) {
+            Py_DECREF(req);
+            goto fail;
+        }
+        Py_INCREF(token);
+        Py_INCREF(queue);
+        Py_INCREF(now);
+        Py_INCREF(expires);
+        {
+            PyObject *obj = lease;
+            SET(self->lease_off[0], token);
+            SET(self->lease_off[1], req);
+            SET(self->lease_off[2], queue);
+            SET(self->lease_off[3], now);
+            SET(self->lease_off[4], expires);
+        }
+        PyList_SET_ITEM(out, i, lease);
+    }
+    return out;
+fail:
+    /* items not yet set are NULL, which list dealloc skips */
+    Py_DECREF(out);
+    return NULL;
+}
+#undef SET
+
+static PyMethodDef leasemaker_methods[] = {
+    {"leases", (PyCFunction)(void (*)(void))leasemaker_leases, METH_FASTCALL, leases_doc},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject LeaseMakerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "crawlq._speedups.LeaseMaker",
+    .tp_basicsize = sizeof(LeaseMaker),
+    .tp_dealloc = (destructor)leasemaker_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = PyDoc_STR("LeaseMaker(request_type, lease_type, no_meta, from_payload): "
+                        "Frontier.next's leases in C."),
+    .tp_methods = leasemaker_methods,
+    .tp_init = (initproc)leasemaker_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---------------------------------------------------------------------------------- */
+
+static PyObject *py_blake2b_128(PyObject *mod, PyObject *data) {
+    Py_buffer view;
+    uint8_t digest[16];
+    (void)mod;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) return NULL;
+    blake2b_128((const uint8_t *)view.buf, (size_t)view.len, digest);
+    PyBuffer_Release(&view);
+    return PyBytes_FromStringAndSize((const char *)digest, 16);
+}
+
+static PyMethodDef module_methods[] = {
+    {"blake2b_128", py_blake2b_128, METH_O,
+     "blake2b_128(data) -> hashlib.blake2b(data, digest_size=16).digest()"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "crawlq._speedups",
+                                       "Frontier.add's common case in C (optional).", -1,
+                                       module_methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+    PyObject *m;
+    init_classes();
+#define INTERN(var, text) \
+    if (!(var = PyUnicode_InternFromString(text))) return NULL
+    INTERN(s_url, "url");
+    INTERN(s_method, "method");
+    INTERN(s_body, "body");
+    INTERN(s_priority, "priority");
+    INTERN(s_depth, "depth");
+    INTERN(s_referrer, "referrer");
+    INTERN(s_meta, "meta");
+    INTERN(s_dont_filter, "dont_filter");
+    INTERN(s_not_before, "not_before");
+    INTERN(s_retries, "retries");
+    INTERN(s_revisit_after, "revisit_after");
+    INTERN(s_GET, "GET");
+    if (!(zero = PyLong_FromLong(0))) return NULL;
+    if (PyType_Ready(&FastAddType) < 0 || PyType_Ready(&LeaseMakerType) < 0) return NULL;
+    m = PyModule_Create(&moduledef);
+    if (!m) return NULL;
+    Py_INCREF(&FastAddType);
+    if (PyModule_AddObject(m, "FastAdd", (PyObject *)&FastAddType) < 0) {
+        Py_DECREF(&FastAddType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&LeaseMakerType);
+    if (PyModule_AddObject(m, "LeaseMaker", (PyObject *)&LeaseMakerType) < 0) {
+        Py_DECREF(&LeaseMakerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
