@@ -223,6 +223,7 @@ class SQLiteStore:
             return
         plain: list[tuple[Any, ...]] = []
         lookup: list[tuple[Any, ...]] = []
+        counts: list[tuple[Any, ...]] = []
         if rows is None:
             rows = self._queue_rows(c, list(deltas))
         for row in rows:
@@ -265,10 +266,17 @@ class SQLiteStore:
             if d.recompute and queued > 0:
                 lookup.append((new_state, since, ready_at, queued, inflight, session, accepted,
                                qid))
+            elif queued > 0 and new_state == state and since == row[3] and \
+                    ready_at == row[4] and head == row[2]:
+                # Counters only: no indexed column changes, so no index is rewritten.
+                counts.append((queued, inflight, session, accepted, qid))
             else:
                 plain.append((new_state, since, ready_at, queued, inflight, session, accepted,
                               head if queued > 0 else None, qid))
         set_cols = "state=?, since=?, ready_at=?, queued=?, inflight=?, session=?, accepted=?"
+        if counts:
+            c.executemany("UPDATE queues SET queued=?, inflight=?, session=?, accepted=? "
+                          "WHERE qid=?", counts)
         if plain:
             c.executemany(f"UPDATE queues SET {set_cols}, head=? WHERE qid=?", plain)
         if lookup:
