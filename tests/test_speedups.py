@@ -230,5 +230,9 @@ def test_lease_rows_of_every_payload_form() -> None:
         want = Request.from_payload(payload, prio, retries, None, key)
         assert (le.token, le.request, le.queue, le.leased_at, le.expires_at) == \
             (token, want, key, 5.0, expires)
+    # A store of someone else's may give rows as lists: the same leases.
+    assert maker.leases([list(r) for r in rows], 5.0) == leases
+    with pytest.raises(TypeError):
+        maker.leases([(1, "k", 0)], 0.0)
     with pytest.raises(Exception):  # noqa: B017 - what from_payload raises, unchanged
         maker.leases([(1, "k", 0, 0, b"\x92\x02\xa1", 1.0)], 0.0)

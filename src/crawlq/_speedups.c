@@ -142,7 +142,11 @@ typedef struct {
     PyObject *no_meta;
     PyObject *keys;     /* dict: host key -> the one str object for it (shared by entries) */
     long long priority_max;
+    Py_ssize_t off[11]; /* Request's slots, in req_fields order (read directly) */
 } FastAdd;
+
+static int slot_offsets(PyTypeObject *t, const char **names, int n, Py_ssize_t *off);
+static const char *req_fields[11];
 
 /* Canonicalize ASCII url u[0:n] into out (at least n + 2 bytes). Returns the length
  * written, or -1 when the URL is not a plain one (the Python path decides). The host
@@ -381,8 +385,7 @@ static PyObject *payload(const char *u, Py_ssize_t un, const char *k, Py_ssize_t
 /* ---------------------------------------------------------------------------------- */
 /* FastAdd                                                                              */
 
-static PyObject *s_url, *s_method, *s_body, *s_priority, *s_depth, *s_referrer, *s_meta,
-    *s_dont_filter, *s_not_before, *s_retries, *s_revisit_after, *s_GET, *zero;
+static PyObject *s_GET, *zero;
 
 static void fastadd_dealloc(FastAdd *self) {
     int k;
@@ -442,6 +445,11 @@ static int fastadd_init(FastAdd *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOnL", kwlist, &rt, &nm, &schemes, &drop,
                                      &prefixes, &max_length, &pmax))
         return -1;
+    if (!PyType_Check(rt)) {
+        PyErr_SetString(PyExc_TypeError, "request_type must be a class");
+        return -1;
+    }
+    if (slot_offsets((PyTypeObject *)rt, req_fields, 11, self->off) < 0) return -1;
     Py_INCREF(rt);
     Py_XSETREF(self->request_type, rt);
     Py_INCREF(nm);
@@ -463,12 +471,8 @@ static int fastadd_init(FastAdd *self, PyObject *args, PyObject *kw) {
     return 0;
 }
 
-/* Borrowed attribute of a slots dataclass instance (NULL with an error if unset). */
-static PyObject *attr(PyObject *obj, PyObject *name) {
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (v) Py_DECREF(v); /* the instance holds a reference: borrowed is enough here */
-    return v;
-}
+/* Borrowed value of slot k of a Request (NULL when unset: the Python path explains). */
+#define SLOT(item, k) (*(PyObject **)((char *)(item) + self->off[k]))
 
 /* The host key as a str shared by every entry of that host (less memory per URL). */
 static PyObject *key_object(FastAdd *self, const char *k, Py_ssize_t kn) {
@@ -498,29 +502,29 @@ static PyObject *plain_entry(FastAdd *self, PyObject *item, PyObject *revisit_at
         prio = zero;
     } else if ((PyObject *)Py_TYPE(item) == self->request_type) {
         PyObject *v;
-        if (!(url = attr(item, s_url)) || !PyUnicode_CheckExact(url)) goto notplain;
-        if (!(v = attr(item, s_method)) || (v != s_GET && !(PyUnicode_CheckExact(v) &&
-                                                           PyUnicode_Compare(v, s_GET) == 0)))
+        if (!(url = SLOT(item, 0)) || !PyUnicode_CheckExact(url)) goto notplain;
+        if (!(v = SLOT(item, 1)) || (v != s_GET && !(PyUnicode_CheckExact(v) &&
+                                                    PyUnicode_Compare(v, s_GET) == 0)))
             goto notplain;
-        if (!(v = attr(item, s_body)) || !PyBytes_CheckExact(v) || PyBytes_GET_SIZE(v))
+        if (!(v = SLOT(item, 2)) || !PyBytes_CheckExact(v) || PyBytes_GET_SIZE(v))
             goto notplain;
-        if (!(v = attr(item, s_dont_filter)) || v != Py_False) goto notplain;
-        if (!(v = attr(item, s_retries)) || !PyLong_CheckExact(v) || PyObject_IsTrue(v))
+        if (!(v = SLOT(item, 7)) || v != Py_False) goto notplain;
+        if (!(v = SLOT(item, 9)) || !PyLong_CheckExact(v) || PyObject_IsTrue(v))
             goto notplain;
-        if (!(v = attr(item, s_not_before)) || v != Py_None) goto notplain;
-        if (!(v = attr(item, s_revisit_after)) || v != Py_None) goto notplain;
-        if (!(v = attr(item, s_meta)) || (v != self->no_meta && PyObject_Length(v) != 0))
+        if (!(v = SLOT(item, 8)) || v != Py_None) goto notplain;
+        if (!(v = SLOT(item, 10)) || v != Py_None) goto notplain;
+        if (!(v = SLOT(item, 6)) || (v != self->no_meta && PyObject_Length(v) != 0))
             goto notplain;
-        if (!(prio = attr(item, s_priority)) || !PyLong_CheckExact(prio)) goto notplain;
+        if (!(prio = SLOT(item, 3)) || !PyLong_CheckExact(prio)) goto notplain;
         {
             int overflow;
             long long p = PyLong_AsLongLongAndOverflow(prio, &overflow);
             if (overflow || p > self->priority_max || p < -self->priority_max) goto notplain;
         }
-        if (!(v = attr(item, s_depth)) || !PyLong_CheckExact(v)) goto notplain;
+        if (!(v = SLOT(item, 4)) || !PyLong_CheckExact(v)) goto notplain;
         depth = PyLong_AsUnsignedLongLong(v);
         if (PyErr_Occurred() || depth > 0xffffffffULL) goto notplain;
-        if (!(ref = attr(item, s_referrer))) goto notplain;
+        if (!(ref = SLOT(item, 5))) goto notplain;
         if (ref != Py_None) {
             if (!PyUnicode_CheckExact(ref) || !PyUnicode_IS_ASCII(ref)) goto notplain;
             r = PyUnicode_AsUTF8AndSize(ref, &rn);
@@ -671,7 +675,7 @@ static PyTypeObject FastAddType = {
 
 #define N_REQ 11 /* Request's fields, in order */
 #define N_LEASE 5
-static const char *req_fields[N_REQ] = {"url", "method", "body", "priority", "depth",
+static const char *req_fields[11] = {"url", "method", "body", "priority", "depth",
                                         "referrer", "meta", "dont_filter", "not_before",
                                         "retries", "revisit_after"};
 static const char *lease_fields[N_LEASE] = {"token", "request", "queue", "leased_at",
@@ -909,28 +913,37 @@ static PyObject *leasemaker_leases(LeaseMaker *self, PyObject *const *args, Py_s
     out = PyList_New(n);
     if (!out) return NULL;
     for (i = 0; i < n; i++) {
-        PyObject *row = PyList_GET_ITEM(rows, i), *req, *lease, **slot;
+        PyObject *row, *req, *lease, **slot, **f;
         PyObject *token, *queue, *prio, *retries, *payload, *expires;
-        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 6) {
-            PyErr_SetString(PyExc_TypeError, "a lease row must be a 6-tuple");
+        /* a tuple from crawlq's stores; any 6-item sequence from another store */
+        row = PySequence_Fast(PyList_GET_ITEM(rows, i), "a lease row must be a sequence");
+        if (!row) goto fail;
+        if (PySequence_Fast_GET_SIZE(row) != 6) {
+            Py_DECREF(row);
+            PyErr_SetString(PyExc_TypeError, "a lease row must have 6 items");
             goto fail;
         }
-        token = PyTuple_GET_ITEM(row, 0);
-        queue = PyTuple_GET_ITEM(row, 1);
-        prio = PyTuple_GET_ITEM(row, 2);
-        retries = PyTuple_GET_ITEM(row, 3);
-        payload = PyTuple_GET_ITEM(row, 4);
-        expires = PyTuple_GET_ITEM(row, 5);
+        f = PySequence_Fast_ITEMS(row);
+        token = f[0];
+        queue = f[1];
+        prio = f[2];
+        retries = f[3];
+        payload = f[4];
+        expires = f[5];
         req = plain_request(self, payload, prio, retries, queue);
         if (req == Py_None) {
             Py_DECREF(req);
             req = PyObject_CallFunctionObjArgs(self->from_payload, payload, prio, retries,
                                                Py_None, queue, NULL);
         }
-        if (!req) goto fail;
+        if (!req) {
+            Py_DECREF(row);
+            goto fail;
+        }
         lease = self->lease_type->tp_alloc(self->lease_type, 0);
         if (!lease) {
             Py_DECREF(req);
+            Py_DECREF(row);
             goto fail;
         }
         Py_INCREF(token);
@@ -945,6 +958,7 @@ static PyObject *leasemaker_leases(LeaseMaker *self, PyObject *const *args, Py_s
             SET(self->lease_off[3], now);
             SET(self->lease_off[4], expires);
         }
+        Py_DECREF(row); /* the lease holds its own references */
         PyList_SET_ITEM(out, i, lease);
     }
     return out;
@@ -997,17 +1011,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     init_classes();
 #define INTERN(var, text) \
     if (!(var = PyUnicode_InternFromString(text))) return NULL
-    INTERN(s_url, "url");
-    INTERN(s_method, "method");
-    INTERN(s_body, "body");
-    INTERN(s_priority, "priority");
-    INTERN(s_depth, "depth");
-    INTERN(s_referrer, "referrer");
-    INTERN(s_meta, "meta");
-    INTERN(s_dont_filter, "dont_filter");
-    INTERN(s_not_before, "not_before");
-    INTERN(s_retries, "retries");
-    INTERN(s_revisit_after, "revisit_after");
     INTERN(s_GET, "GET");
     if (!(zero = PyLong_FromLong(0))) return NULL;
     if (PyType_Ready(&FastAddType) < 0 || PyType_Ready(&LeaseMakerType) < 0) return NULL;
