@@ -597,6 +597,10 @@ static PyObject *fastadd_prepare(FastAdd *self, PyObject *const *args, Py_ssize_
     start = PyLong_AsSsize_t(args[1]);
     end = PyLong_AsSsize_t(args[2]);
     if (PyErr_Occurred()) return NULL;
+    if (start < 0) {
+        PyErr_SetString(PyExc_ValueError, "prepare() needs start >= 0");
+        return NULL;
+    }
     if (!PyList_CheckExact(entries) || !PyList_CheckExact(index) ||
         !(PyList_CheckExact(requests) || PyTuple_CheckExact(requests))) {
         PyErr_SetString(PyExc_TypeError, "prepare() needs a list or tuple and two lists");
