@@ -113,11 +113,14 @@ def test_sigkilled_spider_resumes_and_loses_nothing(tmp_path: Path) -> None:
 
 
 def test_two_spider_processes_share_one_redis_crawl(redis_server: LocalRedis) -> None:
-    spec = SiteSpec(hosts=4, pages=30, special_links=False, latency=0.02)
+    # Long enough (60 pages a host, 0.05 s apart: at least 3 s) that the second process
+    # is up before the first one could finish alone, however the two start-ups skew.
+    spec = SiteSpec(hosts=4, pages=60, special_links=False, latency=0.02)
     store = f"{redis_server.url}?prefix=scrapy-shared"
     with serve(spec) as web:
         cmd = [sys.executable, RUNNER, store, web.url(0, "/"), "--hosts", "4",
-               "--settings", json.dumps({"DOWNLOAD_DELAY": 0.02})]
+               "--settings", json.dumps({"DOWNLOAD_DELAY": 0.05,
+                                         "RANDOMIZE_DOWNLOAD_DELAY": False})]
         procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True) for _ in range(2)]
         outs = [p.communicate(timeout=180) for p in procs]
