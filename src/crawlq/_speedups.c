@@ -119,6 +119,35 @@ static void init_classes(void) {
     cls['?'] |= C_QUERY;
 }
 
+/* ---------------------------------------------------------------------------------- */
+/* The dataclasses' fields, read and filled in directly through their slots            */
+
+#define N_REQ 11 /* Request's fields, in order */
+#define N_LEASE 5
+static const char *req_fields[N_REQ] = {"url", "method", "body", "priority", "depth",
+                                        "referrer", "meta", "dont_filter", "not_before",
+                                        "retries", "revisit_after"};
+static const char *lease_fields[N_LEASE] = {"token", "request", "queue", "leased_at",
+                                            "expires_at"};
+
+/* The offsets of a slots class's fields: filled in directly, as its __init__ would. */
+static int slot_offsets(PyTypeObject *t, const char **names, int n, Py_ssize_t *off) {
+    int k;
+    for (k = 0; k < n; k++) {
+        PyObject *d = PyObject_GetAttrString((PyObject *)t, names[k]);
+        if (!d) return -1;
+        if (Py_TYPE(d) != &PyMemberDescr_Type ||
+            ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+            Py_DECREF(d);
+            PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", t->tp_name, names[k]);
+            return -1;
+        }
+        off[k] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+    }
+    return 0;
+}
+
 #define MAX_FAST_URL 4096 /* longer URLs take the Python path (they are rare) */
 #define MAX_PAIRS 64
 #define MAX_DROP 64
@@ -142,11 +171,9 @@ typedef struct {
     PyObject *no_meta;
     PyObject *keys;     /* dict: host key -> the one str object for it (shared by entries) */
     long long priority_max;
-    Py_ssize_t off[11]; /* Request's slots, in req_fields order (read directly) */
+    Py_ssize_t off[N_REQ]; /* Request's slots, in req_fields order (read directly) */
 } FastAdd;
 
-static int slot_offsets(PyTypeObject *t, const char **names, int n, Py_ssize_t *off);
-static const char *req_fields[11];
 
 /* Canonicalize ASCII url u[0:n] into out (at least n + 2 bytes). Returns the length
  * written, or -1 when the URL is not a plain one (the Python path decides). The host
@@ -174,7 +201,6 @@ static Py_ssize_t canon(FastAdd *self, const char *u, Py_ssize_t n, char *out,
     i += 3;
     /* host [":" port], lowercased; user info, IPv6 and anything odd take the slow path */
     *ks = o;
-    start = i;
     for (; i < n; i++) {
         unsigned char c = (unsigned char)u[i];
         if (c == '/' || c == '?' || c == '#') break;
@@ -449,7 +475,7 @@ static int fastadd_init(FastAdd *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_TypeError, "request_type must be a class");
         return -1;
     }
-    if (slot_offsets((PyTypeObject *)rt, req_fields, 11, self->off) < 0) return -1;
+    if (slot_offsets((PyTypeObject *)rt, req_fields, N_REQ, self->off) < 0) return -1;
     Py_INCREF(rt);
     Py_XSETREF(self->request_type, rt);
     Py_INCREF(nm);
@@ -677,13 +703,6 @@ static PyTypeObject FastAddType = {
 /* ---------------------------------------------------------------------------------- */
 /* Leases: Frontier.next's rows -> Lease(token, Request.from_payload(...), queue, ...)  */
 
-#define N_REQ 11 /* Request's fields, in order */
-#define N_LEASE 5
-static const char *req_fields[11] = {"url", "method", "body", "priority", "depth",
-                                        "referrer", "meta", "dont_filter", "not_before",
-                                        "retries", "revisit_after"};
-static const char *lease_fields[N_LEASE] = {"token", "request", "queue", "leased_at",
-                                            "expires_at"};
 
 typedef struct {
     PyObject_HEAD
@@ -699,24 +718,6 @@ static void leasemaker_dealloc(LeaseMaker *self) {
     Py_XDECREF(self->from_payload);
     Py_XDECREF(self->empty_bytes);
     Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-/* The offsets of a slots class's fields: filled in directly, as its __init__ would. */
-static int slot_offsets(PyTypeObject *t, const char **names, int n, Py_ssize_t *off) {
-    int k;
-    for (k = 0; k < n; k++) {
-        PyObject *d = PyObject_GetAttrString((PyObject *)t, names[k]);
-        if (!d) return -1;
-        if (Py_TYPE(d) != &PyMemberDescr_Type ||
-            ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
-            Py_DECREF(d);
-            PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", t->tp_name, names[k]);
-            return -1;
-        }
-        off[k] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
-    }
-    return 0;
 }
 
 static int leasemaker_init(LeaseMaker *self, PyObject *args, PyObject *kw) {
@@ -791,7 +792,7 @@ static int mp_read_uint(const unsigned char **p, const unsigned char *end,
     return 1;
 }
 
-/* base + s as a new str (base ASCII); NULL with an error (e.g. bad UTF-8). */
+/* b1 + b2 + s as a new str; NULL with an error (e.g. bad UTF-8). */
 static PyObject *joined(const char *b1, Py_ssize_t n1, const char *b2, Py_ssize_t n2,
                         const char *s, Py_ssize_t n) {
     char small[1024], *buf = small;
@@ -833,19 +834,7 @@ static PyObject *plain_request(LeaseMaker *self, PyObject *payload, PyObject *pr
         scheme = version == 2 ? "https://" : "http://";
         sn = version == 2 ? 8 : 7;
     }
-    if (version == 1) {
-        url = PyUnicode_DecodeUTF8(u, un, NULL);
-    } else {
-        /* scheme + key + rest, built in one buffer */
-        char small[1024], *buf = small;
-        Py_ssize_t total = sn + kn;
-        if (total > (Py_ssize_t)sizeof small && !(buf = PyMem_Malloc(total)))
-            return PyErr_NoMemory();
-        memcpy(buf, scheme, sn);
-        memcpy(buf + sn, k, kn);
-        url = joined(buf, total, "", 0, u, un);
-        if (buf != small) PyMem_Free(buf);
-    }
+    url = version == 1 ? PyUnicode_DecodeUTF8(u, un, NULL) : joined(scheme, sn, k, kn, u, un);
     if (!url) goto decode_error;
     if (r) {
         if (version != 1 && rn > 0 && r[0] == '!')
@@ -1013,10 +1002,8 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "crawlq._speedups"
 PyMODINIT_FUNC PyInit__speedups(void) {
     PyObject *m;
     init_classes();
-#define INTERN(var, text) \
-    if (!(var = PyUnicode_InternFromString(text))) return NULL
-    INTERN(s_GET, "GET");
-    if (!(zero = PyLong_FromLong(0))) return NULL;
+    if (!(s_GET = PyUnicode_InternFromString("GET")) || !(zero = PyLong_FromLong(0)))
+        return NULL;
     if (PyType_Ready(&FastAddType) < 0 || PyType_Ready(&LeaseMakerType) < 0) return NULL;
     m = PyModule_Create(&moduledef);
     if (!m) return NULL;

@@ -228,18 +228,18 @@ class RedisStore:
         statuses. The Frontier prepares the next part of a big batch meanwhile, so the
         client's and the server's work overlap. Parts sent from one Frontier.add go
         down one connection, so the server runs them in order."""
-        if self.cluster:
+        redis = self._redis
+        pool = None if self.cluster else self._client.connection_pool
+        conn = None
+        if pool is not None:
+            # No connection means the server is away: add() below retries.
+            with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+                conn = pool.get_connection()
+        if pool is None or conn is None:  # Cluster, or no connection: add now
             statuses = self.add(entries, now)
             return lambda: statuses
         blobs = self._add_blobs(entries)
-        redis = self._redis
-        pool = self._client.connection_pool
         script = self._scripts["add"]
-        try:
-            conn = pool.get_connection()
-        except (redis.ConnectionError, redis.TimeoutError):
-            statuses = self.add(entries, now)  # the server is away: add() retries
-            return lambda: statuses
         sent = 0
         try:
             for blob in blobs:
