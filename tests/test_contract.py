@@ -11,6 +11,7 @@ import pytest
 from crawlq import Frontier
 from crawlq import frontier as frontier_module
 from crawlq.redislocal import LocalCluster, LocalRedis
+from crawlq.stores import sqlite as sqlite_module
 from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
 
 
@@ -38,6 +39,15 @@ class TestSQLiteStore(FrontierContract):
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         path.mkdir(parents=True, exist_ok=True)
         return Frontier.open(f"sqlite:///{path}/frontier.db", clock=clock, **options)
+
+
+class TestSQLiteStoreTinySeenLevels(TestSQLiteStore):
+    """The contract with seen0 merged every 2 keys: every test's fingerprints move through
+    all three levels of the SQLite seen-set (see crawlq.stores.sqlite_schema)."""
+
+    @pytest.fixture(autouse=True)
+    def _tiny(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(sqlite_module, "SEEN_L0_KEYS", 2)
 
 
 class TestRedisStore(FrontierContract):

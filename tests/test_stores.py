@@ -179,3 +179,59 @@ def test_canonicalize_off_keeps_urls_but_still_validates() -> None:
     with Frontier.open("memory://", canonicalize=False, **FAST) as f:
         r = f.add(["https://A.example/x?b=1&a=2", "https://a.example/x?a=2&b=1", "ftp://x/"])
         assert r.added == 2 and [x.reason for x in r.rejected] == ["bad-scheme"]
+
+
+def _level_sizes(path: Path) -> dict[str, int]:
+    with sqlite3.connect(path) as c:
+        return {t: c.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("seen0", "seen1", "seen")}
+
+
+def test_sqlite_seen_levels_merge_and_still_dedup(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thousands of fingerprints through seen0 -> seen1 -> seen (merged every 50 keys, one
+    of 16 key slices at a time): every one is still a duplicate, before and after reopening,
+    a revisit's newer time in a young level wins over the old one in seen, and a dump
+    lists each fingerprint once."""
+    from crawlq.stores import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "SEEN_L0_KEYS", 50)
+    db = tmp_path / "f.db"
+    now = [1000.0]
+    urls = [f"https://h{i % 37}.example/p/{i}" for i in range(3000)]
+    with Frontier.open(f"sqlite:///{db}", clock=lambda: now[0], revisit_after=100,
+                       **FAST) as f:
+        for i in range(0, len(urls), 70):
+            assert f.add(urls[i:i + 70]).added == len(urls[i:i + 70])
+        sizes = _level_sizes(db)
+        assert sizes["seen"] > 1000 and sizes["seen1"] > 0 and sum(sizes.values()) == 3000
+        assert f.add(urls).added == 0
+    with Frontier.open(f"sqlite:///{db}", clock=lambda: now[0], revisit_after=100,
+                       **FAST) as f:
+        assert f.add(urls[::-1]).added == 0
+        now[0] += 101  # every fingerprint may be accepted again: once, with a new time
+        assert f.add(urls[:500]).added == 500
+        assert f.add(urls[:500]).added == 0
+        sizes = _level_sizes(db)
+        assert sum(sizes.values()) > 3000  # the revisited keys are in two levels for now
+        seen = [r["fp"] for r in f.store.dump() if r.get("type") == "seen"]
+        assert len(seen) == len(set(seen)) == 3000
+        now[0] += 50  # the revisited 500 are not due again; the other 2,500 still are
+        assert f.add(urls).added == 2500
+
+
+def test_sqlite_schema_1_file_is_upgraded(tmp_path: Path) -> None:
+    """A file written before the seen-set had levels opens, keeps its seen fingerprints
+    and gets the new tables."""
+    db = tmp_path / "old.db"
+    with Frontier.open(f"sqlite:///{db}", **FAST) as f:
+        f.add(["https://a.example/1", "https://a.example/2"])
+    with sqlite3.connect(db) as c:  # make it look like schema 1: one seen table only
+        c.execute("INSERT INTO seen SELECT * FROM seen0")
+        c.execute("DROP TABLE seen0")
+        c.execute("DROP TABLE seen1")
+        c.execute("DELETE FROM meta WHERE name IN ('seen0_keys', 'seen_slice')")
+        c.execute("UPDATE meta SET value=1 WHERE name='schema'")
+    with Frontier.open(f"sqlite:///{db}", **FAST) as f:
+        assert f.add(["https://a.example/1", "https://a.example/3"]).added == 1
+    assert _level_sizes(db) == {"seen0": 1, "seen1": 0, "seen": 2}

@@ -9,6 +9,7 @@ share one file (writers take turns; no entry is ever leased twice). With
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -34,7 +35,17 @@ from .base import (
     queue_state,
 )
 from .bloom import BLOCK_BYTES, BloomShape, test_and_set
-from .sqlite_schema import BUSY, EXHAUSTED, HEAD_OF, READY, RESTING, initialize
+from .sqlite_schema import (
+    BUSY,
+    EXHAUSTED,
+    HEAD_OF,
+    READY,
+    RESTING,
+    SEEN_L0_KEYS,
+    SEEN_LEVELS,
+    SEEN_SLICES,
+    initialize,
+)
 
 _CHUNK = 900  # bound parameters per statement, under every SQLite's default limit
 _SEQ_MAX = 2**48
@@ -678,7 +689,14 @@ class SQLiteStore:
                 for block, data in conn.execute("SELECT block, bits FROM bloom"):
                     bits[block * BLOCK_BYTES:(block + 1) * BLOCK_BYTES] = data
                 yield dumpfmt.bloom(bits)
-            for fp, revisit_at in conn.execute("SELECT fp, revisit_at FROM seen"):
+            # Each fingerprint once, from the newest level that has it.
+            for fp, revisit_at in conn.execute(
+                    "SELECT fp, revisit_at FROM seen0 UNION ALL "
+                    "SELECT fp, revisit_at FROM seen1 s1 WHERE NOT EXISTS "
+                    "(SELECT 1 FROM seen0 WHERE fp = s1.fp) UNION ALL "
+                    "SELECT fp, revisit_at FROM seen s WHERE NOT EXISTS "
+                    "(SELECT 1 FROM seen0 WHERE fp = s.fp) AND NOT EXISTS "
+                    "(SELECT 1 FROM seen1 WHERE fp = s.fp)"):
                 yield dumpfmt.seen(fp, revisit_at)
             conn.execute("COMMIT")
         finally:
@@ -722,9 +740,11 @@ class _SeenTx:
                         part):
                     self.blocks[block] = bytearray(bits)
             return
+        # One statement per chunk for all levels, the parameters bound once (?1..?n in
+        # each part); UNION ALL keeps the parts' order, oldest level first, so a newer
+        # level's row overrides an older one in the dict.
         for chunk in _chunks(sorted(fps)):
-            self.known.update(self.c.execute(
-                f"SELECT fp, revisit_at FROM seen WHERE fp IN ({_marks(len(chunk))})", chunk))
+            self.known.update(self.c.execute(_seen_lookup(len(chunk)), chunk))
 
     def is_dup(self, fp: bytes, now: float) -> bool:
         if fp in self.batch:
@@ -752,11 +772,52 @@ class _SeenTx:
         if self.fresh:
             # In key order, so the inserts walk the b-tree once; REPLACE for revisits.
             self.fresh.sort()
-            self.c.executemany("INSERT OR REPLACE INTO seen (fp, revisit_at) VALUES (?, ?)",
+            self.c.executemany("INSERT OR REPLACE INTO seen0 (fp, revisit_at) VALUES (?, ?)",
                                self.fresh)
+            self._settle(len(self.fresh))
         if self.dirty:
             self.c.executemany("INSERT OR REPLACE INTO bloom (block, bits) VALUES (?, ?)",
                                [(b, bytes(self.blocks[b])) for b in self.dirty])
+
+
+    def _settle(self, n: int) -> None:
+        """Count ``n`` keys into seen0; merge the levels when seen0 is full.
+
+        One merge: all of seen0 into seen1, then one slice of the key space (a rotating
+        cursor) of seen1 into seen. Both in key order, so each writes every page of its
+        target range once; REPLACE because the newer level's ``revisit_at`` wins.
+        """
+        c = self.c
+        meta = dict(c.execute(
+            "SELECT name, value FROM meta WHERE name IN ('seen0_keys', 'seen_slice')"))
+        keys = int(meta["seen0_keys"]) + n
+        cursor = int(meta["seen_slice"])
+        if keys >= SEEN_L0_KEYS:
+            c.execute("INSERT OR REPLACE INTO seen1 SELECT fp, revisit_at FROM seen0 "
+                      "ORDER BY fp")
+            c.execute("DELETE FROM seen0")
+            lo, hi = _slice_bounds(cursor)
+            c.execute("INSERT OR REPLACE INTO seen SELECT fp, revisit_at FROM seen1 "
+                      "WHERE fp >= ? AND fp < ? ORDER BY fp", (lo, hi))
+            c.execute("DELETE FROM seen1 WHERE fp >= ? AND fp < ?", (lo, hi))
+            keys, cursor = 0, (cursor + 1) % SEEN_SLICES
+        c.executemany("UPDATE meta SET value=? WHERE name=?",
+                      ((keys, "seen0_keys"), (cursor, "seen_slice")))
+
+
+@functools.lru_cache(maxsize=64)
+def _seen_lookup(n: int) -> str:
+    """SELECT fp, revisit_at for ``n`` fingerprints from every seen level, oldest first."""
+    marks = ",".join(f"?{i}" for i in range(1, n + 1))
+    return " UNION ALL ".join(f"SELECT fp, revisit_at FROM {t} WHERE fp IN ({marks})"
+                              for t in SEEN_LEVELS)
+
+
+def _slice_bounds(i: int) -> tuple[bytes, bytes]:
+    """Slice ``i`` of the fingerprint space, by first byte (BLOBs compare as memcmp)."""
+    step = 256 // SEEN_SLICES
+    hi = bytes([step * (i + 1)]) if i + 1 < SEEN_SLICES else b"\xff" * 64
+    return bytes([step * i]), hi
 
 
 class _Loader:

@@ -11,6 +11,16 @@ limits a WAL database, hence this layout.
 Queues carry their own state code (0 ready, 1 busy, 2 resting, 3 exhausted), ``head``
 (the negated priority of the best queued entry, so that one ascending index orders
 ready queues by priority then by ``since``), counters and per-queue overrides.
+
+The exact seen-set is log-structured in three levels of the same shape: new fingerprints
+go to ``seen0`` (small: a batch rewrites only its few hundred pages), which is merged in
+key order into ``seen1`` every ``SEEN_L0_KEYS`` keys; each such merge also moves one of
+``SEEN_SLICES`` slices of the key space from ``seen1`` into ``seen`` (all the rest), so
+the big table is written a contiguous key range at a time. Inserting the same keys at
+random into one big table would dirty about one page per new URL once the table is much
+larger than a batch (docs/benchmarks.md#scale). A fingerprint may be in several levels
+(a revisit writes a new ``revisit_at``); the newest level wins: seen0, then seen1, then
+seen. Schema 2 added seen0 and seen1; a schema-1 file is upgraded when opened.
 """
 
 from __future__ import annotations
@@ -19,13 +29,19 @@ import sqlite3
 
 from ..errors import StoreCorrupt
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+SEEN_LEVELS = ("seen", "seen1", "seen0")
+"""The seen-set's tables, oldest level first (a later one overrides an earlier one)."""
+SEEN_L0_KEYS = 50_000
+"""Keys in seen0 that trigger a merge into seen1 (and one slice of seen1 into seen)."""
+SEEN_SLICES = 16
 
 READY, BUSY, RESTING, EXHAUSTED = 0, 1, 2, 3
 
 COUNTERS = ("seen", "added", "done", "failed", "retried", "dead", "redelivered",
             "late_acks", "duplicates", "queued", "scheduled", "leased",
-            "entry_seq", "lease_seq")
+            "entry_seq", "lease_seq", "seen0_keys", "seen_slice")
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -37,6 +53,14 @@ CREATE TABLE IF NOT EXISTS rejected (
     n INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS seen (
+    fp BLOB PRIMARY KEY,
+    revisit_at REAL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS seen0 (
+    fp BLOB PRIMARY KEY,
+    revisit_at REAL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS seen1 (
     fp BLOB PRIMARY KEY,
     revisit_at REAL
 ) WITHOUT ROWID;
@@ -131,7 +155,11 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
             conn.execute("INSERT INTO meta VALUES ('bloom', ?)",
                          (None if bloom_shape is None else f"{bloom_shape[0]}:{bloom_shape[1]}",))
         else:
-            if row[0] != SCHEMA_VERSION:
+            if row[0] == 1:  # schema 1 had only one seen table: the new levels start empty
+                conn.executemany("INSERT OR IGNORE INTO meta VALUES (?, 0)",
+                                 [(c,) for c in COUNTERS])
+                conn.execute("UPDATE meta SET value=? WHERE name='schema'", (SCHEMA_VERSION,))
+            elif row[0] != SCHEMA_VERSION:
                 raise StoreCorrupt(f"{path} has crawlq schema {row[0]}, this crawlq reads "
                                    f"{SCHEMA_VERSION}")
             stored = conn.execute("SELECT value FROM meta WHERE name='bloom'").fetchone()
