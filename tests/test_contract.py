@@ -47,7 +47,7 @@ class TestSQLiteStoreTinySeenLevels(TestSQLiteStore):
 
     @pytest.fixture(autouse=True)
     def _tiny(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(sqlite_module, "SEEN_L0_KEYS", 2)
+        monkeypatch.setattr(sqlite_module, "L0_ROWS", 2)
 
 
 class TestRedisStore(FrontierContract):

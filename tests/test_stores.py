@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crawlq import ConfigError, Frontier, StoreCorrupt, StoreError
+from crawlq import ConfigError, Frontier, Request, StoreCorrupt, StoreError
 from crawlq.redislocal import free_port
 from crawlq.testing import FAST
 
@@ -181,10 +181,39 @@ def test_canonicalize_off_keeps_urls_but_still_validates() -> None:
         assert r.added == 2 and [x.reason for x in r.rejected] == ["bad-scheme"]
 
 
-def _level_sizes(path: Path) -> dict[str, int]:
+def _level_sizes(path: Path, tables: tuple[str, ...] = ("seen0", "seen1", "seen")
+                 ) -> dict[str, int]:
     with sqlite3.connect(path) as c:
-        return {t: c.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                for t in ("seen0", "seen1", "seen")}
+        return {t: c.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+
+
+def test_sqlite_entry_levels_keep_queue_order(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queued entries through entries0 -> entries1 -> entries (merged every 50 rows):
+    each host's requests still come out by priority, then first in first out, whichever
+    level they are in, each exactly once, also after reopening."""
+    from crawlq.stores import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "L0_ROWS", 50)
+    db = tmp_path / "f.db"
+    reqs = [Request(f"https://h{i % 7}.example/p/{i}", priority=(i // 300) % 3)
+            for i in range(2107)]
+    with Frontier.open(f"sqlite:///{db}", concurrency=3, **FAST) as f:
+        for i in range(0, len(reqs), 42):
+            assert f.add(reqs[i:i + 42]).added == len(reqs[i:i + 42])
+    sizes = _level_sizes(db, ("entries0", "entries1", "entries"))
+    assert all(sizes.values()) and sum(sizes.values()) == 2107, sizes
+    out: dict[str, list[tuple[int, int]]] = {}
+    with Frontier.open(f"sqlite:///{db}", concurrency=3, **FAST) as f:
+        while leases := f.next(11):
+            for lease in leases:
+                n = int(lease.request.url.rsplit("/", 1)[1])
+                out.setdefault(lease.queue, []).append((-lease.request.priority, n))
+            f.done(leases)
+        assert f.stats().finished
+    assert sum(len(v) for v in out.values()) == 2107
+    for got in out.values():
+        assert got == sorted(got)  # priority first, then the order they were added in
 
 
 def test_sqlite_seen_levels_merge_and_still_dedup(tmp_path: Path,
@@ -195,7 +224,7 @@ def test_sqlite_seen_levels_merge_and_still_dedup(tmp_path: Path,
     lists each fingerprint once."""
     from crawlq.stores import sqlite as sqlite_module
 
-    monkeypatch.setattr(sqlite_module, "SEEN_L0_KEYS", 50)
+    monkeypatch.setattr(sqlite_module, "L0_ROWS", 50)
     db = tmp_path / "f.db"
     now = [1000.0]
     urls = [f"https://h{i % 37}.example/p/{i}" for i in range(3000)]

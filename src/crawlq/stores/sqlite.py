@@ -37,13 +37,14 @@ from .base import (
 from .bloom import BLOCK_BYTES, BloomShape, test_and_set
 from .sqlite_schema import (
     BUSY,
+    ENTRY_LEVELS,
     EXHAUSTED,
     HEAD_OF,
+    L0_ROWS,
     READY,
     RESTING,
-    SEEN_L0_KEYS,
     SEEN_LEVELS,
-    SEEN_SLICES,
+    SLICES,
     initialize,
 )
 
@@ -300,9 +301,10 @@ class SQLiteStore:
                          (now,)).fetchall()
         if rows:
             keys = [(r[0],) for r in rows]
-            c.executemany("INSERT INTO entries SELECT qid, nprio, ord, retries, payload "
+            c.executemany("INSERT INTO entries0 SELECT qid, nprio, ord, retries, payload "
                           f"FROM {table} WHERE {key}=?", keys)
             c.executemany(f"DELETE FROM {table} WHERE {key}=?", keys)
+            _settle_levels(c, "entries", len(keys))
             for _, qid, nprio in rows:
                 d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                 d.inflight -= was_leased
@@ -373,7 +375,8 @@ class SQLiteStore:
                 out.append(ADDED)
             if new_rows:
                 new_rows.sort()  # in key order: inserts walk the b-tree once
-                c.executemany("INSERT INTO entries VALUES (?,?,?,?,?)", new_rows)
+                c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)", new_rows)
+                _settle_levels(c, "entries", len(new_rows))
             if later:
                 c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                               "VALUES (?,?,?,?,?,?)", later)
@@ -427,32 +430,34 @@ class SQLiteStore:
                 if share == 1:
                     # Many queues: the head of each in one statement (``head`` is kept
                     # up to date, so each is one index seek).
+                    # A queue's head is the best of its levels' heads.
+                    best: dict[int, tuple[Any, ...]] = {}
                     for part in _chunks(want):
-                        got.extend(c.execute(
-                            "SELECT e.qid, e.nprio, e.ord, e.retries, e.payload FROM queues q "
-                            "JOIN entries e ON e.qid = q.qid AND e.nprio = q.head AND e.ord = "
-                            "(SELECT min(y.ord) FROM entries y WHERE y.qid = q.qid AND "
-                            f"y.nprio = q.head) WHERE q.qid IN ({_marks(len(part))})", part))
-                    pos = {qid: i for i, qid in enumerate(want)}
-                    got.sort(key=lambda r: pos[r[0]])
+                        for row in c.execute(_heads_query(len(part)), part):
+                            have = best.get(row[0])
+                            if have is None or row[2] < have[2]:
+                                best[row[0]] = row
+                    got = [best[qid] for qid in want if qid in best]
                 else:
                     # Few queues with room: a fair share of what is left from each.
                     for qid in want:
                         k = min(share, room[qid] - taken[qid], limit - len(out) - len(got))
-                        got.extend(c.execute(
-                            "SELECT qid, nprio, ord, retries, payload FROM entries WHERE qid=? "
-                            "ORDER BY nprio, ord LIMIT ?", (qid, k)))
+                        got.extend(c.execute(_FIRST_ENTRIES, (qid, k)))
                 if not got:
                     break
                 moved = []
+                gone: tuple[list[tuple[int, int, int]], ...] = ([], [], [])
                 counts: dict[int, int] = {}
-                for qid, nprio, order, retries, payload in got:
+                for qid, nprio, order, retries, payload, level in got:
                     token += 1
                     moved.append((token, expires, qid, nprio, order, retries, payload))
+                    gone[level].append((qid, nprio, order))
                     out.append((token, keys[qid], -nprio, retries, payload, expires))
                     counts[qid] = counts.get(qid, 0) + 1
-                c.executemany("DELETE FROM entries WHERE qid=? AND nprio=? AND ord=?",
-                              [m[2:5] for m in moved])
+                for table, rows in zip(ENTRY_LEVELS, gone):
+                    if rows:
+                        c.executemany(f"DELETE FROM {table} WHERE qid=? AND nprio=? AND ord=?",
+                                      rows)
                 c.executemany("INSERT INTO leases VALUES (?,?,?,?,?,?,?)", moved)
                 for qid, k in counts.items():
                     taken[qid] += k
@@ -527,8 +532,9 @@ class SQLiteStore:
                     "INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
                     "SELECT qid, -nprio, ?, payload, ?, ? FROM leases WHERE token=?", dead_rows)
             if back:
-                c.executemany("INSERT INTO entries SELECT qid, nprio, ord, ?, payload "
+                c.executemany("INSERT INTO entries0 SELECT qid, nprio, ord, ?, payload "
                               "FROM leases WHERE token=?", back)
+                _settle_levels(c, "entries", len(back))
             if later:
                 c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                               "SELECT ?, qid, nprio, ord, ?, payload FROM leases WHERE token=?",
@@ -651,7 +657,8 @@ class SQLiteStore:
                 d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                 d.queued += 1
                 d.offer_head(-prio)
-            c.executemany("INSERT INTO entries VALUES (?,?,?,?,?)", new_rows)
+            c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)", new_rows)
+            _settle_levels(c, "entries", len(new_rows))
             c.executemany("DELETE FROM dead WHERE id=?", [(r[0],) for r in rows])
             self._apply(c, deltas, now)
             self._count(c, dead=-len(rows), queued=len(rows))
@@ -676,6 +683,8 @@ class SQLiteStore:
                 settings = {k: v for k, v in zip(QUEUE_SETTINGS, row[4:]) if v is not None}
                 yield dumpfmt.queue(row[0], row[1], row[2], settings)
             for qid, nprio, retries, payload, due in conn.execute(
+                    "SELECT qid, nprio, retries, payload, NULL FROM entries0 UNION ALL "
+                    "SELECT qid, nprio, retries, payload, NULL FROM entries1 UNION ALL "
                     "SELECT qid, nprio, retries, payload, NULL FROM entries UNION ALL "
                     "SELECT qid, nprio, retries, payload, NULL FROM leases UNION ALL "
                     "SELECT qid, nprio, retries, payload, due FROM scheduled"):
@@ -774,35 +783,30 @@ class _SeenTx:
             self.fresh.sort()
             self.c.executemany("INSERT OR REPLACE INTO seen0 (fp, revisit_at) VALUES (?, ?)",
                                self.fresh)
-            self._settle(len(self.fresh))
+            _settle_levels(self.c, "seen", len(self.fresh))
         if self.dirty:
             self.c.executemany("INSERT OR REPLACE INTO bloom (block, bits) VALUES (?, ?)",
                                [(b, bytes(self.blocks[b])) for b in self.dirty])
 
 
-    def _settle(self, n: int) -> None:
-        """Count ``n`` keys into seen0; merge the levels when seen0 is full.
+@functools.lru_cache(maxsize=64)
+def _heads_query(n: int) -> str:
+    """The head entry (best priority, then order) of ``n`` queues in each entry level,
+    tagged with the level's index: up to 3 rows per queue (``q.head`` is kept up to
+    date, so each is one index seek)."""
+    marks = ",".join(f"?{i}" for i in range(1, n + 1))
+    return " UNION ALL ".join(
+        f"SELECT e.qid, e.nprio, e.ord, e.retries, e.payload, {level} FROM queues q "
+        f"JOIN {t} e ON e.qid = q.qid AND e.nprio = q.head AND e.ord = "
+        f"(SELECT min(y.ord) FROM {t} y WHERE y.qid = q.qid AND y.nprio = q.head) "
+        f"WHERE q.qid IN ({marks})" for level, t in enumerate(ENTRY_LEVELS))
 
-        One merge: all of seen0 into seen1, then one slice of the key space (a rotating
-        cursor) of seen1 into seen. Both in key order, so each writes every page of its
-        target range once; REPLACE because the newer level's ``revisit_at`` wins.
-        """
-        c = self.c
-        meta = dict(c.execute(
-            "SELECT name, value FROM meta WHERE name IN ('seen0_keys', 'seen_slice')"))
-        keys = int(meta["seen0_keys"]) + n
-        cursor = int(meta["seen_slice"])
-        if keys >= SEEN_L0_KEYS:
-            c.execute("INSERT OR REPLACE INTO seen1 SELECT fp, revisit_at FROM seen0 "
-                      "ORDER BY fp")
-            c.execute("DELETE FROM seen0")
-            lo, hi = _slice_bounds(cursor)
-            c.execute("INSERT OR REPLACE INTO seen SELECT fp, revisit_at FROM seen1 "
-                      "WHERE fp >= ? AND fp < ? ORDER BY fp", (lo, hi))
-            c.execute("DELETE FROM seen1 WHERE fp >= ? AND fp < ?", (lo, hi))
-            keys, cursor = 0, (cursor + 1) % SEEN_SLICES
-        c.executemany("UPDATE meta SET value=? WHERE name=?",
-                      ((keys, "seen0_keys"), (cursor, "seen_slice")))
+
+_FIRST_ENTRIES = " UNION ALL ".join(
+    f"SELECT * FROM (SELECT qid, nprio, ord, retries, payload, {level} FROM {t} "
+    "WHERE qid=?1 ORDER BY nprio, ord LIMIT ?2)" for level, t in enumerate(ENTRY_LEVELS)
+) + " ORDER BY 2, 3 LIMIT ?2"
+"""A queue's first ``?2`` queued entries over all levels, tagged with the level index."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -813,11 +817,50 @@ def _seen_lookup(n: int) -> str:
                               for t in SEEN_LEVELS)
 
 
-def _slice_bounds(i: int) -> tuple[bytes, bytes]:
-    """Slice ``i`` of the fingerprint space, by first byte (BLOBs compare as memcmp)."""
-    step = 256 // SEEN_SLICES
-    hi = bytes([step * (i + 1)]) if i + 1 < SEEN_SLICES else b"\xff" * 64
-    return bytes([step * i]), hi
+# kind -> (tables: level 0, 1, 2; slicing column; row counter; slice cursor; insert verb;
+# merge order)
+_LEVEL_KINDS = {
+    "seen": (("seen0", "seen1", "seen"), "fp", "seen0_keys", "seen_slice",
+             # REPLACE: a newer level's revisit_at wins
+             "INSERT OR REPLACE", "fp"),
+    "entries": (ENTRY_LEVELS, "qid", "entries0_rows", "entry_slice",
+                "INSERT", "qid, nprio, ord"),
+}
+
+
+def _settle_levels(c: sqlite3.Connection, kind: str, n: int) -> None:
+    """Count ``n`` new rows into level 0 of ``kind``; merge the levels when it is full.
+
+    One merge: all of level 0 into level 1, then one slice of the key space (a rotating
+    cursor) of level 1 into level 2. Both in key order, so each writes every page of its
+    target range once (see crawlq.stores.sqlite_schema).
+    """
+    (l0, l1, l2), col, counter, cursor_name, insert, order = _LEVEL_KINDS[kind]
+    meta = dict(c.execute("SELECT name, value FROM meta WHERE name IN (?, ?)",
+                          (counter, cursor_name)))
+    rows = int(meta[counter]) + n
+    cursor = int(meta[cursor_name])
+    if rows >= L0_ROWS:
+        c.execute(f"{insert} INTO {l1} SELECT * FROM {l0} ORDER BY {order}")
+        c.execute(f"DELETE FROM {l0}")
+        lo, hi = _slice_bounds(c, kind, cursor)
+        c.execute(f"{insert} INTO {l2} SELECT * FROM {l1} WHERE {col} >= ? AND {col} < ? "
+                  f"ORDER BY {order}", (lo, hi))
+        c.execute(f"DELETE FROM {l1} WHERE {col} >= ? AND {col} < ?", (lo, hi))
+        rows, cursor = 0, (cursor + 1) % SLICES
+    c.executemany("UPDATE meta SET value=? WHERE name=?",
+                  ((rows, counter), (cursor, cursor_name)))
+
+
+def _slice_bounds(c: sqlite3.Connection, kind: str, i: int) -> tuple[Any, Any]:
+    """Slice ``i`` of a level's key space: fingerprints by first byte (BLOBs compare as
+    memcmp), queue ids by range (the last slice open-ended, as queues keep coming)."""
+    if kind == "seen":
+        step = 256 // SLICES
+        return bytes([step * i]), bytes([step * (i + 1)]) if i + 1 < SLICES else b"\xff" * 64
+    (top,) = c.execute("SELECT max(qid) FROM queues").fetchone()
+    step = (top or 0) // SLICES + 1
+    return step * i, step * (i + 1) if i + 1 < SLICES else 2**62
 
 
 class _Loader:
@@ -829,6 +872,7 @@ class _Loader:
         self.seen: _SeenTx | None = None
         self.deltas: dict[int, _Delta] = {}
         self.counts: dict[str, int] = {}
+        self.entries = 0  # queued entries loaded since the last level merge check
 
     def _qid(self, key: str) -> int:
         return self.store._qid_map(self.c, [key])[key]
@@ -868,8 +912,12 @@ class _Loader:
                                                      payload))
             self.counts["scheduled"] = self.counts.get("scheduled", 0) + 1
             return
-        self.c.execute("INSERT INTO entries VALUES (?,?,?,?,?)",
+        self.c.execute("INSERT INTO entries0 VALUES (?,?,?,?,?)",
                        (qid, -priority, order, retries, payload))
+        self.entries += 1
+        if self.entries >= 10_000:
+            _settle_levels(self.c, "entries", self.entries)
+            self.entries = 0
         d = self.deltas.get(qid) or self.deltas.setdefault(qid, _Delta())
         d.queued += 1
         d.offer_head(-priority)
@@ -904,6 +952,7 @@ class _Loader:
     def finish(self) -> None:
         if self.seen is not None:
             self.seen.flush()
+        _settle_levels(self.c, "entries", self.entries)
         # Time 0: every queue whose rest has not passed is resting; the next wake fixes it.
         self.store._apply(self.c, self.deltas, 0.0)
         self.store._count(self.c, **self.counts)

@@ -1,26 +1,34 @@
 """The SQLite store's schema, and how a file is checked before use.
 
-An entry is in one of three tables: ``entries`` (queued), ``scheduled`` (waiting for
-``not_before`` or a retry backoff) or ``leases`` (handed out), and moves between them
-whole. ``entries`` is clustered by (queue, negated priority, order): a queue's next
-entries are its first rows, found by one index seek, and a batch taken from a queue
-dirties few pages. ``leases`` is keyed by the increasing lease token, so acknowledging
-a batch deletes neighbouring rows. Write volume per batch, not row count, is what
-limits a WAL database, hence this layout.
+An entry is queued (``entries0``, ``entries1`` or ``entries``, below), ``scheduled``
+(waiting for ``not_before`` or a retry backoff) or in ``leases`` (handed out), and moves
+between them whole. The queued tables are clustered by (queue, negated priority,
+order): a queue's next entries are its first rows, found by one index seek in each, and
+a batch taken from a queue dirties few pages.
+
+Queued entries and the exact seen-set are each log-structured in three levels of the
+same shape, because a batch of new rows spread over a big B-tree rewrites about one
+random page per row (docs/benchmarks.md#scale). New rows go to level 0 (``entries0``,
+``seen0``), which stays small, so a batch rewrites only its few hundred pages. Every
+``L0_ROWS`` rows, level 0 is merged in key order into level 1 (``entries1``,
+``seen1``), and one of ``SLICES`` slices of the key space (a rotating cursor: queue-id
+ranges, fingerprint first bytes) moves from level 1 into level 2 (``entries``,
+``seen``): the big table is written one contiguous key range at a time. Readers look
+at all three levels: a queue's head is the best of its three heads; a fingerprint's
+newest level wins (seen0, then seen1, then seen), since a revisit writes a new
+``revisit_at`` while the old row waits in an older level. The merges run inside the
+``add`` that fills level 0, so they are atomic like every other step.
+
+``leases`` is keyed by the increasing lease token, so acknowledging a batch deletes
+neighbouring rows. Write volume per batch, not row count, is what limits a WAL database,
+hence this layout.
 
 Queues carry their own state code (0 ready, 1 busy, 2 resting, 3 exhausted), ``head``
 (the negated priority of the best queued entry, so that one ascending index orders
 ready queues by priority then by ``since``), counters and per-queue overrides.
 
-The exact seen-set is log-structured in three levels of the same shape: new fingerprints
-go to ``seen0`` (small: a batch rewrites only its few hundred pages), which is merged in
-key order into ``seen1`` every ``SEEN_L0_KEYS`` keys; each such merge also moves one of
-``SEEN_SLICES`` slices of the key space from ``seen1`` into ``seen`` (all the rest), so
-the big table is written a contiguous key range at a time. Inserting the same keys at
-random into one big table would dirty about one page per new URL once the table is much
-larger than a batch (docs/benchmarks.md#scale). A fingerprint may be in several levels
-(a revisit writes a new ``revisit_at``); the newest level wins: seen0, then seen1, then
-seen. Schema 2 added seen0 and seen1; a schema-1 file is upgraded when opened.
+Schema 2 added the levels; a schema-1 file is upgraded when opened (its rows stay in
+level 2).
 """
 
 from __future__ import annotations
@@ -33,15 +41,18 @@ SCHEMA_VERSION = 2
 
 SEEN_LEVELS = ("seen", "seen1", "seen0")
 """The seen-set's tables, oldest level first (a later one overrides an earlier one)."""
-SEEN_L0_KEYS = 50_000
-"""Keys in seen0 that trigger a merge into seen1 (and one slice of seen1 into seen)."""
-SEEN_SLICES = 16
+ENTRY_LEVELS = ("entries0", "entries1", "entries")
+"""The queued entries' tables, level 0 first."""
+L0_ROWS = 50_000
+"""Rows in level 0 that trigger a merge into level 1 (and one slice of level 1 into 2)."""
+SLICES = 16
 
 READY, BUSY, RESTING, EXHAUSTED = 0, 1, 2, 3
 
 COUNTERS = ("seen", "added", "done", "failed", "retried", "dead", "redelivered",
             "late_acks", "duplicates", "queued", "scheduled", "leased",
-            "entry_seq", "lease_seq", "seen0_keys", "seen_slice")
+            "entry_seq", "lease_seq", "seen0_keys", "seen_slice", "entries0_rows",
+            "entry_slice")
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -97,6 +108,22 @@ CREATE TABLE IF NOT EXISTS entries (
     payload BLOB NOT NULL,
     PRIMARY KEY (qid, nprio, ord)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS entries0 (
+    qid INTEGER NOT NULL,
+    nprio INTEGER NOT NULL,
+    ord INTEGER NOT NULL,
+    retries INTEGER NOT NULL DEFAULT 0,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (qid, nprio, ord)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS entries1 (
+    qid INTEGER NOT NULL,
+    nprio INTEGER NOT NULL,
+    ord INTEGER NOT NULL,
+    retries INTEGER NOT NULL DEFAULT 0,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (qid, nprio, ord)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS scheduled (
     id INTEGER PRIMARY KEY,
     due REAL NOT NULL,
@@ -128,7 +155,8 @@ CREATE TABLE IF NOT EXISTS dead (
 );
 """
 
-HEAD_OF = "SELECT nprio FROM entries WHERE qid = queues.qid ORDER BY nprio, ord LIMIT 1"
+HEAD_OF = "SELECT min(n) FROM (" + " UNION ALL ".join(
+    f"SELECT min(nprio) AS n FROM {t} WHERE qid = queues.qid" for t in ENTRY_LEVELS) + ")"
 """Correlated subquery: the negated priority of a queue's best queued entry."""
 
 
