@@ -3,7 +3,8 @@
 
 Fills a SQLite frontier with synthetic URLs over many hosts, and at each checkpoint
 (--at, queued URLs) measures the add rate of --window fresh URLs and the next+done rate
-of --window leases (then tops the queue back up). Prints the rates, their ratio to the
+of --window leases, --repeat times (each add window tops the queue back up), and keeps
+the fastest of each. Prints the rates, their ratio to the
 first checkpoint's, RSS and disk per queued URL. The target: add and next rates at
 10 M within 1.5x of their rates at 100 k.
 
@@ -42,6 +43,8 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=100_000)
     ap.add_argument("--window", type=int, default=100_000, help="URLs timed per checkpoint")
     ap.add_argument("--batch", type=int, default=5_000)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="timed add and next+done windows per checkpoint; the fastest counts")
     ap.add_argument("--dir", help="where to put the database (default: a temp dir)")
     a = ap.parse_args()
     points = sorted(a.at or [100_000, 10_000_000])
@@ -66,21 +69,25 @@ def main() -> None:
                 print(f"\rfilling: {made:,} queued ({made / (time.perf_counter() - t):,.0f}/s)",
                       end="", file=sys.stderr, flush=True)
             print("", file=sys.stderr)
-            fresh = [urls(made + i, a.batch, a.hosts) for i in range(0, a.window, a.batch)]
-            made += a.window
-            t0 = time.perf_counter()
-            for batch in fresh:
-                f.add(batch)
-            t1 = time.perf_counter()
-            taken = 0
-            while taken < a.window:
-                leases = f.next(1000)
-                f.done(leases)
-                taken += len(leases)
-            t2 = time.perf_counter()
+            add_rate = next_rate = 0.0
+            for _ in range(a.repeat):  # best of --repeat: this machine is shared and noisy
+                fresh = [urls(made + i, a.batch, a.hosts) for i in range(0, a.window, a.batch)]
+                made += a.window
+                t0 = time.perf_counter()
+                for batch in fresh:
+                    f.add(batch)
+                t1 = time.perf_counter()
+                taken = 0
+                while taken < a.window:
+                    leases = f.next(1000)
+                    f.done(leases)
+                    taken += len(leases)
+                t2 = time.perf_counter()
+                add_rate = max(add_rate, a.window / (t1 - t0))
+                next_rate = max(next_rate, taken / (t2 - t1))
             s = f.stats()
             disk = sum(p.stat().st_size for p in tmp.iterdir() if p.name.startswith("scale.db"))
-            results.append((target, a.window / (t1 - t0), taken / (t2 - t1),
+            results.append((target, add_rate, next_rate,
                             (rss_bytes() - rss0) / s.queued, disk / s.queued))
     finally:
         f.close()

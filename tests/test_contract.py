@@ -41,9 +41,10 @@ class TestSQLiteStore(FrontierContract):
         return Frontier.open(f"sqlite:///{path}/frontier.db", clock=clock, **options)
 
 
-class TestSQLiteStoreTinySeenLevels(TestSQLiteStore):
-    """The contract with seen0 merged every 2 keys: every test's fingerprints move through
-    all three levels of the SQLite seen-set (see crawlq.stores.sqlite_schema)."""
+class TestSQLiteStoreTinyLevels(TestSQLiteStore):
+    """The contract with level 0 merged every 2 rows: every test's fingerprints and queued
+    entries move through all three levels of the SQLite store's seen-set and queues
+    (see crawlq.stores.sqlite_schema)."""
 
     @pytest.fixture(autouse=True)
     def _tiny(self, monkeypatch: pytest.MonkeyPatch) -> None:

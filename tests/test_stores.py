@@ -255,12 +255,26 @@ def test_sqlite_schema_1_file_is_upgraded(tmp_path: Path) -> None:
     db = tmp_path / "old.db"
     with Frontier.open(f"sqlite:///{db}", **FAST) as f:
         f.add(["https://a.example/1", "https://a.example/2"])
-    with sqlite3.connect(db) as c:  # make it look like schema 1: one seen table only
+    with sqlite3.connect(db) as c:  # make it look like schema 1: no levels
         c.execute("INSERT INTO seen SELECT * FROM seen0")
-        c.execute("DROP TABLE seen0")
-        c.execute("DROP TABLE seen1")
-        c.execute("DELETE FROM meta WHERE name IN ('seen0_keys', 'seen_slice')")
+        c.execute("INSERT INTO entries SELECT * FROM entries0")
+        for t in ("seen0", "seen1", "entries0", "entries1"):
+            c.execute(f"DROP TABLE {t}")
+        c.execute("DELETE FROM meta WHERE name IN ('seen0_keys', 'seen_slice', "
+                  "'entries0_rows', 'entry_slice')")
         c.execute("UPDATE meta SET value=1 WHERE name='schema'")
     with Frontier.open(f"sqlite:///{db}", **FAST) as f:
         assert f.add(["https://a.example/1", "https://a.example/3"]).added == 1
+        assert [lease.request.url for lease in f.next(3)] == ["https://a.example/1"]
+        assert (f.stats().queued, f.stats().leased) == (2, 1)
     assert _level_sizes(db) == {"seen0": 1, "seen1": 0, "seen": 2}
+    assert _level_sizes(db, ("entries0", "entries")) == {"entries0": 1, "entries": 1}
+
+
+def test_sqlite_file_of_a_newer_crawlq_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    Frontier.open(f"sqlite:///{db}", **FAST).close()
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE meta SET value=99 WHERE name='schema'")
+    with pytest.raises(StoreCorrupt, match="schema 99"):
+        Frontier.open(f"sqlite:///{db}", **FAST)
