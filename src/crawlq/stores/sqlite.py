@@ -420,6 +420,7 @@ class SQLiteStore:
                 # (a ready queue always has room for one; session budgets reset at zero)
             token = self._take(c, "lease_seq", 0)
             taken: dict[int, int] = dict.fromkeys(keys, 0)
+            same_head: dict[int, bool] = {}  # qid -> its head priority is known unchanged
             active = [r[1] for r in cands]
             # Round-robin: one entry from each ready queue in order, then again from
             # those with room left, until ``limit`` is reached.
@@ -431,18 +432,27 @@ class SQLiteStore:
                     # Many queues: the head of each in one statement (``head`` is kept
                     # up to date, so each is one index seek).
                     # A queue's head is the best of its levels' heads.
+                    # A queue keeps its head priority if another entry at that priority
+                    # is left in any level: then its head need not be looked up again.
                     best: dict[int, tuple[Any, ...]] = {}
                     for part in _chunks(want):
                         for row in c.execute(_heads_query(len(part)), part):
-                            have = best.get(row[0])
-                            if have is None or row[2] < have[2]:
-                                best[row[0]] = row
+                            qid = row[0]
+                            have = best.get(qid)
+                            if have is None:
+                                best[qid] = row[:6]
+                                same_head[qid] = bool(row[6])
+                            else:
+                                same_head[qid] = True
+                                if row[2] < have[2]:
+                                    best[qid] = row[:6]
                     got = [best[qid] for qid in want if qid in best]
                 else:
                     # Few queues with room: a fair share of what is left from each.
                     for qid in want:
                         k = min(share, room[qid] - taken[qid], limit - len(out) - len(got))
                         got.extend(c.execute(_FIRST_ENTRIES, (qid, k)))
+                        same_head[qid] = False
                 if not got:
                     break
                 moved = []
@@ -473,7 +483,7 @@ class SQLiteStore:
                     d.queued = -k
                     d.session = k
                     d.served = True
-                    d.recompute = True
+                    d.recompute = not same_head.get(qid, False)
             self._apply(c, deltas, now, [r[1:] for r in cands])
             self._count(c, leased=len(out), queued=-len(out))
         return out
@@ -792,11 +802,13 @@ class _SeenTx:
 @functools.lru_cache(maxsize=64)
 def _heads_query(n: int) -> str:
     """The head entry (best priority, then order) of ``n`` queues in each entry level,
-    tagged with the level's index: up to 3 rows per queue (``q.head`` is kept up to
-    date, so each is one index seek)."""
+    tagged with the level's index and whether that level has more entries at the head's
+    priority: up to 3 rows per queue (``q.head`` is kept up to date, so each is one
+    index seek)."""
     marks = ",".join(f"?{i}" for i in range(1, n + 1))
     return " UNION ALL ".join(
-        f"SELECT e.qid, e.nprio, e.ord, e.retries, e.payload, {level} FROM queues q "
+        f"SELECT e.qid, e.nprio, e.ord, e.retries, e.payload, {level}, EXISTS (SELECT 1 FROM "
+        f"{t} z WHERE z.qid = e.qid AND z.nprio = e.nprio AND z.ord > e.ord) FROM queues q "
         f"JOIN {t} e ON e.qid = q.qid AND e.nprio = q.head AND e.ord = "
         f"(SELECT min(y.ord) FROM {t} y WHERE y.qid = q.qid AND y.nprio = q.head) "
         f"WHERE q.qid IN ({marks})" for level, t in enumerate(ENTRY_LEVELS))
