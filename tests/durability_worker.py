@@ -31,6 +31,11 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4, help="leases per host at most")
     a = ap.parse_args()
     pid = os.getpid()
+    l0_rows = os.environ.get("CRAWLQ_TEST_L0_ROWS")
+    if l0_rows:  # small SQLite levels, so that merges happen while workers get killed
+        from crawlq.stores import sqlite as sqlite_store
+
+        sqlite_store.L0_ROWS = int(l0_rows)
     store = a.store if "://" in a.store else f"sqlite:///{a.store}"
     with Frontier.open(store, lease_ttl=a.ttl, concurrency=a.concurrency,
                        min_delay=0, max_delay=0, delay_factor=0) as f, \

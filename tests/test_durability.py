@@ -20,10 +20,16 @@ from crawlq.redislocal import LocalRedis
 WORKER = str(Path(__file__).with_name("durability_worker.py"))
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh shared frontier: a SQLite file, or a prefix on the session's redis-server."""
-    if request.param == "sqlite":
+@pytest.fixture(params=["sqlite", "sqlite-small-levels", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path,
+          monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh shared frontier: a SQLite file, or a prefix on the session's redis-server.
+
+    ``sqlite-small-levels``: the workers merge the SQLite store's levels every 20 rows
+    (instead of 50,000), so kills land in and around merges too."""
+    if request.param.startswith("sqlite"):
+        if request.param == "sqlite-small-levels":
+            monkeypatch.setenv("CRAWLQ_TEST_L0_ROWS", "20")
         return f"sqlite:///{tmp_path}/f.db"
     server: LocalRedis = request.getfixturevalue("redis_server")
     return f"{server.url}?prefix=durability-{tmp_path.name}"
@@ -79,6 +85,11 @@ def test_sigkill_loop_loses_nothing(store: str, tmp_path: Path) -> None:
     # Only requests in flight at a kill may be fetched twice.
     extra = sum(c - 1 for c in fetched.values())
     assert extra <= kills * 8, (extra, kills)
+    if os.environ.get("CRAWLQ_TEST_L0_ROWS"):  # the merges did run: rows reached level 2
+        import sqlite3
+
+        with sqlite3.connect(db.removeprefix("sqlite:///")) as c:
+            assert c.execute("SELECT count(*) FROM seen").fetchone()[0] > n // 4
 
 
 def test_processes_share_one_frontier_without_double_leases(store: str,
