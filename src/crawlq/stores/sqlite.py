@@ -409,6 +409,7 @@ class SQLiteStore:
                 return out
             keys: dict[int, str] = {}
             room: dict[int, int] = {}
+            heads = {r[1]: r[3] for r in cands}  # qid -> head (unchanged until _apply)
             for r in cands:
                 qid, inflight, session = r[1], r[7], r[8]
                 pol = self._policy(tuple(r[10:]))
@@ -435,8 +436,9 @@ class SQLiteStore:
                     # A queue keeps its head priority if another entry at that priority
                     # is left in any level: then its head need not be looked up again.
                     best: dict[int, tuple[Any, ...]] = {}
-                    for part in _chunks(want):
-                        for row in c.execute(_heads_query(len(part)), part):
+                    for part in _chunks(want, _CHUNK // 2):
+                        args = [x for qid in part for x in (qid, heads[qid])]
+                        for row in c.execute(_heads_query(len(part)), args):
                             qid = row[0]
                             have = best.get(qid)
                             if have is None:
@@ -803,15 +805,15 @@ class _SeenTx:
 def _heads_query(n: int) -> str:
     """The head entry (best priority, then order) of ``n`` queues in each entry level,
     tagged with the level's index and whether that level has more entries at the head's
-    priority: up to 3 rows per queue (``q.head`` is kept up to date, so each is one
-    index seek)."""
-    marks = ",".join(f"?{i}" for i in range(1, n + 1))
-    return " UNION ALL ".join(
+    priority: up to 3 rows per queue. Parameters: (qid, head) pairs; ``head`` is kept up
+    to date, so each is one index seek."""
+    pairs = ",".join("(?,?)" for _ in range(n))
+    return f"WITH q(qid, head) AS (VALUES {pairs}) " + " UNION ALL ".join(
         f"SELECT e.qid, e.nprio, e.ord, e.retries, e.payload, {level}, EXISTS (SELECT 1 FROM "
-        f"{t} z WHERE z.qid = e.qid AND z.nprio = e.nprio AND z.ord > e.ord) FROM queues q "
+        f"{t} z WHERE z.qid = e.qid AND z.nprio = e.nprio AND z.ord > e.ord) FROM q "
         f"JOIN {t} e ON e.qid = q.qid AND e.nprio = q.head AND e.ord = "
-        f"(SELECT min(y.ord) FROM {t} y WHERE y.qid = q.qid AND y.nprio = q.head) "
-        f"WHERE q.qid IN ({marks})" for level, t in enumerate(ENTRY_LEVELS))
+        f"(SELECT min(y.ord) FROM {t} y WHERE y.qid = q.qid AND y.nprio = q.head)"
+        for level, t in enumerate(ENTRY_LEVELS))
 
 
 _FIRST_ENTRIES = " UNION ALL ".join(
