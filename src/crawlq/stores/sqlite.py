@@ -430,11 +430,10 @@ class SQLiteStore:
                 share = max(1, (limit - len(out)) // len(want))
                 got: list[tuple[Any, ...]] = []
                 if share == 1:
-                    # Many queues: the head of each in one statement (``head`` is kept
-                    # up to date, so each is one index seek).
-                    # A queue's head is the best of its levels' heads.
-                    # A queue keeps its head priority if another entry at that priority
-                    # is left in any level: then its head need not be looked up again.
+                    # Many queues: the head of each in one statement; a queue's head is
+                    # the best of its levels' heads. A queue keeps its head priority if
+                    # another entry at that priority is left in any level: then its head
+                    # need not be looked up again.
                     best: dict[int, tuple[Any, ...]] = {}
                     for part in _chunks(want, _CHUNK // 2):
                         args = [x for qid in part for x in (qid, heads[qid])]
@@ -828,13 +827,13 @@ def _seen_lookup(n: int) -> str:
     """SELECT fp, revisit_at for ``n`` fingerprints from every seen level, oldest first."""
     marks = ",".join(f"?{i}" for i in range(1, n + 1))
     return " UNION ALL ".join(f"SELECT fp, revisit_at FROM {t} WHERE fp IN ({marks})"
-                              for t in SEEN_LEVELS)
+                              for t in reversed(SEEN_LEVELS))
 
 
 # kind -> (tables: level 0, 1, 2; slicing column; row counter; slice cursor; insert verb;
 # merge order)
 _LEVEL_KINDS = {
-    "seen": (("seen0", "seen1", "seen"), "fp", "seen0_keys", "seen_slice",
+    "seen": (SEEN_LEVELS, "fp", "seen0_keys", "seen_slice",
              # REPLACE: a newer level's revisit_at wins
              "INSERT OR REPLACE", "fp"),
     "entries": (ENTRY_LEVELS, "qid", "entries0_rows", "entry_slice",

@@ -39,8 +39,8 @@ from ..errors import StoreCorrupt
 
 SCHEMA_VERSION = 2
 
-SEEN_LEVELS = ("seen", "seen1", "seen0")
-"""The seen-set's tables, oldest level first (a later one overrides an earlier one)."""
+SEEN_LEVELS = ("seen0", "seen1", "seen")
+"""The seen-set's tables, level 0 (the newest rows) first."""
 ENTRY_LEVELS = ("entries0", "entries1", "entries")
 """The queued entries' tables, level 0 first."""
 L0_ROWS = 50_000
@@ -62,18 +62,6 @@ CREATE TABLE IF NOT EXISTS meta (
 CREATE TABLE IF NOT EXISTS rejected (
     reason TEXT PRIMARY KEY,
     n INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS seen (
-    fp BLOB PRIMARY KEY,
-    revisit_at REAL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS seen0 (
-    fp BLOB PRIMARY KEY,
-    revisit_at REAL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS seen1 (
-    fp BLOB PRIMARY KEY,
-    revisit_at REAL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS bloom (
     block INTEGER PRIMARY KEY,
@@ -100,30 +88,6 @@ CREATE TABLE IF NOT EXISTS queues (
 );
 CREATE INDEX IF NOT EXISTS queues_ready ON queues (head, since) WHERE state = 0;
 CREATE INDEX IF NOT EXISTS queues_resting ON queues (ready_at) WHERE state = 2;
-CREATE TABLE IF NOT EXISTS entries (
-    qid INTEGER NOT NULL,
-    nprio INTEGER NOT NULL,
-    ord INTEGER NOT NULL,
-    retries INTEGER NOT NULL DEFAULT 0,
-    payload BLOB NOT NULL,
-    PRIMARY KEY (qid, nprio, ord)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS entries0 (
-    qid INTEGER NOT NULL,
-    nprio INTEGER NOT NULL,
-    ord INTEGER NOT NULL,
-    retries INTEGER NOT NULL DEFAULT 0,
-    payload BLOB NOT NULL,
-    PRIMARY KEY (qid, nprio, ord)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS entries1 (
-    qid INTEGER NOT NULL,
-    nprio INTEGER NOT NULL,
-    ord INTEGER NOT NULL,
-    retries INTEGER NOT NULL DEFAULT 0,
-    payload BLOB NOT NULL,
-    PRIMARY KEY (qid, nprio, ord)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS scheduled (
     id INTEGER PRIMARY KEY,
     due REAL NOT NULL,
@@ -154,6 +118,12 @@ CREATE TABLE IF NOT EXISTS dead (
     died_at REAL NOT NULL
 );
 """
+# The levels of one kind share their shape.
+DDL += "".join(f"CREATE TABLE IF NOT EXISTS {t} (fp BLOB PRIMARY KEY, revisit_at REAL) "
+               "WITHOUT ROWID;\n" for t in SEEN_LEVELS)
+DDL += "".join(f"CREATE TABLE IF NOT EXISTS {t} (qid INTEGER NOT NULL, nprio INTEGER NOT NULL, "
+               "ord INTEGER NOT NULL, retries INTEGER NOT NULL DEFAULT 0, payload BLOB NOT NULL, "
+               "PRIMARY KEY (qid, nprio, ord)) WITHOUT ROWID;\n" for t in ENTRY_LEVELS)
 
 HEAD_OF = "SELECT min(n) FROM (" + " UNION ALL ".join(
     f"SELECT min(nprio) AS n FROM {t} WHERE qid = queues.qid" for t in ENTRY_LEVELS) + ")"
@@ -183,7 +153,7 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
             conn.execute("INSERT INTO meta VALUES ('bloom', ?)",
                          (None if bloom_shape is None else f"{bloom_shape[0]}:{bloom_shape[1]}",))
         else:
-            if row[0] == 1:  # schema 1 had only one seen table: the new levels start empty
+            if row[0] == 1:  # schema 1 had one table each: its rows stay as level 2
                 conn.executemany("INSERT OR IGNORE INTO meta VALUES (?, 0)",
                                  [(c,) for c in COUNTERS])
                 conn.execute("UPDATE meta SET value=? WHERE name='schema'", (SCHEMA_VERSION,))
