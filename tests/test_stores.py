@@ -216,6 +216,48 @@ def test_sqlite_entry_levels_keep_queue_order(tmp_path: Path,
         assert got == sorted(got)  # priority first, then the order they were added in
 
 
+def test_sqlite_level_cursors_survive_merges_and_redelivery(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries leased from levels 1 and 2 stay there behind their queue's cursors. New
+    entries merged into those levels that sort before a cursor (a better priority), leases
+    that expire back, and a reopen neither lose nor repeat an entry."""
+    from crawlq.stores import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "L0_ROWS", 5)
+    monkeypatch.setattr(sqlite_module, "SLICES", 2)  # the queue's slice merges every 2nd
+    now = [1000.0]
+    db = tmp_path / "f.db"
+    opts = dict(clock=lambda: now[0], lease_ttl=10, concurrency=1000, **FAST)
+    first = [f"https://a.example/first/{i}" for i in range(66)]
+    better = [f"https://a.example/better/{i}" for i in range(30)]
+    worse = [f"https://a.example/worse/{i}" for i in range(30)]
+    with Frontier.open(f"sqlite:///{db}", **opts) as f:
+        for i in range(0, 66, 6):
+            assert f.add(first[i:i + 6]).added == 6
+        sizes = _level_sizes(db, ("entries0", "entries1", "entries"))
+        assert sizes == {"entries0": 0, "entries1": 6, "entries": 60}
+        leases = f.next(64)
+        assert [lease.request.url for lease in leases] == first[:64]
+        assert _level_sizes(db, ("entries0", "entries1", "entries")) == sizes  # no deletes
+        with sqlite3.connect(db) as c:
+            assert c.execute("SELECT l1_nprio, l2_nprio FROM queues").fetchone() == (0, 0)
+        f.done(leases[:30])  # the other 34 are left to expire
+        for i in range(0, 30, 6):
+            assert f.add([Request(u, priority=3) for u in better[i:i + 6]]).added == 6
+            assert f.add([Request(u, priority=-3) for u in worse[i:i + 6]]).added == 6
+        assert f.stats().queued == 2 + 60
+    now[0] += 11
+    order: list[str] = []
+    with Frontier.open(f"sqlite:///{db}", **opts) as f:
+        while leases := f.next(7):
+            order += [lease.request.url for lease in leases]
+            f.done(leases)
+        s = f.stats()
+        assert s.finished and s.redelivered == 34 and s.done == 126
+    # By priority, then in the order added; the expired leases come back in their place.
+    assert order == better + first[30:] + worse
+
+
 def test_sqlite_seen_levels_merge_and_still_dedup(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Thousands of fingerprints through seen0 -> seen1 -> seen (merged every 50 keys, one
@@ -249,26 +291,39 @@ def test_sqlite_seen_levels_merge_and_still_dedup(tmp_path: Path,
         assert f.add(urls).added == 2500
 
 
-def test_sqlite_schema_1_file_is_upgraded(tmp_path: Path) -> None:
-    """A file written before the seen-set had levels opens, keeps its seen fingerprints
-    and gets the new tables."""
+@pytest.mark.parametrize("schema", [1, 2])
+def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> None:
+    """A file written before the seen-set had levels (schema 1), or before level 2 had
+    cursors (schema 2), opens, keeps its fingerprints and entries, and gets the new tables
+    and columns."""
     db = tmp_path / "old.db"
     with Frontier.open(f"sqlite:///{db}", **FAST) as f:
         f.add(["https://a.example/1", "https://a.example/2"])
-    with sqlite3.connect(db) as c:  # make it look like schema 1: no levels
+    with sqlite3.connect(db) as c:  # make it look like the old schema
         c.execute("INSERT INTO seen SELECT * FROM seen0")
         c.execute("INSERT INTO entries SELECT * FROM entries0")
-        for t in ("seen0", "seen1", "entries0", "entries1"):
-            c.execute(f"DROP TABLE {t}")
-        c.execute("DELETE FROM meta WHERE name IN ('seen0_keys', 'seen_slice', "
-                  "'entries0_rows', 'entry_slice')")
-        c.execute("UPDATE meta SET value=1 WHERE name='schema'")
+        c.execute("DELETE FROM seen0")
+        c.execute("DELETE FROM entries0")
+        c.execute("ALTER TABLE queues DROP COLUMN l2_nprio")
+        c.execute("ALTER TABLE queues DROP COLUMN l2_ord")
+        if schema == 1:
+            for t in ("seen0", "seen1", "entries0", "entries1"):
+                c.execute(f"DROP TABLE {t}")
+            c.execute("DELETE FROM meta WHERE name IN ('seen0_keys', 'seen_slice', "
+                      "'entries0_rows', 'entry_slice')")
+        c.execute("UPDATE meta SET value=? WHERE name='schema'", (schema,))
     with Frontier.open(f"sqlite:///{db}", **FAST) as f:
         assert f.add(["https://a.example/1", "https://a.example/3"]).added == 1
         assert [lease.request.url for lease in f.next(3)] == ["https://a.example/1"]
         assert (f.stats().queued, f.stats().leased) == (2, 1)
+        entries = [r for r in f.store.dump() if r.get("type") == "entry"]
+        assert len(entries) == 3  # 2 queued and the leased one
     assert _level_sizes(db) == {"seen0": 1, "seen1": 0, "seen": 2}
-    assert _level_sizes(db, ("entries0", "entries")) == {"entries0": 1, "entries": 1}
+    # The leased row stays in level 2, behind its queue's cursor, until its slice merges.
+    assert _level_sizes(db, ("entries0", "entries")) == {"entries0": 1, "entries": 2}
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT l2_nprio, l2_ord FROM queues").fetchall() == [(0, 1)]
+        assert c.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (3,)
 
 
 def test_sqlite_file_of_a_newer_crawlq_is_refused(tmp_path: Path) -> None:

@@ -37,10 +37,12 @@ from .base import (
 from .bloom import BLOCK_BYTES, BloomShape, test_and_set
 from .sqlite_schema import (
     BUSY,
+    CURSOR_LEVELS,
     ENTRY_LEVELS,
     EXHAUSTED,
     HEAD_OF,
     L0_ROWS,
+    NO_CURSOR,
     READY,
     RESTING,
     SEEN_LEVELS,
@@ -54,7 +56,9 @@ _T = TypeVar("_T")
 _MISSING = object()
 
 _QUEUE_COLS = ("qid, state, head, since, ready_at, queued, inflight, session, accepted, "
-               + ", ".join(QUEUE_SETTINGS))
+               "l1_nprio, l1_ord, l2_nprio, l2_ord, " + ", ".join(QUEUE_SETTINGS))
+_CURSORS_AT = 9  # where the level 1 and 2 cursors start in a _QUEUE_COLS row
+_SETTINGS_AT = 13  # where QUEUE_SETTINGS start
 
 
 def _chunks(seq: Sequence[_T], n: int = _CHUNK) -> Iterator[Sequence[_T]]:
@@ -71,6 +75,7 @@ class _Delta:
 
     __slots__ = (
         "accepted",
+        "cursor",
         "duration",
         "explicit_delay",
         "head",
@@ -95,6 +100,9 @@ class _Delta:
         # None while no lease of this queue ended in the call.
         self.duration: float | None = None
         self.explicit_delay: float | None = None
+        # The queue's level 1 and 2 cursors (nprio, ord, nprio, ord; None for none)
+        # after the call, when it leased from either.
+        self.cursor: tuple[int | None, ...] | None = None
 
     def offer_head(self, nprio: int) -> None:
         """An entry of (negated) priority ``nprio`` joined the queue."""
@@ -244,7 +252,7 @@ class SQLiteStore:
             if d is None:
                 continue
             (_, state, head, since, ready_at, queued, inflight, session, accepted) = row[:9]
-            pol = self._policy(tuple(row[9:]))
+            pol = self._policy(tuple(row[_SETTINGS_AT:]))
             inflight += d.inflight
             queued += d.queued
             accepted += d.accepted
@@ -286,6 +294,11 @@ class SQLiteStore:
                 plain.append((new_state, since, ready_at, queued, inflight, session, accepted,
                               head if queued > 0 else None, qid))
         set_cols = "state=?, since=?, ready_at=?, queued=?, inflight=?, session=?, accepted=?"
+        # Cursors first: the head lookups below read them.
+        cursors = [(*d.cursor, qid) for qid, d in deltas.items() if d.cursor is not None]
+        if cursors:
+            c.executemany("UPDATE queues SET l1_nprio=?, l1_ord=?, l2_nprio=?, l2_ord=? "
+                          "WHERE qid=?", cursors)
         if counts:
             c.executemany("UPDATE queues SET queued=?, inflight=?, session=?, accepted=? "
                           "WHERE qid=?", counts)
@@ -339,7 +352,8 @@ class SQLiteStore:
             qrows = self._queue_rows(c, used)
             rows = {r[0]: r for r in qrows}
             accepted = {qid: rows[qid][8] for qid in used}
-            caps = {qid: self._policy(tuple(rows[qid][9:])).max_queue_urls for qid in used}
+            caps = {qid: self._policy(tuple(rows[qid][_SETTINGS_AT:])).max_queue_urls
+                    for qid in used}
             seen = _SeenTx(c, self._bloom)
             seen.prefetch([e[0] for e in entries if e[0] is not None])
             seq = self._take(c, "entry_seq", len(entries))
@@ -410,9 +424,14 @@ class SQLiteStore:
             keys: dict[int, str] = {}
             room: dict[int, int] = {}
             heads = {r[1]: r[3] for r in cands}  # qid -> head (unchanged until _apply)
+            # qid -> the keys of the last entries it leased from levels 1 and 2 (see
+            # sqlite_schema): nprio, ord, nprio, ord
+            cursor = {r[1]: [NO_CURSOR if v is None else v
+                             for v in r[1 + _CURSORS_AT:1 + _SETTINGS_AT]] for r in cands}
+            moved_on: set[int] = set()  # queues whose cursor moved in this call
             for r in cands:
                 qid, inflight, session = r[1], r[7], r[8]
-                pol = self._policy(tuple(r[10:]))
+                pol = self._policy(tuple(r[1 + _SETTINGS_AT:]))
                 free = pol.concurrency - inflight
                 if pol.session_budget:
                     free = min(free, pol.session_budget - session)
@@ -430,45 +449,53 @@ class SQLiteStore:
                 share = max(1, (limit - len(out)) // len(want))
                 got: list[tuple[Any, ...]] = []
                 if share == 1:
-                    # Many queues: the head of each in one statement; a queue's head is
-                    # the best of its levels' heads. A queue keeps its head priority if
-                    # another entry at that priority is left in any level: then its head
-                    # need not be looked up again.
+                    # Many queues: the first entry of each level of each queue in one
+                    # statement; a queue's head is the best of them. A queue keeps its
+                    # head priority if another entry at that priority is left in any
+                    # level: then its head need not be looked up again.
                     best: dict[int, tuple[Any, ...]] = {}
-                    for part in _chunks(want, _CHUNK // 2):
-                        args = [x for qid in part for x in (qid, heads[qid])]
+                    more: dict[int, bool] = {}
+                    for part in _chunks(want, _CHUNK // 5):
+                        args = [x for qid in part for x in (qid, *cursor[qid])]
                         for row in c.execute(_heads_query(len(part)), args):
                             qid = row[0]
                             have = best.get(qid)
-                            if have is None:
+                            if have is None or row[1:3] < have[1:3]:
                                 best[qid] = row[:6]
-                                same_head[qid] = bool(row[6])
-                            else:
-                                same_head[qid] = True
-                                if row[2] < have[2]:
-                                    best[qid] = row[:6]
+                                # more at this priority: in this level, or in one seen before
+                                more[qid] = bool(row[6]) or (
+                                    have is not None and have[1] == row[1])
+                            elif row[1] == have[1]:
+                                more[qid] = True
                     got = [best[qid] for qid in want if qid in best]
+                    for qid, row in best.items():
+                        same_head[qid] = more[qid] and row[1] == heads[qid]
                 else:
                     # Few queues with room: a fair share of what is left from each.
                     for qid in want:
                         k = min(share, room[qid] - taken[qid], limit - len(out) - len(got))
-                        got.extend(c.execute(_FIRST_ENTRIES, (qid, k)))
+                        got.extend(c.execute(_FIRST_ENTRIES, (qid, k, *cursor[qid])))
                         same_head[qid] = False
                 if not got:
                     break
                 moved = []
-                gone: tuple[list[tuple[int, int, int]], ...] = ([], [], [])
+                gone: list[tuple[int, int, int]] = []  # leased from level 0
                 counts: dict[int, int] = {}
                 for qid, nprio, order, retries, payload, level in got:
                     token += 1
                     moved.append((token, expires, qid, nprio, order, retries, payload))
-                    gone[level].append((qid, nprio, order))
+                    if level:
+                        # Not deleted: the queue's cursor moves past it (in key order, as
+                        # _FIRST_ENTRIES returns them).
+                        cursor[qid][2 * level - 2:2 * level] = nprio, order
+                        moved_on.add(qid)
+                    else:
+                        gone.append((qid, nprio, order))
                     out.append((token, keys[qid], -nprio, retries, payload, expires))
                     counts[qid] = counts.get(qid, 0) + 1
-                for table, rows in zip(ENTRY_LEVELS, gone):
-                    if rows:
-                        c.executemany(f"DELETE FROM {table} WHERE qid=? AND nprio=? AND ord=?",
-                                      rows)
+                if gone:
+                    c.executemany(f"DELETE FROM {ENTRY_LEVELS[0]} WHERE qid=? AND nprio=? "
+                                  "AND ord=?", gone)
                 c.executemany("INSERT INTO leases VALUES (?,?,?,?,?,?,?)", moved)
                 for qid, k in counts.items():
                     taken[qid] += k
@@ -485,6 +512,8 @@ class SQLiteStore:
                     d.session = k
                     d.served = True
                     d.recompute = not same_head.get(qid, False)
+                    if qid in moved_on:
+                        d.cursor = tuple(None if v == NO_CURSOR else v for v in cursor[qid])
             self._apply(c, deltas, now, [r[1:] for r in cands])
             self._count(c, leased=len(out), queued=-len(out))
         return out
@@ -694,9 +723,7 @@ class SQLiteStore:
                 settings = {k: v for k, v in zip(QUEUE_SETTINGS, row[4:]) if v is not None}
                 yield dumpfmt.queue(row[0], row[1], row[2], settings)
             for qid, nprio, retries, payload, due in conn.execute(
-                    "SELECT qid, nprio, retries, payload, NULL FROM entries0 UNION ALL "
-                    "SELECT qid, nprio, retries, payload, NULL FROM entries1 UNION ALL "
-                    "SELECT qid, nprio, retries, payload, NULL FROM entries UNION ALL "
+                    f"{_QUEUED} UNION ALL "
                     "SELECT qid, nprio, retries, payload, NULL FROM leases UNION ALL "
                     "SELECT qid, nprio, retries, payload, due FROM scheduled"):
                 yield dumpfmt.entry(keys[qid], -nprio, retries, payload, due)
@@ -800,26 +827,44 @@ class _SeenTx:
                                [(b, bytes(self.blocks[b])) for b in self.dirty])
 
 
+
+def _past(cursors: Iterable[str]) -> tuple[str, ...]:
+    """Per level, the condition on its rows ``y``: levels 1 and 2 are read past the
+    queue's ``cursors`` there (see sqlite_schema); the rows at or before are leased or
+    done."""
+    return ("", *(f" AND (y.nprio, y.ord) > {cur}" for cur in cursors))
+
+
 @functools.lru_cache(maxsize=64)
 def _heads_query(n: int) -> str:
-    """The head entry (best priority, then order) of ``n`` queues in each entry level,
-    tagged with the level's index and whether that level has more entries at the head's
-    priority: up to 3 rows per queue. Parameters: (qid, head) pairs; ``head`` is kept up
-    to date, so each is one index seek."""
-    pairs = ",".join("(?,?)" for _ in range(n))
-    return f"WITH q(qid, head) AS (VALUES {pairs}) " + " UNION ALL ".join(
+    """The first entry (best priority, then order) of ``n`` queues in each entry level,
+    tagged with the level's index and whether that level has more entries at its
+    priority: up to 3 rows per queue. Parameters per queue: qid and its cursors (level 1
+    nprio, ord, level 2 nprio, ord); each level's first entry is one index seek."""
+    rows = ",".join("(?,?,?,?,?)" for _ in range(n))
+    return f"WITH q(qid, n1, o1, n2, o2) AS (VALUES {rows}) " + " UNION ALL ".join(
         f"SELECT e.qid, e.nprio, e.ord, e.retries, e.payload, {level}, EXISTS (SELECT 1 FROM "
         f"{t} z WHERE z.qid = e.qid AND z.nprio = e.nprio AND z.ord > e.ord) FROM q "
-        f"JOIN {t} e ON e.qid = q.qid AND e.nprio = q.head AND e.ord = "
-        f"(SELECT min(y.ord) FROM {t} y WHERE y.qid = q.qid AND y.nprio = q.head)"
-        for level, t in enumerate(ENTRY_LEVELS))
+        f"JOIN {t} e ON e.qid = q.qid AND (e.nprio, e.ord) = (SELECT y.nprio, y.ord FROM "
+        f"{t} y WHERE y.qid = q.qid{past} ORDER BY y.nprio, y.ord LIMIT 1)"
+        for level, (t, past) in enumerate(zip(ENTRY_LEVELS,
+                                              _past(("(q.n1, q.o1)", "(q.n2, q.o2)")))))
 
+
+_QUEUED = " UNION ALL ".join(
+    f"SELECT y.qid, y.nprio, y.retries, y.payload, NULL FROM {t} y"
+    + (f" JOIN queues q ON q.qid = y.qid WHERE 1{past}" if past else "")
+    for t, past in zip(ENTRY_LEVELS, _past(
+        f"(ifnull(q.l{level}_nprio, {NO_CURSOR}), q.l{level}_ord)" for level in CURSOR_LEVELS)))
+"""Every queued entry (qid, nprio, retries, payload, NULL) of the levels."""
 
 _FIRST_ENTRIES = " UNION ALL ".join(
-    f"SELECT * FROM (SELECT qid, nprio, ord, retries, payload, {level} FROM {t} "
-    "WHERE qid=?1 ORDER BY nprio, ord LIMIT ?2)" for level, t in enumerate(ENTRY_LEVELS)
+    f"SELECT * FROM (SELECT y.qid, y.nprio, y.ord, y.retries, y.payload, {level} FROM "
+    f"{t} y WHERE y.qid=?1{past} ORDER BY y.nprio, y.ord LIMIT ?2)"
+    for level, (t, past) in enumerate(zip(ENTRY_LEVELS, _past(("(?3, ?4)", "(?5, ?6)"))))
 ) + " ORDER BY 2, 3 LIMIT ?2"
-"""A queue's first ``?2`` queued entries over all levels, tagged with the level index."""
+"""A queue's first ``?2`` queued entries over all levels, tagged with the level index;
+``?3`` to ``?6``: the queue's cursors (level 1 nprio, ord, level 2 nprio, ord)."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -854,15 +899,32 @@ def _settle_levels(c: sqlite3.Connection, kind: str, n: int) -> None:
     rows = int(meta[counter]) + n
     cursor = int(meta[cursor_name])
     if rows >= L0_ROWS:
+        if kind == "entries":
+            _drop_behind_cursors(c, 1, 0, 2**62)
         c.execute(f"{insert} INTO {l1} SELECT * FROM {l0} ORDER BY {order}")
         c.execute(f"DELETE FROM {l0}")
         lo, hi = _slice_bounds(c, kind, cursor)
+        if kind == "entries":
+            _drop_behind_cursors(c, 2, lo, hi)
         c.execute(f"{insert} INTO {l2} SELECT * FROM {l1} WHERE {col} >= ? AND {col} < ? "
                   f"ORDER BY {order}", (lo, hi))
         c.execute(f"DELETE FROM {l1} WHERE {col} >= ? AND {col} < ?", (lo, hi))
         rows, cursor = 0, (cursor + 1) % SLICES
     c.executemany("UPDATE meta SET value=? WHERE name=?",
                   ((rows, counter), (cursor, cursor_name)))
+
+
+def _drop_behind_cursors(c: sqlite3.Connection, level: int, lo: int, hi: int) -> None:
+    """Delete what queues ``lo <= qid < hi`` leased from entry ``level`` (the rows behind
+    their cursors, in key order) and reset those cursors: new rows are about to arrive
+    there, and they may sort before a cursor."""
+    assert level in CURSOR_LEVELS
+    behind = c.execute(f"SELECT qid, l{level}_nprio, l{level}_ord FROM queues WHERE qid >= ? "
+                       f"AND qid < ? AND l{level}_nprio IS NOT NULL", (lo, hi)).fetchall()
+    c.executemany(f"DELETE FROM {ENTRY_LEVELS[level]} WHERE qid = ?1 AND (nprio, ord) <= "
+                  "(?2, ?3)", behind)
+    c.executemany(f"UPDATE queues SET l{level}_nprio=NULL, l{level}_ord=0 WHERE qid=?",
+                  [(r[0],) for r in behind])
 
 
 def _slice_bounds(c: sqlite3.Connection, kind: str, i: int) -> tuple[Any, Any]:

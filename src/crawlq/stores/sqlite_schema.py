@@ -19,6 +19,19 @@ newest level wins (seen0, then seen1, then seen), since a revisit writes a new
 ``revisit_at`` while the old row waits in an older level. The merges run inside the
 ``add`` that fills level 0, so they are atomic like every other step.
 
+Leasing from levels 1 and 2 deletes nothing there: a batch of leases takes the heads of
+many queues, spread over many pages, and one page rewritten per lease made taking slow
+(the same write volume as adding into one big table). A queue's rows in one level are
+leased in key order (its head is the best over the levels), so each queue keeps a
+cursor per level, ``(l1_nprio, l1_ord)`` and ``(l2_nprio, l2_ord)``: the key of the last
+row it leased from that level. Rows at or before it are gone from the queue; readers of
+the level look past it. The rows behind the cursors are deleted in key order, and the
+cursors reset, right before new rows (which may sort before a cursor) arrive in the
+level: level 1's at each merge of level 0 into it, a slice of level 2's before that
+slice moves in. Level 0 is small and rewritten anyway, so leasing deletes there, and
+rows that come back from a lease (an expiry, a retry) return to level 0 under their old
+key, ahead of any cursor.
+
 ``leases`` is keyed by the increasing lease token, so acknowledging a batch deletes
 neighbouring rows. Write volume per batch, not row count, is what limits a WAL database,
 hence this layout.
@@ -27,8 +40,8 @@ Queues carry their own state code (0 ready, 1 busy, 2 resting, 3 exhausted), ``h
 (the negated priority of the best queued entry, so that one ascending index orders
 ready queues by priority then by ``since``), counters and per-queue overrides.
 
-Schema 2 added the levels; a schema-1 file is upgraded when opened (its rows stay in
-level 2).
+Schema 2 added the levels, schema 3 the level-2 cursors; older files are upgraded when
+opened (a schema-1 file's rows stay in level 2).
 """
 
 from __future__ import annotations
@@ -37,7 +50,14 @@ import sqlite3
 
 from ..errors import StoreCorrupt
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+
+NO_CURSOR = -(2**62)
+"""Below every negated priority: the cursor of a queue that has leased nothing from a
+level since that level's rows behind the cursors were last deleted. Stored as NULL
+``l1_nprio`` (``l2_nprio``), which takes no room in the row."""
+CURSOR_LEVELS = (1, 2)
+"""The entry levels read past a per-queue cursor, ``queues.l{level}_nprio, l{level}_ord``."""
 
 SEEN_LEVELS = ("seen0", "seen1", "seen")
 """The seen-set's tables, level 0 (the newest rows) first."""
@@ -78,6 +98,10 @@ CREATE TABLE IF NOT EXISTS queues (
     inflight INTEGER NOT NULL DEFAULT 0,
     accepted INTEGER NOT NULL DEFAULT 0,
     session INTEGER NOT NULL DEFAULT 0,
+    l1_nprio INTEGER,
+    l1_ord INTEGER NOT NULL DEFAULT 0,
+    l2_nprio INTEGER,
+    l2_ord INTEGER NOT NULL DEFAULT 0,
     concurrency INTEGER,
     min_delay REAL,
     max_delay REAL,
@@ -125,9 +149,14 @@ DDL += "".join(f"CREATE TABLE IF NOT EXISTS {t} (qid INTEGER NOT NULL, nprio INT
                "ord INTEGER NOT NULL, retries INTEGER NOT NULL DEFAULT 0, payload BLOB NOT NULL, "
                "PRIMARY KEY (qid, nprio, ord)) WITHOUT ROWID;\n" for t in ENTRY_LEVELS)
 
-HEAD_OF = "SELECT min(n) FROM (" + " UNION ALL ".join(
-    f"SELECT min(nprio) AS n FROM {t} WHERE qid = queues.qid" for t in ENTRY_LEVELS) + ")"
-"""Correlated subquery: the negated priority of a queue's best queued entry."""
+HEAD_OF = (f"SELECT min(n) FROM (SELECT min(nprio) AS n FROM {ENTRY_LEVELS[0]} WHERE "
+           "qid = queues.qid" + "".join(
+               f" UNION ALL SELECT n FROM (SELECT nprio AS n FROM {ENTRY_LEVELS[level]} WHERE "
+               f"qid = queues.qid AND (nprio, ord) > (ifnull(queues.l{level}_nprio, "
+               f"{NO_CURSOR}), queues.l{level}_ord) ORDER BY nprio, ord LIMIT 1)"
+               for level in CURSOR_LEVELS) + ")")
+"""Correlated subquery: the negated priority of a queue's best queued entry (in levels 1
+and 2, past the queue's cursors)."""
 
 
 def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, float] | None,
@@ -153,9 +182,17 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
             conn.execute("INSERT INTO meta VALUES ('bloom', ?)",
                          (None if bloom_shape is None else f"{bloom_shape[0]}:{bloom_shape[1]}",))
         else:
-            if row[0] == 1:  # schema 1 had one table each: its rows stay as level 2
+            if row[0] in (1, 2):
+                # Schema 1 had one table each: its rows stay as level 2. Schema 2 had no
+                # cursors: every row of levels 1 and 2 is queued (the default cursor).
                 conn.executemany("INSERT OR IGNORE INTO meta VALUES (?, 0)",
                                  [(c,) for c in COUNTERS])
+                cols = {r[1] for r in conn.execute("PRAGMA table_info(queues)")}
+                for level in CURSOR_LEVELS:
+                    if f"l{level}_nprio" not in cols:
+                        conn.execute(f"ALTER TABLE queues ADD COLUMN l{level}_nprio INTEGER")
+                        conn.execute(f"ALTER TABLE queues ADD COLUMN l{level}_ord INTEGER "
+                                     "NOT NULL DEFAULT 0")
                 conn.execute("UPDATE meta SET value=? WHERE name='schema'", (SCHEMA_VERSION,))
             elif row[0] != SCHEMA_VERSION:
                 raise StoreCorrupt(f"{path} has crawlq schema {row[0]}, this crawlq reads "
