@@ -40,13 +40,13 @@ from .sqlite_schema import (
     CURSOR_LEVELS,
     ENTRY_LEVELS,
     EXHAUSTED,
-    HEAD_OF,
     L0_ROWS,
     NO_CURSOR,
     READY,
     RESTING,
     SEEN_LEVELS,
     SLICES,
+    head_of,
     initialize,
 )
 
@@ -59,6 +59,29 @@ _QUEUE_COLS = ("qid, state, head, since, ready_at, queued, inflight, session, ac
                "l1_nprio, l1_ord, l2_nprio, l2_ord, " + ", ".join(QUEUE_SETTINGS))
 _CURSORS_AT = 9  # where the level 1 and 2 cursors start in a _QUEUE_COLS row
 _SETTINGS_AT = 13  # where QUEUE_SETTINGS start
+
+
+def _update_queue(cols: Sequence[str], lookup: bool, cursors: bool) -> str:
+    """UPDATE of a queue row: ``cols`` then, with ``cursors``, the level 1 and 2 cursors
+    (nprio, ord, nprio, ord) from the parameters, then the qid; with ``lookup``, its
+    head is looked up (past the new cursors: a subquery sees the row's old values)."""
+    names = list(cols) + ["l1_nprio", "l1_ord", "l2_nprio", "l2_ord"] * cursors
+    sets = [f"{name}=?{i}" for i, name in enumerate(names, 1)]
+    if lookup:
+        n = len(cols)
+        sets.append("head=(" + head_of(
+            {1: (f"?{n + 1}", f"?{n + 2}"), 2: (f"?{n + 3}", f"?{n + 4}")} if cursors
+            else None) + ")")
+    return f"UPDATE queues SET {', '.join(sets)} WHERE qid=?{len(names) + 1}"
+
+
+_STATE_COLS = ("state", "since", "ready_at", "queued", "inflight", "session", "accepted")
+# [without, with] the cursors: counters only (no indexed column changes), the state with
+# a known head, the state with the head looked up.
+_UPDATE_COUNTS = [_update_queue(("queued", "inflight", "session", "accepted"), False, m)
+                  for m in (False, True)]
+_UPDATE_PLAIN = [_update_queue((*_STATE_COLS, "head"), False, m) for m in (False, True)]
+_UPDATE_LOOKUP = [_update_queue(_STATE_COLS, True, m) for m in (False, True)]
 
 
 def _chunks(seq: Sequence[_T], n: int = _CHUNK) -> Iterator[Sequence[_T]]:
@@ -241,9 +264,7 @@ class SQLiteStore:
         """
         if not deltas:
             return
-        plain: list[tuple[Any, ...]] = []
-        lookup: list[tuple[Any, ...]] = []
-        counts: list[tuple[Any, ...]] = []
+        writes: dict[str, list[tuple[Any, ...]]] = {}
         if rows is None:
             rows = self._queue_rows(c, list(deltas))
         for row in rows:
@@ -283,29 +304,25 @@ class SQLiteStore:
                     since = ready_at
                 elif state != READY:
                     since = now
+            moved = d.cursor is not None
             if d.recompute and queued > 0:
-                lookup.append((new_state, since, ready_at, queued, inflight, session, accepted,
-                               qid))
+                key = _UPDATE_LOOKUP[moved]
+                vals: tuple[Any, ...] = (new_state, since, ready_at, queued, inflight, session,
+                                         accepted)
             elif queued > 0 and new_state == state and since == row[3] and \
                     ready_at == row[4] and head == row[2]:
                 # Counters only: no indexed column changes, so no index is rewritten.
-                counts.append((queued, inflight, session, accepted, qid))
+                key = _UPDATE_COUNTS[moved]
+                vals = (queued, inflight, session, accepted)
             else:
-                plain.append((new_state, since, ready_at, queued, inflight, session, accepted,
-                              head if queued > 0 else None, qid))
-        set_cols = "state=?, since=?, ready_at=?, queued=?, inflight=?, session=?, accepted=?"
-        # Cursors first: the head lookups below read them.
-        cursors = [(*d.cursor, qid) for qid, d in deltas.items() if d.cursor is not None]
-        if cursors:
-            c.executemany("UPDATE queues SET l1_nprio=?, l1_ord=?, l2_nprio=?, l2_ord=? "
-                          "WHERE qid=?", cursors)
-        if counts:
-            c.executemany("UPDATE queues SET queued=?, inflight=?, session=?, accepted=? "
-                          "WHERE qid=?", counts)
-        if plain:
-            c.executemany(f"UPDATE queues SET {set_cols}, head=? WHERE qid=?", plain)
-        if lookup:
-            c.executemany(f"UPDATE queues SET {set_cols}, head=({HEAD_OF}) WHERE qid=?", lookup)
+                key = _UPDATE_PLAIN[moved]
+                vals = (new_state, since, ready_at, queued, inflight, session, accepted,
+                        head if queued > 0 else None)
+            if d.cursor is not None:
+                vals += d.cursor
+            writes.setdefault(key, []).append((*vals, qid))
+        for sql, args in writes.items():
+            c.executemany(sql, args)
 
     def _move_back(self, c: sqlite3.Connection, table: str, key: str, time_col: str,
                     now: float, deltas: dict[int, _Delta], was_leased: bool) -> int:
@@ -425,9 +442,8 @@ class SQLiteStore:
             room: dict[int, int] = {}
             heads = {r[1]: r[3] for r in cands}  # qid -> head (unchanged until _apply)
             # qid -> the keys of the last entries it leased from levels 1 and 2 (see
-            # sqlite_schema): nprio, ord, nprio, ord
-            cursor = {r[1]: [NO_CURSOR if v is None else v
-                             for v in r[1 + _CURSORS_AT:1 + _SETTINGS_AT]] for r in cands}
+            # sqlite_schema): nprio (None: no cursor), ord, nprio, ord
+            cursor = {r[1]: r[1 + _CURSORS_AT:1 + _SETTINGS_AT] for r in cands}
             moved_on: set[int] = set()  # queues whose cursor moved in this call
             for r in cands:
                 qid, inflight, session = r[1], r[7], r[8]
@@ -487,7 +503,9 @@ class SQLiteStore:
                     if level:
                         # Not deleted: the queue's cursor moves past it (in key order, as
                         # _FIRST_ENTRIES returns them).
-                        cursor[qid][2 * level - 2:2 * level] = nprio, order
+                        cur = cursor[qid]
+                        cursor[qid] = (nprio, order, *cur[2:]) if level == 1 else \
+                            (*cur[:2], nprio, order)
                         moved_on.add(qid)
                     else:
                         gone.append((qid, nprio, order))
@@ -513,7 +531,7 @@ class SQLiteStore:
                     d.served = True
                     d.recompute = not same_head.get(qid, False)
                     if qid in moved_on:
-                        d.cursor = tuple(None if v == NO_CURSOR else v for v in cursor[qid])
+                        d.cursor = cursor[qid]
             self._apply(c, deltas, now, [r[1:] for r in cands])
             self._count(c, leased=len(out), queued=-len(out))
         return out
@@ -828,11 +846,12 @@ class _SeenTx:
 
 
 
-def _past(cursors: Iterable[str]) -> tuple[str, ...]:
+def _past(cursors: Iterable[tuple[str, str]]) -> tuple[str, ...]:
     """Per level, the condition on its rows ``y``: levels 1 and 2 are read past the
-    queue's ``cursors`` there (see sqlite_schema); the rows at or before are leased or
-    done."""
-    return ("", *(f" AND (y.nprio, y.ord) > {cur}" for cur in cursors))
+    queue's ``cursors`` there (SQL for nprio, NULL for none, and ord; see sqlite_schema);
+    the rows at or before are leased or done."""
+    return ("", *(f" AND (y.nprio, y.ord) > (ifnull({n}, {NO_CURSOR}), {o})"
+                  for n, o in cursors))
 
 
 @functools.lru_cache(maxsize=64)
@@ -848,20 +867,20 @@ def _heads_query(n: int) -> str:
         f"JOIN {t} e ON e.qid = q.qid AND (e.nprio, e.ord) = (SELECT y.nprio, y.ord FROM "
         f"{t} y WHERE y.qid = q.qid{past} ORDER BY y.nprio, y.ord LIMIT 1)"
         for level, (t, past) in enumerate(zip(ENTRY_LEVELS,
-                                              _past(("(q.n1, q.o1)", "(q.n2, q.o2)")))))
+                                              _past((("q.n1", "q.o1"), ("q.n2", "q.o2"))))))
 
 
 _QUEUED = " UNION ALL ".join(
     f"SELECT y.qid, y.nprio, y.retries, y.payload, NULL FROM {t} y"
     + (f" JOIN queues q ON q.qid = y.qid WHERE 1{past}" if past else "")
     for t, past in zip(ENTRY_LEVELS, _past(
-        f"(ifnull(q.l{level}_nprio, {NO_CURSOR}), q.l{level}_ord)" for level in CURSOR_LEVELS)))
+        (f"q.l{level}_nprio", f"q.l{level}_ord") for level in CURSOR_LEVELS)))
 """Every queued entry (qid, nprio, retries, payload, NULL) of the levels."""
 
 _FIRST_ENTRIES = " UNION ALL ".join(
     f"SELECT * FROM (SELECT y.qid, y.nprio, y.ord, y.retries, y.payload, {level} FROM "
     f"{t} y WHERE y.qid=?1{past} ORDER BY y.nprio, y.ord LIMIT ?2)"
-    for level, (t, past) in enumerate(zip(ENTRY_LEVELS, _past(("(?3, ?4)", "(?5, ?6)"))))
+    for level, (t, past) in enumerate(zip(ENTRY_LEVELS, _past((("?3", "?4"), ("?5", "?6")))))
 ) + " ORDER BY 2, 3 LIMIT ?2"
 """A queue's first ``?2`` queued entries over all levels, tagged with the level index;
 ``?3`` to ``?6``: the queue's cursors (level 1 nprio, ord, level 2 nprio, ord)."""
@@ -900,12 +919,18 @@ def _settle_levels(c: sqlite3.Connection, kind: str, n: int) -> None:
     cursor = int(meta[cursor_name])
     if rows >= L0_ROWS:
         if kind == "entries":
-            _drop_behind_cursors(c, 1, 0, 2**62)
+            # Queues whose new rows sort before their level-1 cursor (a better priority,
+            # a lease come back): what they leased there goes first.
+            _drop_behind_cursors(c, 1, c.execute(_OVERTAKEN).fetchall())
         c.execute(f"{insert} INTO {l1} SELECT * FROM {l0} ORDER BY {order}")
         c.execute(f"DELETE FROM {l0}")
         lo, hi = _slice_bounds(c, kind, cursor)
         if kind == "entries":
-            _drop_behind_cursors(c, 2, lo, hi)
+            # The slice leaves level 1 for level 2: what its queues leased in either goes.
+            for level in CURSOR_LEVELS:
+                _drop_behind_cursors(c, level, c.execute(
+                    f"SELECT qid, l{level}_nprio, l{level}_ord FROM queues WHERE qid >= ? AND "
+                    f"qid < ? AND l{level}_nprio IS NOT NULL", (lo, hi)).fetchall())
         c.execute(f"{insert} INTO {l2} SELECT * FROM {l1} WHERE {col} >= ? AND {col} < ? "
                   f"ORDER BY {order}", (lo, hi))
         c.execute(f"DELETE FROM {l1} WHERE {col} >= ? AND {col} < ?", (lo, hi))
@@ -914,13 +939,17 @@ def _settle_levels(c: sqlite3.Connection, kind: str, n: int) -> None:
                   ((rows, counter), (cursor, cursor_name)))
 
 
-def _drop_behind_cursors(c: sqlite3.Connection, level: int, lo: int, hi: int) -> None:
-    """Delete what queues ``lo <= qid < hi`` leased from entry ``level`` (the rows behind
-    their cursors, in key order) and reset those cursors: new rows are about to arrive
-    there, and they may sort before a cursor."""
+_OVERTAKEN = (f"SELECT DISTINCT q.qid, q.l1_nprio, q.l1_ord FROM {ENTRY_LEVELS[0]} e "
+              "JOIN queues q ON q.qid = e.qid WHERE q.l1_nprio IS NOT NULL AND "
+              "(e.nprio, e.ord) <= (q.l1_nprio, q.l1_ord) ORDER BY q.qid")
+"""The queues (qid and level-1 cursor) with a row in level 0 that sorts before the cursor."""
+
+
+def _drop_behind_cursors(c: sqlite3.Connection, level: int,
+                         behind: Sequence[tuple[int, int, int]]) -> None:
+    """Delete the rows of entry ``level`` behind the given cursors (qid, nprio, ord: what
+    those queues leased there; in key order) and reset the cursors."""
     assert level in CURSOR_LEVELS
-    behind = c.execute(f"SELECT qid, l{level}_nprio, l{level}_ord FROM queues WHERE qid >= ? "
-                       f"AND qid < ? AND l{level}_nprio IS NOT NULL", (lo, hi)).fetchall()
     c.executemany(f"DELETE FROM {ENTRY_LEVELS[level]} WHERE qid = ?1 AND (nprio, ord) <= "
                   "(?2, ?3)", behind)
     c.executemany(f"UPDATE queues SET l{level}_nprio=NULL, l{level}_ord=0 WHERE qid=?",

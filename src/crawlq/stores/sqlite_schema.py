@@ -149,14 +149,17 @@ DDL += "".join(f"CREATE TABLE IF NOT EXISTS {t} (qid INTEGER NOT NULL, nprio INT
                "ord INTEGER NOT NULL, retries INTEGER NOT NULL DEFAULT 0, payload BLOB NOT NULL, "
                "PRIMARY KEY (qid, nprio, ord)) WITHOUT ROWID;\n" for t in ENTRY_LEVELS)
 
-HEAD_OF = (f"SELECT min(n) FROM (SELECT min(nprio) AS n FROM {ENTRY_LEVELS[0]} WHERE "
-           "qid = queues.qid" + "".join(
-               f" UNION ALL SELECT n FROM (SELECT nprio AS n FROM {ENTRY_LEVELS[level]} WHERE "
-               f"qid = queues.qid AND (nprio, ord) > (ifnull(queues.l{level}_nprio, "
-               f"{NO_CURSOR}), queues.l{level}_ord) ORDER BY nprio, ord LIMIT 1)"
-               for level in CURSOR_LEVELS) + ")")
-"""Correlated subquery: the negated priority of a queue's best queued entry (in levels 1
-and 2, past the queue's cursors)."""
+def head_of(cursors: dict[int, tuple[str, str]] | None = None) -> str:
+    """Scalar subquery: the negated priority of a queue ``queues.qid``'s best queued
+    entry; in levels 1 and 2, past the cursors (SQL expressions, ``nprio`` NULL for
+    none) given per level, by default the queue row's own."""
+    cur = cursors or {lv: (f"queues.l{lv}_nprio", f"queues.l{lv}_ord") for lv in CURSOR_LEVELS}
+    return (f"SELECT min(n) FROM (SELECT min(nprio) AS n FROM {ENTRY_LEVELS[0]} WHERE "
+            "qid = queues.qid" + "".join(
+                f" UNION ALL SELECT n FROM (SELECT nprio AS n FROM {ENTRY_LEVELS[level]} "
+                f"WHERE qid = queues.qid AND (nprio, ord) > (ifnull({cur[level][0]}, "
+                f"{NO_CURSOR}), {cur[level][1]}) ORDER BY nprio, ord LIMIT 1)"
+                for level in CURSOR_LEVELS) + ")")
 
 
 def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, float] | None,
