@@ -319,6 +319,19 @@ class FrontierContract:
         assert f.stats().late_acks == 1
         assert f.done(again) == 1
 
+    def test_a_lease_acknowledged_twice_in_one_call_counts_once(self, env: _Env) -> None:
+        f = env.open(**FAST)
+        f.add(["https://a.example/1", "https://b.example/1"])
+        la, lb = f.next(5)
+        assert f.done([la, la, lb]) == 2
+        s = f.stats()
+        assert (s.done, s.late_acks, s.leased) == (2, 1, 0) and s.finished
+        f.add(["https://a.example/2"])
+        (lc,) = f.next(5)
+        assert f.done([lc, lc], Outcome.FAILED, error="x") == 1
+        s = f.stats()
+        assert (s.failed, s.scheduled, s.late_acks) == (1, 1, 2)
+
     def test_strict_acks_raise(self, env: _Env) -> None:
         f = env.open(lease_ttl=10, strict_acks=True, **FAST)
         f.add("https://a.example/")

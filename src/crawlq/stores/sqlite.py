@@ -543,7 +543,19 @@ class SQLiteStore:
         with self._tx() as c:
             held: dict[int, tuple[int, int]] = {}
             tokens = [a[0] for a in acks]
-            for part in _chunks(tokens):
+            # Leases done are deleted as they are read (one statement, not two); the
+            # others are copied elsewhere first. A token acknowledged twice in one call
+            # takes the general path, so that its first acknowledgement wins.
+            done = [a[0] for a in acks if a[1] == ACK_DONE]
+            if len(set(tokens)) < len(tokens):
+                done = []
+            read = [a[0] for a in acks if a[1] != ACK_DONE] if done else tokens
+            for part in _chunks(done):
+                for token, qid, nprio in c.execute(
+                        f"DELETE FROM leases WHERE token IN ({_marks(len(part))}) "
+                        "RETURNING token, qid, nprio", part):
+                    held[token] = (qid, nprio)
+            for part in _chunks(read):
                 for token, qid, nprio in c.execute(
                         "SELECT token, qid, nprio FROM leases WHERE token IN "
                         f"({_marks(len(part))})", part):
@@ -563,7 +575,8 @@ class SQLiteStore:
                     continue
                 out.append(True)
                 qid, nprio = h
-                gone.append((token,))
+                if kind != ACK_DONE or not done:  # (done ones are deleted already)
+                    gone.append((token,))
                 d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                 d.inflight -= 1
                 if delay is not None:

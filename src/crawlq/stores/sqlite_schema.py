@@ -23,14 +23,19 @@ Leasing from levels 1 and 2 deletes nothing there: a batch of leases takes the h
 many queues, spread over many pages, and one page rewritten per lease made taking slow
 (the same write volume as adding into one big table). A queue's rows in one level are
 leased in key order (its head is the best over the levels), so each queue keeps a
-cursor per level, ``(l1_nprio, l1_ord)`` and ``(l2_nprio, l2_ord)``: the key of the last
-row it leased from that level. Rows at or before it are gone from the queue; readers of
-the level look past it. The rows behind the cursors are deleted in key order, and the
-cursors reset, right before new rows (which may sort before a cursor) arrive in the
-level: level 1's at each merge of level 0 into it, a slice of level 2's before that
-slice moves in. Level 0 is small and rewritten anyway, so leasing deletes there, and
-rows that come back from a lease (an expiry, a retry) return to level 0 under their old
-key, ahead of any cursor.
+cursor per level, ``(l1_nprio, l1_ord)`` and ``(l2_nprio, l2_ord)`` (a NULL
+``nprio``: none): the key of the last row it leased from that level. Rows at or before it are gone
+from the queue; readers of the level look past it. A cursor must not pass a row that is
+still queued, so before rows arrive in a level that may sort before a queue's cursor,
+the rows behind it are deleted (in key order) and the cursor is reset:
+
+- at a merge of level 0 into level 1, for the queues with a new row before their
+  level-1 cursor (a better priority added later, a lease come back under its old key);
+- when a slice of level 1 moves into level 2, for all the slice's queues, in both
+  levels (so leased rows stay in the file at most one round of the slice cursor).
+
+Level 0 is small and rewritten anyway, so leasing deletes there, and rows that come
+back from a lease (an expiry, a retry) return to level 0.
 
 ``leases`` is keyed by the increasing lease token, so acknowledging a batch deletes
 neighbouring rows. Write volume per batch, not row count, is what limits a WAL database,
@@ -40,7 +45,7 @@ Queues carry their own state code (0 ready, 1 busy, 2 resting, 3 exhausted), ``h
 (the negated priority of the best queued entry, so that one ascending index orders
 ready queues by priority then by ``since``), counters and per-queue overrides.
 
-Schema 2 added the levels, schema 3 the level-2 cursors; older files are upgraded when
+Schema 2 added the levels, schema 3 the cursors of levels 1 and 2; older files are upgraded when
 opened (a schema-1 file's rows stay in level 2).
 """
 
