@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -256,6 +257,64 @@ def test_sqlite_level_cursors_survive_merges_and_redelivery(
         assert s.finished and s.redelivered == 34 and s.done == 126
     # By priority, then in the order added; the expired leases come back in their place.
     assert order == better + first[30:] + worse
+
+
+@pytest.mark.parametrize("lifo", [False, True])
+def test_sqlite_levels_lease_like_the_memory_store(tmp_path: Path, lifo: bool,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A random mix of adds (random priorities), leases, acknowledgements and expiries on
+    one host gives the same leases in the same order from the SQLite store, with levels
+    merged every 5 rows (cursors, drops and slice moves all along), as from the memory
+    store."""
+    import random
+
+    from crawlq.stores import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "L0_ROWS", 5)
+    monkeypatch.setattr(sqlite_module, "SLICES", 2)
+    rng = random.Random(7)
+    ops: list[tuple[str, Any]] = []
+    for _ in range(300):
+        op = rng.choice(["add", "add", "next", "next", "done", "expire"])
+        if op == "add":
+            ops.append((op, [rng.randint(-2, 2) for _ in range(rng.randint(1, 9))]))
+        elif op in ("next", "done"):
+            ops.append((op, rng.randint(1, 12)))
+        elif rng.random() < 0.3:
+            ops.append((op, None))
+
+    def run(store: str) -> list[list[str]]:
+        now = [1000.0]
+        out: list[list[str]] = []
+        held: list[Any] = []
+        n = 0
+        with Frontier.open(store, clock=lambda: now[0], lease_ttl=10, concurrency=1000,
+                           lifo=lifo, **FAST) as f:
+            for op, arg in ops:
+                if op == "add":
+                    f.add([Request(f"https://a.example/{n + i}", priority=p)
+                           for i, p in enumerate(arg)])
+                    n += len(arg)
+                elif op == "next":
+                    leases = f.next(arg)
+                    out.append([lease.request.url for lease in leases])
+                    held += leases
+                elif op == "done":
+                    f.done(held[:arg])
+                    del held[:arg]
+                else:
+                    now[0] += 11  # every lease held expires
+                    held.clear()
+            now[0] += 11
+            while leases := f.next(7):
+                out.append([lease.request.url for lease in leases])
+                f.done(leases)
+            assert f.stats().finished and f.stats().done == n
+        return out
+
+    expected = run("memory://")
+    assert sum(map(len, expected)) > 500
+    assert run(f"sqlite:///{tmp_path}/f.db") == expected
 
 
 def test_sqlite_seen_levels_merge_and_still_dedup(tmp_path: Path,
