@@ -16,11 +16,16 @@ Layouts:
   larger than a batch: what slowed the SQLite store's add down at 10M URLs
   (docs/benchmarks.md#scale).
 - ``three``: L0, merged into L1 every --l0 rows; each such merge also moves one of
-  --slices slices of the key space from L1 into L2 (the layout the store's seen-set
-  has). Lookups read all three levels.
+  --slices slices of the key space from L1 into L2 (the layout the store has). Lookups
+  read all three levels.
+- ``four``: the same plus L3: each merge also moves one of --slices2 slices of L2 into
+  L3, so L2 stays at about --l0 x --slices2 rows and each move into the biggest level
+  rewrites 1/--slices2 of it. Lookups read four levels.
 
     python bench/bench_sqlite_layouts.py --keys 4000000                  # seen, ~2 minutes
     python bench/bench_sqlite_layouts.py --table entries --keys 10000000 # ~10 minutes
+    python bench/bench_sqlite_layouts.py --table entries --keys 10000000 \
+        --layout three --layout four --slices 8 --slices2 32
 """
 
 from __future__ import annotations
@@ -61,12 +66,12 @@ class Rows:
                         0, os.urandom(60)))
         return out
 
-    def bounds(self, i: int) -> tuple[Any, Any]:
+    def bounds(self, i: int, slices: int) -> tuple[Any, Any]:
         if self.table == "seen":
-            step = 256 // self.slices
-            return bytes([step * i]), bytes([step * (i + 1)]) if i + 1 < self.slices \
+            step = 256 // slices
+            return bytes([step * i]), bytes([step * (i + 1)]) if i + 1 < slices \
                 else b"\xff" * 17
-        step = -(-self.queues // self.slices)
+        step = -(-self.queues // slices)
         return step * i, step * (i + 1)
 
 
@@ -77,23 +82,27 @@ def run(layout: str, a: argparse.Namespace, folder: Path) -> None:
     c.execute("PRAGMA synchronous=NORMAL")
     c.execute("PRAGMA wal_autocheckpoint=10000")
     c.execute("PRAGMA journal_size_limit=67108864")
-    levels = ["t"] if layout == "one" else ["t2", "t1", "t0"]  # oldest first
+    depth = {"one": 1, "three": 3, "four": 4}[layout]
+    levels = ["t"] if depth == 1 else [f"t{i}" for i in reversed(range(depth))]  # oldest first
+    slices = {1: a.slices, 2: a.slices2}  # level -> its slices moving down
     for t in levels:
         c.execute(f"CREATE TABLE {t} {SCHEMA[a.table]}")
     rows = Rows(a.table, a.queues, a.slices)
     width = 2 if a.table == "seen" else 5
     insert = f"INSERT OR REPLACE INTO {levels[-1]} VALUES ({','.join('?' * width)})"
-    n0 = cursor = 0
+    n0 = 0
+    cursor = dict.fromkeys(slices, 0)
 
     def merge() -> None:
-        nonlocal cursor
         c.execute("INSERT OR REPLACE INTO t1 SELECT * FROM t0 ORDER BY 1")
         c.execute("DELETE FROM t0")
-        lo, hi = rows.bounds(cursor)
-        c.execute(f"INSERT OR REPLACE INTO t2 SELECT * FROM t1 WHERE {rows.col} >= ? "
-                  f"AND {rows.col} < ? ORDER BY 1", (lo, hi))
-        c.execute(f"DELETE FROM t1 WHERE {rows.col} >= ? AND {rows.col} < ?", (lo, hi))
-        cursor = (cursor + 1) % a.slices
+        for level in range(1, depth - 1):  # one slice of each level moves one level down
+            lo, hi = rows.bounds(cursor[level], slices[level])
+            c.execute(f"INSERT OR REPLACE INTO t{level + 1} SELECT * FROM t{level} WHERE "
+                      f"{rows.col} >= ? AND {rows.col} < ? ORDER BY 1", (lo, hi))
+            c.execute(f"DELETE FROM t{level} WHERE {rows.col} >= ? AND {rows.col} < ?",
+                      (lo, hi))
+            cursor[level] = (cursor[level] + 1) % slices[level]
 
     done, t0 = 0, time.perf_counter()
     last = t0
@@ -113,7 +122,7 @@ def run(layout: str, a: argparse.Namespace, folder: Path) -> None:
             fresh = [r for r in batch if r[0] not in known]
         fresh.sort()
         c.executemany(insert, fresh)
-        if layout == "three":
+        if depth > 1:
             n0 += len(fresh)
             if n0 >= a.l0:
                 merge()
@@ -139,7 +148,9 @@ def main() -> None:
     ap.add_argument("--l0", type=int, default=50_000, help="L0 rows that trigger a merge")
     ap.add_argument("--slices", type=int, default=16,
                     help="key-space slices: one moves from L1 to L2 per merge")
-    ap.add_argument("--layout", action="append", choices=["one", "three"])
+    ap.add_argument("--slices2", type=int, default=32,
+                    help="(four) key-space slices: one moves from L2 to L3 per merge")
+    ap.add_argument("--layout", action="append", choices=["one", "three", "four"])
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="crawlq-layouts-") as tmp:
         for layout in a.layout or ["one", "three"]:
