@@ -59,7 +59,9 @@ class TimedConnection:
         result = fn(sql, *args)
         if sql.lstrip().upper().startswith(("SELECT", "WITH")):
             result = _Rows(result.fetchall())  # a cursor is lazy: fetch inside the timer
-        key = re.sub(r"\?\d*(,\?\d*)*", "?", " ".join(sql.split()))[:80]
+        key = re.sub(r"\?\d*(,\?\d*)*", "?", " ".join(sql.split()))
+        if len(key) > 110:  # the start and the end: statements of one kind differ late
+            key = f"{key[:70]} … {key[-35:]}"
         TIMES[key] += time.perf_counter() - t
         CALLS[key] += 1
         return result
