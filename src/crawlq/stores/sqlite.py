@@ -56,22 +56,24 @@ _T = TypeVar("_T")
 _MISSING = object()
 
 _QUEUE_COLS = ("qid, state, head, since, ready_at, queued, inflight, session, accepted, "
-               "l1_nprio, l1_ord, l2_nprio, l2_ord, " + ", ".join(QUEUE_SETTINGS))
-_CURSORS_AT = 9  # where the level 1 and 2 cursors start in a _QUEUE_COLS row
-_SETTINGS_AT = 13  # where QUEUE_SETTINGS start
+               + "".join(f"l{lv}_nprio, l{lv}_ord, " for lv in CURSOR_LEVELS)
+               + ", ".join(QUEUE_SETTINGS))
+_CURSORS_AT = 9  # where the cursors (nprio, ord per CURSOR_LEVELS) start in a row
+_SETTINGS_AT = _CURSORS_AT + 2 * len(CURSOR_LEVELS)  # where QUEUE_SETTINGS start
 
 
 def _update_queue(cols: Sequence[str], lookup: bool, cursors: bool) -> str:
-    """UPDATE of a queue row: ``cols`` then, with ``cursors``, the level 1 and 2 cursors
-    (nprio, ord, nprio, ord) from the parameters, then the qid; with ``lookup``, its
-    head is looked up (past the new cursors: a subquery sees the row's old values)."""
-    names = list(cols) + ["l1_nprio", "l1_ord", "l2_nprio", "l2_ord"] * cursors
+    """UPDATE of a queue row: ``cols`` then, with ``cursors``, the cursors (nprio, ord
+    per CURSOR_LEVELS) from the parameters, then the qid; with ``lookup``, its head is
+    looked up (past the new cursors: a subquery sees the row's old values)."""
+    names = list(cols) + [f"l{lv}_{c}" for lv in CURSOR_LEVELS for c in ("nprio", "ord")
+                          if cursors]
     sets = [f"{name}=?{i}" for i, name in enumerate(names, 1)]
     if lookup:
         n = len(cols)
         sets.append("head=(" + head_of(
-            {1: (f"?{n + 1}", f"?{n + 2}"), 2: (f"?{n + 3}", f"?{n + 4}")} if cursors
-            else None) + ")")
+            {lv: (f"?{n + 2 * i + 1}", f"?{n + 2 * i + 2}") for i, lv in enumerate(CURSOR_LEVELS)}
+            if cursors else None) + ")")
     return f"UPDATE queues SET {', '.join(sets)} WHERE qid=?{len(names) + 1}"
 
 
@@ -123,8 +125,8 @@ class _Delta:
         # None while no lease of this queue ended in the call.
         self.duration: float | None = None
         self.explicit_delay: float | None = None
-        # The queue's level 1 and 2 cursors (nprio, ord, nprio, ord; None for none)
-        # after the call, when it leased from either.
+        # The queue's cursors (nprio, ord per CURSOR_LEVELS; nprio None: none) after
+        # the call, when it leased from a level past 0.
         self.cursor: tuple[int | None, ...] | None = None
 
     def offer_head(self, nprio: int) -> None:
@@ -441,8 +443,8 @@ class SQLiteStore:
             keys: dict[int, str] = {}
             room: dict[int, int] = {}
             heads = {r[1]: r[3] for r in cands}  # qid -> head (unchanged until _apply)
-            # qid -> the keys of the last entries it leased from levels 1 and 2 (see
-            # sqlite_schema): nprio (None: no cursor), ord, nprio, ord
+            # qid -> the keys of the last entries it leased from each level past 0 (see
+            # sqlite_schema): nprio (None: no cursor), ord per CURSOR_LEVELS
             cursor = {r[1]: r[1 + _CURSORS_AT:1 + _SETTINGS_AT] for r in cands}
             moved_on: set[int] = set()  # queues whose cursor moved in this call
             for r in cands:
@@ -471,7 +473,7 @@ class SQLiteStore:
                     # level: then its head need not be looked up again.
                     best: dict[int, tuple[Any, ...]] = {}
                     more: dict[int, bool] = {}
-                    for part in _chunks(want, _CHUNK // 5):
+                    for part in _chunks(want, _CHUNK // (1 + 2 * len(CURSOR_LEVELS))):
                         args = [x for qid in part for x in (qid, *cursor[qid])]
                         for row in c.execute(_heads_query(len(part)), args):
                             qid = row[0]
@@ -503,9 +505,8 @@ class SQLiteStore:
                     if level:
                         # Not deleted: the queue's cursor moves past it (in key order, as
                         # _FIRST_ENTRIES returns them).
-                        cur = cursor[qid]
-                        cursor[qid] = (nprio, order, *cur[2:]) if level == 1 else \
-                            (*cur[:2], nprio, order)
+                        cur, at = cursor[qid], 2 * level - 2
+                        cursor[qid] = (*cur[:at], nprio, order, *cur[at + 2:])
                         moved_on.add(qid)
                     else:
                         gone.append((qid, nprio, order))
@@ -768,13 +769,11 @@ class SQLiteStore:
                     bits[block * BLOCK_BYTES:(block + 1) * BLOCK_BYTES] = data
                 yield dumpfmt.bloom(bits)
             # Each fingerprint once, from the newest level that has it.
-            for fp, revisit_at in conn.execute(
-                    "SELECT fp, revisit_at FROM seen0 UNION ALL "
-                    "SELECT fp, revisit_at FROM seen1 s1 WHERE NOT EXISTS "
-                    "(SELECT 1 FROM seen0 WHERE fp = s1.fp) UNION ALL "
-                    "SELECT fp, revisit_at FROM seen s WHERE NOT EXISTS "
-                    "(SELECT 1 FROM seen0 WHERE fp = s.fp) AND NOT EXISTS "
-                    "(SELECT 1 FROM seen1 WHERE fp = s.fp)"):
+            for fp, revisit_at in conn.execute(" UNION ALL ".join(
+                    f"SELECT fp, revisit_at FROM {t} s WHERE 1" + "".join(
+                        f" AND NOT EXISTS (SELECT 1 FROM {newer} WHERE fp = s.fp)"
+                        for newer in SEEN_LEVELS[:level])
+                    for level, t in enumerate(SEEN_LEVELS))):
                 yield dumpfmt.seen(fp, revisit_at)
             conn.execute("COMMIT")
         finally:
@@ -858,9 +857,8 @@ class _SeenTx:
                                [(b, bytes(self.blocks[b])) for b in self.dirty])
 
 
-
 def _past(cursors: Iterable[tuple[str, str]]) -> tuple[str, ...]:
-    """Per level, the condition on its rows ``y``: levels 1 and 2 are read past the
+    """Per level, the condition on its rows ``y``: the levels after 0 are read past the
     queue's ``cursors`` there (SQL for nprio, NULL for none, and ord; see sqlite_schema);
     the rows at or before are leased or done."""
     return ("", *(f" AND (y.nprio, y.ord) > (ifnull({n}, {NO_CURSOR}), {o})"
@@ -871,16 +869,18 @@ def _past(cursors: Iterable[tuple[str, str]]) -> tuple[str, ...]:
 def _heads_query(n: int) -> str:
     """The first entry (best priority, then order) of ``n`` queues in each entry level,
     tagged with the level's index and whether that level has more entries at its
-    priority: up to 3 rows per queue. Parameters per queue: qid and its cursors (level 1
-    nprio, ord, level 2 nprio, ord); each level's first entry is one index seek."""
-    rows = ",".join("(?,?,?,?,?)" for _ in range(n))
-    return f"WITH q(qid, n1, o1, n2, o2) AS (VALUES {rows}) " + " UNION ALL ".join(
+    priority: up to one row per level and queue. Parameters per queue: qid and its
+    cursors (nprio, ord per CURSOR_LEVELS); each level's first entry is one index seek."""
+    width = 1 + 2 * len(CURSOR_LEVELS)
+    rows = ",".join("(" + ",".join("?" * width) + ")" for _ in range(n))
+    names = "".join(f", n{lv}, o{lv}" for lv in CURSOR_LEVELS)
+    return f"WITH q(qid{names}) AS (VALUES {rows}) " + " UNION ALL ".join(
         f"SELECT e.qid, e.nprio, e.ord, e.retries, e.payload, {level}, EXISTS (SELECT 1 FROM "
         f"{t} z WHERE z.qid = e.qid AND z.nprio = e.nprio AND z.ord > e.ord) FROM q "
         f"JOIN {t} e ON e.qid = q.qid AND (e.nprio, e.ord) = (SELECT y.nprio, y.ord FROM "
         f"{t} y WHERE y.qid = q.qid{past} ORDER BY y.nprio, y.ord LIMIT 1)"
-        for level, (t, past) in enumerate(zip(ENTRY_LEVELS,
-                                              _past((("q.n1", "q.o1"), ("q.n2", "q.o2"))))))
+        for level, (t, past) in enumerate(zip(ENTRY_LEVELS, _past(
+            (f"q.n{lv}", f"q.o{lv}") for lv in CURSOR_LEVELS))))
 
 
 _QUEUED = " UNION ALL ".join(
@@ -893,10 +893,11 @@ _QUEUED = " UNION ALL ".join(
 _FIRST_ENTRIES = " UNION ALL ".join(
     f"SELECT * FROM (SELECT y.qid, y.nprio, y.ord, y.retries, y.payload, {level} FROM "
     f"{t} y WHERE y.qid=?1{past} ORDER BY y.nprio, y.ord LIMIT ?2)"
-    for level, (t, past) in enumerate(zip(ENTRY_LEVELS, _past((("?3", "?4"), ("?5", "?6")))))
+    for level, (t, past) in enumerate(zip(ENTRY_LEVELS, _past(
+        (f"?{2 * i + 3}", f"?{2 * i + 4}") for i in range(len(CURSOR_LEVELS)))))
 ) + " ORDER BY 2, 3 LIMIT ?2"
 """A queue's first ``?2`` queued entries over all levels, tagged with the level index;
-``?3`` to ``?6``: the queue's cursors (level 1 nprio, ord, level 2 nprio, ord)."""
+``?3`` on: the queue's cursors (nprio, ord per CURSOR_LEVELS)."""
 
 
 @functools.lru_cache(maxsize=64)

@@ -23,11 +23,11 @@ Leasing from levels 1 and 2 deletes nothing there: a batch of leases takes the h
 many queues, spread over many pages, and one page rewritten per lease made taking slow
 (the same write volume as adding into one big table). A queue's rows in one level are
 leased in key order (its head is the best over the levels), so each queue keeps a
-cursor per level, ``(l1_nprio, l1_ord)`` and ``(l2_nprio, l2_ord)`` (a NULL
-``nprio``: none): the key of the last row it leased from that level. Rows at or before it are gone
-from the queue; readers of the level look past it. A cursor must not pass a row that is
-still queued, so before rows arrive in a level that may sort before a queue's cursor,
-the rows behind it are deleted (in key order) and the cursor is reset:
+cursor per level, ``(l1_nprio, l1_ord)`` and ``(l2_nprio, l2_ord)`` (a NULL ``nprio``:
+none): the key of the last row it leased from that level. Rows at or before it are
+gone from the queue; readers of the level look past it. A cursor must not pass a row
+that is still queued, so before rows arrive in a level that may sort before a queue's
+cursor, the rows behind it are deleted (in key order) and the cursor is reset:
 
 - at a merge of level 0 into level 1, for the queues with a new row before their
   level-1 cursor (a better priority added later, a lease come back under its old key);
@@ -45,8 +45,8 @@ Queues carry their own state code (0 ready, 1 busy, 2 resting, 3 exhausted), ``h
 (the negated priority of the best queued entry, so that one ascending index orders
 ready queues by priority then by ``since``), counters and per-queue overrides.
 
-Schema 2 added the levels, schema 3 the cursors of levels 1 and 2; older files are upgraded when
-opened (a schema-1 file's rows stay in level 2).
+Schema 2 added the levels, schema 3 the cursors of levels 1 and 2; older files are
+upgraded when opened (a schema-1 file's rows stay in level 2).
 """
 
 from __future__ import annotations
