@@ -392,3 +392,25 @@ def test_sqlite_file_of_a_newer_crawlq_is_refused(tmp_path: Path) -> None:
         c.execute("UPDATE meta SET value=99 WHERE name='schema'")
     with pytest.raises(StoreCorrupt, match="schema 99"):
         Frontier.open(f"sqlite:///{db}", **FAST)
+
+
+def test_sqlite_queue_rows_cached_by_one_process_follow_another(tmp_path: Path) -> None:
+    """A store keeps the queue rows it read or wrote in memory while no other connection
+    commits: here another one acknowledges its lease and changes the queue's settings, and
+    the first one's next add and next lease go by the file, not by what it remembered
+    (a stale row would write the finished lease back as in flight: the queue stuck busy)."""
+    db = f"sqlite:///{tmp_path}/f.db"
+    with Frontier.open(db, **FAST) as a, Frontier.open(db, **FAST) as b:
+        a.add([f"https://h.example/{i}" for i in range(3)])
+        (lease,) = a.next(10)  # concurrency 1: the queue is busy now
+        a.add(["https://h.example/3"])  # (its row is in a's memory now)
+        assert a.next(10) == []
+        b.done(lease)
+        b.configure_queue("h.example", concurrency=2)
+        a.add(["https://h.example/4"])
+        got = a.next(10)
+        assert [x.request.url for x in got] == ["https://h.example/1", "https://h.example/2"]
+        a.done(got)
+        s = a.stats(per_queue=5)
+        assert (s.leased, s.done, s.queued) == (0, 3, 2)
+        assert s.per_queue[0].leased == 0 and s.per_queue[0].queued == 2

@@ -51,12 +51,16 @@ from .sqlite_schema import (
 )
 
 _CHUNK = 900  # bound parameters per statement, under every SQLite's default limit
+_CACHED_QUEUES = 200_000  # queue rows kept in memory at most (about 300 bytes each)
 _SEQ_MAX = 2**48
 _T = TypeVar("_T")
 _MISSING = object()
 
+# Parameters and rows carry NO_CURSOR for a NULL cursor: pysqlite binds None (and bytes)
+# through its slow adaptation path, which formats an AttributeError for every value
+# (about 5% of a batch's time); ints, floats, str and bytearray bind directly.
 _QUEUE_COLS = ("qid, state, head, since, ready_at, queued, inflight, session, accepted, "
-               + "".join(f"l{lv}_nprio, l{lv}_ord, " for lv in CURSOR_LEVELS)
+               + "".join(f"ifnull(l{lv}_nprio, {NO_CURSOR}), l{lv}_ord, " for lv in CURSOR_LEVELS)
                + ", ".join(QUEUE_SETTINGS))
 _CURSORS_AT = 9  # where the cursors (nprio, ord per CURSOR_LEVELS) start in a row
 _SETTINGS_AT = _CURSORS_AT + 2 * len(CURSOR_LEVELS)  # where QUEUE_SETTINGS start
@@ -65,10 +69,12 @@ _SETTINGS_AT = _CURSORS_AT + 2 * len(CURSOR_LEVELS)  # where QUEUE_SETTINGS star
 def _update_queue(cols: Sequence[str], lookup: bool, cursors: bool) -> str:
     """UPDATE of a queue row: ``cols`` then, with ``cursors``, the cursors (nprio, ord
     per CURSOR_LEVELS) from the parameters, then the qid; with ``lookup``, its head is
-    looked up (past the new cursors: a subquery sees the row's old values)."""
+    looked up (past the new cursors: a subquery sees the row's old values). A head or a
+    cursor's nprio of NO_CURSOR is stored as NULL."""
     names = list(cols) + [f"l{lv}_{c}" for lv in CURSOR_LEVELS for c in ("nprio", "ord")
                           if cursors]
-    sets = [f"{name}=?{i}" for i, name in enumerate(names, 1)]
+    sets = [f"{name}=nullif(?{i}, {NO_CURSOR})" if name == "head" or name.endswith("_nprio")
+            else f"{name}=?{i}" for i, name in enumerate(names, 1)]
     if lookup:
         n = len(cols)
         sets.append("head=(" + head_of(
@@ -125,9 +131,9 @@ class _Delta:
         # None while no lease of this queue ended in the call.
         self.duration: float | None = None
         self.explicit_delay: float | None = None
-        # The queue's cursors (nprio, ord per CURSOR_LEVELS; nprio None: none) after
+        # The queue's cursors (nprio, ord per CURSOR_LEVELS; NO_CURSOR: none) after
         # the call, when it leased from a level past 0.
-        self.cursor: tuple[int | None, ...] | None = None
+        self.cursor: tuple[int, ...] | None = None
 
     def offer_head(self, nprio: int) -> None:
         """An entry of (negated) priority ``nprio`` joined the queue."""
@@ -178,6 +184,12 @@ class SQLiteStore:
         except BaseException:
             self._conn.close()
             raise
+        # Queue rows (_QUEUE_COLS) as this connection last read or wrote them: valid while
+        # no other connection commits (PRAGMA data_version, checked at each transaction),
+        # so a single process reads each queue's row once, not in every call.
+        self._rows: dict[int, tuple[Any, ...]] = {}
+        self._version = -1
+        self._stale = False  # set when a call changed queue rows behind the cache's back
         self._closed = False
 
     # -- plumbing ----------------------------------------------------------------------
@@ -194,7 +206,14 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 raise StoreError(f"{self.path}: cannot start a transaction: {exc}") from exc
             try:
+                (version,) = c.execute("PRAGMA data_version").fetchone()
+                if version != self._version:  # another connection committed
+                    self._rows.clear()
+                    self._version = version
                 yield c
+                if self._stale:
+                    self._rows.clear()
+                    self._stale = False
                 c.execute("COMMIT")
             except sqlite3.DatabaseError as exc:
                 self._rollback()
@@ -207,6 +226,8 @@ class SQLiteStore:
                 raise
 
     def _rollback(self) -> None:
+        self._rows.clear()  # it may hold changes that were not committed
+        self._stale = False
         try:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
@@ -251,11 +272,27 @@ class SQLiteStore:
         return pol
 
     def _queue_rows(self, c: sqlite3.Connection, qids: Sequence[int]) -> list[tuple[Any, ...]]:
-        rows: list[tuple[Any, ...]] = []
-        for part in _chunks(qids):
-            rows.extend(c.execute(
-                f"SELECT {_QUEUE_COLS} FROM queues WHERE qid IN ({_marks(len(part))})", part))
+        """The rows (``_QUEUE_COLS``) of existing queues ``qids``, from the cache or read."""
+        cache = self._rows
+        rows = [r for r in map(cache.get, qids) if r is not None]
+        if len(rows) < len(qids):
+            if len(cache) > _CACHED_QUEUES:
+                cache.clear()
+            for part in _chunks([q for q in qids if q not in cache]):
+                for row in c.execute(
+                        f"SELECT {_QUEUE_COLS} FROM queues WHERE qid IN ({_marks(len(part))})",
+                        part):
+                    cache[row[0]] = row
+                    rows.append(row)
         return rows
+
+    def _forget_queues(self, qids: Iterable[int] | None = None) -> None:
+        """Drop queue rows changed other than by _apply from the cache (all: None)."""
+        if qids is None:
+            self._rows.clear()
+        else:
+            for qid in qids:
+                self._rows.pop(qid, None)
 
     def _apply(self, c: sqlite3.Connection, deltas: Mapping[int, _Delta], now: float,
                rows: Iterable[Sequence[Any]] | None = None) -> None:
@@ -267,6 +304,7 @@ class SQLiteStore:
         if not deltas:
             return
         writes: dict[str, list[tuple[Any, ...]]] = {}
+        cache = self._rows
         if rows is None:
             rows = self._queue_rows(c, list(deltas))
         for row in rows:
@@ -307,21 +345,28 @@ class SQLiteStore:
                 elif state != READY:
                     since = now
             moved = d.cursor is not None
+            cursor = tuple(d.cursor or row[_CURSORS_AT:_SETTINGS_AT])
             if d.recompute and queued > 0:
                 key = _UPDATE_LOOKUP[moved]
                 vals: tuple[Any, ...] = (new_state, since, ready_at, queued, inflight, session,
                                          accepted)
-            elif queued > 0 and new_state == state and since == row[3] and \
-                    ready_at == row[4] and head == row[2]:
-                # Counters only: no indexed column changes, so no index is rewritten.
-                key = _UPDATE_COUNTS[moved]
-                vals = (queued, inflight, session, accepted)
+                cache.pop(qid, None)  # its head is looked up in SQL
             else:
-                key = _UPDATE_PLAIN[moved]
-                vals = (new_state, since, ready_at, queued, inflight, session, accepted,
-                        head if queued > 0 else None)
-            if d.cursor is not None:
-                vals += d.cursor
+                if queued <= 0:
+                    head = None
+                if queued > 0 and new_state == state and since == row[3] and \
+                        ready_at == row[4] and head == row[2]:
+                    # Counters only: no indexed column changes, so no index is rewritten.
+                    key = _UPDATE_COUNTS[moved]
+                    vals = (queued, inflight, session, accepted)
+                else:
+                    key = _UPDATE_PLAIN[moved]
+                    vals = (new_state, since, ready_at, queued, inflight, session, accepted,
+                            NO_CURSOR if head is None else head)
+                cache[qid] = (qid, new_state, head, since, ready_at, queued, inflight, session,
+                              accepted, *cursor, *row[_SETTINGS_AT:])
+            if moved:
+                vals += cursor
             writes.setdefault(key, []).append((*vals, qid))
         for sql, args in writes.items():
             c.executemany(sql, args)
@@ -336,7 +381,7 @@ class SQLiteStore:
             c.executemany("INSERT INTO entries0 SELECT qid, nprio, ord, retries, payload "
                           f"FROM {table} WHERE {key}=?", keys)
             c.executemany(f"DELETE FROM {table} WHERE {key}=?", keys)
-            _settle_levels(c, "entries", len(keys))
+            self._stale |= _settle_levels(c, "entries", len(keys))
             for _, qid, nprio in rows:
                 d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                 d.inflight -= was_leased
@@ -355,8 +400,9 @@ class SQLiteStore:
         if n:
             self._count(c, scheduled=-n)
         self._apply(c, deltas, now)
-        c.execute("UPDATE queues SET state=0, since=ready_at WHERE state=2 AND ready_at <= ?",
-                  (now,))
+        self._forget_queues(r[0] for r in c.execute(
+            "UPDATE queues SET state=0, since=ready_at WHERE state=2 AND ready_at <= ? "
+            "RETURNING qid", (now,)).fetchall())
 
     # -- the contract ----------------------------------------------------------------------
 
@@ -399,7 +445,7 @@ class SQLiteStore:
                 due = not_before if not_before is not None and not_before > now else None
                 order = _SEQ_MAX - seq if lifo else seq
                 if due is None:
-                    new_rows.append((qid, -prio, order, retries, payload))
+                    new_rows.append((qid, -prio, order, retries, bytearray(payload)))
                     d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                     d.queued += 1
                     d.offer_head(-prio)
@@ -409,7 +455,7 @@ class SQLiteStore:
             if new_rows:
                 new_rows.sort()  # in key order: inserts walk the b-tree once
                 c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)", new_rows)
-                _settle_levels(c, "entries", len(new_rows))
+                self._stale |= _settle_levels(c, "entries", len(new_rows))
             if later:
                 c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                               "VALUES (?,?,?,?,?,?)", later)
@@ -444,7 +490,7 @@ class SQLiteStore:
             room: dict[int, int] = {}
             heads = {r[1]: r[3] for r in cands}  # qid -> head (unchanged until _apply)
             # qid -> the keys of the last entries it leased from each level past 0 (see
-            # sqlite_schema): nprio (None: no cursor), ord per CURSOR_LEVELS
+            # sqlite_schema): nprio (NO_CURSOR: none), ord per CURSOR_LEVELS
             cursor = {r[1]: r[1 + _CURSORS_AT:1 + _SETTINGS_AT] for r in cands}
             moved_on: set[int] = set()  # queues whose cursor moved in this call
             for r in cands:
@@ -501,7 +547,8 @@ class SQLiteStore:
                 counts: dict[int, int] = {}
                 for qid, nprio, order, retries, payload, level in got:
                     token += 1
-                    moved.append((token, expires, qid, nprio, order, retries, payload))
+                    moved.append((token, expires, qid, nprio, order, retries,
+                                  bytearray(payload)))
                     if level:
                         # Not deleted: the queue's cursor moves past it (in key order, as
                         # _FIRST_ENTRIES returns them).
@@ -606,7 +653,7 @@ class SQLiteStore:
             if back:
                 c.executemany("INSERT INTO entries0 SELECT qid, nprio, ord, ?, payload "
                               "FROM leases WHERE token=?", back)
-                _settle_levels(c, "entries", len(back))
+                self._stale |= _settle_levels(c, "entries", len(back))
             if later:
                 c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                               "SELECT ?, qid, nprio, ord, ?, payload FROM leases WHERE token=?",
@@ -652,6 +699,7 @@ class SQLiteStore:
             qid = self._qid_map(c, [queue])[queue]
             cols = ", ".join(f"{k}=?" for k in clean)
             c.execute(f"UPDATE queues SET {cols} WHERE qid=?", (*clean.values(), qid))
+            self._forget_queues([qid])
             self._apply(c, {qid: _Delta()}, now)
 
     def _reject(self, c: sqlite3.Connection, reasons: Mapping[str, int]) -> None:
@@ -725,12 +773,13 @@ class SQLiteStore:
             new_rows = []
             for _did, qid, prio, payload in rows:
                 seq += 1
-                new_rows.append((qid, -prio, _SEQ_MAX - seq if self.lifo else seq, 0, payload))
+                new_rows.append((qid, -prio, _SEQ_MAX - seq if self.lifo else seq, 0,
+                                 bytearray(payload)))
                 d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                 d.queued += 1
                 d.offer_head(-prio)
             c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)", new_rows)
-            _settle_levels(c, "entries", len(new_rows))
+            self._stale |= _settle_levels(c, "entries", len(new_rows))
             c.executemany("DELETE FROM dead WHERE id=?", [(r[0],) for r in rows])
             self._apply(c, deltas, now)
             self._count(c, dead=-len(rows), queued=len(rows))
@@ -821,7 +870,8 @@ class _SeenTx:
         # each part); UNION ALL keeps the parts' order, oldest level first, so a newer
         # level's row overrides an older one in the dict.
         for chunk in _chunks(sorted(fps)):
-            self.known.update(self.c.execute(_seen_lookup(len(chunk)), chunk))
+            self.known.update(self.c.execute(_seen_lookup(len(chunk)), list(map(bytearray,
+                                                                                chunk))))
 
     def is_dup(self, fp: bytes, now: float) -> bool:
         if fp in self.batch:
@@ -848,9 +898,12 @@ class _SeenTx:
     def flush(self) -> None:
         if self.fresh:
             # In key order, so the inserts walk the b-tree once; REPLACE for revisits.
+            # Without a revisit time, revisit_at is left NULL (see _QUEUE_COLS on None).
             self.fresh.sort()
+            self.c.executemany("INSERT OR REPLACE INTO seen0 (fp) VALUES (?)",
+                               [(bytearray(fp),) for fp, at in self.fresh if at is None])
             self.c.executemany("INSERT OR REPLACE INTO seen0 (fp, revisit_at) VALUES (?, ?)",
-                               self.fresh)
+                               [(bytearray(fp), at) for fp, at in self.fresh if at is not None])
             _settle_levels(self.c, "seen", len(self.fresh))
         if self.dirty:
             self.c.executemany("INSERT OR REPLACE INTO bloom (block, bits) VALUES (?, ?)",
@@ -919,8 +972,9 @@ _LEVEL_KINDS = {
 }
 
 
-def _settle_levels(c: sqlite3.Connection, kind: str, n: int) -> None:
-    """Count ``n`` new rows into level 0 of ``kind``; merge the levels when it is full.
+def _settle_levels(c: sqlite3.Connection, kind: str, n: int) -> bool:
+    """Count ``n`` new rows into level 0 of ``kind``; merge the levels when it is full
+    (then returns True: queue rows may have changed, their cursors reset).
 
     One merge: all of level 0 into level 1, then one slice of the key space (a rotating
     cursor) of level 1 into level 2. Both in key order, so each writes every page of its
@@ -948,9 +1002,12 @@ def _settle_levels(c: sqlite3.Connection, kind: str, n: int) -> None:
         c.execute(f"{insert} INTO {l2} SELECT * FROM {l1} WHERE {col} >= ? AND {col} < ? "
                   f"ORDER BY {order}", (lo, hi))
         c.execute(f"DELETE FROM {l1} WHERE {col} >= ? AND {col} < ?", (lo, hi))
-        rows, cursor = 0, (cursor + 1) % SLICES
+        rows, cursor, merged = 0, (cursor + 1) % SLICES, True
+    else:
+        merged = False
     c.executemany("UPDATE meta SET value=? WHERE name=?",
                   ((rows, counter), (cursor, cursor_name)))
+    return merged
 
 
 _OVERTAKEN = (f"SELECT DISTINCT q.qid, q.l1_nprio, q.l1_ord FROM {ENTRY_LEVELS[0]} e "
@@ -1034,7 +1091,7 @@ class _Loader:
                        (qid, -priority, order, retries, payload))
         self.entries += 1
         if self.entries >= 10_000:
-            _settle_levels(self.c, "entries", self.entries)
+            self.store._stale |= _settle_levels(self.c, "entries", self.entries)
             self.entries = 0
         d = self.deltas.get(qid) or self.deltas.setdefault(qid, _Delta())
         d.queued += 1
@@ -1044,6 +1101,7 @@ class _Loader:
                     settings: Mapping[str, float]) -> None:
         qid = self._qid(key)
         clean = check_settings(settings)
+        self.store._forget_queues([qid])
         self.c.execute("UPDATE queues SET accepted = max(accepted, ?) WHERE qid=?",
                        (accepted, qid))
         if clean:
@@ -1070,7 +1128,7 @@ class _Loader:
     def finish(self) -> None:
         if self.seen is not None:
             self.seen.flush()
-        _settle_levels(self.c, "entries", self.entries)
+        self.store._stale |= _settle_levels(self.c, "entries", self.entries)
         # Time 0: every queue whose rest has not passed is resting; the next wake fixes it.
         self.store._apply(self.c, self.deltas, 0.0)
         self.store._count(self.c, **self.counts)
