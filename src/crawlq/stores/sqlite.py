@@ -108,6 +108,7 @@ class _Delta:
         "accepted",
         "cursor",
         "duration",
+        "exact",
         "explicit_delay",
         "head",
         "inflight",
@@ -126,6 +127,7 @@ class _Delta:
         self.served = False  # leased from: goes to the back of the line
         self.recompute = False  # entries left the queue: its head must be looked up
         self.head: int | None = None  # a new candidate head (negated priority)
+        self.exact = False  # head is the queue's head after the call, not a candidate
         self.ready_at = 0.0
         # The longest fetch among the leases that ended (the delay grows with it);
         # None while no lease of this queue ended in the call.
@@ -162,6 +164,7 @@ class SQLiteStore:
         self._bloom = bloom
         self._lock = threading.RLock()
         self._qids: dict[str, int] = {}
+        self._keys: dict[int, str] = {}  # qid -> key, the other way
         self._policies: dict[tuple[Any, ...], QueuePolicy] = {}
         try:
             self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
@@ -228,6 +231,9 @@ class SQLiteStore:
     def _rollback(self) -> None:
         self._rows.clear()  # it may hold changes that were not committed
         self._stale = False
+        # (and queues created in the transaction: their qids may go to other keys)
+        self._qids.clear()
+        self._keys.clear()
         try:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
@@ -253,6 +259,7 @@ class SQLiteStore:
                 for qid, key in c.execute(
                         f"SELECT qid, key FROM queues WHERE key IN ({_marks(len(part))})", part):
                     cache[key] = qid
+                    self._keys[qid] = key
             new = [k for k in missing if k not in cache]
             if new:
                 c.executemany("INSERT INTO queues (key) VALUES (?)", [(k,) for k in new])
@@ -261,7 +268,19 @@ class SQLiteStore:
                             f"SELECT qid, key FROM queues WHERE key IN ({_marks(len(part))})",
                             part):
                         cache[key] = qid
+                        self._keys[qid] = key
         return cache
+
+    def _keys_of(self, c: sqlite3.Connection, qids: Sequence[int]) -> dict[int, str]:
+        """qid -> key of existing queues (like qids, keys never change, so cached)."""
+        keys = self._keys
+        missing = [q for q in qids if q not in keys]
+        for part in _chunks(missing):
+            for qid, key in c.execute(
+                    f"SELECT qid, key FROM queues WHERE qid IN ({_marks(len(part))})", part):
+                keys[qid] = key
+                self._qids[key] = qid
+        return keys
 
     def _policy(self, overrides: tuple[Any, ...]) -> QueuePolicy:
         pol = self._policies.get(overrides)
@@ -285,6 +304,14 @@ class SQLiteStore:
                     cache[row[0]] = row
                     rows.append(row)
         return rows
+
+    def _settled(self, merged: bool) -> None:
+        """After _settle_levels: a merge may have reset cursors in queue rows, so none of
+        the cached rows can be used (also not ones a caller read before it and writes
+        back through _apply later in the transaction: forgotten again at its end)."""
+        if merged:
+            self._rows.clear()
+            self._stale = True
 
     def _forget_queues(self, qids: Iterable[int] | None = None) -> None:
         """Drop queue rows changed other than by _apply from the cache (all: None)."""
@@ -328,8 +355,8 @@ class SQLiteStore:
             if d.served and pol.session_budget and session >= pol.session_budget:
                 session = 0  # yield to the others: rest a while, then the back of the line
                 ready_at = max(ready_at, now + pol.session_rest)
-            if d.head is not None and (head is None or d.head < head):
-                head = d.head
+            if d.exact or (d.head is not None and (head is None or d.head < head)):
+                head = d.head  # (an exact head replaces the old one, a candidate may)
             if queued <= 0:
                 new_state = EXHAUSTED
             elif inflight >= pol.concurrency:
@@ -381,7 +408,7 @@ class SQLiteStore:
             c.executemany("INSERT INTO entries0 SELECT qid, nprio, ord, retries, payload "
                           f"FROM {table} WHERE {key}=?", keys)
             c.executemany(f"DELETE FROM {table} WHERE {key}=?", keys)
-            self._stale |= _settle_levels(c, "entries", len(keys))
+            self._settled(_settle_levels(c, "entries", len(keys)))
             for _, qid, nprio in rows:
                 d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                 d.inflight -= was_leased
@@ -455,7 +482,7 @@ class SQLiteStore:
             if new_rows:
                 new_rows.sort()  # in key order: inserts walk the b-tree once
                 c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)", new_rows)
-                self._stale |= _settle_levels(c, "entries", len(new_rows))
+                self._settled(_settle_levels(c, "entries", len(new_rows)))
             if later:
                 c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                               "VALUES (?,?,?,?,?,?)", later)
@@ -481,31 +508,31 @@ class SQLiteStore:
         expires = now + ttl
         with self._tx() as c:
             self._wake(c, now)
-            cands = c.execute(
-                f"SELECT key, {_QUEUE_COLS} FROM queues WHERE state=0 ORDER BY head, since "
-                "LIMIT ?", (limit,)).fetchall()
-            if not cands:
+            # The ready queues in line (the index alone), their rows from the cache.
+            active = [r[0] for r in c.execute(
+                "SELECT qid FROM queues WHERE state=0 ORDER BY head, since LIMIT ?", (limit,))]
+            if not active:
                 return out
-            keys: dict[int, str] = {}
+            cands = self._queue_rows(c, active)
+            keys = self._keys_of(c, active)
             room: dict[int, int] = {}
-            heads = {r[1]: r[3] for r in cands}  # qid -> head (unchanged until _apply)
             # qid -> the keys of the last entries it leased from each level past 0 (see
             # sqlite_schema): nprio (NO_CURSOR: none), ord per CURSOR_LEVELS
-            cursor = {r[1]: r[1 + _CURSORS_AT:1 + _SETTINGS_AT] for r in cands}
+            cursor = {r[0]: r[_CURSORS_AT:_SETTINGS_AT] for r in cands}
             moved_on: set[int] = set()  # queues whose cursor moved in this call
             for r in cands:
-                qid, inflight, session = r[1], r[7], r[8]
-                pol = self._policy(tuple(r[1 + _SETTINGS_AT:]))
+                qid, inflight, session = r[0], r[6], r[7]
+                pol = self._policy(tuple(r[_SETTINGS_AT:]))
                 free = pol.concurrency - inflight
                 if pol.session_budget:
                     free = min(free, pol.session_budget - session)
-                keys[qid] = r[0]
                 room[qid] = max(free, 1)
                 # (a ready queue always has room for one; session budgets reset at zero)
             token = self._take(c, "lease_seq", 0)
-            taken: dict[int, int] = dict.fromkeys(keys, 0)
-            same_head: dict[int, bool] = {}  # qid -> its head priority is known unchanged
-            active = [r[1] for r in cands]
+            taken: dict[int, int] = dict.fromkeys(active, 0)
+            # qid -> its head after the call, when the heads statement told it exactly
+            # (None: not known, look it up)
+            after: dict[int, int | None] = {}
             # Round-robin: one entry from each ready queue in order, then again from
             # those with room left, until ``limit`` is reached.
             while active and len(out) < limit:
@@ -514,32 +541,34 @@ class SQLiteStore:
                 got: list[tuple[Any, ...]] = []
                 if share == 1:
                     # Many queues: the first entry of each level of each queue in one
-                    # statement; a queue's head is the best of them. A queue keeps its
-                    # head priority if another entry at that priority is left in any
-                    # level: then its head need not be looked up again.
+                    # statement, with the priority of the entry after it in its level; a
+                    # queue's head is the best of them, and its next head is the best of
+                    # the others and the one after it.
                     best: dict[int, tuple[Any, ...]] = {}
-                    more: dict[int, bool] = {}
+                    other: dict[int, int] = {}  # the best priority of the other levels
                     for part in _chunks(want, _CHUNK // (1 + 2 * len(CURSOR_LEVELS))):
                         args = [x for qid in part for x in (qid, *cursor[qid])]
                         for row in c.execute(_heads_query(len(part)), args):
                             qid = row[0]
                             have = best.get(qid)
-                            if have is None or row[1:3] < have[1:3]:
-                                best[qid] = row[:6]
-                                # more at this priority: in this level, or in one seen before
-                                more[qid] = bool(row[6]) or (
-                                    have is not None and have[1] == row[1])
-                            elif row[1] == have[1]:
-                                more[qid] = True
-                    got = [best[qid] for qid in want if qid in best]
+                            if have is None:
+                                best[qid] = row
+                                continue
+                            if row[1:3] < have[1:3]:
+                                best[qid], row = row, have
+                            o = other.get(qid)
+                            if o is None or row[1] < o:
+                                other[qid] = row[1]
+                    got = [best[qid][:6] for qid in want if qid in best]
                     for qid, row in best.items():
-                        same_head[qid] = more[qid] and row[1] == heads[qid]
+                        nxt, o = row[6], other.get(qid)
+                        after[qid] = o if nxt is None or (o is not None and o < nxt) else nxt
                 else:
                     # Few queues with room: a fair share of what is left from each.
                     for qid in want:
                         k = min(share, room[qid] - taken[qid], limit - len(out) - len(got))
                         got.extend(c.execute(_FIRST_ENTRIES, (qid, k, *cursor[qid])))
-                        same_head[qid] = False
+                        after[qid] = None
                 if not got:
                     break
                 moved = []
@@ -577,10 +606,14 @@ class SQLiteStore:
                     d.queued = -k
                     d.session = k
                     d.served = True
-                    d.recompute = not same_head.get(qid, False)
+                    head = after.get(qid)
+                    if head is None:
+                        d.recompute = True
+                    else:
+                        d.head, d.exact = head, True
                     if qid in moved_on:
                         d.cursor = cursor[qid]
-            self._apply(c, deltas, now, [r[1:] for r in cands])
+            self._apply(c, deltas, now, cands)
             self._count(c, leased=len(out), queued=-len(out))
         return out
 
@@ -653,7 +686,7 @@ class SQLiteStore:
             if back:
                 c.executemany("INSERT INTO entries0 SELECT qid, nprio, ord, ?, payload "
                               "FROM leases WHERE token=?", back)
-                self._stale |= _settle_levels(c, "entries", len(back))
+                self._settled(_settle_levels(c, "entries", len(back)))
             if later:
                 c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                               "SELECT ?, qid, nprio, ord, ?, payload FROM leases WHERE token=?",
@@ -779,7 +812,7 @@ class SQLiteStore:
                 d.queued += 1
                 d.offer_head(-prio)
             c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)", new_rows)
-            self._stale |= _settle_levels(c, "entries", len(new_rows))
+            self._settled(_settle_levels(c, "entries", len(new_rows)))
             c.executemany("DELETE FROM dead WHERE id=?", [(r[0],) for r in rows])
             self._apply(c, deltas, now)
             self._count(c, dead=-len(rows), queued=len(rows))
@@ -921,15 +954,17 @@ def _past(cursors: Iterable[tuple[str, str]]) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=64)
 def _heads_query(n: int) -> str:
     """The first entry (best priority, then order) of ``n`` queues in each entry level,
-    tagged with the level's index and whether that level has more entries at its
-    priority: up to one row per level and queue. Parameters per queue: qid and its
-    cursors (nprio, ord per CURSOR_LEVELS); each level's first entry is one index seek."""
+    tagged with the level's index and the priority of the entry after it in that level
+    (NULL: none): up to one row per level and queue. Parameters per queue: qid and its
+    cursors (nprio, ord per CURSOR_LEVELS); each level's first entry is one index seek,
+    the one after it another."""
     width = 1 + 2 * len(CURSOR_LEVELS)
     rows = ",".join("(" + ",".join("?" * width) + ")" for _ in range(n))
     names = "".join(f", n{lv}, o{lv}" for lv in CURSOR_LEVELS)
     return f"WITH q(qid{names}) AS (VALUES {rows}) " + " UNION ALL ".join(
-        f"SELECT e.qid, e.nprio, e.ord, e.retries, e.payload, {level}, EXISTS (SELECT 1 FROM "
-        f"{t} z WHERE z.qid = e.qid AND z.nprio = e.nprio AND z.ord > e.ord) FROM q "
+        f"SELECT e.qid, e.nprio, e.ord, e.retries, e.payload, {level}, (SELECT z.nprio FROM "
+        f"{t} z WHERE z.qid = e.qid AND (z.nprio, z.ord) > (e.nprio, e.ord) ORDER BY z.nprio, "
+        "z.ord LIMIT 1) FROM q "
         f"JOIN {t} e ON e.qid = q.qid AND (e.nprio, e.ord) = (SELECT y.nprio, y.ord FROM "
         f"{t} y WHERE y.qid = q.qid{past} ORDER BY y.nprio, y.ord LIMIT 1)"
         for level, (t, past) in enumerate(zip(ENTRY_LEVELS, _past(
@@ -1091,7 +1126,7 @@ class _Loader:
                        (qid, -priority, order, retries, payload))
         self.entries += 1
         if self.entries >= 10_000:
-            self.store._stale |= _settle_levels(self.c, "entries", self.entries)
+            self.store._settled(_settle_levels(self.c, "entries", self.entries))
             self.entries = 0
         d = self.deltas.get(qid) or self.deltas.setdefault(qid, _Delta())
         d.queued += 1
@@ -1128,7 +1163,7 @@ class _Loader:
     def finish(self) -> None:
         if self.seen is not None:
             self.seen.flush()
-        self.store._stale |= _settle_levels(self.c, "entries", self.entries)
+        self.store._settled(_settle_levels(self.c, "entries", self.entries))
         # Time 0: every queue whose rest has not passed is resting; the next wake fixes it.
         self.store._apply(self.c, self.deltas, 0.0)
         self.store._count(self.c, **self.counts)
