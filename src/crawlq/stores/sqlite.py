@@ -68,28 +68,31 @@ _SETTINGS_AT = _CURSORS_AT + 2 * len(CURSOR_LEVELS)  # where QUEUE_SETTINGS star
 
 def _update_queue(cols: Sequence[str], lookup: bool, cursors: bool) -> str:
     """UPDATE of a queue row: ``cols`` then, with ``cursors``, the cursors (nprio, ord
-    per CURSOR_LEVELS) from the parameters, then the qid; with ``lookup``, its head is
-    looked up (past the new cursors: a subquery sees the row's old values). A head or a
-    cursor's nprio of NO_CURSOR is stored as NULL."""
+    per CURSOR_LEVELS) from the parameters, then the qid; with ``lookup`` (and
+    ``cursors``), its head is looked up past the new cursors (a subquery sees the row's
+    old values). A head or a cursor's nprio of NO_CURSOR is stored as NULL."""
     names = list(cols) + [f"l{lv}_{c}" for lv in CURSOR_LEVELS for c in ("nprio", "ord")
                           if cursors]
     sets = [f"{name}=nullif(?{i}, {NO_CURSOR})" if name == "head" or name.endswith("_nprio")
             else f"{name}=?{i}" for i, name in enumerate(names, 1)]
     if lookup:
+        assert cursors
         n = len(cols)
         sets.append("head=(" + head_of(
             {lv: (f"?{n + 2 * i + 1}", f"?{n + 2 * i + 2}") for i, lv in enumerate(CURSOR_LEVELS)}
-            if cursors else None) + ")")
+        ) + ")")
     return f"UPDATE queues SET {', '.join(sets)} WHERE qid=?{len(names) + 1}"
 
 
 _STATE_COLS = ("state", "since", "ready_at", "queued", "inflight", "session", "accepted")
 # [without, with] the cursors: counters only (no indexed column changes), the state with
-# a known head, the state with the head looked up.
+# a known head. The state with the head looked up always takes the cursors as parameters:
+# a row value of the row's own columns, (nprio, ord) > (l1_nprio, l1_ord), is seeked by
+# nprio alone and steps over every leased row behind the cursor at that priority.
 _UPDATE_COUNTS = [_update_queue(("queued", "inflight", "session", "accepted"), False, m)
                   for m in (False, True)]
 _UPDATE_PLAIN = [_update_queue((*_STATE_COLS, "head"), False, m) for m in (False, True)]
-_UPDATE_LOOKUP = [_update_queue(_STATE_COLS, True, m) for m in (False, True)]
+_UPDATE_LOOKUP = _update_queue(_STATE_COLS, True, True)
 
 
 def _chunks(seq: Sequence[_T], n: int = _CHUNK) -> Iterator[Sequence[_T]]:
@@ -374,7 +377,7 @@ class SQLiteStore:
             moved = d.cursor is not None
             cursor = tuple(d.cursor or row[_CURSORS_AT:_SETTINGS_AT])
             if d.recompute and queued > 0:
-                key = _UPDATE_LOOKUP[moved]
+                key, moved = _UPDATE_LOOKUP, True
                 vals: tuple[Any, ...] = (new_state, since, ready_at, queued, inflight, session,
                                          accepted)
                 cache.pop(qid, None)  # its head is looked up in SQL
@@ -962,9 +965,12 @@ def _heads_query(n: int) -> str:
     rows = ",".join("(" + ",".join("?" * width) + ")" for _ in range(n))
     names = "".join(f", n{lv}, o{lv}" for lv in CURSOR_LEVELS)
     return f"WITH q(qid{names}) AS (VALUES {rows}) " + " UNION ALL ".join(
-        f"SELECT e.qid, e.nprio, e.ord, e.retries, e.payload, {level}, (SELECT z.nprio FROM "
-        f"{t} z WHERE z.qid = e.qid AND (z.nprio, z.ord) > (e.nprio, e.ord) ORDER BY z.nprio, "
-        "z.ord LIMIT 1) FROM q "
+        # (two seeks, not one on (nprio, ord) > (e.nprio, e.ord): SQLite seeks that by
+        # nprio alone and would step over the leased rows behind the cursor)
+        f"SELECT e.qid, e.nprio, e.ord, e.retries, e.payload, {level}, coalesce((SELECT "
+        f"z.nprio FROM {t} z WHERE z.qid = e.qid AND z.nprio = e.nprio AND z.ord > e.ord "
+        f"LIMIT 1), (SELECT min(z.nprio) FROM {t} z WHERE z.qid = e.qid AND z.nprio > "
+        "e.nprio)) FROM q "
         f"JOIN {t} e ON e.qid = q.qid AND (e.nprio, e.ord) = (SELECT y.nprio, y.ord FROM "
         f"{t} y WHERE y.qid = q.qid{past} ORDER BY y.nprio, y.ord LIMIT 1)"
         for level, (t, past) in enumerate(zip(ENTRY_LEVELS, _past(

@@ -154,11 +154,12 @@ DDL += "".join(f"CREATE TABLE IF NOT EXISTS {t} (qid INTEGER NOT NULL, nprio INT
                "ord INTEGER NOT NULL, retries INTEGER NOT NULL DEFAULT 0, payload BLOB NOT NULL, "
                "PRIMARY KEY (qid, nprio, ord)) WITHOUT ROWID;\n" for t in ENTRY_LEVELS)
 
-def head_of(cursors: dict[int, tuple[str, str]] | None = None) -> str:
+def head_of(cursors: dict[int, tuple[str, str]]) -> str:
     """Scalar subquery: the negated priority of a queue ``queues.qid``'s best queued
-    entry; in levels 1 and 2, past the cursors (SQL expressions, ``nprio`` NULL for
-    none) given per level, by default the queue row's own."""
-    cur = cursors or {lv: (f"queues.l{lv}_nprio", f"queues.l{lv}_ord") for lv in CURSOR_LEVELS}
+    entry; in levels 1 and 2, past the cursors (SQL parameters, ``nprio`` NULL or
+    NO_CURSOR for none) given per level: one index seek in each level. (With the queue
+    row's own columns as cursors SQLite would seek by ``nprio`` alone.)"""
+    cur = cursors
     return (f"SELECT min(n) FROM (SELECT min(nprio) AS n FROM {ENTRY_LEVELS[0]} WHERE "
             "qid = queues.qid" + "".join(
                 f" UNION ALL SELECT n FROM (SELECT nprio AS n FROM {ENTRY_LEVELS[level]} "
