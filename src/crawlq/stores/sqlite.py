@@ -51,7 +51,7 @@ from .sqlite_schema import (
 )
 
 _CHUNK = 900  # bound parameters per statement, under every SQLite's default limit
-_CACHED_QUEUES = 200_000  # queue rows kept in memory at most (about 300 bytes each)
+_CACHED_QUEUES = 200_000  # queue rows kept in memory at most (about 450 bytes each)
 _SEQ_MAX = 2**48
 _T = TypeVar("_T")
 _MISSING = object()
