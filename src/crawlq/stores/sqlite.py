@@ -316,13 +316,10 @@ class SQLiteStore:
             self._rows.clear()
             self._stale = True
 
-    def _forget_queues(self, qids: Iterable[int] | None = None) -> None:
-        """Drop queue rows changed other than by _apply from the cache (all: None)."""
-        if qids is None:
-            self._rows.clear()
-        else:
-            for qid in qids:
-                self._rows.pop(qid, None)
+    def _forget_queues(self, qids: Iterable[int]) -> None:
+        """Drop queue rows changed other than by _apply from the cache."""
+        for qid in qids:
+            self._rows.pop(qid, None)
 
     def _apply(self, c: sqlite3.Connection, deltas: Mapping[int, _Delta], now: float,
                rows: Iterable[Sequence[Any]] | None = None) -> None:

@@ -159,12 +159,11 @@ def head_of(cursors: dict[int, tuple[str, str]]) -> str:
     entry; in levels 1 and 2, past the cursors (SQL parameters, ``nprio`` NULL or
     NO_CURSOR for none) given per level: one index seek in each level. (With the queue
     row's own columns as cursors SQLite would seek by ``nprio`` alone.)"""
-    cur = cursors
     return (f"SELECT min(n) FROM (SELECT min(nprio) AS n FROM {ENTRY_LEVELS[0]} WHERE "
             "qid = queues.qid" + "".join(
                 f" UNION ALL SELECT n FROM (SELECT nprio AS n FROM {ENTRY_LEVELS[level]} "
-                f"WHERE qid = queues.qid AND (nprio, ord) > (ifnull({cur[level][0]}, "
-                f"{NO_CURSOR}), {cur[level][1]}) ORDER BY nprio, ord LIMIT 1)"
+                f"WHERE qid = queues.qid AND (nprio, ord) > (ifnull({cursors[level][0]}, "
+                f"{NO_CURSOR}), {cursors[level][1]}) ORDER BY nprio, ord LIMIT 1)"
                 for level in CURSOR_LEVELS) + ")")
 
 
