@@ -335,6 +335,18 @@ class SQLiteStore:
                     rows.append(row)
         return rows
 
+    def _room(self, rows: Iterable[Sequence[Any]]) -> dict[int, int]:
+        """qid -> how many more leases each of these ready queues (rows) may take now."""
+        room = {}
+        for r in rows:
+            pol = self._policy(tuple(r[_SETTINGS_AT:]))
+            free = pol.concurrency - r[6]  # (inflight)
+            if pol.session_budget:
+                free = min(free, pol.session_budget - r[7])  # (session)
+            # (a ready queue always has room for one; session budgets reset at zero)
+            room[r[0]] = max(free, 1)
+        return room
+
     def _settled(self, merged: bool) -> None:
         """After _settle_levels: a merge may have reset cursors in queue rows, so none of
         the cached rows can be used (also not ones a caller read before it and writes
@@ -542,19 +554,13 @@ class SQLiteStore:
                 return out
             cands = self._queue_rows(c, active)
             keys = self._keys_of(c, active)
-            room: dict[int, int] = {}
             # qid -> the keys of the last entries it leased from each level past 0 (see
             # sqlite_schema): nprio (NO_CURSOR: none), ord per CURSOR_LEVELS
             cursor = {r[0]: r[_CURSORS_AT:_SETTINGS_AT] for r in cands}
             moved_on: set[int] = set()  # queues whose cursor moved in this call
-            for r in cands:
-                qid, inflight, session = r[0], r[6], r[7]
-                pol = self._policy(tuple(r[_SETTINGS_AT:]))
-                free = pol.concurrency - inflight
-                if pol.session_budget:
-                    free = min(free, pol.session_budget - session)
-                room[qid] = max(free, 1)
-                # (a ready queue always has room for one; session budgets reset at zero)
+            # qid -> how many it may lease in this call; needed once a queue can give
+            # more than one (one round takes one from each of ``limit`` queues or more)
+            room: dict[int, int] = {} if len(active) >= limit else self._room(cands)
             token = self._take(c, "lease_seq", 0)
             taken: dict[int, int] = dict.fromkeys(active, 0)
             # qid -> its head after the call, when the heads statement told it exactly
@@ -621,6 +627,10 @@ class SQLiteStore:
                 _insert_rows(c, "INSERT INTO leases", 7, moved)
                 for qid, k in counts.items():
                     taken[qid] += k
+                if len(out) >= limit:
+                    break
+                if not room:
+                    room = self._room(cands)
                 # A queue that gave less than asked is empty; drop it from the next round.
                 active = [q for q in want if q in counts and taken[q] < room[q]
                           and (share == 1 or counts[q] >= min(share, room[q]))]
@@ -989,14 +999,13 @@ def _heads_query(n: int) -> str:
     rows = ",".join("(" + ",".join("?" * width) + ")" for _ in range(n))
     names = "".join(f", n{lv}, o{lv}" for lv in CURSOR_LEVELS)
     return f"WITH q(qid{names}) AS (VALUES {rows}) " + " UNION ALL ".join(
-        # (two seeks, not one on (nprio, ord) > (e.nprio, e.ord): SQLite seeks that by
-        # nprio alone and would step over the leased rows behind the cursor)
-        f"SELECT e.qid, e.nprio, e.ord, e.retries, e.payload, {level}, coalesce((SELECT "
-        f"z.nprio FROM {t} z WHERE z.qid = e.qid AND z.nprio = e.nprio AND z.ord > e.ord "
-        f"LIMIT 1), (SELECT min(z.nprio) FROM {t} z WHERE z.qid = e.qid AND z.nprio > "
-        "e.nprio)) FROM q "
-        f"JOIN {t} e ON e.qid = q.qid AND (e.nprio, e.ord) = (SELECT y.nprio, y.ord FROM "
-        f"{t} y WHERE y.qid = q.qid{past} ORDER BY y.nprio, y.ord LIMIT 1)"
+        # (the entry after the first: the same seek past the cursor, one step further; a
+        # seek on (nprio, ord) > (e.nprio, e.ord) would be by nprio alone and step over
+        # the leased rows behind the cursor)
+        f"SELECT e.qid, e.nprio, e.ord, e.retries, e.payload, {level}, (SELECT y.nprio "
+        f"FROM {t} y WHERE y.qid = q.qid{past} ORDER BY y.nprio, y.ord LIMIT 1 OFFSET 1) "
+        f"FROM q JOIN {t} e ON e.qid = q.qid AND (e.nprio, e.ord) = (SELECT y.nprio, y.ord "
+        f"FROM {t} y WHERE y.qid = q.qid{past} ORDER BY y.nprio, y.ord LIMIT 1)"
         for level, (t, past) in enumerate(zip(ENTRY_LEVELS, _past(
             (f"q.n{lv}", f"q.o{lv}") for lv in CURSOR_LEVELS))))
 
