@@ -493,9 +493,10 @@ class SQLiteStore:
             later: list[tuple[Any, ...]] = []
             deltas: dict[int, _Delta] = {}
             dups = seen_added = 0
+            is_dup, mark = seen.is_dup, seen.mark
             for fp, key, prio, payload, not_before, revisit_at, retries in entries:
                 qid = qids[key]
-                if fp is not None and seen.is_dup(fp, now):
+                if fp is not None and is_dup(fp, now):
                     out.append(DUPLICATE)
                     dups += 1
                     continue
@@ -504,22 +505,26 @@ class SQLiteStore:
                     out.append(OVER_BUDGET)
                     continue
                 if fp is not None:
-                    seen.mark(fp, revisit_at)
+                    mark(fp, revisit_at)
                     seen_added += 1
                 accepted[qid] += 1
                 seq += 1
-                due = not_before if not_before is not None and not_before > now else None
                 order = _SEQ_MAX - seq if lifo else seq
-                if due is None:
+                if not_before is None or not_before <= now:
                     new_rows.append((qid, -prio, order, retries, bytearray(payload)))
-                    d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
-                    d.queued += 1
-                    d.offer_head(-prio)
                 else:
-                    later.append((due, qid, -prio, order, retries, payload))
+                    later.append((not_before, qid, -prio, order, retries, payload))
                 out.append(ADDED)
             if new_rows:
                 new_rows.sort()  # in key order: inserts walk the b-tree once
+                # Per queue: its rows are a run, the first of them its best (a candidate head).
+                last = None
+                for row in new_rows:
+                    if row[0] != last:
+                        last = row[0]
+                        d = deltas[last] = _Delta()
+                        d.head = row[1]
+                    d.queued += 1
                 _insert_rows(c, "INSERT INTO entries0", 5, new_rows)
                 self._settled(_settle_levels(c, "entries", len(new_rows)))
             if later:
