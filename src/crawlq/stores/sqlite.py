@@ -1023,13 +1023,14 @@ _QUEUED = " UNION ALL ".join(
 """Every queued entry (qid, nprio, retries, payload, NULL) of the levels."""
 
 _FIRST_ENTRIES = " UNION ALL ".join(
-    f"SELECT * FROM (SELECT y.qid, y.nprio, y.ord, y.retries, y.payload, {level} FROM "
-    f"{t} y WHERE y.qid=?1{past} ORDER BY y.nprio, y.ord LIMIT ?2)"
+    f"SELECT y.qid, y.nprio, y.ord, y.retries, y.payload, {level} FROM {t} y WHERE "
+    f"y.qid=?1{past}"
     for level, (t, past) in enumerate(zip(ENTRY_LEVELS, _past(
         (f"?{2 * i + 3}", f"?{2 * i + 4}") for i in range(len(CURSOR_LEVELS)))))
 ) + " ORDER BY 2, 3 LIMIT ?2"
 """A queue's first ``?2`` queued entries over all levels, tagged with the level index;
-``?3`` on: the queue's cursors (nprio, ord per CURSOR_LEVELS)."""
+``?3`` on: the queue's cursors (nprio, ord per CURSOR_LEVELS). (Each level is scanned in
+key order and the scans merged until the limit: no sorting, no more rows read.)"""
 
 
 @functools.lru_cache(maxsize=64)
