@@ -371,6 +371,7 @@ class SQLiteStore:
             return
         writes: dict[str, list[tuple[Any, ...]]] = {}
         cache = self._rows
+        policies = self._policies
         if rows is None:
             rows = self._queue_rows(c, list(deltas))
         for row in rows:
@@ -378,8 +379,9 @@ class SQLiteStore:
             d = deltas.get(qid)
             if d is None:
                 continue
-            (_, state, head, since, ready_at, queued, inflight, session, accepted) = row[:9]
-            pol = self._policy(tuple(row[_SETTINGS_AT:]))
+            state, head, since, ready_at, queued, inflight, session, accepted = row[1:9]
+            settings = tuple(row[_SETTINGS_AT:])
+            pol = policies.get(settings) or self._policy(settings)
             inflight += d.inflight
             queued += d.queued
             accepted += d.accepted
@@ -411,7 +413,7 @@ class SQLiteStore:
                 elif state != READY:
                     since = now
             moved = d.cursor is not None
-            cursor = tuple(d.cursor or row[_CURSORS_AT:_SETTINGS_AT])
+            cursor = d.cursor if d.cursor is not None else tuple(row[_CURSORS_AT:_SETTINGS_AT])
             if d.recompute and queued > 0:
                 key, moved = _UPDATE_LOOKUP, True
                 vals: tuple[Any, ...] = (new_state, since, ready_at, queued, inflight, session,
@@ -429,11 +431,16 @@ class SQLiteStore:
                     key = _UPDATE_PLAIN[moved]
                     vals = (new_state, since, ready_at, queued, inflight, session, accepted,
                             NO_CURSOR if head is None else head)
-                cache[qid] = (qid, new_state, head, since, ready_at, queued, inflight, session,
-                              accepted, *cursor, *row[_SETTINGS_AT:])
+                counts = (qid, new_state, head, since, ready_at, queued, inflight, session,
+                          accepted)
+                # (tuple concatenation: a third faster than unpacking into a display)
+                cache[qid] = counts + cursor + settings
             if moved:
                 vals += cursor
-            writes.setdefault(key, []).append((*vals, qid))
+            w = writes.get(key)
+            if w is None:
+                w = writes[key] = []
+            w.append(vals + (qid,))  # noqa: RUF005
         for sql, args in writes.items():
             c.executemany(sql, args)
 
