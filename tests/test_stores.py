@@ -217,6 +217,36 @@ def test_sqlite_entry_levels_keep_queue_order(tmp_path: Path,
         assert got == sorted(got)  # priority first, then the order they were added in
 
 
+def test_sqlite_level0_grows_with_the_store(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Level 0 merges at L0_ROWS rows in a small store, and at 1/50 of the rows (up to
+    4 x L0_ROWS) in a big one: fewer, bigger merges. Every entry still comes out once."""
+    from crawlq.stores import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "L0_ROWS", 10)
+    assert [sqlite_module._l0_limit(n) for n in (0, 500, 1000, 1500, 10**9)] == \
+        [10, 10, 20, 30, 40]
+    db = tmp_path / "f.db"
+    peak_small = peak_big = 0
+    with Frontier.open(f"sqlite:///{db}", concurrency=1000, **FAST) as f:
+        for i in range(0, 2800, 7):
+            f.add([Request(f"https://h{j % 13}.example/{j}") for j in range(i, i + 7)])
+            rows = _level_sizes(db, ("entries0",))["entries0"]
+            if i < 400:
+                peak_small = max(peak_small, rows)
+            elif i >= 2100:
+                peak_big = max(peak_big, rows)
+        # (the add that brings level 0 to its limit merges it: after an add of 7, level 0
+        # holds less than the limit, and at least the limit - 7 before a merge)
+        assert peak_small < 10
+        assert 40 - 7 <= peak_big < 40  # (from 2,000 queued: 40, 4 x 10)
+        taken = 0
+        while leases := f.next(100):
+            taken += len(leases)
+            f.done(leases)
+        assert taken == 2800 and f.stats().finished
+
+
 def test_sqlite_level_cursors_survive_merges_and_redelivery(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Entries leased from levels 1 and 2 stay there behind their queue's cursors. New

@@ -1049,30 +1049,45 @@ def _seen_lookup(n: int) -> str:
 
 
 # kind -> (tables: level 0, 1, 2; slicing column; row counter; slice cursor; insert verb;
-# merge order)
+# merge order; the meta counter that tells the kind's size)
 _LEVEL_KINDS = {
     "seen": (SEEN_LEVELS, "fp", "seen0_keys", "seen_slice",
              # REPLACE: a newer level's revisit_at wins
-             "INSERT OR REPLACE", "fp"),
+             "INSERT OR REPLACE", "fp", "seen"),
     "entries": (ENTRY_LEVELS, "qid", "entries0_rows", "entry_slice",
-                "INSERT", "qid, nprio, ord"),
+                "INSERT", "qid, nprio, ord", "queued"),
 }
+_L0_GROWTH = 50
+"""Level 0 holds at least 1/_L0_GROWTH of its kind's rows (see _l0_limit)."""
+
+
+def _l0_limit(total: int) -> int:
+    """Rows in level 0 that trigger a merge, for a kind with ``total`` rows: L0_ROWS, and
+    from 2.5M rows on 1/50 of them, up to 4 x L0_ROWS (200k at 10M).
+
+    A merge moves one slice of level 1 into level 2 and so rewrites about 1/SLICES of
+    level 2: with a fixed level 0, the pages rewritten per added row grow with the store.
+    Growing level 0 with it keeps that constant, while small stores keep a small level 0
+    (every add batch rewrites its pages). Measured on a 10M-URL store, 400k adds ran at
+    37.1k/s with 50k rows, 39.3k/s with 100k, 45.4k/s with 200k.
+    """
+    return max(L0_ROWS, min(4 * L0_ROWS, total // _L0_GROWTH))
 
 
 def _settle_levels(c: sqlite3.Connection, kind: str, n: int) -> bool:
     """Count ``n`` new rows into level 0 of ``kind``; merge the levels when it is full
-    (then returns True: queue rows may have changed, their cursors reset).
+    (_l0_limit; then returns True: queue rows may have changed, their cursors reset).
 
     One merge: all of level 0 into level 1, then one slice of the key space (a rotating
     cursor) of level 1 into level 2. Both in key order, so each writes every page of its
     target range once (see crawlq.stores.sqlite_schema).
     """
-    (l0, l1, l2), col, counter, cursor_name, insert, order = _LEVEL_KINDS[kind]
-    meta = dict(c.execute("SELECT name, value FROM meta WHERE name IN (?, ?)",
-                          (counter, cursor_name)))
+    (l0, l1, l2), col, counter, cursor_name, insert, order, size = _LEVEL_KINDS[kind]
+    meta = dict(c.execute("SELECT name, value FROM meta WHERE name IN (?, ?, ?)",
+                          (counter, cursor_name, size)))
     rows = int(meta[counter]) + n
     cursor = int(meta[cursor_name])
-    if rows >= L0_ROWS:
+    if rows >= _l0_limit(int(meta[size])):
         if kind == "entries":
             # Queues whose new rows sort before their level-1 cursor (a better priority,
             # a lease come back): what they leased there goes first.

@@ -10,7 +10,8 @@ Queued entries and the exact seen-set are each log-structured in three levels of
 same shape, because a batch of new rows spread over a big B-tree rewrites about one
 random page per row (docs/benchmarks.md#scale). New rows go to level 0 (``entries0``,
 ``seen0``), which stays small, so a batch rewrites only its few hundred pages. Every
-``L0_ROWS`` rows, level 0 is merged in key order into level 1 (``entries1``,
+``L0_ROWS`` rows (in a big store, 1/50 of its rows, up to 4 x ``L0_ROWS``: fewer, bigger
+merges), level 0 is merged in key order into level 1 (``entries1``,
 ``seen1``), and one of ``SLICES`` slices of the key space (a rotating cursor: queue-id
 ranges, fingerprint first bytes) moves from level 1 into level 2 (``entries``,
 ``seen``): the big table is written one contiguous key range at a time. Readers look
@@ -69,7 +70,9 @@ SEEN_LEVELS = ("seen0", "seen1", "seen")
 ENTRY_LEVELS = ("entries0", "entries1", "entries")
 """The queued entries' tables, level 0 first."""
 L0_ROWS = 50_000
-"""Rows in level 0 that trigger a merge into level 1 (and one slice of level 1 into 2)."""
+"""Rows in level 0 that trigger a merge into level 1 (and one slice of level 1 into 2), in
+a store of up to 2.5M rows of the kind; bigger ones grow level 0 (see the SQLite store's
+``_l0_limit``)."""
 SLICES = 16
 
 READY, BUSY, RESTING, EXHAUSTED = 0, 1, 2, 3
