@@ -121,13 +121,19 @@ def _insert_rows(c: sqlite3.Connection, head: str, width: int,
     Statements hold a full chunk of rows, and the rest goes in powers of two, so that
     few statement texts are prepared and they stay in the statement cache.
     """
+    _insert_flat(c, head, width, list(chain.from_iterable(rows)))
+
+
+def _insert_flat(c: sqlite3.Connection, head: str, width: int, values: list[Any]) -> None:
+    """_insert_rows of rows given one after the other in a flat list (no tuple per row:
+    fewer objects alive at once, so fewer garbage collector passes)."""
     per = _CHUNK // width
-    i, n = 0, len(rows)
+    i, n = 0, len(values) // width
     while i < n:
         k = min(per, n - i)
         if k < per:
             k = 1 << (k.bit_length() - 1)
-        c.execute(_values(head, width, k), list(chain.from_iterable(rows[i:i + k])))
+        c.execute(_values(head, width, k), values[i * width:(i + k) * width])
         i += k
 
 
@@ -604,7 +610,7 @@ class SQLiteStore:
                             o = other.get(qid)
                             if o is None or row[1] < o:
                                 other[qid] = row[1]
-                    got = [best[qid][:6] for qid in want if qid in best]
+                    got = [best[qid] for qid in want if qid in best]
                     for qid, row in best.items():
                         nxt, o = row[6], other.get(qid)
                         after[qid] = o if nxt is None or (o is not None and o < nxt) else nxt
@@ -616,13 +622,13 @@ class SQLiteStore:
                         after[qid] = None
                 if not got:
                     break
-                moved = []
+                moved: list[Any] = []  # the lease rows, one after the other
                 gone: list[tuple[int, int, int]] = []  # leased from level 0
                 counts: dict[int, int] = {}
-                for qid, nprio, order, retries, payload, level in got:
+                for row in got:
+                    qid, nprio, order, retries, payload, level = row[:6]
                     token += 1
-                    moved.append((token, expires, qid, nprio, order, retries,
-                                  bytearray(payload)))
+                    moved += (token, expires, qid, nprio, order, retries, bytearray(payload))
                     if level:
                         # Not deleted: the queue's cursor moves past it (in key order, as
                         # _FIRST_ENTRIES returns them).
@@ -636,7 +642,7 @@ class SQLiteStore:
                 if gone:
                     c.executemany(f"DELETE FROM {ENTRY_LEVELS[0]} WHERE qid=? AND nprio=? "
                                   "AND ord=?", gone)
-                _insert_rows(c, "INSERT INTO leases", 7, moved)
+                _insert_flat(c, "INSERT INTO leases", 7, moved)
                 for qid, k in counts.items():
                     taken[qid] += k
                 if len(out) >= limit:
