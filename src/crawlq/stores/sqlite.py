@@ -392,18 +392,24 @@ class SQLiteStore:
             queued += d.queued
             accepted += d.accepted
             session += d.session
-            ready_at = max(ready_at, d.ready_at)
+            served = d.served
+            # (comparisons, not max(): a builtin call costs more, once per queue and call)
+            if d.ready_at > ready_at:
+                ready_at = d.ready_at
             if d.duration is not None or d.explicit_delay is not None:
                 rest = d.explicit_delay if d.explicit_delay is not None else \
                     pol.delay(d.duration)
                 if rest > 0:
-                    ready_at = max(ready_at, now + rest)
+                    if now + rest > ready_at:
+                        ready_at = now + rest
                     session = 0
-            if d.served and pol.session_budget and session >= pol.session_budget:
+            if served and pol.session_budget and session >= pol.session_budget:
                 session = 0  # yield to the others: rest a while, then the back of the line
-                ready_at = max(ready_at, now + pol.session_rest)
-            if d.exact or (d.head is not None and (head is None or d.head < head)):
-                head = d.head  # (an exact head replaces the old one, a candidate may)
+                if now + pol.session_rest > ready_at:
+                    ready_at = now + pol.session_rest
+            new_head = d.head
+            if d.exact or (new_head is not None and (head is None or new_head < head)):
+                head = new_head  # (an exact head replaces the old one, a candidate may)
             if queued <= 0:
                 new_state = EXHAUSTED
             elif inflight >= pol.concurrency:
@@ -412,14 +418,16 @@ class SQLiteStore:
                 new_state = RESTING
             else:
                 new_state = READY
-                if d.served:
+                if served:
                     since = now
                 elif state == RESTING:
                     since = ready_at
                 elif state != READY:
                     since = now
-            moved = d.cursor is not None
-            cursor = d.cursor if d.cursor is not None else tuple(row[_CURSORS_AT:_SETTINGS_AT])
+            cursor = d.cursor
+            moved = cursor is not None
+            if cursor is None:
+                cursor = tuple(row[_CURSORS_AT:_SETTINGS_AT])
             if d.recompute and queued > 0:
                 key, moved = _UPDATE_LOOKUP, True
                 vals: tuple[Any, ...] = (new_state, since, ready_at, queued, inflight, session,
