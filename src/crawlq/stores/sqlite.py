@@ -721,12 +721,16 @@ class SQLiteStore:
                 qid, nprio = h
                 if kind != ACK_DONE or not done:  # (done ones are deleted already)
                     gone.append((token,))
-                d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
+                d = deltas.get(qid)
+                if d is None:
+                    d = deltas[qid] = _Delta()
                 d.inflight -= 1
+                # (the longest wins; comparisons, not max(): once per acknowledgement)
                 if delay is not None:
-                    d.explicit_delay = max(d.explicit_delay or 0.0, delay)
-                else:
-                    d.duration = max(d.duration or 0.0, duration or 0.0)
+                    if d.explicit_delay is None or delay > d.explicit_delay:
+                        d.explicit_delay = delay
+                elif d.duration is None or (duration or 0.0) > d.duration:
+                    d.duration = duration or 0.0
                 if kind == ACK_DONE:
                     n_done += 1
                 elif kind == ACK_DEAD:
