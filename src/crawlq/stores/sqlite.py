@@ -1000,8 +1000,8 @@ class _SeenTx:
             # In key order, so the inserts walk the b-tree once; REPLACE for revisits.
             # Without a revisit time, revisit_at is left NULL (see _QUEUE_COLS on None).
             self.fresh.sort()
-            _insert_rows(self.c, "INSERT OR REPLACE INTO seen0 (fp)", 1,
-                         [(bytearray(fp),) for fp, at in self.fresh if at is None])
+            _insert_flat(self.c, "INSERT OR REPLACE INTO seen0 (fp)", 1,
+                         [bytearray(fp) for fp, at in self.fresh if at is None])
             _insert_rows(self.c, "INSERT OR REPLACE INTO seen0 (fp, revisit_at)", 2,
                          [(bytearray(fp), at) for fp, at in self.fresh if at is not None])
             _settle_levels(self.c, "seen", len(self.fresh))
