@@ -387,6 +387,7 @@ class SQLiteStore:
                 continue
             state, head, since, ready_at, queued, inflight, session, accepted = row[1:9]
             settings = tuple(row[_SETTINGS_AT:])
+            # (_policy's own cache, read inline: a method call per queue costs more)
             pol = policies.get(settings) or self._policy(settings)
             inflight += d.inflight
             queued += d.queued
@@ -445,10 +446,10 @@ class SQLiteStore:
                     key = _UPDATE_PLAIN[moved]
                     vals = (new_state, since, ready_at, queued, inflight, session, accepted,
                             NO_CURSOR if head is None else head)
-                counts = (qid, new_state, head, since, ready_at, queued, inflight, session,
-                          accepted)
+                state_cols = (qid, new_state, head, since, ready_at, queued, inflight,
+                              session, accepted)
                 # (tuple concatenation: a third faster than unpacking into a display)
-                cache[qid] = counts + cursor + settings
+                cache[qid] = state_cols + cursor + settings
             if moved:
                 vals += cursor
             w = writes.get(key)
