@@ -41,6 +41,20 @@ class TestSQLiteStore(FrontierContract):
         return Frontier.open(f"sqlite:///{path}/frontier.db", clock=clock, **options)
 
 
+class TestSQLiteStorePurePython(TestSQLiteStore):
+    """The SQLite store's contract with the C settling of queues (Applier) switched off:
+    its pure-Python definition obeys the same contract."""
+
+    @pytest.fixture(autouse=True)
+    def _pure(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("CRAWLQ_PURE_PYTHON", "1")
+
+    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
+        f = super().open_frontier(clock, path, **options)
+        assert f.store._applier is None  # type: ignore[attr-defined]
+        return f
+
+
 class TestSQLiteStoreTinyLevels(TestSQLiteStore):
     """The contract with level 0 merged every 2 rows: every test's fingerprints and queued
     entries move through all three levels of the SQLite store's seen-set and queues

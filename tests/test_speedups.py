@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import random
+import weakref
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +24,9 @@ from crawlq import frontier as frontier_module
 from crawlq.errors import InvalidURL
 from crawlq.models import _NO_META
 from crawlq.policies.canonical import Canonicalizer
-from crawlq.stores.base import PRIORITY_MAX
+from crawlq.stores.base import PRIORITY_MAX, QueuePolicy
+from crawlq.stores.sqlite import SQLiteStore, _Delta
+from crawlq.stores.sqlite_schema import BUSY, EXHAUSTED, NO_CURSOR, READY, RESTING
 from crawlq.testing import Clock
 
 
@@ -236,3 +240,115 @@ def test_lease_rows_of_every_payload_form() -> None:
         maker.leases([(1, "k", 0)], 0.0)
     with pytest.raises(Exception):  # noqa: B017 - what from_payload raises, unchanged
         maker.leases([(1, "k", 0, 0, b"\x92\x02\xa1", 1.0)], 0.0)
+
+
+class _SlowPolicy(QueuePolicy):
+    """A policy with its own delay: the C settling must call it, not compute its own."""
+
+    def delay(self, duration: float | None) -> float:
+        return 7.5 if duration else 0.25
+
+
+def _random_settle_case(rng: random.Random, n: int) -> tuple[list[tuple[Any, ...]],
+                                                             list[dict[str, Any]]]:
+    """Queue rows (the SQLite store's _QUEUE_COLS) and delta fields for n queues, over
+    every branch of the settling: states, heads, cursors, overrides, delays, budgets."""
+    settings_choices: list[tuple[Any, ...]] = [
+        (None,) * 7, (None,) * 7, (None,) * 7,
+        (3, None, None, None, None, None, None),
+        (None, 2.0, 9.0, 0.5, None, 4, 3.0),
+        (1, 0.0, 0.0, 0.0, 10, 2, 0.0),
+    ]
+    rows, deltas = [], []
+    for qid in range(1, n + 1):
+        queued = rng.choice([0, 1, 2, 5, 40])
+        inflight = rng.choice([0, 0, 1, 3])
+        head = None if queued == 0 and rng.random() < 0.7 else rng.randint(-5, 5)
+        cursors = tuple(x for _ in range(2) for x in (
+            (NO_CURSOR, 0) if rng.random() < 0.5 else (rng.randint(-5, 5), rng.randint(1, 99))))
+        since = rng.choice([0.0, 90.0, 100.0])
+        ready_at = rng.choice([0.0, 95.0, 100.0, 105.0, 150.0])
+        rows.append((qid, rng.choice([READY, BUSY, RESTING, EXHAUSTED]), head, since, ready_at,
+                     queued, inflight, rng.choice([0, 1, 3, 4]), rng.randint(0, 50),
+                     *cursors, *rng.choice(settings_choices)))
+        d: dict[str, Any] = {}
+        kind = rng.choice(["lease", "done", "add", "block", "return", "empty"])
+        if kind == "lease":
+            k = rng.choice([1, 1, 2])
+            d.update(inflight=k, queued=-k, session=k, served=True)
+            if rng.random() < 0.4:
+                d["recompute"] = True
+            else:
+                d.update(head=rng.choice([None, rng.randint(-5, 5)]), exact=True)
+            if rng.random() < 0.3:
+                d["cursor"] = (rng.randint(-5, 5), rng.randint(1, 99), NO_CURSOR, 0)
+        elif kind == "done":
+            d["inflight"] = -rng.choice([1, 2])
+            if rng.random() < 0.3:
+                d["explicit_delay"] = rng.choice([0.0, 3.0, 60.0])
+            else:
+                d["duration"] = rng.choice([0.0, 0.2, 2.0, None])
+                if d["duration"] is None and rng.random() < 0.5:
+                    d["duration"] = 0  # (an int: duration or 0.0)
+        elif kind == "add":
+            d.update(queued=rng.choice([1, 3]), accepted=rng.choice([1, 3]),
+                     head=rng.randint(-5, 5))
+        elif kind == "block":
+            d["ready_at"] = rng.choice([50.0, 120.0, 200])
+        elif kind == "return":
+            d.update(inflight=-1, queued=1, head=rng.randint(-5, 5))
+        deltas.append(d)
+    return rows, deltas
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_queue_settling_agrees_with_python(tmp_path: Path, seed: int) -> None:
+    """Applier.apply (C) writes and caches what SQLiteStore._apply_rows (Python) does,
+    for generated queue rows and deltas, policies with overrides and a QueuePolicy
+    subclass with its own delay."""
+    rng = random.Random(seed)
+    policy = _SlowPolicy(min_delay=1.0, session_budget=3) if seed % 3 == 2 else \
+        QueuePolicy(min_delay=0.5, max_delay=20.0, delay_factor=2.0, session_budget=seed % 2)
+    fast = SQLiteStore(str(tmp_path / "c.db"), policy)
+    pure = SQLiteStore(str(tmp_path / "p.db"), policy)
+    assert fast._applier is not None
+    for now in (100.0, 100.0, 120.5):
+        rows, fields = _random_settle_case(rng, 300)
+        out = []
+        for run in (fast._applier.apply, pure._apply_rows):
+            deltas = {}
+            for row, f in zip(rows, fields):
+                d = deltas[row[0]] = _Delta()
+                for k, v in f.items():
+                    setattr(d, k, v)
+            # (a generator: the C code takes any iterable of rows, as _apply passes)
+            out.append(run((r for r in rows), deltas, now))
+        assert out[0] == out[1]
+        assert [list(w) for w in out[0].values()] == [list(w) for w in out[1].values()]
+        assert fast._rows == pure._rows
+        assert len(fast._rows) > 50 and len(out[0]) >= 3
+    fast.close()
+    pure.close()
+
+
+def test_queue_settling_errors(tmp_path: Path) -> None:
+    """Rows and deltas of the wrong shape raise; they never crash the interpreter."""
+    store = SQLiteStore(str(tmp_path / "e.db"))
+    apply = store._applier.apply
+    d = _Delta()
+    with pytest.raises(TypeError):
+        apply([(1, 0)], {1: d}, 1.0)  # a row too short
+    with pytest.raises(TypeError):
+        apply([[1, 0, None]], {1: d}, 1.0)  # not a tuple
+    with pytest.raises(TypeError):
+        apply([(1,) + (0,) * 19], {1: object()}, 1.0)  # not a _Delta
+    row = (1, READY, "x", 0.0, 0.0, 1, 0, 0, 0, NO_CURSOR, 0, NO_CURSOR, 0) + (None,) * 7
+    with pytest.raises(TypeError):
+        apply([row], {1: d}, 1.0)  # a head that is not an int
+    assert apply([row], {2: d}, 1.0) == {}  # rows without a delta are left alone
+    store.close()
+    # The Applier holds the store's caches, not the store (it has no GC support, so a
+    # cycle through it would never be freed).
+    ref = weakref.ref(store)
+    del store, apply
+    assert ref() is None

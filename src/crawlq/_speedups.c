@@ -9,6 +9,9 @@
  * (crawlq.policies.canonical, crawlq.models, crawlq.frontier), so there is one
  * definition of canonical and this file only has to agree with it on the easy part.
  * tests/test_speedups.py checks that agreement on generated and hand-picked URLs.
+ *
+ * Also here: Frontier.next's Lease objects (LeaseMaker) and the SQLite store's per-queue
+ * settling (Applier), each the C twin of a Python definition that stays the fallback.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -979,6 +982,503 @@ static PyTypeObject LeaseMakerType = {
 };
 
 /* ---------------------------------------------------------------------------------- */
+/* Queue settling: the per-queue loop of SQLiteStore._apply                            */
+/*
+ * The same computation as the Python loop in crawlq/stores/sqlite.py (_apply), which
+ * stays the definition and the fallback; tests/test_speedups.py runs both on generated
+ * rows and deltas and compares what they write and cache. Times (since, ready_at, now,
+ * delays) are doubles here, counters and heads 64-bit ints.
+ */
+
+#define N_DELTA 12
+static const char *delta_fields[N_DELTA] = {
+    "accepted", "cursor", "duration", "exact", "explicit_delay", "head",
+    "inflight", "queued", "ready_at", "recompute", "served", "session"};
+enum { D_ACCEPTED, D_CURSOR, D_DURATION, D_EXACT, D_EXPLICIT, D_HEAD,
+       D_INFLIGHT, D_QUEUED, D_READY_AT, D_RECOMPUTE, D_SERVED, D_SESSION };
+
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *delta_type, *policy_type;
+    PyObject *policies, *policy_of, *cache;
+    PyObject *sql_lookup, *sql_counts[2], *sql_plain[2];
+    PyObject *no_cursor;
+    long long states[4]; /* READY, BUSY, RESTING, EXHAUSTED */
+    Py_ssize_t cursors_at, settings_at;
+    Py_ssize_t off[N_DELTA];
+    /* The policy of queues without overrides (all settings NULL), once looked up. */
+    PyObject *plain_pol;
+    /* The last policy used and its values: queues mostly share one. */
+    PyObject *pol;
+    long long concurrency, session_budget;
+    double session_rest, min_delay, max_delay, delay_factor;
+} Applier;
+
+static PyObject *s_concurrency, *s_session_budget, *s_session_rest, *s_delay, *s_min_delay,
+    *s_max_delay, *s_delay_factor;
+
+static void applier_dealloc(Applier *self) {
+    Py_XDECREF(self->delta_type);
+    Py_XDECREF(self->policy_type);
+    Py_XDECREF(self->policies);
+    Py_XDECREF(self->policy_of);
+    Py_XDECREF(self->cache);
+    Py_XDECREF(self->sql_lookup);
+    Py_XDECREF(self->sql_counts[0]);
+    Py_XDECREF(self->sql_counts[1]);
+    Py_XDECREF(self->sql_plain[0]);
+    Py_XDECREF(self->sql_plain[1]);
+    Py_XDECREF(self->no_cursor);
+    Py_XDECREF(self->plain_pol);
+    Py_XDECREF(self->pol);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int applier_init(Applier *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"delta_type", "policy_type", "policies", "policy_of", "cache",
+                             "sql_lookup", "sql_counts", "sql_plain", "no_cursor", "states",
+                             "cursors_at", "settings_at", NULL};
+    PyObject *dt, *pt, *pols, *pof, *cache, *lookup, *counts, *plain, *nc, *states;
+    Py_ssize_t ca, sa;
+    int k;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!OO!UOOO!Onn", kwlist, &PyType_Type, &dt,
+                                     &PyType_Type, &pt, &PyDict_Type, &pols, &pof,
+                                     &PyDict_Type, &cache, &lookup, &counts, &plain,
+                                     &PyLong_Type, &nc, &states, &ca, &sa))
+        return -1;
+    if (!PyTuple_Check(counts) || PyTuple_GET_SIZE(counts) != 2 || !PyTuple_Check(plain) ||
+        PyTuple_GET_SIZE(plain) != 2 || !PyTuple_Check(states) ||
+        PyTuple_GET_SIZE(states) != 4 || ca < 9 || sa < ca || sa - ca > 8) {
+        PyErr_SetString(PyExc_ValueError, "Applier: bad statements, states or offsets");
+        return -1;
+    }
+    for (k = 0; k < 4; k++) {
+        self->states[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(states, k));
+        if (self->states[k] == -1 && PyErr_Occurred()) return -1;
+    }
+    if (slot_offsets((PyTypeObject *)dt, delta_fields, N_DELTA, self->off) < 0) return -1;
+    Py_INCREF(dt);
+    Py_XSETREF(self->delta_type, (PyTypeObject *)dt);
+    Py_INCREF(pt);
+    Py_XSETREF(self->policy_type, (PyTypeObject *)pt);
+    Py_INCREF(pols);
+    Py_XSETREF(self->policies, pols);
+    Py_INCREF(pof);
+    Py_XSETREF(self->policy_of, pof);
+    Py_INCREF(cache);
+    Py_XSETREF(self->cache, cache);
+    Py_INCREF(lookup);
+    Py_XSETREF(self->sql_lookup, lookup);
+    for (k = 0; k < 2; k++) {
+        Py_INCREF(PyTuple_GET_ITEM(counts, k));
+        Py_XSETREF(self->sql_counts[k], PyTuple_GET_ITEM(counts, k));
+        Py_INCREF(PyTuple_GET_ITEM(plain, k));
+        Py_XSETREF(self->sql_plain[k], PyTuple_GET_ITEM(plain, k));
+    }
+    Py_INCREF(nc);
+    Py_XSETREF(self->no_cursor, nc);
+    Py_CLEAR(self->plain_pol);
+    Py_CLEAR(self->pol);
+    self->cursors_at = ca;
+    self->settings_at = sa;
+    return 0;
+}
+
+/* obj as a long long / double; on failure *bad is set (with the exception). */
+static long long as_ll(PyObject *o, int *bad) {
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) *bad = 1;
+    return v;
+}
+
+static double as_double(PyObject *o, int *bad) {
+    double v = PyFloat_AsDouble(o);
+    if (v == -1.0 && PyErr_Occurred()) *bad = 1;
+    return v;
+}
+
+static double attr_double(PyObject *o, PyObject *name, int *bad) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    double r;
+    if (!v) {
+        *bad = 1;
+        return 0;
+    }
+    r = as_double(v, bad);
+    Py_DECREF(v);
+    return r;
+}
+
+/* Make pol (a borrowed reference) the current policy: read its values. 0 or -1. */
+static int use_policy(Applier *self, PyObject *pol) {
+    PyObject *v;
+    int bad = 0;
+    if (pol == self->pol) return 0;
+    Py_CLEAR(self->pol);
+    if (!(v = PyObject_GetAttr(pol, s_concurrency))) return -1;
+    self->concurrency = as_ll(v, &bad);
+    Py_DECREF(v);
+    if (!(v = PyObject_GetAttr(pol, s_session_budget))) return -1;
+    self->session_budget = as_ll(v, &bad);
+    Py_DECREF(v);
+    self->session_rest = attr_double(pol, s_session_rest, &bad);
+    self->min_delay = attr_double(pol, s_min_delay, &bad);
+    self->max_delay = attr_double(pol, s_max_delay, &bad);
+    self->delay_factor = attr_double(pol, s_delay_factor, &bad);
+    if (bad) return -1;
+    Py_INCREF(pol);
+    self->pol = pol;
+    return 0;
+}
+
+/* The rest after a fetch of duration (None: 0) under the current policy: QueuePolicy.delay,
+   computed here for that class itself, called for a subclass. */
+static double policy_delay(Applier *self, PyObject *duration, int *bad) {
+    double d, r;
+    if (Py_TYPE(self->pol) != self->policy_type) {
+        PyObject *o = PyObject_CallMethodOneArg(self->pol, s_delay, duration);
+        if (!o) {
+            *bad = 1;
+            return 0;
+        }
+        r = as_double(o, bad);
+        Py_DECREF(o);
+        return r;
+    }
+    d = 0.0;
+    if (duration != Py_None) {
+        int t = PyObject_IsTrue(duration); /* (duration or 0.0) */
+        if (t < 0) {
+            *bad = 1;
+            return 0;
+        }
+        if (t) d = as_double(duration, bad);
+    }
+    d = self->delay_factor * d;
+    r = d > self->min_delay ? d : self->min_delay;
+    return r < self->max_delay ? r : self->max_delay;
+}
+
+/* Append row to writes[key] (a new list the first time). */
+static int add_write(PyObject *writes, PyObject *key, PyObject *row) {
+    PyObject *w = PyDict_GetItemWithError(writes, key);
+    int r;
+    if (!w) {
+        if (PyErr_Occurred()) return -1;
+        w = PyList_New(0);
+        if (!w) return -1;
+        r = PyDict_SetItem(writes, key, w);
+        Py_DECREF(w);
+        if (r < 0) return -1;
+    }
+    return PyList_Append(w, row);
+}
+
+/* A tuple of n new references, stolen (if one is NULL: none is kept, NULL returned). */
+static PyObject *tuple_of(Py_ssize_t n, PyObject **items) {
+    PyObject *t = PyTuple_New(n);
+    Py_ssize_t i;
+    int bad = t == NULL;
+    for (i = 0; i < n; i++)
+        if (!items[i]) bad = 1;
+    if (bad) {
+        for (i = 0; i < n; i++) Py_XDECREF(items[i]);
+        Py_XDECREF(t);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return NULL;
+    }
+    for (i = 0; i < n; i++) PyTuple_SET_ITEM(t, i, items[i]);
+    return t;
+}
+
+#define DSLOT(d, k) (*(PyObject **)((char *)(d) + self->off[k]))
+
+/* The policy of a row's queue (borrowed, made current): policies.get(settings) or
+   policy_of(settings). 0 or -1. */
+static int row_policy(Applier *self, PyObject *row) {
+    Py_ssize_t i, n = PyTuple_GET_SIZE(row);
+    PyObject *settings, *pol;
+    int plain = 1, r;
+    for (i = self->settings_at; i < n; i++)
+        if (PyTuple_GET_ITEM(row, i) != Py_None) plain = 0;
+    if (plain && self->plain_pol) return use_policy(self, self->plain_pol);
+    settings = PyTuple_GetSlice(row, self->settings_at, n);
+    if (!settings) return -1;
+    pol = PyDict_GetItemWithError(self->policies, settings);
+    if (pol) {
+        Py_INCREF(pol);
+    } else if (!PyErr_Occurred()) {
+        pol = PyObject_CallOneArg(self->policy_of, settings);
+    }
+    Py_DECREF(settings);
+    if (!pol) return -1;
+    if (plain) {
+        Py_INCREF(pol);
+        Py_XSETREF(self->plain_pol, pol);
+    }
+    r = use_policy(self, pol);
+    Py_DECREF(pol);
+    return r;
+}
+
+/* One queue: its row and delta -> writes (and the cache). 0 or -1 with an error. */
+static int apply_one(Applier *self, PyObject *row, PyObject *d, double now,
+                     PyObject *writes) {
+    PyObject *qid, *v, *key, *cursor, **cur, *items[24];
+    long long state, head = 0, new_head = 0, queued, inflight, session, accepted, new_state;
+    long long row_head = 0;
+    double since, ready_at, row_since, row_ready, rest;
+    int bad = 0, has_head, row_has_head, served, moved, recompute, exact;
+    Py_ssize_t n, i, nc, ns, width = PyTuple_GET_SIZE(row);
+
+    if (width < self->settings_at || width - self->settings_at > 16) {
+        PyErr_SetString(PyExc_TypeError, "queue rows must be tuples of the queue columns");
+        return -1;
+    }
+    for (i = 0; i < N_DELTA; i++)
+        if (!DSLOT(d, i)) {
+            PyErr_Format(PyExc_AttributeError, "delta has no %s", delta_fields[i]);
+            return -1;
+        }
+    qid = PyTuple_GET_ITEM(row, 0);
+    state = as_ll(PyTuple_GET_ITEM(row, 1), &bad);
+    v = PyTuple_GET_ITEM(row, 2);
+    row_has_head = v != Py_None;
+    if (row_has_head) row_head = as_ll(v, &bad);
+    row_since = as_double(PyTuple_GET_ITEM(row, 3), &bad);
+    row_ready = as_double(PyTuple_GET_ITEM(row, 4), &bad);
+    queued = as_ll(PyTuple_GET_ITEM(row, 5), &bad) + as_ll(DSLOT(d, D_QUEUED), &bad);
+    inflight = as_ll(PyTuple_GET_ITEM(row, 6), &bad) + as_ll(DSLOT(d, D_INFLIGHT), &bad);
+    session = as_ll(PyTuple_GET_ITEM(row, 7), &bad) + as_ll(DSLOT(d, D_SESSION), &bad);
+    accepted = as_ll(PyTuple_GET_ITEM(row, 8), &bad) + as_ll(DSLOT(d, D_ACCEPTED), &bad);
+    if (bad) return -1;
+    since = row_since;
+    ready_at = row_ready;
+    head = row_head;
+    has_head = row_has_head;
+    if (row_policy(self, row) < 0) return -1;
+
+    served = PyObject_IsTrue(DSLOT(d, D_SERVED));
+    exact = PyObject_IsTrue(DSLOT(d, D_EXACT));
+    recompute = PyObject_IsTrue(DSLOT(d, D_RECOMPUTE));
+    if (served < 0 || exact < 0 || recompute < 0) return -1;
+    {
+        double dr = as_double(DSLOT(d, D_READY_AT), &bad);
+        if (bad) return -1;
+        if (dr > ready_at) ready_at = dr;
+    }
+    if (DSLOT(d, D_DURATION) != Py_None || DSLOT(d, D_EXPLICIT) != Py_None) {
+        if (DSLOT(d, D_EXPLICIT) != Py_None) rest = as_double(DSLOT(d, D_EXPLICIT), &bad);
+        else rest = policy_delay(self, DSLOT(d, D_DURATION), &bad);
+        if (bad) return -1;
+        if (rest > 0) {
+            if (now + rest > ready_at) ready_at = now + rest;
+            session = 0;
+        }
+    }
+    if (served && self->session_budget && session >= self->session_budget) {
+        session = 0; /* yield to the others: rest a while, then the back of the line */
+        if (now + self->session_rest > ready_at) ready_at = now + self->session_rest;
+    }
+    v = DSLOT(d, D_HEAD);
+    if (v != Py_None) {
+        new_head = as_ll(v, &bad);
+        if (bad) return -1;
+    }
+    if (exact || (v != Py_None && (!has_head || new_head < head))) {
+        has_head = v != Py_None;
+        head = new_head;
+    }
+    if (queued <= 0) {
+        new_state = self->states[3];
+    } else if (inflight >= self->concurrency) {
+        new_state = self->states[1];
+    } else if (ready_at > now) {
+        new_state = self->states[2];
+    } else {
+        new_state = self->states[0];
+        if (served) since = now;
+        else if (state == self->states[2]) since = ready_at;
+        else if (state != self->states[0]) since = now;
+    }
+    cursor = DSLOT(d, D_CURSOR);
+    moved = cursor != Py_None;
+    if (moved) {
+        if (!PyTuple_Check(cursor) || PyTuple_GET_SIZE(cursor) > 8) {
+            PyErr_SetString(PyExc_TypeError, "a delta's cursor must be a short tuple");
+            return -1;
+        }
+        cur = &PyTuple_GET_ITEM(cursor, 0);
+        nc = PyTuple_GET_SIZE(cursor);
+    } else {
+        cur = &PyTuple_GET_ITEM(row, self->cursors_at);
+        nc = self->settings_at - self->cursors_at;
+    }
+    n = 0;
+    if (recompute && queued > 0) {
+        key = self->sql_lookup;
+        moved = 1;
+        items[n++] = PyLong_FromLongLong(new_state);
+        items[n++] = PyFloat_FromDouble(since);
+        items[n++] = PyFloat_FromDouble(ready_at);
+        items[n++] = PyLong_FromLongLong(queued);
+        items[n++] = PyLong_FromLongLong(inflight);
+        items[n++] = PyLong_FromLongLong(session);
+        items[n++] = PyLong_FromLongLong(accepted);
+        /* its head is looked up in SQL: a cached row would be wrong */
+        i = PyDict_Contains(self->cache, qid);
+        if (i < 0 || (i && PyDict_DelItem(self->cache, qid) < 0)) {
+            for (i = 0; i < n; i++) Py_XDECREF(items[i]);
+            return -1;
+        }
+    } else {
+        PyObject *cached, *cols[40];
+        if (queued <= 0) has_head = 0;
+        if (queued > 0 && new_state == state && since == row_since && ready_at == row_ready &&
+            has_head == row_has_head && (!has_head || head == row_head)) {
+            /* counters only: no indexed column changes, so no index is rewritten */
+            key = self->sql_counts[moved];
+        } else {
+            key = self->sql_plain[moved];
+            items[n++] = PyLong_FromLongLong(new_state);
+            items[n++] = PyFloat_FromDouble(since);
+            items[n++] = PyFloat_FromDouble(ready_at);
+        }
+        items[n++] = PyLong_FromLongLong(queued);
+        items[n++] = PyLong_FromLongLong(inflight);
+        items[n++] = PyLong_FromLongLong(session);
+        items[n++] = PyLong_FromLongLong(accepted);
+        if (key == self->sql_plain[moved]) {
+            if (has_head) {
+                items[n++] = PyLong_FromLongLong(head);
+            } else {
+                Py_INCREF(self->no_cursor);
+                items[n++] = self->no_cursor;
+            }
+        }
+        /* the cached row: (qid, state, head, since, ready_at, queued, inflight, session,
+           accepted) + cursors + settings */
+        Py_INCREF(qid);
+        cols[0] = qid;
+        cols[1] = PyLong_FromLongLong(new_state);
+        if (has_head) {
+            cols[2] = PyLong_FromLongLong(head);
+        } else {
+            Py_INCREF(Py_None);
+            cols[2] = Py_None;
+        }
+        cols[3] = PyFloat_FromDouble(since);
+        cols[4] = PyFloat_FromDouble(ready_at);
+        cols[5] = PyLong_FromLongLong(queued);
+        cols[6] = PyLong_FromLongLong(inflight);
+        cols[7] = PyLong_FromLongLong(session);
+        cols[8] = PyLong_FromLongLong(accepted);
+        ns = width - self->settings_at;
+        for (i = 0; i < nc; i++) {
+            Py_INCREF(cur[i]);
+            cols[9 + i] = cur[i];
+        }
+        for (i = 0; i < ns; i++) {
+            v = PyTuple_GET_ITEM(row, self->settings_at + i);
+            Py_INCREF(v);
+            cols[9 + nc + i] = v;
+        }
+        cached = tuple_of(9 + nc + ns, cols);
+        if (!cached || PyDict_SetItem(self->cache, qid, cached) < 0) {
+            Py_XDECREF(cached);
+            for (i = 0; i < n; i++) Py_XDECREF(items[i]);
+            return -1;
+        }
+        Py_DECREF(cached);
+    }
+    if (moved) {
+        for (i = 0; i < nc; i++) {
+            Py_INCREF(cur[i]);
+            items[n++] = cur[i];
+        }
+    }
+    Py_INCREF(qid);
+    items[n++] = qid;
+    v = tuple_of(n, items);
+    if (!v) return -1;
+    i = add_write(writes, key, v);
+    Py_DECREF(v);
+    return (int)i;
+}
+
+PyDoc_STRVAR(apply_doc,
+             "apply(rows, deltas, now) -> {sql: [parameters, ...]}: each queue row of rows "
+             "with a delta in deltas (qid -> _Delta) settled at time now, as _apply does: "
+             "the UPDATEs to run, the cache updated.");
+
+static PyObject *applier_apply(Applier *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *it, *row, *d, *writes;
+    double now;
+    if (nargs != 3 || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "apply(rows, deltas: dict, now)");
+        return NULL;
+    }
+    now = PyFloat_AsDouble(args[2]);
+    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    writes = PyDict_New();
+    if (!writes) return NULL;
+    it = PyObject_GetIter(args[0]);
+    if (!it) {
+        Py_DECREF(writes);
+        return NULL;
+    }
+    while ((row = PyIter_Next(it))) {
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) < 1) {
+            PyErr_SetString(PyExc_TypeError, "queue rows must be tuples");
+            Py_DECREF(row);
+            break;
+        }
+        d = PyDict_GetItemWithError(args[1], PyTuple_GET_ITEM(row, 0));
+        if (!d) {
+            Py_DECREF(row);
+            if (PyErr_Occurred()) break;
+            continue;
+        }
+        if (Py_TYPE(d) != self->delta_type) {
+            PyErr_SetString(PyExc_TypeError, "deltas must be the store's _Delta objects");
+            Py_DECREF(row);
+            break;
+        }
+        Py_INCREF(d);
+        if (apply_one(self, row, d, now, writes) < 0) {
+            Py_DECREF(d);
+            Py_DECREF(row);
+            break;
+        }
+        Py_DECREF(d);
+        Py_DECREF(row);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) {
+        Py_DECREF(writes);
+        return NULL;
+    }
+    return writes;
+}
+
+static PyMethodDef applier_methods[] = {
+    {"apply", (PyCFunction)(void (*)(void))applier_apply, METH_FASTCALL, apply_doc},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject ApplierType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "crawlq._speedups.Applier",
+    .tp_basicsize = sizeof(Applier),
+    .tp_dealloc = (destructor)applier_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = PyDoc_STR("Applier(delta_type, policies, policy_of, cache, sql_lookup, "
+                        "sql_counts, sql_plain, no_cursor, states, cursors_at, settings_at): "
+                        "SQLiteStore._apply's per-queue loop in C."),
+    .tp_methods = applier_methods,
+    .tp_init = (initproc)applier_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---------------------------------------------------------------------------------- */
 
 static PyObject *py_blake2b_128(PyObject *mod, PyObject *data) {
     Py_buffer view;
@@ -996,7 +1496,7 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "crawlq._speedups",
-                                       "Frontier.add's common case in C (optional).", -1,
+                                       "Frontier.add's common case, leases and queue settling in C (optional).", -1,
                                        module_methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__speedups(void) {
@@ -1004,7 +1504,17 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     init_classes();
     if (!(s_GET = PyUnicode_InternFromString("GET")) || !(zero = PyLong_FromLong(0)))
         return NULL;
-    if (PyType_Ready(&FastAddType) < 0 || PyType_Ready(&LeaseMakerType) < 0) return NULL;
+    if (!(s_concurrency = PyUnicode_InternFromString("concurrency")) ||
+        !(s_session_budget = PyUnicode_InternFromString("session_budget")) ||
+        !(s_session_rest = PyUnicode_InternFromString("session_rest")) ||
+        !(s_delay = PyUnicode_InternFromString("delay")) ||
+        !(s_min_delay = PyUnicode_InternFromString("min_delay")) ||
+        !(s_max_delay = PyUnicode_InternFromString("max_delay")) ||
+        !(s_delay_factor = PyUnicode_InternFromString("delay_factor")))
+        return NULL;
+    if (PyType_Ready(&FastAddType) < 0 || PyType_Ready(&LeaseMakerType) < 0 ||
+        PyType_Ready(&ApplierType) < 0)
+        return NULL;
     m = PyModule_Create(&moduledef);
     if (!m) return NULL;
     Py_INCREF(&FastAddType);
@@ -1016,6 +1526,12 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     Py_INCREF(&LeaseMakerType);
     if (PyModule_AddObject(m, "LeaseMaker", (PyObject *)&LeaseMakerType) < 0) {
         Py_DECREF(&LeaseMakerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&ApplierType);
+    if (PyModule_AddObject(m, "Applier", (PyObject *)&ApplierType) < 0) {
+        Py_DECREF(&ApplierType);
         Py_DECREF(m);
         return NULL;
     }

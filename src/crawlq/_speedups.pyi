@@ -23,3 +23,14 @@ class LeaseMaker:
     def __init__(self, request_type: type, lease_type: type, no_meta: Mapping[str, Any],
                  from_payload: Callable[..., Any]) -> None: ...
     def leases(self, rows: list[Any], now: float) -> list[Any]: ...
+
+class Applier:
+    """SQLiteStore._apply_rows in C: settle queue rows with their deltas."""
+
+    def __init__(self, delta_type: type, policy_type: type, policies: dict[Any, Any],
+                 policy_of: Callable[[tuple[Any, ...]], Any], cache: dict[int, Any],
+                 sql_lookup: str, sql_counts: tuple[str, str], sql_plain: tuple[str, str],
+                 no_cursor: int, states: tuple[int, int, int, int], cursors_at: int,
+                 settings_at: int) -> None: ...
+    def apply(self, rows: Iterable[Sequence[Any]], deltas: dict[int, Any],
+              now: float) -> dict[str, list[tuple[Any, ...]]]: ...

@@ -10,6 +10,7 @@ share one file (writers take turns; no entry is ever leased twice). With
 from __future__ import annotations
 
 import functools
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -179,6 +180,34 @@ class _Delta:
             self.head = nprio
 
 
+def _policy_of(base: QueuePolicy, cache: dict[tuple[Any, ...], QueuePolicy],
+               overrides: tuple[Any, ...]) -> QueuePolicy:
+    """The policy of a queue with ``overrides`` (QUEUE_SETTINGS values, None: the
+    default), made once per distinct overrides and kept in ``cache``."""
+    pol = cache.get(overrides)
+    if pol is None:
+        pol = base.merged({k: v for k, v in zip(QUEUE_SETTINGS, overrides) if v is not None})
+        cache[overrides] = pol
+    return pol
+
+
+def _applier(store: SQLiteStore) -> Any:
+    """_apply_rows in C (crawlq._speedups.Applier) for this store, or None: not built, or
+    ``CRAWLQ_PURE_PYTHON=1``. It holds the store's policy and row caches (the same dict
+    objects, which are cleared, never replaced), not the store: no reference cycle."""
+    if os.environ.get("CRAWLQ_PURE_PYTHON"):
+        return None
+    try:
+        from .._speedups import Applier
+    except ImportError:  # built without a C compiler: the pure-Python path
+        return None
+    return Applier(_Delta, QueuePolicy, store._policies,
+                   functools.partial(_policy_of, store.policy, store._policies), store._rows,
+                   _UPDATE_LOOKUP, (_UPDATE_COUNTS[0], _UPDATE_COUNTS[1]),
+                   (_UPDATE_PLAIN[0], _UPDATE_PLAIN[1]), NO_CURSOR,
+                   (READY, BUSY, RESTING, EXHAUSTED), _CURSORS_AT, _SETTINGS_AT)
+
+
 class SQLiteStore:
     """Durable store in one SQLite file; see :class:`crawlq.stores.base.Store`."""
 
@@ -229,6 +258,7 @@ class SQLiteStore:
         self._rows: dict[int, tuple[Any, ...]] = {}
         self._version = -1
         self._stale = False  # set when a call changed queue rows behind the cache's back
+        self._applier = _applier(self)
         self._closed = False
 
     # -- plumbing ----------------------------------------------------------------------
@@ -319,12 +349,7 @@ class SQLiteStore:
         return keys
 
     def _policy(self, overrides: tuple[Any, ...]) -> QueuePolicy:
-        pol = self._policies.get(overrides)
-        if pol is None:
-            pol = self.policy.merged(
-                {k: v for k, v in zip(QUEUE_SETTINGS, overrides) if v is not None})
-            self._policies[overrides] = pol
-        return pol
+        return _policy_of(self.policy, self._policies, overrides)
 
     def _queue_rows(self, c: sqlite3.Connection, qids: Sequence[int]) -> list[tuple[Any, ...]]:
         """The rows (``_QUEUE_COLS``) of existing queues ``qids``, from the cache or read."""
@@ -375,11 +400,23 @@ class SQLiteStore:
         """
         if not deltas:
             return
+        if rows is None:
+            rows = self._queue_rows(c, list(deltas))
+        if self._applier is not None:
+            writes = self._applier.apply(rows, deltas, now)
+        else:
+            writes = self._apply_rows(rows, deltas, now)
+        for sql, args in writes.items():
+            c.executemany(sql, args)
+
+    def _apply_rows(self, rows: Iterable[Sequence[Any]], deltas: Mapping[int, _Delta],
+                    now: float) -> dict[str, list[tuple[Any, ...]]]:
+        """_apply's settling of each queue: the UPDATE statements to run (statement ->
+        parameters) and the cache updated. The definition; crawlq._speedups.Applier
+        does the same in C (tests/test_speedups.py compares them)."""
         writes: dict[str, list[tuple[Any, ...]]] = {}
         cache = self._rows
         policies = self._policies
-        if rows is None:
-            rows = self._queue_rows(c, list(deltas))
         for row in rows:
             qid = row[0]
             d = deltas.get(qid)
@@ -456,8 +493,7 @@ class SQLiteStore:
             if w is None:
                 w = writes[key] = []
             w.append(vals + (qid,))  # noqa: RUF005
-        for sql, args in writes.items():
-            c.executemany(sql, args)
+        return writes
 
     def _move_back(self, c: sqlite3.Connection, table: str, key: str, time_col: str,
                     now: float, deltas: dict[int, _Delta], was_leased: bool) -> int:
