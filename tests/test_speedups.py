@@ -24,7 +24,7 @@ from crawlq import frontier as frontier_module
 from crawlq.errors import InvalidURL
 from crawlq.models import _NO_META
 from crawlq.policies.canonical import Canonicalizer
-from crawlq.stores.base import PRIORITY_MAX, QueuePolicy
+from crawlq.stores.base import ADDED, DUPLICATE, OVER_BUDGET, PRIORITY_MAX, QueuePolicy
 from crawlq.stores.sqlite import SQLiteStore, _Delta
 from crawlq.stores.sqlite_schema import BUSY, EXHAUSTED, NO_CURSOR, READY, RESTING
 from crawlq.testing import Clock
@@ -352,3 +352,50 @@ def test_queue_settling_errors(tmp_path: Path) -> None:
     ref = weakref.ref(store)
     del store, apply
     assert ref() is None
+
+
+def _random_admit_case(rng: random.Random, n: int) -> tuple[list[Any], dict[str, int],
+                                                            dict[int, int], dict[int, int]]:
+    """Entries (fingerprint, key, priority, payload, not_before, revisit_at, retries) over
+    a few queues, with repeats inside the batch, fingerprints already seen (with and
+    without revisit times), no fingerprint (dont_filter), later not_before, and caps."""
+    fps = [bytes([i]) * 16 for i in range(60)]
+    keys = ["a", "b", "c", "d"]
+    entries = []
+    for _ in range(n):
+        fp = None if rng.random() < 0.1 else rng.choice(fps)
+        entries.append((fp, rng.choice(keys), rng.randint(-5, 5), bytes([rng.randint(0, 255)]),
+                        rng.choice([None, None, 50.0, 150.0, 100]),
+                        rng.choice([None, 130.0]), rng.choice([0, 0, 2])))
+    qids = {k: i + 1 for i, k in enumerate(keys)}
+    caps = {1: 0, 2: 5, 3: 0, 4: 30}
+    accepted = {1: 0, 2: 3, 3: 10, 4: 0}
+    return entries, qids, caps, accepted
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_admit_agrees_with_python(tmp_path: Path, seed: int) -> None:
+    """speedups.admit (C) decides, numbers and marks entries as _admit (Python) does."""
+    from crawlq.stores.sqlite import _SEQ_MAX, _admit, _SeenTx
+
+    rng = random.Random(seed)
+    entries, qids, caps, accepted = _random_admit_case(rng, 400)
+    known = {bytes([i]) * 16: rng.choice([None, 90.0, 110.0, 100]) for i in range(0, 60, 3)}
+    for lifo in (False, True):
+        seen_c, seen_py = _SeenTx(None, None), _SeenTx(None, None)  # type: ignore[arg-type]
+        seen_c.known, seen_py.known = dict(known), dict(known)
+        acc_c, acc_py = dict(accepted), dict(accepted)
+        got = speedups.admit(entries, qids, caps, acc_c, seen_c.batch, seen_c.known,
+                             seen_c.fresh, 100.0, 7, _SEQ_MAX if lifo else 0,
+                             (ADDED, DUPLICATE, OVER_BUDGET))
+        want = _admit(entries, qids, caps, acc_py, seen_py, 100.0, 7, lifo)
+        assert got == want
+        assert acc_c == acc_py
+        assert (seen_c.batch, seen_c.fresh) == (seen_py.batch, seen_py.fresh)
+        statuses = set(want[0])
+        assert statuses == {ADDED, DUPLICATE, OVER_BUDGET} and want[1] and want[2]
+    with pytest.raises(KeyError):
+        speedups.admit([(None, "zz", 0, b"", None, None, 0)], qids, caps, {}, set(), {}, [],
+                       1.0, 0, 0, (0, 1, 2))
+    with pytest.raises(TypeError):
+        speedups.admit([(None, "a", 0)], qids, caps, {}, set(), {}, [], 1.0, 0, 0, (0, 1, 2))

@@ -1479,6 +1479,176 @@ static PyTypeObject ApplierType = {
 };
 
 /* ---------------------------------------------------------------------------------- */
+/* Admission: the per-entry loop of SQLiteStore.add (the exact seen-set)               */
+/*
+ * The same as crawlq.stores.sqlite._admit with an exact seen-set (_SeenTx's batch,
+ * known and fresh), which stays the definition and the fallback; tests/test_speedups.py
+ * runs both on generated batches.
+ */
+
+PyDoc_STRVAR(admit_doc,
+             "admit(entries, qids, caps, accepted, batch, known, fresh, now, seq, lifo_max, "
+             "statuses) -> (out, new_rows, later, dups, seen_added, seq): see "
+             "crawlq.stores.sqlite._admit.");
+
+static PyObject *py_admit(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *entries, *qids, *caps, *accepted, *batch, *known, *fresh, *nowo, *statuses;
+    PyObject *out = NULL, *new_rows = NULL, *later = NULL, *res = NULL;
+    PyObject *s_added, *s_dup, *s_over;
+    long long seq, lifo_max;
+    Py_ssize_t i, n, dups = 0, seen_added = 0;
+    double now;
+    (void)mod;
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "admit() takes 11 arguments");
+        return NULL;
+    }
+    entries = args[0];
+    qids = args[1];
+    caps = args[2];
+    accepted = args[3];
+    batch = args[4];
+    known = args[5];
+    fresh = args[6];
+    nowo = args[7];
+    statuses = args[10];
+    if (!PyList_Check(entries) && !PyTuple_Check(entries)) {
+        PyErr_SetString(PyExc_TypeError, "admit: entries must be a list or tuple");
+        return NULL;
+    }
+    if (!PyDict_Check(qids) || !PyDict_Check(caps) || !PyDict_Check(accepted) ||
+        !PySet_Check(batch) || !PyDict_Check(known) || !PyList_Check(fresh) ||
+        !PyTuple_Check(statuses) || PyTuple_GET_SIZE(statuses) != 3) {
+        PyErr_SetString(PyExc_TypeError, "admit: bad argument types");
+        return NULL;
+    }
+    s_added = PyTuple_GET_ITEM(statuses, 0);
+    s_dup = PyTuple_GET_ITEM(statuses, 1);
+    s_over = PyTuple_GET_ITEM(statuses, 2);
+    now = PyFloat_AsDouble(nowo);
+    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    seq = PyLong_AsLongLong(args[8]);
+    if (seq == -1 && PyErr_Occurred()) return NULL;
+    lifo_max = PyLong_AsLongLong(args[9]);
+    if (lifo_max == -1 && PyErr_Occurred()) return NULL;
+    n = PySequence_Fast_GET_SIZE(entries);
+    if (!(out = PyList_New(0)) || !(new_rows = PyList_New(0)) || !(later = PyList_New(0)))
+        goto fail;
+    for (i = 0; i < n; i++) {
+        PyObject *e = PySequence_Fast_GET_ITEM(entries, i);
+        PyObject *fp, *key, *prio, *payload, *nb, *revisit_at, *retries, *qid, *cap, *acc;
+        PyObject *nprio = NULL, *order = NULL, *row = NULL, *status;
+        long long a, c;
+        int r;
+        if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 7) {
+            PyErr_SetString(PyExc_TypeError, "admit: entries must be 7-tuples");
+            goto fail;
+        }
+        fp = PyTuple_GET_ITEM(e, 0);
+        key = PyTuple_GET_ITEM(e, 1);
+        prio = PyTuple_GET_ITEM(e, 2);
+        payload = PyTuple_GET_ITEM(e, 3);
+        nb = PyTuple_GET_ITEM(e, 4);
+        revisit_at = PyTuple_GET_ITEM(e, 5);
+        retries = PyTuple_GET_ITEM(e, 6);
+        if (!(qid = PyDict_GetItemWithError(qids, key))) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+            goto fail;
+        }
+        if (fp != Py_None) {
+            PyObject *k;
+            r = PySet_Contains(batch, fp);
+            if (r < 0) goto fail;
+            if (!r) {
+                k = PyDict_GetItemWithError(known, fp);
+                if (k) {
+                    if (k == Py_None) {
+                        r = 1;
+                    } else {
+                        double at = PyFloat_AsDouble(k);
+                        if (at == -1.0 && PyErr_Occurred()) goto fail;
+                        r = at > now;
+                    }
+                } else if (PyErr_Occurred()) {
+                    goto fail;
+                }
+            }
+            if (r) {
+                if (PyList_Append(out, s_dup) < 0) goto fail;
+                dups++;
+                continue;
+            }
+        }
+        if (!(cap = PyDict_GetItemWithError(caps, qid)) ||
+            !(acc = PyDict_GetItemWithError(accepted, qid))) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, qid);
+            goto fail;
+        }
+        c = PyLong_AsLongLong(cap);
+        a = PyLong_AsLongLong(acc);
+        if (PyErr_Occurred()) goto fail;
+        if (c && a >= c) {
+            if (PyList_Append(out, s_over) < 0) goto fail;
+            continue;
+        }
+        if (fp != Py_None) {
+            PyObject *pair;
+            if (PySet_Add(batch, fp) < 0) goto fail;
+            if (!(pair = PyTuple_Pack(2, fp, revisit_at))) goto fail;
+            r = PyList_Append(fresh, pair);
+            Py_DECREF(pair);
+            if (r < 0) goto fail;
+            seen_added++;
+        }
+        {
+            PyObject *na = PyLong_FromLongLong(a + 1);
+            if (!na) goto fail;
+            r = PyDict_SetItem(accepted, qid, na);
+            Py_DECREF(na);
+            if (r < 0) goto fail;
+        }
+        seq++;
+        if (!(nprio = PyNumber_Negative(prio)) ||
+            !(order = PyLong_FromLongLong(lifo_max ? lifo_max - seq : seq)))
+            goto entry_fail;
+        if (nb == Py_None) {
+            r = 1;
+        } else {
+            double t = PyFloat_AsDouble(nb);
+            if (t == -1.0 && PyErr_Occurred()) goto entry_fail;
+            r = t <= now;
+        }
+        if (r) {
+            PyObject *ba = PyByteArray_FromObject(payload);
+            if (!ba) goto entry_fail;
+            row = PyTuple_Pack(5, qid, nprio, order, retries, ba);
+            Py_DECREF(ba);
+            if (!row || PyList_Append(new_rows, row) < 0) goto entry_fail;
+        } else {
+            row = PyTuple_Pack(6, nb, qid, nprio, order, retries, payload);
+            if (!row || PyList_Append(later, row) < 0) goto entry_fail;
+        }
+        Py_DECREF(row);
+        Py_DECREF(nprio);
+        Py_DECREF(order);
+        status = s_added;
+        if (PyList_Append(out, status) < 0) goto fail;
+        continue;
+    entry_fail:
+        Py_XDECREF(row);
+        Py_XDECREF(nprio);
+        Py_XDECREF(order);
+        goto fail;
+    }
+    res = Py_BuildValue("(OOOnnL)", out, new_rows, later, dups, seen_added, seq);
+fail:
+    Py_XDECREF(out);
+    Py_XDECREF(new_rows);
+    Py_XDECREF(later);
+    return res;
+}
+
+/* ---------------------------------------------------------------------------------- */
 
 static PyObject *py_blake2b_128(PyObject *mod, PyObject *data) {
     Py_buffer view;
@@ -1491,6 +1661,7 @@ static PyObject *py_blake2b_128(PyObject *mod, PyObject *data) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"admit", (PyCFunction)(void (*)(void))py_admit, METH_FASTCALL, admit_doc},
     {"blake2b_128", py_blake2b_128, METH_O,
      "blake2b_128(data) -> hashlib.blake2b(data, digest_size=16).digest()"},
     {NULL, NULL, 0, NULL}};

@@ -6,6 +6,13 @@ from typing import Any
 def blake2b_128(data: bytes) -> bytes:
     """``hashlib.blake2b(data, digest_size=16).digest()``."""
 
+def admit(entries: Sequence[Any], qids: Mapping[str, int], caps: Mapping[int, int],
+          accepted: dict[int, int], batch: set[bytes], known: dict[bytes, float | None],
+          fresh: list[tuple[bytes, float | None]], now: float, seq: int, lifo_max: int,
+          statuses: tuple[int, int, int],
+          ) -> tuple[list[int], list[tuple[Any, ...]], list[tuple[Any, ...]], int, int, int]:
+    """crawlq.stores.sqlite._admit for an exact seen-set, in C."""
+
 class FastAdd:
     """Frontier.add's plain case: canonical URL, host key, fingerprint, payload."""
 

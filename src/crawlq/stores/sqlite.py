@@ -180,6 +180,47 @@ class _Delta:
             self.head = nprio
 
 
+def _admit(entries: Sequence[Entry], qids: Mapping[str, int], caps: Mapping[int, int],
+           accepted: dict[int, int], seen: _SeenTx, now: float, seq: int, lifo: bool,
+           ) -> tuple[list[int], list[tuple[Any, ...]], list[tuple[Any, ...]], int, int, int]:
+    """add's verdict on each entry, in order: a duplicate (checked and marked in
+    ``seen``), over its queue's budget (``caps``; ``accepted`` counts up), or added with
+    the next number of the sequence after ``seq``.
+
+    Returns (statuses, new rows for level 0 (qid, nprio, ord, retries, payload), rows for
+    ``scheduled`` (due, qid, nprio, ord, retries, payload), duplicates, fingerprints
+    marked, the last sequence number used). The definition; crawlq._speedups.admit does
+    the same in C for an exact seen-set (tests/test_speedups.py compares them).
+    """
+    out: list[int] = []
+    new_rows: list[tuple[Any, ...]] = []
+    later: list[tuple[Any, ...]] = []
+    dups = seen_added = 0
+    is_dup, mark = seen.is_dup, seen.mark
+    for fp, key, prio, payload, not_before, revisit_at, retries in entries:
+        qid = qids[key]
+        if fp is not None and is_dup(fp, now):
+            out.append(DUPLICATE)
+            dups += 1
+            continue
+        cap = caps[qid]
+        if cap and accepted[qid] >= cap:
+            out.append(OVER_BUDGET)
+            continue
+        if fp is not None:
+            mark(fp, revisit_at)
+            seen_added += 1
+        accepted[qid] += 1
+        seq += 1
+        order = _SEQ_MAX - seq if lifo else seq
+        if not_before is None or not_before <= now:
+            new_rows.append((qid, -prio, order, retries, bytearray(payload)))
+        else:
+            later.append((not_before, qid, -prio, order, retries, payload))
+        out.append(ADDED)
+    return out, new_rows, later, dups, seen_added, seq
+
+
 def _policy_of(base: QueuePolicy, cache: dict[tuple[Any, ...], QueuePolicy],
                overrides: tuple[Any, ...]) -> QueuePolicy:
     """The policy of a queue with ``overrides`` (QUEUE_SETTINGS values, None: the
@@ -189,6 +230,17 @@ def _policy_of(base: QueuePolicy, cache: dict[tuple[Any, ...], QueuePolicy],
         pol = base.merged({k: v for k, v in zip(QUEUE_SETTINGS, overrides) if v is not None})
         cache[overrides] = pol
     return pol
+
+
+def _c_admit() -> Any:
+    """_admit in C (crawlq._speedups.admit), or None: not built, or CRAWLQ_PURE_PYTHON=1."""
+    if os.environ.get("CRAWLQ_PURE_PYTHON"):
+        return None
+    try:
+        from .._speedups import admit
+    except ImportError:
+        return None
+    return admit
 
 
 def _applier(store: SQLiteStore) -> Any:
@@ -259,6 +311,7 @@ class SQLiteStore:
         self._version = -1
         self._stale = False  # set when a call changed queue rows behind the cache's back
         self._applier = _applier(self)
+        self._admit = _c_admit()
         self._closed = False
 
     # -- plumbing ----------------------------------------------------------------------
@@ -532,9 +585,8 @@ class SQLiteStore:
 
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
         """See :meth:`Store.add`."""
-        out: list[int] = []
         if not entries:
-            return out
+            return []
         with self._tx() as c:
             qids = self._qid_map(c, {e[1] for e in entries})
             used = sorted({qids[e[1]] for e in entries})
@@ -546,33 +598,16 @@ class SQLiteStore:
             seen = _SeenTx(c, self._bloom)
             seen.prefetch([e[0] for e in entries if e[0] is not None])
             seq = self._take(c, "entry_seq", len(entries))
-            lifo = self.lifo
-            new_rows: list[tuple[Any, ...]] = []
-            later: list[tuple[Any, ...]] = []
+            out: list[int]
+            if self._admit is not None and self._bloom is None and \
+                    entries.__class__ in (list, tuple):
+                out, new_rows, later, dups, seen_added, seq = self._admit(
+                    entries, qids, caps, accepted, seen.batch, seen.known, seen.fresh, now,
+                    seq, _SEQ_MAX if self.lifo else 0, (ADDED, DUPLICATE, OVER_BUDGET))
+            else:
+                out, new_rows, later, dups, seen_added, seq = _admit(
+                    entries, qids, caps, accepted, seen, now, seq, self.lifo)
             deltas: dict[int, _Delta] = {}
-            dups = seen_added = 0
-            is_dup, mark = seen.is_dup, seen.mark
-            for fp, key, prio, payload, not_before, revisit_at, retries in entries:
-                qid = qids[key]
-                if fp is not None and is_dup(fp, now):
-                    out.append(DUPLICATE)
-                    dups += 1
-                    continue
-                cap = caps[qid]
-                if cap and accepted[qid] >= cap:
-                    out.append(OVER_BUDGET)
-                    continue
-                if fp is not None:
-                    mark(fp, revisit_at)
-                    seen_added += 1
-                accepted[qid] += 1
-                seq += 1
-                order = _SEQ_MAX - seq if lifo else seq
-                if not_before is None or not_before <= now:
-                    new_rows.append((qid, -prio, order, retries, bytearray(payload)))
-                else:
-                    later.append((not_before, qid, -prio, order, retries, payload))
-                out.append(ADDED)
             if new_rows:
                 new_rows.sort()  # in key order: inserts walk the b-tree once
                 # Per queue: its rows are a run, the first of them its best (a candidate head).
