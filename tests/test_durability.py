@@ -50,12 +50,15 @@ def _read_log(log: Path) -> list[tuple[str, int, int, float, float, str]]:
 
 
 def test_sigkill_loop_loses_nothing(store: str, tmp_path: Path) -> None:
-    n = 3000
+    n = 4000
     db, log = store, tmp_path / "log.txt"
     with Frontier.open(db) as f:
         f.add("https://h0.example/n/0")
     rng = random.Random(7)
-    workers = [_spawn(db, log, n, "--ttl", "2") for _ in range(3)]
+    # Each batch "fetches" for 10 ms, so the crawl lasts a few seconds however fast the
+    # store is (a faster store once finished it before the third kill).
+    args = ("--ttl", "2", "--fetch-time", "0.01")
+    workers = [_spawn(db, log, n, *args) for _ in range(3)]
     kills = 0
     deadline = time.monotonic() + 120
     try:
@@ -68,7 +71,7 @@ def test_sigkill_loop_loses_nothing(store: str, tmp_path: Path) -> None:
             os.kill(victim.pid, signal.SIGKILL)
             victim.wait()
             kills += 1
-            workers[workers.index(victim)] = _spawn(db, log, n, "--ttl", "2")
+            workers[workers.index(victim)] = _spawn(db, log, n, *args)
         for w in workers:
             assert w.wait(timeout=120) == 0
     finally:
