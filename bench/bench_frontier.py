@@ -247,6 +247,12 @@ CONTENDERS = {
 }
 
 
+_REF_SCRAPY = 12_700
+"""Scrapy's scheduler (memory queues), combined requests/s, where issue 2's targets were set."""
+_TARGETS = {"crawlq-sqlite": 50_000, "crawlq-memory": 150_000}
+"""Issue 2's combined targets (requests/s) beside _REF_SCRAPY."""
+
+
 def child(name: str, n: int, hosts: int, seed: int, batch: int) -> None:
     urls, prios, unique = workload(n, hosts, seed)
     tmp = Path(tempfile.mkdtemp(prefix="crawlq-bench-"))
@@ -324,6 +330,20 @@ def main() -> None:
         print(f"{name:<22} {a.n / r['add_s']:>9,.0f} {r['unique'] / r['drain_s']:>12,.0f} "
               f"{combined:>11,.0f} {r['rss'] / r['unique']:>10.0f} {heap:>11} {disk:>11} "
               f"{srv:>11} {ratio:>10}")
+    if base and a.n == 200_000 and a.hosts == 5_000:
+        # The issue's targets were set beside Scrapy's 12.7k/s (memory queues) on the
+        # machine it was measured on; the same ratio to Scrapy on this machine is the
+        # machine-independent reading of them.
+        scale = (a.n / (base["add_s"] + base["drain_s"])) / _REF_SCRAPY
+        print(f"this machine runs Scrapy at {scale:.2f}x the reference {_REF_SCRAPY:,}/s; "
+              "the combined targets at that ratio:")
+        for name, target in _TARGETS.items():
+            if name in results:
+                r = results[name]
+                got = a.n / (r["add_s"] + r["drain_s"])
+                print(f"  {name:<20} {got:>9,.0f}/s against {target * scale:>9,.0f}/s "
+                      f"({target:,}/s at the reference): "
+                      f"{'met' if got >= target * scale else 'not met'}")
     if "crawlq-redis" in results and "scrapy-redis" in results:
         rates = {k: a.n / (results[k]["add_s"] + results[k]["drain_s"])
                  for k in ("crawlq-redis", "scrapy-redis")}
