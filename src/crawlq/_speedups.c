@@ -1470,8 +1470,9 @@ static PyTypeObject ApplierType = {
     .tp_basicsize = sizeof(Applier),
     .tp_dealloc = (destructor)applier_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = PyDoc_STR("Applier(delta_type, policies, policy_of, cache, sql_lookup, "
-                        "sql_counts, sql_plain, no_cursor, states, cursors_at, settings_at): "
+    .tp_doc = PyDoc_STR("Applier(delta_type, policy_type, policies, policy_of, cache, "
+                        "sql_lookup, sql_counts, sql_plain, no_cursor, states, cursors_at, "
+                        "settings_at): "
                         "SQLiteStore._apply's per-queue loop in C."),
     .tp_methods = applier_methods,
     .tp_init = (initproc)applier_init,
