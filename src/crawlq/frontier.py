@@ -8,12 +8,12 @@ by many processes on the same SQLite file or Redis database.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from hashlib import blake2b
 from typing import Any
 
+from ._native import native
 from .errors import ConfigError, CrawlqError, InvalidURL, LeaseError
 from .models import (
     _NO_META,
@@ -450,14 +450,13 @@ def _fast_add(frontier: Frontier) -> Any:
     """
     canon = frontier.canonicalize
     fp = frontier.fingerprint
-    if (os.environ.get("CRAWLQ_PURE_PYTHON") or type(canon) is not Canonicalizer
+    if (type(canon) is not Canonicalizer
             or not canon.default_steps or frontier.queue_key is not host_key
             or type(fp) is not Fingerprinter or fp.source_aware
             or frontier.priority is not None):
         return None
-    try:
-        from ._speedups import FastAdd
-    except ImportError:  # built without a C compiler: the pure-Python path
+    FastAdd = native("FastAdd")
+    if FastAdd is None:
         return None
     try:
         return FastAdd(Request, _NO_META, canon.schemes, sorted(canon.drop_params),
@@ -468,13 +467,9 @@ def _fast_add(frontier: Frontier) -> Any:
 
 def _lease_maker() -> Any:
     """``leases(rows, now)`` of crawlq._speedups, or None (pure Python)."""
-    if os.environ.get("CRAWLQ_PURE_PYTHON"):
-        return None
-    try:
-        from ._speedups import LeaseMaker
-    except ImportError:
-        return None
-    return LeaseMaker(Request, Lease, _NO_META, Request.from_payload).leases
+    maker = native("LeaseMaker")
+    return None if maker is None else maker(Request, Lease, _NO_META,
+                                            Request.from_payload).leases
 
 
 _LEASES = _lease_maker()

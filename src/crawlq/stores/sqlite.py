@@ -10,7 +10,6 @@ share one file (writers take turns; no entry is ever leased twice). With
 from __future__ import annotations
 
 import functools
-import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -18,6 +17,7 @@ from contextlib import contextmanager
 from itertools import chain
 from typing import Any, TypeVar
 
+from .._native import native
 from ..errors import ConfigError, StoreCorrupt, StoreError
 from ..models import QueueInfo, Stats
 from . import dumpfmt
@@ -232,26 +232,12 @@ def _policy_of(base: QueuePolicy, cache: dict[tuple[Any, ...], QueuePolicy],
     return pol
 
 
-def _c_admit() -> Any:
-    """_admit in C (crawlq._speedups.admit), or None: not built, or CRAWLQ_PURE_PYTHON=1."""
-    if os.environ.get("CRAWLQ_PURE_PYTHON"):
-        return None
-    try:
-        from .._speedups import admit
-    except ImportError:
-        return None
-    return admit
-
-
 def _applier(store: SQLiteStore) -> Any:
-    """_apply_rows in C (crawlq._speedups.Applier) for this store, or None: not built, or
-    ``CRAWLQ_PURE_PYTHON=1``. It holds the store's policy and row caches (the same dict
-    objects, which are cleared, never replaced), not the store: no reference cycle."""
-    if os.environ.get("CRAWLQ_PURE_PYTHON"):
-        return None
-    try:
-        from .._speedups import Applier
-    except ImportError:  # built without a C compiler: the pure-Python path
+    """_apply_rows in C (crawlq._speedups.Applier) for this store, or None (see
+    crawlq._native). It holds the store's policy and row caches (the same dict objects,
+    which are cleared, never replaced), not the store: no reference cycle."""
+    Applier = native("Applier")
+    if Applier is None:
         return None
     return Applier(_Delta, QueuePolicy, store._policies,
                    functools.partial(_policy_of, store.policy, store._policies), store._rows,
@@ -311,7 +297,8 @@ class SQLiteStore:
         self._version = -1
         self._stale = False  # set when a call changed queue rows behind the cache's back
         self._applier = _applier(self)
-        self._admit = _c_admit()
+        # _admit in C: for an exact seen-set only (a Bloom filter takes the Python code)
+        self._admit = native("admit") if bloom is None else None
         self._closed = False
 
     # -- plumbing ----------------------------------------------------------------------
@@ -599,8 +586,7 @@ class SQLiteStore:
             seen.prefetch([e[0] for e in entries if e[0] is not None])
             seq = self._take(c, "entry_seq", len(entries))
             out: list[int]
-            if self._admit is not None and self._bloom is None and \
-                    entries.__class__ in (list, tuple):
+            if self._admit is not None and entries.__class__ in (list, tuple):
                 out, new_rows, later, dups, seen_added, seq = self._admit(
                     entries, qids, caps, accepted, seen.batch, seen.known, seen.fresh, now,
                     seq, _SEQ_MAX if self.lifo else 0, (ADDED, DUPLICATE, OVER_BUDGET))
