@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Count the CPU instructions a small crawl costs the SQLite store: a steady figure on a
-noisy machine, where wall-clock A/B runs of the same code differ by 10% or more.
+"""Count the CPU instructions a small crawl costs a store (SQLite by default, or memory):
+a steady figure on a noisy machine, where wall-clock A/B runs of the same code differ by
+10% or more.
 
 Runs a scaled-down reference workload (default 40,000 offered requests over 1,000 hosts,
-level-0 merges every 10,000 rows, so every level is used) through the SQLite store: add
+level-0 merges every 10,000 rows, so every level is used) through the store: add
 in batches of 1,000, then next(200)/done until empty. With ``--callgrind`` it runs itself
 under ``valgrind --tool=callgrind`` and prints the instructions executed (Ir), which
 include interpreter start-up and imports (about 1.5 G; the same for both sides of an
@@ -29,7 +30,7 @@ from pathlib import Path
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
-def crawl(n: int, hosts: int) -> int:
+def crawl(n: int, hosts: int, store: str) -> int:
     sys.path.insert(0, str(SHARED / "bench"))
     from workload import generate  # type: ignore[import-not-found]
 
@@ -41,7 +42,8 @@ def crawl(n: int, hosts: int) -> int:
     pairs = list(zip(urls, prios))
     d = tempfile.mkdtemp()
     try:
-        with Frontier.open(f"sqlite:///{d}/i.db", min_delay=0, max_delay=0, delay_factor=0,
+        url = f"sqlite:///{d}/i.db" if store == "sqlite" else "memory://"
+        with Frontier.open(url, min_delay=0, max_delay=0, delay_factor=0,
                            concurrency=1_000_000) as f:
             for i in range(0, len(pairs), 1_000):
                 f.add([Request(u, priority=p) for u, p in pairs[i:i + 1_000]])
@@ -58,17 +60,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=40_000, help="offered requests")
     ap.add_argument("--hosts", type=int, default=1_000)
+    ap.add_argument("--store", choices=("sqlite", "memory"), default="sqlite")
     ap.add_argument("--callgrind", action="store_true",
                     help="run under valgrind --tool=callgrind and print the instruction count")
     a = ap.parse_args()
     if not a.callgrind:
-        print(f"{crawl(a.n, a.hosts):,} leased")
+        print(f"{crawl(a.n, a.hosts, a.store):,} leased")
         return
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (apt-get install valgrind)")
     out = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=callgrind.out.crawlq",
-         sys.executable, __file__, "--n", str(a.n), "--hosts", str(a.hosts)],
+         sys.executable, __file__, "--n", str(a.n), "--hosts", str(a.hosts),
+         "--store", a.store],
         env={**os.environ, "PYTHONHASHSEED": "0"}, capture_output=True, text=True, check=True)
     m = re.search(r"Collected : (\d+)", out.stderr)
     print(out.stdout.strip())

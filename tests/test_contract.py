@@ -11,6 +11,7 @@ import pytest
 from crawlq import Frontier
 from crawlq import frontier as frontier_module
 from crawlq.redislocal import LocalCluster, LocalRedis
+from crawlq.stores import memory as memory_module
 from crawlq.stores import sqlite as sqlite_module
 from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
 
@@ -32,6 +33,8 @@ class TestMemoryStorePurePython(MemoryOnlyContract):
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         f = Frontier.open("memory://", clock=clock, **options)
         assert f._fast is None
+        assert f.store._adder is None  # type: ignore[attr-defined]
+        assert f.store._rounds is memory_module._lease_rounds  # type: ignore[attr-defined]
         return f
 
 

@@ -399,3 +399,114 @@ def test_admit_agrees_with_python(tmp_path: Path, seed: int) -> None:
                        1.0, 0, 0, (0, 1, 2))
     with pytest.raises(TypeError):
         speedups.admit([(None, "a", 0)], qids, caps, {}, set(), {}, [], 1.0, 0, 0, (0, 1, 2))
+
+
+def _memory_ops(rng: random.Random, steps: int) -> list[tuple[Any, ...]]:
+    """A generated run of MemoryStore calls: adds with duplicates, revisits, not_before,
+    retries and priorities at both ends; leases; acks of every kind; per-queue budgets,
+    concurrency and delays; blocks; and a clock that moves on."""
+    fps = [rng.randbytes(16) for _ in range(120)]
+    keys = [f"h{i}.example" for i in range(7)]
+    ops: list[tuple[Any, ...]] = []
+    now = 1000.0
+    for _ in range(steps):
+        now += rng.choice([0.0, 0.0, 0.5, 1.0, 3.0])
+        kind = rng.choices(["add", "lease", "ack", "configure", "block"], [5, 5, 4, 1, 1])[0]
+        if kind == "add":
+            entries = []
+            for _ in range(rng.randint(1, 60)):
+                prio = rng.choice([0, 0, 1, -1, 5, -5, PRIORITY_MAX, -PRIORITY_MAX])
+                entries.append((
+                    None if rng.random() < 0.1 else rng.choice(fps), rng.choice(keys), prio,
+                    rng.randbytes(rng.randint(0, 30)),
+                    None if rng.random() < 0.85 else now + rng.choice([-1.0, 0.0, 2.0, 9]),
+                    None if rng.random() < 0.8 else now + rng.choice([0.0, 4.0]),
+                    rng.choice([0, 0, 0, 1, 3, 300])))
+            ops.append(("add", entries, now))
+        elif kind == "lease":
+            ops.append(("lease", now, rng.choice([1, 3, 10, 50]), rng.choice([2.0, 30.0])))
+        elif kind == "ack":
+            ops.append(("ack", rng.random(), rng.choice([0, 0, 1, 2]),
+                        rng.choice([None, 0.0, 0.3, 2.0]), rng.choice([None, None, 0.0, 1.5]),
+                        now))
+        elif kind == "configure":
+            settings = rng.choice([{"concurrency": 2}, {"concurrency": None},
+                                   {"session_budget": 2, "session_rest": 1.5},
+                                   {"session_budget": None}, {"max_queue_urls": 15},
+                                   {"min_delay": 0.5, "delay_factor": 2.0}])
+            ops.append(("configure", rng.choice(keys), settings, now))
+        else:
+            ops.append(("block", rng.choice(keys), now + rng.choice([1.0, 5]), now))
+    return ops
+
+
+def _memory_state(s: Any) -> tuple[Any, ...]:
+    """Everything a MemoryStore holds, heaps in their list order."""
+    queues = {k: (q.heap, q.inflight, q.ready_at, q.since, q.state, q.version, q.accepted,
+                  q.session, q.policy) for k, q in s._queues.items()}
+    leases = {t: (q.key, item, exp) for t, (q, item, exp) in s._leases.items()}
+    return (queues, s._ready, s._resting, s._scheduled, leases, s._seen, s._revisit,
+            s._seq_n, s._counters, s._rejected, s._expiry)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_memory_store_loops_agree_with_python(monkeypatch: pytest.MonkeyPatch,
+                                              seed: int) -> None:
+    """MemoryLoops.add and .lease (C) leave a memory store exactly as _add_entries and
+    _lease_rounds (Python) do, call after call: verdicts, leases, heaps (in list order),
+    queue fields, seen-set, revisits, sequence and counters."""
+    from crawlq.stores import memory as memory_module
+
+    rng = random.Random(seed)
+    policy = QueuePolicy(concurrency=rng.choice([1, 3, 1_000]), min_delay=rng.choice([0, 1.0]),
+                         max_delay=5.0, delay_factor=1.0, session_budget=(seed % 3) * 2)
+    lifo = seed % 2 == 1
+    fast = memory_module.MemoryStore(policy, lifo=lifo)
+    monkeypatch.setenv("CRAWLQ_PURE_PYTHON", "1")
+    pure = memory_module.MemoryStore(policy, lifo=lifo)
+    monkeypatch.delenv("CRAWLQ_PURE_PYTHON")
+    assert fast._adder is not None and fast._rounds is not memory_module._lease_rounds
+    assert pure._adder is None and pure._rounds is memory_module._lease_rounds
+    leased = 0
+    for op in _memory_ops(rng, 400):
+        results = []
+        for s in (fast, pure):
+            if op[0] == "add":
+                results.append(s.add(op[1], op[2]))
+            elif op[0] == "lease":
+                results.append(s.lease(*op[1:]))
+            elif op[0] == "ack":
+                _, pick, kind, duration, delay, now = op
+                held = sorted(s._leases)
+                acks = [(t, kind, duration, None, 1, "err", kind != 0, delay)
+                        for t in held[:max(1, int(len(held) * pick))]]
+                results.append(s.release(acks, now))
+            elif op[0] == "configure":
+                results.append(s.configure_queue(*op[1:]))
+            else:
+                results.append(s.block(*op[1:]))
+        assert results[0] == results[1], op
+        assert _memory_state(fast) == _memory_state(pure), op
+        if op[0] == "lease":
+            leased += len(results[0])
+    assert leased > 100 and fast._counters["duplicates"] > 10
+    assert fast._counters["done"] + fast._counters["retried"] > 50
+
+
+def test_memory_loops_errors() -> None:
+    """Arguments of the wrong shape raise; they never crash the interpreter."""
+    from crawlq.stores import memory as memory_module
+
+    s = memory_module.MemoryStore()
+    assert s._adder is not None
+    with pytest.raises(TypeError):
+        s._adder(s, [("not", "seven")], 1.0, [])
+    with pytest.raises(TypeError):
+        s._adder(s, [(None, "k", 0, "not bytes", None, None, 0)], 1.0, [])
+    with pytest.raises(TypeError):
+        s._rounds(s, (), 5, 1.0, 2.0)  # out must be a list
+    with pytest.raises(AttributeError):  # not a class with the queue's slots
+        speedups.MemoryLoops(int, 0, (0, 1, 2, 3), (0, 1, 2))
+    out: list[int] = []
+    s._adder(s, [(None, "k2", 0, b"p", None, None, 0)], 1.0, out)
+    assert out == [ADDED] and s._queues["k2"].accepted == 1

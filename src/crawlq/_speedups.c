@@ -10,8 +10,9 @@
  * definition of canonical and this file only has to agree with it on the easy part.
  * tests/test_speedups.py checks that agreement on generated and hand-picked URLs.
  *
- * Also here: Frontier.next's Lease objects (LeaseMaker) and the SQLite store's per-queue
- * settling (Applier), each the C twin of a Python definition that stays the fallback.
+ * Also here: Frontier.next's Lease objects (LeaseMaker), the SQLite store's per-queue
+ * settling (Applier) and add verdicts (admit), and the memory store's lease rounds
+ * (MemoryLoops), each the C twin of a Python definition that stays the fallback.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1661,6 +1662,735 @@ static PyObject *py_blake2b_128(PyObject *mod, PyObject *data) {
     return PyBytes_FromStringAndSize((const char *)digest, 16);
 }
 
+/* ---------------------------------------------------------------------------------- */
+/* The memory store's loops: crawlq.stores.memory._add_entries and _lease_rounds in C  */
+/*
+ * The same loops as _add_entries (for an exact seen-set) and _lease_rounds, and _settle
+ * for the queues they change, which stay the definition and the fallback. The heaps are changed through _heapq's own functions, so
+ * they come out identical; tests/test_speedups.py runs both on generated stores and
+ * compares leases, heaps and queue fields. Counters and versions are 64-bit ints here.
+ */
+
+#define N_QUEUE 10
+static const char *queue_fields[N_QUEUE] = {"accepted", "heap", "inflight", "key", "policy",
+                                            "ready_at", "session", "since", "state",
+                                            "version"};
+enum { Q_ACCEPTED, Q_HEAP, Q_INFLIGHT, Q_KEY, Q_POLICY, Q_READY_AT, Q_SESSION, Q_SINCE,
+       Q_STATE, Q_VERSION };
+
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *queue_type;
+    PyObject *heappush, *heappop;
+    PyObject *added, *duplicate, *over_budget; /* add's verdicts */
+    PyObject *struct_error;
+    long long prio_bias, st_ready, st_busy, st_resting, st_empty;
+    Py_ssize_t off[N_QUEUE];
+} MemoryLoops;
+
+/* The policy values the loop reads, cached for the last policy object seen. */
+typedef struct {
+    PyObject *pol; /* strong reference, or NULL */
+    long long concurrency, session_budget, max_queue_urls;
+    double session_rest;
+} LeasePolicy;
+
+static PyObject *s_ready, *s_resting, *s_queues, *s_leases, *s_tokens, *s_max_queue_urls,
+    *s_seen, *s_revisit, *s_scheduled, *s_ticket, *s_seq_n, *s_lifo, *s_queue;
+
+static void memloops_dealloc(MemoryLoops *self) {
+    Py_XDECREF(self->queue_type);
+    Py_XDECREF(self->heappush);
+    Py_XDECREF(self->heappop);
+    Py_XDECREF(self->added);
+    Py_XDECREF(self->duplicate);
+    Py_XDECREF(self->over_budget);
+    Py_XDECREF(self->struct_error);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int memloops_init(MemoryLoops *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"queue_type", "prio_bias", "states", "verdicts", NULL};
+    PyObject *qt, *mod, *added, *dup, *over;
+    long long bias;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!L(LLLL)(OOO)", kwlist, &PyType_Type, &qt,
+                                     &bias, &self->st_ready, &self->st_busy,
+                                     &self->st_resting, &self->st_empty, &added, &dup, &over))
+        return -1;
+    Py_INCREF(added);
+    Py_XSETREF(self->added, added);
+    Py_INCREF(dup);
+    Py_XSETREF(self->duplicate, dup);
+    Py_INCREF(over);
+    Py_XSETREF(self->over_budget, over);
+    if (!(mod = PyImport_ImportModule("struct"))) return -1;
+    Py_XSETREF(self->struct_error, PyObject_GetAttrString(mod, "error"));
+    Py_DECREF(mod);
+    if (!self->struct_error) return -1;
+    if (slot_offsets((PyTypeObject *)qt, queue_fields, N_QUEUE, self->off) < 0) return -1;
+    if (!(mod = PyImport_ImportModule("_heapq"))) return -1;
+    Py_XSETREF(self->heappush, PyObject_GetAttrString(mod, "heappush"));
+    Py_XSETREF(self->heappop, PyObject_GetAttrString(mod, "heappop"));
+    Py_DECREF(mod);
+    if (!self->heappush || !self->heappop) return -1;
+    Py_INCREF(qt);
+    Py_XSETREF(self->queue_type, (PyTypeObject *)qt);
+    self->prio_bias = bias;
+    return 0;
+}
+
+#define QSLOT(q, i) (*(PyObject **)((char *)(q) + self->off[i]))
+
+/* A queue's field (borrowed), or NULL with AttributeError when it was never set. */
+static PyObject *qget(MemoryLoops *self, PyObject *q, int i) {
+    PyObject *v = QSLOT(q, i);
+    if (!v) PyErr_Format(PyExc_AttributeError, "queue has no %s", queue_fields[i]);
+    return v;
+}
+
+static long long qint(MemoryLoops *self, PyObject *q, int i, int *bad) {
+    PyObject *v = qget(self, q, i);
+    if (!v) {
+        *bad = 1;
+        return 0;
+    }
+    return as_ll(v, bad);
+}
+
+/* Set a queue's field to v (a new reference; NULL means an error is set). 0 or -1. */
+static int qset(MemoryLoops *self, PyObject *q, int i, PyObject *v) {
+    if (!v) return -1;
+    Py_XSETREF(QSLOT(q, i), v);
+    return 0;
+}
+
+static int qset_int(MemoryLoops *self, PyObject *q, int i, long long v) {
+    return qset(self, q, i, PyLong_FromLongLong(v));
+}
+
+static int lease_policy(LeasePolicy *lp, PyObject *pol) {
+    PyObject *v;
+    int bad = 0;
+    if (!pol) return -1; /* qget set the error */
+    if (pol == lp->pol) return 0;
+    if (!(v = PyObject_GetAttr(pol, s_concurrency))) return -1;
+    lp->concurrency = as_ll(v, &bad);
+    Py_DECREF(v);
+    if (!(v = PyObject_GetAttr(pol, s_session_budget))) return -1;
+    lp->session_budget = as_ll(v, &bad);
+    Py_DECREF(v);
+    if (!(v = PyObject_GetAttr(pol, s_max_queue_urls))) return -1;
+    lp->max_queue_urls = as_ll(v, &bad);
+    Py_DECREF(v);
+    lp->session_rest = attr_double(pol, s_session_rest, &bad);
+    if (bad) return -1;
+    Py_INCREF(pol);
+    Py_XSETREF(lp->pol, pol);
+    return 0;
+}
+
+static PyObject *heap_call(PyObject *fn, PyObject *heap, PyObject *item) {
+    PyObject *a[2] = {heap, item};
+    return PyObject_Vectorcall(fn, a, item ? 2 : 1, NULL);
+}
+
+/* heappush(heap, t) for a new tuple t (NULL: an error is set); 0 or -1. */
+static int push_new(MemoryLoops *self, PyObject *heap, PyObject *t) {
+    PyObject *r;
+    if (!t) return -1;
+    r = heap_call(self->heappush, heap, t);
+    Py_DECREF(t);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* a < b for two entries of the ready heap, (-priority, since, version, key): what tuple
+ * comparison gives, without its generic calls for the usual types. 1, 0 or -1. */
+static int ready_lt(PyObject *a, PyObject *b) {
+    if (PyTuple_CheckExact(a) && PyTuple_CheckExact(b) && PyTuple_GET_SIZE(a) == 4 &&
+        PyTuple_GET_SIZE(b) == 4) {
+        PyObject *x = PyTuple_GET_ITEM(a, 0), *y = PyTuple_GET_ITEM(b, 0);
+        if (PyLong_CheckExact(x) && PyLong_CheckExact(y)) {
+            int o1, o2;
+            long long i = PyLong_AsLongLongAndOverflow(x, &o1);
+            long long j = PyLong_AsLongLongAndOverflow(y, &o2);
+            if (!o1 && !o2) {
+                if (i != j) return i < j;
+                x = PyTuple_GET_ITEM(a, 1);
+                y = PyTuple_GET_ITEM(b, 1);
+                if (PyFloat_CheckExact(x) && PyFloat_CheckExact(y)) {
+                    double u = PyFloat_AS_DOUBLE(x), v = PyFloat_AS_DOUBLE(y);
+                    if (u != v) return u < v;
+                    x = PyTuple_GET_ITEM(a, 2);
+                    y = PyTuple_GET_ITEM(b, 2);
+                    if (PyLong_CheckExact(x) && PyLong_CheckExact(y)) {
+                        i = PyLong_AsLongLongAndOverflow(x, &o1);
+                        j = PyLong_AsLongLongAndOverflow(y, &o2);
+                        if (!o1 && !o2) {
+                            if (i != j) return i < j;
+                            return PyObject_RichCompareBool(PyTuple_GET_ITEM(a, 3),
+                                                            PyTuple_GET_ITEM(b, 3), Py_LT);
+                        }
+                    }
+                }
+            }
+        }
+        if (PyErr_Occurred()) return -1;
+    }
+    return PyObject_RichCompareBool(a, b, Py_LT);
+}
+
+/* heapq._siftdown and _siftup (the same steps, so the same heap) with ready_lt. */
+static int ready_siftdown(PyObject **h, Py_ssize_t start, Py_ssize_t pos) {
+    PyObject *item = h[pos];
+    while (pos > start) {
+        Py_ssize_t parent = (pos - 1) >> 1;
+        int lt = ready_lt(item, h[parent]);
+        if (lt < 0) return -1;
+        if (!lt) break;
+        h[pos] = h[parent];
+        pos = parent;
+    }
+    h[pos] = item;
+    return 0;
+}
+
+static int ready_siftup(PyObject **h, Py_ssize_t end, Py_ssize_t pos) {
+    Py_ssize_t start = pos, child = 2 * pos + 1;
+    PyObject *item = h[pos];
+    while (child < end) {
+        Py_ssize_t right = child + 1;
+        if (right < end) {
+            int lt = ready_lt(h[child], h[right]);
+            if (lt < 0) return -1;
+            if (!lt) child = right;
+        }
+        h[pos] = h[child];
+        pos = child;
+        child = 2 * pos + 1;
+    }
+    h[pos] = item;
+    return ready_siftdown(h, start, pos);
+}
+
+/* heapq.heappop(ready) (a new reference; the list must not be empty). A comparison
+ * error leaves the list a permutation of its items, as heapq does. */
+static PyObject *ready_pop(PyObject *heap) {
+    Py_ssize_t n = PyList_GET_SIZE(heap) - 1;
+    PyObject **h = ((PyListObject *)heap)->ob_item, *last = h[n], *top;
+    Py_INCREF(last);
+    if (PyList_SetSlice(heap, n, n + 1, NULL) < 0) {
+        Py_DECREF(last);
+        return NULL;
+    }
+    if (n == 0) return last;
+    h = ((PyListObject *)heap)->ob_item;
+    top = h[0]; /* the list's reference becomes ours */
+    h[0] = last; /* and last's becomes the list's */
+    if (ready_siftup(h, n, 0) < 0) {
+        Py_DECREF(top);
+        return NULL;
+    }
+    return top;
+}
+
+static int ready_push(PyObject *heap, PyObject *item /* new reference or NULL */) {
+    int r;
+    if (!item) return -1;
+    r = PyList_Append(heap, item);
+    Py_DECREF(item);
+    if (r < 0) return -1;
+    return ready_siftdown(((PyListObject *)heap)->ob_item, 0, PyList_GET_SIZE(heap) - 1);
+}
+
+/* MemoryStore._settle(q, now) for a queue just served or made to yield. */
+static int settle_queue(MemoryLoops *self, PyObject *store_ready, PyObject *store_resting,
+                        PyObject *q, LeasePolicy *lp, double now, PyObject *now_obj) {
+    int bad = 0;
+    long long old = qint(self, q, Q_STATE, &bad), version = qint(self, q, Q_VERSION, &bad);
+    long long inflight = qint(self, q, Q_INFLIGHT, &bad), state;
+    PyObject *heap = qget(self, q, Q_HEAP), *key = qget(self, q, Q_KEY);
+    PyObject *ready_at = qget(self, q, Q_READY_AT), *pol = qget(self, q, Q_POLICY);
+    if (bad || !heap || !key || !ready_at || !pol) return -1;
+    if (!PyList_Check(heap)) {
+        PyErr_SetString(PyExc_TypeError, "queue heap must be a list");
+        return -1;
+    }
+    if (lease_policy(lp, pol) < 0) return -1;
+    version += 1;
+    if (qset_int(self, q, Q_VERSION, version) < 0) return -1;
+    if (PyList_GET_SIZE(heap) == 0) {
+        state = self->st_empty;
+    } else if (inflight >= lp->concurrency) {
+        state = self->st_busy;
+    } else {
+        double ra = as_double(ready_at, &bad);
+        if (bad) return -1;
+        if (ra > now) {
+            state = self->st_resting;
+            PyObject *v = PyLong_FromLongLong(version);
+            if (!v || push_new(self, store_resting, PyTuple_Pack(3, ready_at, v, key)) < 0) {
+                Py_XDECREF(v);
+                return -1;
+            }
+            Py_DECREF(v);
+        } else {
+            PyObject *head = PyList_GET_ITEM(heap, 0), *since, *p, *v;
+            const unsigned char *h;
+            long long pinv;
+            if (!PyBytes_Check(head) || PyBytes_GET_SIZE(head) < 12) {
+                PyErr_SetString(PyExc_TypeError, "queue items must be bytes of 12 or more");
+                return -1;
+            }
+            if (old == self->st_resting) {
+                Py_INCREF(ready_at);
+                if (qset(self, q, Q_SINCE, ready_at) < 0) return -1;
+            } else if (old != self->st_ready) {
+                Py_INCREF(now_obj);
+                if (qset(self, q, Q_SINCE, now_obj) < 0) return -1;
+            }
+            if (!(since = qget(self, q, Q_SINCE))) return -1;
+            h = (const unsigned char *)PyBytes_AS_STRING(head);
+            pinv = ((long long)h[0] << 24) | (h[1] << 16) | (h[2] << 8) | h[3];
+            state = self->st_ready;
+            p = PyLong_FromLongLong(pinv - self->prio_bias);
+            v = PyLong_FromLongLong(version);
+            if (!p || !v || ready_push(store_ready, PyTuple_Pack(4, p, since, v, key)) < 0) {
+                Py_XDECREF(p);
+                Py_XDECREF(v);
+                return -1;
+            }
+            Py_DECREF(p);
+            Py_DECREF(v);
+        }
+    }
+    return qset_int(self, q, Q_STATE, state);
+}
+
+/* A store attribute that must be of the given type (borrowed through the store). */
+static PyObject *store_attr(PyObject *store, PyObject *name, PyTypeObject *type) {
+    PyObject *v = PyObject_GetAttr(store, name);
+    if (v && !PyObject_TypeCheck(v, type)) {
+        PyErr_Format(PyExc_TypeError, "store.%U must be a %s", name, type->tp_name);
+        Py_CLEAR(v);
+    }
+    return v;
+}
+
+PyDoc_STRVAR(memloops_lease_doc,
+             "lease(store, out, limit, now, expires): crawlq.stores.memory._lease_rounds");
+
+static PyObject *memloops_lease(MemoryLoops *self, PyObject *const *args,
+                                   Py_ssize_t nargs) {
+    PyObject *store, *out, *now_obj, *expires;
+    PyObject *ready = NULL, *resting = NULL, *queues = NULL, *leases = NULL, *tokens = NULL;
+    PyObject *taken = NULL, *t = NULL, *q = NULL, *item = NULL, *token = NULL, *row = NULL;
+    LeasePolicy lp = {NULL, 0, 0, 0, 0.0};
+    Py_ssize_t limit, i;
+    double now;
+    int bad = 0;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "lease(store, out, limit, now, expires)");
+        return NULL;
+    }
+    store = args[0];
+    out = args[1];
+    now_obj = args[3];
+    expires = args[4];
+    if (!PyList_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "out must be a list");
+        return NULL;
+    }
+    limit = PyLong_AsSsize_t(args[2]);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    now = PyFloat_AsDouble(now_obj);
+    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    if (!(ready = store_attr(store, s_ready, &PyList_Type)) ||
+        !(resting = store_attr(store, s_resting, &PyList_Type)) ||
+        !(queues = store_attr(store, s_queues, &PyDict_Type)) ||
+        !(leases = store_attr(store, s_leases, &PyDict_Type)) ||
+        !(tokens = PyObject_GetAttr(store, s_tokens)) || !(taken = PyList_New(0)))
+        goto error;
+    if (!PyIter_Check(tokens)) {
+        PyErr_SetString(PyExc_TypeError, "store._tokens must be an iterator");
+        goto error;
+    }
+    while (PyList_GET_SIZE(out) < limit && PyList_GET_SIZE(ready) > 0) {
+        Py_ssize_t share = (limit - PyList_GET_SIZE(out)) / PyList_GET_SIZE(ready);
+        if (share < 1) share = 1;
+        if (PyList_SetSlice(taken, 0, PyList_GET_SIZE(taken), NULL) < 0) goto error;
+        while (PyList_GET_SIZE(ready) > 0 && PyList_GET_SIZE(out) < limit) {
+            long long version, qversion, state, inflight, session, k, room;
+            PyObject *heap, *key;
+            if (!(t = ready_pop(ready))) goto error;
+            if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
+                PyErr_SetString(PyExc_TypeError, "ready entries must be 4-tuples");
+                goto error;
+            }
+            key = PyTuple_GET_ITEM(t, 3);
+            version = as_ll(PyTuple_GET_ITEM(t, 2), &bad);
+            if (bad) goto error;
+            q = PyDict_GetItemWithError(queues, key);
+            if (!q) {
+                if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+                goto error;
+            }
+            Py_INCREF(q);
+            if (Py_TYPE(q) != self->queue_type) {
+                PyErr_SetString(PyExc_TypeError, "store._queues holds a foreign queue type");
+                goto error;
+            }
+            qversion = qint(self, q, Q_VERSION, &bad);
+            state = qint(self, q, Q_STATE, &bad);
+            if (bad) goto error;
+            if (qversion != version || state != self->st_ready) {
+                Py_CLEAR(t);
+                Py_CLEAR(q);
+                continue;
+            }
+            heap = qget(self, q, Q_HEAP);
+            inflight = qint(self, q, Q_INFLIGHT, &bad);
+            session = qint(self, q, Q_SESSION, &bad);
+            if (bad || !heap || lease_policy(&lp, qget(self, q, Q_POLICY)) < 0) goto error;
+            if (!PyList_Check(heap)) {
+                PyErr_SetString(PyExc_TypeError, "queue heap must be a list");
+                goto error;
+            }
+            k = share;
+            room = limit - PyList_GET_SIZE(out);
+            if (room < k) k = room;
+            if (lp.concurrency - inflight < k) k = lp.concurrency - inflight;
+            if (PyList_GET_SIZE(heap) < k) k = PyList_GET_SIZE(heap);
+            if (lp.session_budget && lp.session_budget - session < k)
+                k = lp.session_budget - session;
+            for (i = 0; i < k; i++) {
+                const unsigned char *h;
+                long long pinv, retries;
+                if (!(item = heap_call(self->heappop, heap, NULL))) goto error;
+                if (!PyBytes_Check(item) || PyBytes_GET_SIZE(item) < 12) {
+                    PyErr_SetString(PyExc_TypeError, "queue items must be bytes of 12 or more");
+                    goto error;
+                }
+                if (!(token = PyIter_Next(tokens))) {
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "tokens ran out");
+                    goto error;
+                }
+                if (!(row = PyTuple_Pack(3, q, item, expires)) ||
+                    PyDict_SetItem(leases, token, row) < 0)
+                    goto error;
+                Py_CLEAR(row);
+                h = (const unsigned char *)PyBytes_AS_STRING(item);
+                pinv = ((long long)h[0] << 24) | (h[1] << 16) | (h[2] << 8) | h[3];
+                retries = (h[10] << 8) | h[11];
+                if (!(row = PyTuple_New(6))) goto error;
+                PyTuple_SET_ITEM(row, 0, token);
+                token = NULL;
+                Py_INCREF(key);
+                PyTuple_SET_ITEM(row, 1, key);
+                PyTuple_SET_ITEM(row, 2, PyLong_FromLongLong(self->prio_bias - pinv));
+                PyTuple_SET_ITEM(row, 3, PyLong_FromLongLong(retries));
+                PyTuple_SET_ITEM(row, 4, PyBytes_FromStringAndSize((const char *)h + 12,
+                                                                   PyBytes_GET_SIZE(item) - 12));
+                Py_INCREF(expires);
+                PyTuple_SET_ITEM(row, 5, expires);
+                if (!PyTuple_GET_ITEM(row, 2) || !PyTuple_GET_ITEM(row, 3) ||
+                    !PyTuple_GET_ITEM(row, 4) || PyList_Append(out, row) < 0)
+                    goto error;
+                Py_CLEAR(row);
+                Py_CLEAR(item);
+            }
+            if (qset_int(self, q, Q_INFLIGHT, inflight + k) < 0 ||
+                qset_int(self, q, Q_SESSION, session + k) < 0 ||
+                qset_int(self, q, Q_STATE, -1) < 0 || PyList_Append(taken, q) < 0)
+                goto error;
+            Py_CLEAR(t);
+            Py_CLEAR(q);
+        }
+        for (i = 0; i < PyList_GET_SIZE(taken); i++) {
+            PyObject *tq = PyList_GET_ITEM(taken, i);
+            long long session = qint(self, tq, Q_SESSION, &bad);
+            if (bad || lease_policy(&lp, qget(self, tq, Q_POLICY)) < 0) goto error;
+            if (lp.session_budget && session >= lp.session_budget) {
+                /* Yield to the others: rest a while, then the back of the line. */
+                PyObject *ra = qget(self, tq, Q_READY_AT);
+                double until = now + lp.session_rest, cur;
+                if (!ra || qset_int(self, tq, Q_SESSION, 0) < 0) goto error;
+                cur = as_double(ra, &bad);
+                if (bad) goto error;
+                if (until > cur && qset(self, tq, Q_READY_AT, PyFloat_FromDouble(until)) < 0)
+                    goto error;
+            }
+            if (settle_queue(self, ready, resting, tq, &lp, now, now_obj) < 0) goto error;
+        }
+    }
+    Py_DECREF(ready);
+    Py_DECREF(resting);
+    Py_DECREF(queues);
+    Py_DECREF(leases);
+    Py_DECREF(tokens);
+    Py_DECREF(taken);
+    Py_XDECREF(lp.pol);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(ready);
+    Py_XDECREF(resting);
+    Py_XDECREF(queues);
+    Py_XDECREF(leases);
+    Py_XDECREF(tokens);
+    Py_XDECREF(taken);
+    Py_XDECREF(t);
+    Py_XDECREF(q);
+    Py_XDECREF(item);
+    Py_XDECREF(token);
+    Py_XDECREF(row);
+    Py_XDECREF(lp.pol);
+    return NULL;
+}
+/* The queue of key: store._queues[key], or store._queue(key) creates it. New ref. */
+static PyObject *queue_for(MemoryLoops *self, PyObject *store, PyObject *queues, PyObject *key) {
+    PyObject *q = PyDict_GetItemWithError(queues, key);
+    if (q) {
+        Py_INCREF(q);
+    } else {
+        if (PyErr_Occurred()) return NULL;
+        if (!(q = PyObject_CallMethodOneArg(store, s_queue, key))) return NULL;
+    }
+    if (Py_TYPE(q) != self->queue_type) {
+        PyErr_SetString(PyExc_TypeError, "store._queues holds a foreign queue type");
+        Py_DECREF(q);
+        return NULL;
+    }
+    return q;
+}
+
+PyDoc_STRVAR(memloops_add_doc,
+             "add(store, entries, now, out) -> (added, seen_added, dups): "
+             "crawlq.stores.memory._add_entries for an exact seen-set");
+
+static PyObject *memloops_add(MemoryLoops *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *store, *entries, *now_obj, *out;
+    PyObject *queues = NULL, *seen = NULL, *revisit = NULL, *scheduled = NULL, *ticket = NULL;
+    PyObject *ready = NULL, *resting = NULL, *seq_obj = NULL, *lifo = NULL;
+    PyObject *q = NULL, *item = NULL, *r;
+    LeasePolicy lp = {NULL, 0, 0, 0, 0.0};
+    Py_ssize_t n, i, added = 0, seen_added = 0, dups = 0;
+    long long seq, step;
+    double now;
+    int bad = 0;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "add(store, entries, now, out)");
+        return NULL;
+    }
+    store = args[0];
+    entries = args[1];
+    now_obj = args[2];
+    out = args[3];
+    if (!PyList_Check(out) || !(PyList_Check(entries) || PyTuple_Check(entries))) {
+        PyErr_SetString(PyExc_TypeError, "entries must be a list or tuple, out a list");
+        return NULL;
+    }
+    now = PyFloat_AsDouble(now_obj);
+    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    if (!(queues = store_attr(store, s_queues, &PyDict_Type)) ||
+        !(seen = store_attr(store, s_seen, &PySet_Type)) ||
+        !(revisit = store_attr(store, s_revisit, &PyDict_Type)) ||
+        !(scheduled = store_attr(store, s_scheduled, &PyList_Type)) ||
+        !(ready = store_attr(store, s_ready, &PyList_Type)) ||
+        !(resting = store_attr(store, s_resting, &PyList_Type)) ||
+        !(ticket = PyObject_GetAttr(store, s_ticket)) ||
+        !(seq_obj = PyObject_GetAttr(store, s_seq_n)) || !(lifo = PyObject_GetAttr(store, s_lifo)))
+        goto error;
+    seq = as_ll(seq_obj, &bad);
+    if (bad) goto error;
+    switch (PyObject_IsTrue(lifo)) {
+    case -1: goto error;
+    case 1: step = -1; break;
+    default: step = 1;
+    }
+    n = PySequence_Fast_GET_SIZE(entries);
+    for (i = 0; i < n; i++) {
+        PyObject *e = PySequence_Fast_GET_ITEM(entries, i), *fp, *key, *payload, *nb, *rv;
+        PyObject *verdict, *heap;
+        long long prio, retries, accepted, state, inv;
+        unsigned char *w;
+        if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 7) {
+            PyErr_SetString(PyExc_TypeError, "an entry must be a tuple of 7");
+            goto error;
+        }
+        fp = PyTuple_GET_ITEM(e, 0);
+        key = PyTuple_GET_ITEM(e, 1);
+        payload = PyTuple_GET_ITEM(e, 3);
+        nb = PyTuple_GET_ITEM(e, 4);
+        rv = PyTuple_GET_ITEM(e, 5);
+        if (!(q = queue_for(self, store, queues, key))) goto error;
+        verdict = self->added;
+        if (fp != Py_None) {
+            int dup = PySet_Contains(seen, fp);
+            if (dup < 0) goto error;
+            if (dup && PyDict_GET_SIZE(revisit)) {
+                PyObject *at = PyDict_GetItemWithError(revisit, fp);
+                if (at) {
+                    double t = as_double(at, &bad);
+                    if (bad) goto error;
+                    dup = t > now;
+                } else if (PyErr_Occurred()) {
+                    goto error;
+                }
+            }
+            if (dup) {
+                dups++;
+                verdict = self->duplicate;
+            }
+        }
+        if (verdict == self->added) {
+            if (lease_policy(&lp, qget(self, q, Q_POLICY)) < 0) goto error;
+            accepted = qint(self, q, Q_ACCEPTED, &bad);
+            if (bad) goto error;
+            if (lp.max_queue_urls && accepted >= lp.max_queue_urls) verdict = self->over_budget;
+        }
+        if (verdict != self->added) {
+            if (PyList_Append(out, verdict) < 0) goto error;
+            Py_CLEAR(q);
+            continue;
+        }
+        if (fp != Py_None) {
+            if (PySet_Add(seen, fp) < 0) goto error;
+            if (rv != Py_None) {
+                if (PyDict_SetItem(revisit, fp, rv) < 0) goto error;
+            } else if (PyDict_GET_SIZE(revisit)) {
+                int has = PyDict_Contains(revisit, fp);
+                if (has < 0 || (has && PyDict_DelItem(revisit, fp) < 0)) goto error;
+            }
+            seen_added++;
+        }
+        if (qset_int(self, q, Q_ACCEPTED, accepted + 1) < 0) goto error;
+        added++;
+        seq += step;
+        /* struct ">IHIH" (inverted priority, sequence in 16 + 32 bits, retries) + payload */
+        prio = as_ll(PyTuple_GET_ITEM(e, 2), &bad);
+        retries = as_ll(PyTuple_GET_ITEM(e, 6), &bad);
+        if (bad) goto error;
+        inv = self->prio_bias - prio;
+        if (inv < 0 || inv > 0xFFFFFFFFLL || seq < 0 || seq > 0xFFFFFFFFFFFFLL || retries < 0 ||
+            retries > 0xFFFF) {
+            PyErr_SetString(self->struct_error, "an entry's priority, sequence or retries "
+                                                "is out of range");
+            goto error;
+        }
+        if (!PyBytes_Check(payload)) {
+            PyErr_SetString(PyExc_TypeError, "an entry's payload must be bytes");
+            goto error;
+        }
+        if (!(item = PyBytes_FromStringAndSize(NULL, 12 + PyBytes_GET_SIZE(payload))))
+            goto error;
+        w = (unsigned char *)PyBytes_AS_STRING(item);
+        w[0] = (unsigned char)(inv >> 24);
+        w[1] = (unsigned char)(inv >> 16);
+        w[2] = (unsigned char)(inv >> 8);
+        w[3] = (unsigned char)inv;
+        w[4] = (unsigned char)(seq >> 40);
+        w[5] = (unsigned char)(seq >> 32);
+        w[6] = (unsigned char)(seq >> 24);
+        w[7] = (unsigned char)(seq >> 16);
+        w[8] = (unsigned char)(seq >> 8);
+        w[9] = (unsigned char)seq;
+        w[10] = (unsigned char)(retries >> 8);
+        w[11] = (unsigned char)retries;
+        memcpy(w + 12, PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload));
+        if (nb != Py_None) {
+            int later = PyObject_RichCompareBool(nb, now_obj, Py_GT);
+            if (later < 0) goto error;
+            if (later) {
+                PyObject *tk = PyIter_Next(ticket), *t;
+                if (!tk) {
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "tickets ran out");
+                    goto error;
+                }
+                t = PyTuple_Pack(4, nb, tk, key, item);
+                Py_DECREF(tk);
+                if (push_new(self, scheduled, t) < 0) goto error;
+                goto next;
+            }
+        }
+        /* _push, inlined */
+        heap = qget(self, q, Q_HEAP);
+        state = qint(self, q, Q_STATE, &bad);
+        if (!heap || bad) goto error;
+        if (!PyList_Check(heap)) {
+            PyErr_SetString(PyExc_TypeError, "queue heap must be a list");
+            goto error;
+        }
+        if (state == self->st_ready) {
+            PyObject *head;
+            int improves;
+            if (PyList_GET_SIZE(heap) == 0 || !PyBytes_Check(head = PyList_GET_ITEM(heap, 0)) ||
+                PyBytes_GET_SIZE(head) < 4) {
+                PyErr_SetString(PyExc_TypeError, "a ready queue's head must be an item");
+                goto error;
+            }
+            improves = memcmp(w, PyBytes_AS_STRING(head), 4) < 0;
+            if (!(r = heap_call(self->heappush, heap, item))) goto error;
+            Py_DECREF(r);
+            if (improves && settle_queue(self, ready, resting, q, &lp, now, now_obj) < 0)
+                goto error;
+        } else {
+            if (!(r = heap_call(self->heappush, heap, item))) goto error;
+            Py_DECREF(r);
+            if (state == self->st_empty &&
+                settle_queue(self, ready, resting, q, &lp, now, now_obj) < 0)
+                goto error;
+        }
+    next:
+        Py_CLEAR(item);
+        Py_CLEAR(q);
+        if (PyList_Append(out, self->added) < 0) goto error;
+    }
+    r = PyLong_FromLongLong(seq);
+    if (!r || PyObject_SetAttr(store, s_seq_n, r) < 0) {
+        Py_XDECREF(r);
+        goto error;
+    }
+    Py_DECREF(r);
+    r = Py_BuildValue("(nnn)", added, seen_added, dups);
+    goto done;
+error:
+    r = NULL;
+done:
+    Py_XDECREF(queues);
+    Py_XDECREF(seen);
+    Py_XDECREF(revisit);
+    Py_XDECREF(scheduled);
+    Py_XDECREF(ready);
+    Py_XDECREF(resting);
+    Py_XDECREF(ticket);
+    Py_XDECREF(seq_obj);
+    Py_XDECREF(lifo);
+    Py_XDECREF(q);
+    Py_XDECREF(item);
+    Py_XDECREF(lp.pol);
+    return r;
+}
+#undef QSLOT
+
+static PyMethodDef memloops_methods[] = {
+    {"lease", (PyCFunction)(void (*)(void))memloops_lease, METH_FASTCALL,
+     memloops_lease_doc},
+    {"add", (PyCFunction)(void (*)(void))memloops_add, METH_FASTCALL, memloops_add_doc},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject MemoryLoopsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "crawlq._speedups.MemoryLoops",
+    .tp_basicsize = sizeof(MemoryLoops),
+    .tp_dealloc = (destructor)memloops_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = PyDoc_STR("MemoryLoops(queue_type, prio_bias, states, verdicts): the memory "
+                        "store's add and lease loops in C."),
+    .tp_methods = memloops_methods,
+    .tp_init = (initproc)memloops_init,
+    .tp_new = PyType_GenericNew,
+};
+
 static PyMethodDef module_methods[] = {
     {"admit", (PyCFunction)(void (*)(void))py_admit, METH_FASTCALL, admit_doc},
     {"blake2b_128", py_blake2b_128, METH_O,
@@ -1682,10 +2412,23 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         !(s_delay = PyUnicode_InternFromString("delay")) ||
         !(s_min_delay = PyUnicode_InternFromString("min_delay")) ||
         !(s_max_delay = PyUnicode_InternFromString("max_delay")) ||
-        !(s_delay_factor = PyUnicode_InternFromString("delay_factor")))
+        !(s_delay_factor = PyUnicode_InternFromString("delay_factor")) ||
+        !(s_ready = PyUnicode_InternFromString("_ready")) ||
+        !(s_resting = PyUnicode_InternFromString("_resting")) ||
+        !(s_queues = PyUnicode_InternFromString("_queues")) ||
+        !(s_leases = PyUnicode_InternFromString("_leases")) ||
+        !(s_tokens = PyUnicode_InternFromString("_tokens")) ||
+        !(s_max_queue_urls = PyUnicode_InternFromString("max_queue_urls")) ||
+        !(s_seen = PyUnicode_InternFromString("_seen")) ||
+        !(s_revisit = PyUnicode_InternFromString("_revisit")) ||
+        !(s_scheduled = PyUnicode_InternFromString("_scheduled")) ||
+        !(s_ticket = PyUnicode_InternFromString("_ticket")) ||
+        !(s_seq_n = PyUnicode_InternFromString("_seq_n")) ||
+        !(s_lifo = PyUnicode_InternFromString("lifo")) ||
+        !(s_queue = PyUnicode_InternFromString("_queue")))
         return NULL;
     if (PyType_Ready(&FastAddType) < 0 || PyType_Ready(&LeaseMakerType) < 0 ||
-        PyType_Ready(&ApplierType) < 0)
+        PyType_Ready(&ApplierType) < 0 || PyType_Ready(&MemoryLoopsType) < 0)
         return NULL;
     m = PyModule_Create(&moduledef);
     if (!m) return NULL;
@@ -1704,6 +2447,12 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     Py_INCREF(&ApplierType);
     if (PyModule_AddObject(m, "Applier", (PyObject *)&ApplierType) < 0) {
         Py_DECREF(&ApplierType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&MemoryLoopsType);
+    if (PyModule_AddObject(m, "MemoryLoops", (PyObject *)&MemoryLoopsType) < 0) {
+        Py_DECREF(&MemoryLoopsType);
         Py_DECREF(m);
         return NULL;
     }

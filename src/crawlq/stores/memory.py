@@ -11,9 +11,10 @@ import heapq
 import itertools
 import struct
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from .._native import native
 from ..errors import ConfigError
 from ..models import QueueInfo, Stats
 from . import dumpfmt
@@ -52,6 +53,117 @@ def _item(priority: int, seq: int, retries: int, payload: bytes) -> bytes:
 
 def _item_priority(item: bytes) -> int:
     return _PRIO_BIAS - int.from_bytes(item[:4], "big")
+
+
+def _add_entries(store: MemoryStore, entries: Sequence[Entry], now: float,
+                 out: list[int]) -> tuple[int, int, int]:
+    """Add ``entries`` to ``store``, appending each one's verdict to ``out``.
+
+    Returns (added, newly seen, duplicates) and advances the store's sequence; the
+    caller counts them. The definition of MemoryStore.add's loop (it runs once per URL);
+    crawlq._speedups.MemoryLoops.add is its C twin for an exact seen-set.
+    """
+    append = out.append
+    added = seen_added = dups = 0
+    queues = store._queues
+    bloom = store._bloom
+    seen, revisit = store._seen, store._revisit
+    push, pack = heapq.heappush, _PACK
+    seq, step = store._seq_n, (-1 if store.lifo else 1)
+    for fp, key, prio, payload, not_before, revisit_at, retries in entries:
+        q = queues.get(key) or store._queue(key)
+        if fp is not None:
+            if bloom is None:
+                if fp in seen and (not revisit or revisit.get(fp, _INF) > now):
+                    append(DUPLICATE)
+                    dups += 1
+                    continue
+            elif bloom.contains(fp):
+                append(DUPLICATE)
+                dups += 1
+                continue
+        cap = q.policy.max_queue_urls
+        if cap and q.accepted >= cap:
+            append(OVER_BUDGET)
+            continue
+        if fp is not None:
+            if bloom is None:
+                seen.add(fp)
+                if revisit_at is not None:
+                    revisit[fp] = revisit_at
+                elif revisit:
+                    revisit.pop(fp, None)
+            else:
+                bloom.add(fp)
+            seen_added += 1
+        q.accepted += 1
+        added += 1
+        seq += step
+        item = pack(_PRIO_BIAS - prio, seq >> 32, seq & 0xFFFFFFFF, retries) + payload
+        if not_before is not None and not_before > now:
+            push(store._scheduled, (not_before, next(store._ticket), key, item))
+        else:  # _push, inlined
+            heap = q.heap
+            state = q.state
+            if state == _READY:
+                improves = item[:4] < heap[0][:4]
+                push(heap, item)
+                if improves:  # a better head: the ready heap must see its priority
+                    store._settle(q, now)
+            else:
+                push(heap, item)
+                if state == _EMPTY:
+                    store._settle(q, now)
+        append(ADDED)
+    store._seq_n = seq
+    return added, seen_added, dups
+
+
+def _lease_rounds(store: MemoryStore, out: list[Leased], limit: int, now: float,
+                  expires: float) -> None:
+    """Lease up to ``limit`` entries (in all, counting those in ``out``) into ``out``.
+
+    Pops the best ready queues, takes a fair share of what is left from each, then
+    repeats with those still ready: a round-robin over queues in priority order, in
+    which one big queue needs few rounds. The definition of MemoryStore.lease's loop;
+    crawlq._speedups.QueueLeaser is its C twin (the same heaps, tokens and rows).
+    """
+    ready = store._ready
+    queues = store._queues
+    leases = store._leases
+    tokens = store._tokens
+    pop = heapq.heappop
+    unpack = _UNPACK_HEAD
+    while len(out) < limit and ready:
+        taken: list[_Queue] = []
+        share = max(1, (limit - len(out)) // len(ready))
+        while ready and len(out) < limit:
+            _, _, version, key = pop(ready)
+            q = queues[key]
+            if q.version != version or q.state != _READY:
+                continue
+            pol = q.policy
+            k = min(share, limit - len(out), pol.concurrency - q.inflight, len(q.heap))
+            if pol.session_budget:
+                k = min(k, pol.session_budget - q.session)
+            heap = q.heap
+            for _ in range(k):
+                item = pop(heap)
+                token = next(tokens)
+                leases[token] = (q, item, expires)
+                pinv, retries = unpack(item)
+                out.append((token, key, _PRIO_BIAS - pinv, retries, item[12:], expires))
+            q.inflight += k
+            q.session += k
+            q.state = -1  # served: _settle sends it to the back of the line
+            taken.append(q)
+        for q in taken:
+            budget = q.policy.session_budget
+            if budget and q.session >= budget:
+                # Yield to the others: rest a while, then the back of the line.
+                q.session = 0
+                q.ready_at = max(q.ready_at, now + q.policy.session_rest)
+            store._settle(q, now)
 
 
 class _Queue:
@@ -104,6 +216,17 @@ class MemoryStore:
              "late_acks", "duplicates"), 0)
         self._rejected: dict[str, int] = {}
         self._closed = False
+        # add's and lease's loops in C where built (their twins: _add_entries and
+        # _lease_rounds); add's only for an exact seen-set, a Bloom filter takes Python's.
+        loops = native("MemoryLoops")
+        if loops is not None:
+            loops = loops(_Queue, _PRIO_BIAS, (_READY, _BUSY, _RESTING, _EMPTY),
+                          (ADDED, DUPLICATE, OVER_BUDGET))
+        self._rounds: Callable[[MemoryStore, list[Leased], int, float, float], None] = (
+            _lease_rounds if loops is None else loops.lease)
+        self._adder: Callable[[MemoryStore, Sequence[Entry], float, list[int]],
+                              tuple[int, int, int]] | None = (
+            None if loops is None or bloom else loops.add)
 
     # -- helpers -----------------------------------------------------------------
 
@@ -169,63 +292,13 @@ class MemoryStore:
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
         """See :meth:`Store.add`."""
         out: list[int] = []
-        append = out.append
         with self._lock:
             self._check_open()
+            if self._adder is not None and entries.__class__ in (list, tuple):
+                added, seen_added, dups = self._adder(self, entries, now, out)
+            else:
+                added, seen_added, dups = _add_entries(self, entries, now, out)
             c = self._counters
-            added = seen_added = dups = 0
-            queues = self._queues
-            # The common case inlined (exact seen-set): this loop runs once per URL.
-            exact = self._bloom is None
-            seen, revisit = self._seen, self._revisit
-            push, pack = heapq.heappush, _PACK
-            seq, step = self._seq_n, (-1 if self.lifo else 1)
-            for fp, key, prio, payload, not_before, revisit_at, retries in entries:
-                q = queues.get(key) or self._queue(key)
-                if fp is not None:
-                    if exact:
-                        if fp in seen and (not revisit or revisit.get(fp, _INF) > now):
-                            append(DUPLICATE)
-                            dups += 1
-                            continue
-                    elif self._bloom.contains(fp):  # type: ignore[union-attr]
-                        append(DUPLICATE)
-                        dups += 1
-                        continue
-                cap = q.policy.max_queue_urls
-                if cap and q.accepted >= cap:
-                    append(OVER_BUDGET)
-                    continue
-                if fp is not None:
-                    if exact:
-                        seen.add(fp)
-                        if revisit_at is not None:
-                            revisit[fp] = revisit_at
-                        elif revisit:
-                            revisit.pop(fp, None)
-                    else:
-                        self._mark_seen(fp, revisit_at)
-                    seen_added += 1
-                q.accepted += 1
-                added += 1
-                seq += step
-                item = pack(_PRIO_BIAS - prio, seq >> 32, seq & 0xFFFFFFFF, retries) + payload
-                if not_before is not None and not_before > now:
-                    push(self._scheduled, (not_before, next(self._ticket), key, item))
-                else:  # _push, inlined
-                    heap = q.heap
-                    state = q.state
-                    if state == _READY:
-                        improves = item[:4] < heap[0][:4]
-                        push(heap, item)
-                        if improves:  # a better head: the ready heap must see its priority
-                            self._settle(q, now)
-                    else:
-                        push(heap, item)
-                        if state == _EMPTY:
-                            self._settle(q, now)
-                append(ADDED)
-            self._seq_n = seq
             c["added"] += added
             c["seen"] += seen_added
             c["duplicates"] += dups
@@ -268,50 +341,10 @@ class MemoryStore:
         with self._lock:
             self._check_open()
             self._wake(now)
-            ready = self._ready
-            # Pop the best ready queues, take one entry from each, then repeat with
-            # those still ready: a round-robin over queues in priority order.
-            leases = self._leases
-            tokens = self._tokens
-            pop = heapq.heappop
-            unpack = _UNPACK_HEAD
-            first = len(out)
-            while len(out) < limit and ready:
-                taken: list[_Queue] = []
-                # Round-robin over ready queues in priority order; each pop may take a
-                # fair share of what is left, so one big queue needs few rounds.
-                share = max(1, (limit - len(out)) // len(ready))
-                while ready and len(out) < limit:
-                    _, _, version, key = pop(ready)
-                    q = self._queues[key]
-                    if q.version != version or q.state != _READY:
-                        continue
-                    pol = q.policy
-                    k = min(share, limit - len(out), pol.concurrency - q.inflight, len(q.heap))
-                    if pol.session_budget:
-                        k = min(k, pol.session_budget - q.session)
-                    heap = q.heap
-                    for _ in range(k):
-                        item = pop(heap)
-                        token = next(tokens)
-                        leases[token] = (q, item, expires)
-                        pinv, retries = unpack(item)
-                        out.append((token, key, _PRIO_BIAS - pinv, retries, item[12:], expires))
-                    q.inflight += k
-                    q.session += k
-                    q.state = -1
-                    taken.append(q)
-                for q in taken:
-                    budget = q.policy.session_budget
-                    if budget and q.session >= budget:
-                        # Yield to the others: rest a while, then the back of the line.
-                        q.session = 0
-                        q.ready_at = max(q.ready_at, now + q.policy.session_rest)
-                    self._settle(q, now)
-            if len(out) > first:
+            self._rounds(self, out, limit, now, expires)
+            if out:
                 # One expiry record per call: the leases of a call expire together.
-                heapq.heappush(self._expiry, (expires, out[first][0],
-                                              [le[0] for le in out[first:]]))
+                heapq.heappush(self._expiry, (expires, out[0][0], [le[0] for le in out]))
         return out
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
