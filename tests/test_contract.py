@@ -35,6 +35,7 @@ class TestMemoryStorePurePython(MemoryOnlyContract):
         assert f._fast is None
         assert f.store._adder is None  # type: ignore[attr-defined]
         assert f.store._rounds is memory_module._lease_rounds  # type: ignore[attr-defined]
+        assert f.store._release is None  # type: ignore[attr-defined]
         return f
 
 

@@ -452,21 +452,25 @@ def _memory_state(s: Any) -> tuple[Any, ...]:
 @pytest.mark.parametrize("seed", range(8))
 def test_memory_store_loops_agree_with_python(monkeypatch: pytest.MonkeyPatch,
                                               seed: int) -> None:
-    """MemoryLoops.add and .lease (C) leave a memory store exactly as _add_entries and
-    _lease_rounds (Python) do, call after call: verdicts, leases, heaps (in list order),
-    queue fields, seen-set, revisits, sequence and counters."""
+    """MemoryLoops.add, .lease and .release (C) leave a memory store exactly as
+    _add_entries, _lease_rounds and release's loop (Python) do, call after call:
+    verdicts, leases, acknowledgements, heaps (in list order), queue fields, seen-set,
+    revisits, sequence and counters."""
     from crawlq.stores import memory as memory_module
 
     rng = random.Random(seed)
-    policy = QueuePolicy(concurrency=rng.choice([1, 3, 1_000]), min_delay=rng.choice([0, 1.0]),
-                         max_delay=5.0, delay_factor=1.0, session_budget=(seed % 3) * 2)
+    kind = _SlowPolicy if seed % 4 == 3 else QueuePolicy  # a subclass: its own delay()
+    policy = kind(concurrency=rng.choice([1, 3, 1_000]), min_delay=rng.choice([0, 1.0]),
+                  max_delay=5.0, delay_factor=1.0, session_budget=(seed % 3) * 2)
     lifo = seed % 2 == 1
     fast = memory_module.MemoryStore(policy, lifo=lifo)
     monkeypatch.setenv("CRAWLQ_PURE_PYTHON", "1")
     pure = memory_module.MemoryStore(policy, lifo=lifo)
     monkeypatch.delenv("CRAWLQ_PURE_PYTHON")
     assert fast._adder is not None and fast._rounds is not memory_module._lease_rounds
+    assert fast._release is not None
     assert pure._adder is None and pure._rounds is memory_module._lease_rounds
+    assert pure._release is None
     leased = 0
     for op in _memory_ops(rng, 400):
         results = []
@@ -506,7 +510,7 @@ def test_memory_loops_errors() -> None:
     with pytest.raises(TypeError):
         s._rounds(s, (), 5, 1.0, 2.0)  # out must be a list
     with pytest.raises(AttributeError):  # not a class with the queue's slots
-        speedups.MemoryLoops(int, 0, (0, 1, 2, 3), (0, 1, 2))
+        speedups.MemoryLoops(int, 0, (0, 1, 2, 3), (0, 1, 2), QueuePolicy, 0)
     out: list[int] = []
     s._adder(s, [(None, "k2", 0, b"p", None, None, 0)], 1.0, out)
     assert out == [ADDED] and s._queues["k2"].accepted == 1

@@ -1663,10 +1663,11 @@ static PyObject *py_blake2b_128(PyObject *mod, PyObject *data) {
 }
 
 /* ---------------------------------------------------------------------------------- */
-/* The memory store's loops: crawlq.stores.memory._add_entries and _lease_rounds in C  */
+/* The memory store's loops: _add_entries, _lease_rounds and release's, in C           */
 /*
- * The same loops as _add_entries (for an exact seen-set) and _lease_rounds, and _settle
- * for the queues they change, which stay the definition and the fallback. The heaps are changed through _heapq's own functions, so
+ * The same loops as crawlq.stores.memory's _add_entries (for an exact seen-set),
+ * _lease_rounds and MemoryStore.release (for plain acknowledgements), and _settle for the
+ * queues they change, which stay the definition and the fallback. The heaps are changed through _heapq's own functions, so
  * they come out identical; tests/test_speedups.py runs both on generated stores and
  * compares leases, heaps and queue fields. Counters and versions are 64-bit ints here.
  */
@@ -1684,6 +1685,8 @@ typedef struct {
     PyObject *heappush, *heappop;
     PyObject *added, *duplicate, *over_budget; /* add's verdicts */
     PyObject *struct_error;
+    PyTypeObject *policy_type; /* QueuePolicy: its delay() is computed here */
+    long long ack_done;
     long long prio_bias, st_ready, st_busy, st_resting, st_empty;
     Py_ssize_t off[N_QUEUE];
 } MemoryLoops;
@@ -1692,7 +1695,7 @@ typedef struct {
 typedef struct {
     PyObject *pol; /* strong reference, or NULL */
     long long concurrency, session_budget, max_queue_urls;
-    double session_rest;
+    double session_rest, min_delay, max_delay, delay_factor;
 } LeasePolicy;
 
 static PyObject *s_ready, *s_resting, *s_queues, *s_leases, *s_tokens, *s_max_queue_urls,
@@ -1706,17 +1709,22 @@ static void memloops_dealloc(MemoryLoops *self) {
     Py_XDECREF(self->duplicate);
     Py_XDECREF(self->over_budget);
     Py_XDECREF(self->struct_error);
+    Py_XDECREF(self->policy_type);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int memloops_init(MemoryLoops *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"queue_type", "prio_bias", "states", "verdicts", NULL};
-    PyObject *qt, *mod, *added, *dup, *over;
+    static char *kwlist[] = {"queue_type", "prio_bias", "states", "verdicts", "policy_type",
+                             "ack_done", NULL};
+    PyObject *qt, *mod, *added, *dup, *over, *pt;
     long long bias;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!L(LLLL)(OOO)", kwlist, &PyType_Type, &qt,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!L(LLLL)(OOO)O!L", kwlist, &PyType_Type, &qt,
                                      &bias, &self->st_ready, &self->st_busy,
-                                     &self->st_resting, &self->st_empty, &added, &dup, &over))
+                                     &self->st_resting, &self->st_empty, &added, &dup, &over,
+                                     &PyType_Type, &pt, &self->ack_done))
         return -1;
+    Py_INCREF(pt);
+    Py_XSETREF(self->policy_type, (PyTypeObject *)pt);
     Py_INCREF(added);
     Py_XSETREF(self->added, added);
     Py_INCREF(dup);
@@ -1783,6 +1791,9 @@ static int lease_policy(LeasePolicy *lp, PyObject *pol) {
     lp->max_queue_urls = as_ll(v, &bad);
     Py_DECREF(v);
     lp->session_rest = attr_double(pol, s_session_rest, &bad);
+    lp->min_delay = attr_double(pol, s_min_delay, &bad);
+    lp->max_delay = attr_double(pol, s_max_delay, &bad);
+    lp->delay_factor = attr_double(pol, s_delay_factor, &bad);
     if (bad) return -1;
     Py_INCREF(pol);
     Py_XSETREF(lp->pol, pol);
@@ -1986,7 +1997,7 @@ static PyObject *memloops_lease(MemoryLoops *self, PyObject *const *args,
     PyObject *store, *out, *now_obj, *expires;
     PyObject *ready = NULL, *resting = NULL, *queues = NULL, *leases = NULL, *tokens = NULL;
     PyObject *taken = NULL, *t = NULL, *q = NULL, *item = NULL, *token = NULL, *row = NULL;
-    LeasePolicy lp = {NULL, 0, 0, 0, 0.0};
+    LeasePolicy lp = {NULL, 0, 0, 0, 0.0, 0.0, 0.0, 0.0};
     Py_ssize_t limit, i;
     double now;
     int bad = 0;
@@ -2173,7 +2184,7 @@ static PyObject *memloops_add(MemoryLoops *self, PyObject *const *args, Py_ssize
     PyObject *queues = NULL, *seen = NULL, *revisit = NULL, *scheduled = NULL, *ticket = NULL;
     PyObject *ready = NULL, *resting = NULL, *seq_obj = NULL, *lifo = NULL;
     PyObject *q = NULL, *item = NULL, *r;
-    LeasePolicy lp = {NULL, 0, 0, 0, 0.0};
+    LeasePolicy lp = {NULL, 0, 0, 0, 0.0, 0.0, 0.0, 0.0};
     Py_ssize_t n, i, added = 0, seen_added = 0, dups = 0;
     long long seq, step;
     double now;
@@ -2371,12 +2382,126 @@ done:
     Py_XDECREF(lp.pol);
     return r;
 }
+PyDoc_STRVAR(memloops_release_doc,
+             "release(store, acks, now, out) -> (done, late) or None: MemoryStore.release's "
+             "loop when every ack is ACK_DONE (None, having changed nothing, otherwise)");
+
+static PyObject *memloops_release(MemoryLoops *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *store, *acks, *now_obj, *out;
+    PyObject *leases = NULL, *ready = NULL, *resting = NULL, *touched = NULL, *held = NULL;
+    PyObject *r = NULL;
+    LeasePolicy lp = {NULL, 0, 0, 0, 0.0, 0.0, 0.0, 0.0};
+    Py_ssize_t n, i, done = 0, late = 0, pos = 0;
+    double now;
+    int bad = 0;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "release(store, acks, now, out)");
+        return NULL;
+    }
+    store = args[0];
+    acks = args[1];
+    now_obj = args[2];
+    out = args[3];
+    if (!PyList_Check(out) || !(PyList_Check(acks) || PyTuple_Check(acks))) {
+        PyErr_SetString(PyExc_TypeError, "acks must be a list or tuple, out a list");
+        return NULL;
+    }
+    now = PyFloat_AsDouble(now_obj);
+    if (now == -1.0 && PyErr_Occurred()) return NULL;
+    n = PySequence_Fast_GET_SIZE(acks);
+    for (i = 0; i < n; i++) { /* only plain acknowledgements; the rest: Python's loop */
+        PyObject *a = PySequence_Fast_GET_ITEM(acks, i), *kind;
+        if (!PyTuple_CheckExact(a) || PyTuple_GET_SIZE(a) != 8) Py_RETURN_NONE;
+        kind = PyTuple_GET_ITEM(a, 1);
+        if (!PyLong_CheckExact(kind) || PyLong_AsLongLong(kind) != self->ack_done) {
+            if (PyErr_Occurred()) PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+    }
+    if (!(leases = store_attr(store, s_leases, &PyDict_Type)) ||
+        !(ready = store_attr(store, s_ready, &PyList_Type)) ||
+        !(resting = store_attr(store, s_resting, &PyList_Type)) || !(touched = PyDict_New()))
+        goto error;
+    for (i = 0; i < n; i++) {
+        PyObject *a = PySequence_Fast_GET_ITEM(acks, i), *token = PyTuple_GET_ITEM(a, 0);
+        PyObject *duration = PyTuple_GET_ITEM(a, 2), *delay = PyTuple_GET_ITEM(a, 7), *q, *key;
+        double rest;
+        long long inflight;
+        held = PyDict_GetItemWithError(leases, token);
+        if (!held) {
+            if (PyErr_Occurred()) goto error;
+            late++;
+            if (PyList_Append(out, Py_False) < 0) goto error;
+            continue;
+        }
+        Py_INCREF(held);
+        if (PyDict_DelItem(leases, token) < 0) goto error;
+        if (!PyTuple_Check(held) || PyTuple_GET_SIZE(held) != 3 ||
+            Py_TYPE(q = PyTuple_GET_ITEM(held, 0)) != self->queue_type) {
+            PyErr_SetString(PyExc_TypeError, "a lease record must be (queue, item, expires)");
+            goto error;
+        }
+        inflight = qint(self, q, Q_INFLIGHT, &bad);
+        if (bad || qset_int(self, q, Q_INFLIGHT, inflight - 1) < 0) goto error;
+        if (delay != Py_None) {
+            rest = as_double(delay, &bad);
+        } else {
+            PyObject *pol = qget(self, q, Q_POLICY);
+            if (lease_policy(&lp, pol) < 0) goto error;
+            if (duration == Py_None) {
+                rest = lp.min_delay; /* what the formula gives for no duration */
+            } else if (Py_TYPE(pol) == self->policy_type) {
+                /* QueuePolicy.delay ("duration or 0.0" is the duration: a number) */
+                double d = lp.delay_factor * as_double(duration, &bad);
+                if (lp.min_delay > d) d = lp.min_delay;
+                rest = lp.max_delay < d ? lp.max_delay : d;
+            } else { /* a subclass: its own delay() */
+                PyObject *v = PyObject_CallMethodOneArg(pol, s_delay, duration);
+                if (!v) goto error;
+                rest = as_double(v, &bad);
+                Py_DECREF(v);
+            }
+        }
+        if (bad) goto error;
+        if (rest > 0) {
+            PyObject *ra = qget(self, q, Q_READY_AT);
+            double cur;
+            if (!ra) goto error;
+            cur = as_double(ra, &bad);
+            if (bad) goto error;
+            if (now + rest > cur && qset(self, q, Q_READY_AT, PyFloat_FromDouble(now + rest)) < 0)
+                goto error;
+            if (qset_int(self, q, Q_SESSION, 0) < 0) goto error;
+        }
+        done++;
+        if (!(key = qget(self, q, Q_KEY)) || PyDict_SetItem(touched, key, q) < 0 ||
+            PyList_Append(out, Py_True) < 0)
+            goto error;
+        Py_CLEAR(held);
+    }
+    {
+        PyObject *key, *q;
+        while (PyDict_Next(touched, &pos, &key, &q))
+            if (settle_queue(self, ready, resting, q, &lp, now, now_obj) < 0) goto error;
+    }
+    r = Py_BuildValue("(nn)", done, late);
+error:
+    Py_XDECREF(leases);
+    Py_XDECREF(ready);
+    Py_XDECREF(resting);
+    Py_XDECREF(touched);
+    Py_XDECREF(held);
+    Py_XDECREF(lp.pol);
+    return r;
+}
 #undef QSLOT
 
 static PyMethodDef memloops_methods[] = {
     {"lease", (PyCFunction)(void (*)(void))memloops_lease, METH_FASTCALL,
      memloops_lease_doc},
     {"add", (PyCFunction)(void (*)(void))memloops_add, METH_FASTCALL, memloops_add_doc},
+    {"release", (PyCFunction)(void (*)(void))memloops_release, METH_FASTCALL,
+     memloops_release_doc},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject MemoryLoopsType = {
@@ -2384,8 +2509,8 @@ static PyTypeObject MemoryLoopsType = {
     .tp_basicsize = sizeof(MemoryLoops),
     .tp_dealloc = (destructor)memloops_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = PyDoc_STR("MemoryLoops(queue_type, prio_bias, states, verdicts): the memory "
-                        "store's add and lease loops in C."),
+    .tp_doc = PyDoc_STR("MemoryLoops(queue_type, prio_bias, states, verdicts, policy_type, "
+                        "ack_done): the memory store's add, lease and release loops in C."),
     .tp_methods = memloops_methods,
     .tp_init = (initproc)memloops_init,
     .tp_new = PyType_GenericNew,

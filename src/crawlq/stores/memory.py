@@ -216,17 +216,21 @@ class MemoryStore:
              "late_acks", "duplicates"), 0)
         self._rejected: dict[str, int] = {}
         self._closed = False
-        # add's and lease's loops in C where built (their twins: _add_entries and
-        # _lease_rounds); add's only for an exact seen-set, a Bloom filter takes Python's.
+        # add's, lease's and release's loops in C where built (their twins: _add_entries,
+        # _lease_rounds and release's loop); add's only for an exact seen-set (a Bloom
+        # filter takes Python's), release's only for plain acknowledgements.
         loops = native("MemoryLoops")
         if loops is not None:
             loops = loops(_Queue, _PRIO_BIAS, (_READY, _BUSY, _RESTING, _EMPTY),
-                          (ADDED, DUPLICATE, OVER_BUDGET))
+                          (ADDED, DUPLICATE, OVER_BUDGET), QueuePolicy, ACK_DONE)
         self._rounds: Callable[[MemoryStore, list[Leased], int, float, float], None] = (
             _lease_rounds if loops is None else loops.lease)
         self._adder: Callable[[MemoryStore, Sequence[Entry], float, list[int]],
                               tuple[int, int, int]] | None = (
             None if loops is None or bloom else loops.add)
+        self._release: Callable[[MemoryStore, Sequence[Ack], float, list[bool]],
+                                tuple[int, int] | None] | None = (
+            None if loops is None else loops.release)
 
     # -- helpers -----------------------------------------------------------------
 
@@ -353,6 +357,13 @@ class MemoryStore:
         with self._lock:
             self._check_open()
             c = self._counters
+            # Plain acknowledgements (all ACK_DONE) in C where built: the loop below, the
+            # same steps; it returns None, having changed nothing, for any other batch.
+            res = None if self._release is None else self._release(self, acks, now, out)
+            if res is not None:
+                c["done"] += res[0]
+                c["late_acks"] += res[1]
+                return out
             touched: dict[str, _Queue] = {}
             leases = self._leases
             for token, kind, duration, not_before, retries, error, failed, delay in acks:
