@@ -436,7 +436,9 @@ def _memory_ops(rng: random.Random, steps: int) -> list[tuple[Any, ...]]:
                                    {"min_delay": 0.5, "delay_factor": 2.0}])
             ops.append(("configure", rng.choice(keys), settings, now))
         else:
-            ops.append(("block", rng.choice(keys), now + rng.choice([1.0, 5]), now))
+            # (an int time too: the ready heap then mixes int and float times)
+            until = rng.choice([now + 1.0, now + 5, int(now) + 7])
+            ops.append(("block", rng.choice(keys), until, now))
     return ops
 
 

@@ -1852,54 +1852,80 @@ static int ready_lt(PyObject *a, PyObject *b) {
     return PyObject_RichCompareBool(a, b, Py_LT);
 }
 
-/* heapq._siftdown and _siftup (the same steps, so the same heap) with ready_lt. */
-static int ready_siftdown(PyObject **h, Py_ssize_t start, Py_ssize_t pos) {
-    PyObject *item = h[pos];
+/* _heapq's siftdown and siftup (Modules/_heapqmodule.c: the same steps, so the same
+ * heap) with ready_lt. Items are swapped, never held outside the list, so an error
+ * leaves it a permutation of its items; a comparison that changes the list's size
+ * (only Python code could) is an error, as in _heapq. */
+static int ready_siftdown(PyObject *heap, Py_ssize_t start, Py_ssize_t pos) {
+    Py_ssize_t size = PyList_GET_SIZE(heap);
+    PyObject **arr = ((PyListObject *)heap)->ob_item, *item = arr[pos], *parent;
     while (pos > start) {
-        Py_ssize_t parent = (pos - 1) >> 1;
-        int lt = ready_lt(item, h[parent]);
+        Py_ssize_t parentpos = (pos - 1) >> 1;
+        int lt;
+        parent = arr[parentpos];
+        Py_INCREF(item);
+        Py_INCREF(parent);
+        lt = ready_lt(item, parent);
+        Py_DECREF(parent);
+        Py_DECREF(item);
         if (lt < 0) return -1;
+        if (size != PyList_GET_SIZE(heap)) {
+            PyErr_SetString(PyExc_RuntimeError, "list changed size during iteration");
+            return -1;
+        }
         if (!lt) break;
-        h[pos] = h[parent];
-        pos = parent;
+        arr = ((PyListObject *)heap)->ob_item;
+        parent = arr[parentpos];
+        item = arr[pos];
+        arr[parentpos] = item;
+        arr[pos] = parent;
+        pos = parentpos;
     }
-    h[pos] = item;
     return 0;
 }
 
-static int ready_siftup(PyObject **h, Py_ssize_t end, Py_ssize_t pos) {
-    Py_ssize_t start = pos, child = 2 * pos + 1;
-    PyObject *item = h[pos];
-    while (child < end) {
-        Py_ssize_t right = child + 1;
-        if (right < end) {
-            int lt = ready_lt(h[child], h[right]);
+static int ready_siftup(PyObject *heap, Py_ssize_t pos) {
+    Py_ssize_t start = pos, end = PyList_GET_SIZE(heap), limit = end >> 1;
+    PyObject **arr = ((PyListObject *)heap)->ob_item, *tmp;
+    while (pos < limit) {
+        Py_ssize_t child = 2 * pos + 1;
+        if (child + 1 < end) {
+            PyObject *x = arr[child], *y = arr[child + 1];
+            int lt;
+            Py_INCREF(x);
+            Py_INCREF(y);
+            lt = ready_lt(x, y);
+            Py_DECREF(x);
+            Py_DECREF(y);
             if (lt < 0) return -1;
-            if (!lt) child = right;
+            child += (unsigned)lt ^ 1; /* the right child unless the left is smaller */
+            arr = ((PyListObject *)heap)->ob_item;
+            if (end != PyList_GET_SIZE(heap)) {
+                PyErr_SetString(PyExc_RuntimeError, "list changed size during iteration");
+                return -1;
+            }
         }
-        h[pos] = h[child];
+        tmp = arr[child];
+        arr[child] = arr[pos];
+        arr[pos] = tmp;
         pos = child;
-        child = 2 * pos + 1;
     }
-    h[pos] = item;
-    return ready_siftdown(h, start, pos);
+    return ready_siftdown(heap, start, pos);
 }
 
-/* heapq.heappop(ready) (a new reference; the list must not be empty). A comparison
- * error leaves the list a permutation of its items, as heapq does. */
+/* heapq.heappop(ready) (a new reference; the list must not be empty). */
 static PyObject *ready_pop(PyObject *heap) {
-    Py_ssize_t n = PyList_GET_SIZE(heap) - 1;
-    PyObject **h = ((PyListObject *)heap)->ob_item, *last = h[n], *top;
+    Py_ssize_t n = PyList_GET_SIZE(heap);
+    PyObject *last = PyList_GET_ITEM(heap, n - 1), *top;
     Py_INCREF(last);
-    if (PyList_SetSlice(heap, n, n + 1, NULL) < 0) {
+    if (PyList_SetSlice(heap, n - 1, n, NULL) < 0) {
         Py_DECREF(last);
         return NULL;
     }
-    if (n == 0) return last;
-    h = ((PyListObject *)heap)->ob_item;
-    top = h[0]; /* the list's reference becomes ours */
-    h[0] = last; /* and last's becomes the list's */
-    if (ready_siftup(h, n, 0) < 0) {
+    if (n == 1) return last;
+    top = PyList_GET_ITEM(heap, 0); /* the list's reference becomes ours, */
+    PyList_SET_ITEM(heap, 0, last); /* and last's the list's */
+    if (ready_siftup(heap, 0) < 0) {
         Py_DECREF(top);
         return NULL;
     }
@@ -1912,7 +1938,7 @@ static int ready_push(PyObject *heap, PyObject *item /* new reference or NULL */
     r = PyList_Append(heap, item);
     Py_DECREF(item);
     if (r < 0) return -1;
-    return ready_siftdown(((PyListObject *)heap)->ob_item, 0, PyList_GET_SIZE(heap) - 1);
+    return ready_siftdown(heap, 0, PyList_GET_SIZE(heap) - 1);
 }
 
 /* MemoryStore._settle(q, now) for a queue just served or made to yield. */
