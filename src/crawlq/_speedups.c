@@ -2201,6 +2201,19 @@ static PyObject *queue_for(MemoryLoops *self, PyObject *store, PyObject *queues,
     return q;
 }
 
+/* Check add's and release's arguments (store, a list or tuple, now, a list to append
+ * to) and read now. 0 or -1. */
+static int batch_args(PyObject *const *args, Py_ssize_t nargs, const char *usage,
+                      double *now) {
+    if (nargs != 4 || !(PyList_Check(args[1]) || PyTuple_Check(args[1])) ||
+        !PyList_Check(args[3])) {
+        PyErr_Format(PyExc_TypeError, "%s: a list or tuple, and a list for out", usage);
+        return -1;
+    }
+    *now = PyFloat_AsDouble(args[2]);
+    return *now == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
 PyDoc_STRVAR(memloops_add_doc,
              "add(store, entries, now, out) -> (added, seen_added, dups): "
              "crawlq.stores.memory._add_entries for an exact seen-set");
@@ -2215,20 +2228,11 @@ static PyObject *memloops_add(MemoryLoops *self, PyObject *const *args, Py_ssize
     long long seq, step;
     double now;
     int bad = 0;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "add(store, entries, now, out)");
-        return NULL;
-    }
+    if (batch_args(args, nargs, "add(store, entries, now, out)", &now) < 0) return NULL;
     store = args[0];
     entries = args[1];
     now_obj = args[2];
     out = args[3];
-    if (!PyList_Check(out) || !(PyList_Check(entries) || PyTuple_Check(entries))) {
-        PyErr_SetString(PyExc_TypeError, "entries must be a list or tuple, out a list");
-        return NULL;
-    }
-    now = PyFloat_AsDouble(now_obj);
-    if (now == -1.0 && PyErr_Occurred()) return NULL;
     if (!(queues = store_attr(store, s_queues, &PyDict_Type)) ||
         !(seen = store_attr(store, s_seen, &PySet_Type)) ||
         !(revisit = store_attr(store, s_revisit, &PyDict_Type)) ||
@@ -2420,20 +2424,11 @@ static PyObject *memloops_release(MemoryLoops *self, PyObject *const *args, Py_s
     Py_ssize_t n, i, done = 0, late = 0, pos = 0;
     double now;
     int bad = 0;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "release(store, acks, now, out)");
-        return NULL;
-    }
+    if (batch_args(args, nargs, "release(store, acks, now, out)", &now) < 0) return NULL;
     store = args[0];
     acks = args[1];
     now_obj = args[2];
     out = args[3];
-    if (!PyList_Check(out) || !(PyList_Check(acks) || PyTuple_Check(acks))) {
-        PyErr_SetString(PyExc_TypeError, "acks must be a list or tuple, out a list");
-        return NULL;
-    }
-    now = PyFloat_AsDouble(now_obj);
-    if (now == -1.0 && PyErr_Occurred()) return NULL;
     n = PySequence_Fast_GET_SIZE(acks);
     for (i = 0; i < n; i++) { /* only plain acknowledgements; the rest: Python's loop */
         PyObject *a = PySequence_Fast_GET_ITEM(acks, i), *kind;
