@@ -134,11 +134,16 @@ static const char *req_fields[N_REQ] = {"url", "method", "body", "priority", "de
 static const char *lease_fields[N_LEASE] = {"token", "request", "queue", "leased_at",
                                             "expires_at"};
 
-/* The offsets of a slots class's fields: filled in directly, as its __init__ would. */
+/* The offsets of a slots class's fields: filled in directly, as its __init__ would.
+ * (Names interned: the type lookup cache keeps the name objects it saw, so fresh ones
+ * from each call would pile up there, up to its size.) */
 static int slot_offsets(PyTypeObject *t, const char **names, int n, Py_ssize_t *off) {
     int k;
     for (k = 0; k < n; k++) {
-        PyObject *d = PyObject_GetAttrString((PyObject *)t, names[k]);
+        PyObject *name = PyUnicode_InternFromString(names[k]), *d;
+        if (!name) return -1;
+        d = PyObject_GetAttr((PyObject *)t, name);
+        Py_DECREF(name);
         if (!d) return -1;
         if (Py_TYPE(d) != &PyMemberDescr_Type ||
             ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
@@ -1667,9 +1672,11 @@ static PyObject *py_blake2b_128(PyObject *mod, PyObject *data) {
 /*
  * The same loops as crawlq.stores.memory's _add_entries (for an exact seen-set),
  * _lease_rounds and MemoryStore.release (for plain acknowledgements), and _settle for the
- * queues they change, which stay the definition and the fallback. The heaps are changed through _heapq's own functions, so
- * they come out identical; tests/test_speedups.py runs both on generated stores and
- * compares leases, heaps and queue fields. Counters and versions are 64-bit ints here.
+ * queues they change, which stay the definition and the fallback. The heaps change by
+ * _heapq's own steps (its functions, or the same steps with a faster comparison for the
+ * ready heap), so they come out identical; tests/test_speedups.py runs both on
+ * generated store calls and compares the whole store after each. Counters and versions
+ * are 64-bit ints here.
  */
 
 #define N_QUEUE 10
@@ -1698,6 +1705,10 @@ typedef struct {
     double session_rest, min_delay, max_delay, delay_factor;
 } LeasePolicy;
 
+/* _heapq's heappush and heappop, and struct.error: looked up once, at import (a lookup
+ * per store would leave fresh name objects in the type lookup cache). */
+static PyObject *heappush_fn, *heappop_fn, *struct_error;
+
 static PyObject *s_ready, *s_resting, *s_queues, *s_leases, *s_tokens, *s_max_queue_urls,
     *s_seen, *s_revisit, *s_scheduled, *s_ticket, *s_seq_n, *s_lifo, *s_queue;
 
@@ -1716,7 +1727,7 @@ static void memloops_dealloc(MemoryLoops *self) {
 static int memloops_init(MemoryLoops *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"queue_type", "prio_bias", "states", "verdicts", "policy_type",
                              "ack_done", NULL};
-    PyObject *qt, *mod, *added, *dup, *over, *pt;
+    PyObject *qt, *added, *dup, *over, *pt;
     long long bias;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O!L(LLLL)(OOO)O!L", kwlist, &PyType_Type, &qt,
                                      &bias, &self->st_ready, &self->st_busy,
@@ -1731,16 +1742,13 @@ static int memloops_init(MemoryLoops *self, PyObject *args, PyObject *kw) {
     Py_XSETREF(self->duplicate, dup);
     Py_INCREF(over);
     Py_XSETREF(self->over_budget, over);
-    if (!(mod = PyImport_ImportModule("struct"))) return -1;
-    Py_XSETREF(self->struct_error, PyObject_GetAttrString(mod, "error"));
-    Py_DECREF(mod);
-    if (!self->struct_error) return -1;
+    Py_INCREF(struct_error);
+    Py_XSETREF(self->struct_error, struct_error);
     if (slot_offsets((PyTypeObject *)qt, queue_fields, N_QUEUE, self->off) < 0) return -1;
-    if (!(mod = PyImport_ImportModule("_heapq"))) return -1;
-    Py_XSETREF(self->heappush, PyObject_GetAttrString(mod, "heappush"));
-    Py_XSETREF(self->heappop, PyObject_GetAttrString(mod, "heappop"));
-    Py_DECREF(mod);
-    if (!self->heappush || !self->heappop) return -1;
+    Py_INCREF(heappush_fn);
+    Py_XSETREF(self->heappush, heappush_fn);
+    Py_INCREF(heappop_fn);
+    Py_XSETREF(self->heappop, heappop_fn);
     Py_INCREF(qt);
     Py_XSETREF(self->queue_type, (PyTypeObject *)qt);
     self->prio_bias = bias;
@@ -2573,6 +2581,18 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         !(s_lifo = PyUnicode_InternFromString("lifo")) ||
         !(s_queue = PyUnicode_InternFromString("_queue")))
         return NULL;
+    {
+        PyObject *heapq_mod = PyImport_ImportModule("_heapq"), *struct_mod;
+        if (!heapq_mod) return NULL;
+        heappush_fn = PyObject_GetAttrString(heapq_mod, "heappush");
+        heappop_fn = PyObject_GetAttrString(heapq_mod, "heappop");
+        Py_DECREF(heapq_mod);
+        if (!heappush_fn || !heappop_fn || !(struct_mod = PyImport_ImportModule("struct")))
+            return NULL;
+        struct_error = PyObject_GetAttrString(struct_mod, "error");
+        Py_DECREF(struct_mod);
+        if (!struct_error) return NULL;
+    }
     if (PyType_Ready(&FastAddType) < 0 || PyType_Ready(&LeaseMakerType) < 0 ||
         PyType_Ready(&ApplierType) < 0 || PyType_Ready(&MemoryLoopsType) < 0)
         return NULL;

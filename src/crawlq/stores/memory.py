@@ -359,7 +359,8 @@ class MemoryStore:
             c = self._counters
             # Plain acknowledgements (all ACK_DONE) in C where built: the loop below, the
             # same steps; it returns None, having changed nothing, for any other batch.
-            res = None if self._release is None else self._release(self, acks, now, out)
+            res = (None if self._release is None or acks.__class__ not in (list, tuple)
+                   else self._release(self, acks, now, out))
             if res is not None:
                 c["done"] += res[0]
                 c["late_acks"] += res[1]
