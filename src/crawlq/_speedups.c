@@ -1689,7 +1689,7 @@ enum { Q_ACCEPTED, Q_HEAP, Q_INFLIGHT, Q_KEY, Q_POLICY, Q_READY_AT, Q_SESSION, Q
 typedef struct {
     PyObject_HEAD
     PyTypeObject *queue_type;
-    PyObject *heappush, *heappop;
+    PyObject *heappush; /* for the resting and scheduled heaps */
     PyObject *added, *duplicate, *over_budget; /* add's verdicts */
     PyObject *struct_error;
     PyTypeObject *policy_type; /* QueuePolicy: its delay() is computed here */
@@ -1705,9 +1705,9 @@ typedef struct {
     double session_rest, min_delay, max_delay, delay_factor;
 } LeasePolicy;
 
-/* _heapq's heappush and heappop, and struct.error: looked up once, at import (a lookup
- * per store would leave fresh name objects in the type lookup cache). */
-static PyObject *heappush_fn, *heappop_fn, *struct_error;
+/* _heapq.heappush and struct.error: looked up once, at import (a lookup per store would
+ * leave fresh name objects in the type lookup cache). */
+static PyObject *heappush_fn, *struct_error;
 
 static PyObject *s_ready, *s_resting, *s_queues, *s_leases, *s_tokens, *s_max_queue_urls,
     *s_seen, *s_revisit, *s_scheduled, *s_ticket, *s_seq_n, *s_lifo, *s_queue;
@@ -1715,7 +1715,6 @@ static PyObject *s_ready, *s_resting, *s_queues, *s_leases, *s_tokens, *s_max_qu
 static void memloops_dealloc(MemoryLoops *self) {
     Py_XDECREF(self->queue_type);
     Py_XDECREF(self->heappush);
-    Py_XDECREF(self->heappop);
     Py_XDECREF(self->added);
     Py_XDECREF(self->duplicate);
     Py_XDECREF(self->over_budget);
@@ -1747,8 +1746,6 @@ static int memloops_init(MemoryLoops *self, PyObject *args, PyObject *kw) {
     if (slot_offsets((PyTypeObject *)qt, queue_fields, N_QUEUE, self->off) < 0) return -1;
     Py_INCREF(heappush_fn);
     Py_XSETREF(self->heappush, heappush_fn);
-    Py_INCREF(heappop_fn);
-    Py_XSETREF(self->heappop, heappop_fn);
     Py_INCREF(qt);
     Py_XSETREF(self->queue_type, (PyTypeObject *)qt);
     self->prio_bias = bias;
@@ -1808,16 +1805,11 @@ static int lease_policy(LeasePolicy *lp, PyObject *pol) {
     return 0;
 }
 
-static PyObject *heap_call(PyObject *fn, PyObject *heap, PyObject *item) {
-    PyObject *a[2] = {heap, item};
-    return PyObject_Vectorcall(fn, a, item ? 2 : 1, NULL);
-}
-
-/* heappush(heap, t) for a new tuple t (NULL: an error is set); 0 or -1. */
+/* _heapq.heappush(heap, t) for a new tuple t (NULL: an error is set); 0 or -1. */
 static int push_new(MemoryLoops *self, PyObject *heap, PyObject *t) {
-    PyObject *r;
+    PyObject *a[2] = {heap, t}, *r;
     if (!t) return -1;
-    r = heap_call(self->heappush, heap, t);
+    r = PyObject_Vectorcall(self->heappush, a, 2, NULL);
     Py_DECREF(t);
     if (!r) return -1;
     Py_DECREF(r);
@@ -1860,11 +1852,24 @@ static int ready_lt(PyObject *a, PyObject *b) {
     return PyObject_RichCompareBool(a, b, Py_LT);
 }
 
+/* a < b for two queue items (bytes: sort prefix, payload): bytes comparison without its
+ * generic call. 1, 0 or -1. */
+static int item_lt(PyObject *a, PyObject *b) {
+    if (PyBytes_CheckExact(a) && PyBytes_CheckExact(b)) {
+        Py_ssize_t m = PyBytes_GET_SIZE(a), n = PyBytes_GET_SIZE(b);
+        int c = memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), (size_t)(m < n ? m : n));
+        return c ? c < 0 : m < n;
+    }
+    return PyObject_RichCompareBool(a, b, Py_LT);
+}
+
+typedef int (*less_fn)(PyObject *, PyObject *);
+
 /* _heapq's siftdown and siftup (Modules/_heapqmodule.c: the same steps, so the same
- * heap) with ready_lt. Items are swapped, never held outside the list, so an error
+ * heap) with a comparison of our own (ready_lt, item_lt). Items are swapped, never held outside the list, so an error
  * leaves it a permutation of its items; a comparison that changes the list's size
  * (only Python code could) is an error, as in _heapq. */
-static int ready_siftdown(PyObject *heap, Py_ssize_t start, Py_ssize_t pos) {
+static int heap_siftdown(PyObject *heap, Py_ssize_t start, Py_ssize_t pos, less_fn less) {
     Py_ssize_t size = PyList_GET_SIZE(heap);
     PyObject **arr = ((PyListObject *)heap)->ob_item, *item = arr[pos], *parent;
     while (pos > start) {
@@ -1873,7 +1878,7 @@ static int ready_siftdown(PyObject *heap, Py_ssize_t start, Py_ssize_t pos) {
         parent = arr[parentpos];
         Py_INCREF(item);
         Py_INCREF(parent);
-        lt = ready_lt(item, parent);
+        lt = less(item, parent);
         Py_DECREF(parent);
         Py_DECREF(item);
         if (lt < 0) return -1;
@@ -1892,7 +1897,7 @@ static int ready_siftdown(PyObject *heap, Py_ssize_t start, Py_ssize_t pos) {
     return 0;
 }
 
-static int ready_siftup(PyObject *heap, Py_ssize_t pos) {
+static int heap_siftup(PyObject *heap, Py_ssize_t pos, less_fn less) {
     Py_ssize_t start = pos, end = PyList_GET_SIZE(heap), limit = end >> 1;
     PyObject **arr = ((PyListObject *)heap)->ob_item, *tmp;
     while (pos < limit) {
@@ -1902,7 +1907,7 @@ static int ready_siftup(PyObject *heap, Py_ssize_t pos) {
             int lt;
             Py_INCREF(x);
             Py_INCREF(y);
-            lt = ready_lt(x, y);
+            lt = less(x, y);
             Py_DECREF(x);
             Py_DECREF(y);
             if (lt < 0) return -1;
@@ -1918,11 +1923,11 @@ static int ready_siftup(PyObject *heap, Py_ssize_t pos) {
         arr[pos] = tmp;
         pos = child;
     }
-    return ready_siftdown(heap, start, pos);
+    return heap_siftdown(heap, start, pos, less);
 }
 
-/* heapq.heappop(ready) (a new reference; the list must not be empty). */
-static PyObject *ready_pop(PyObject *heap) {
+/* heapq.heappop(heap) (a new reference; the list must not be empty). */
+static PyObject *heap_pop(PyObject *heap, less_fn less) {
     Py_ssize_t n = PyList_GET_SIZE(heap);
     PyObject *last = PyList_GET_ITEM(heap, n - 1), *top;
     Py_INCREF(last);
@@ -1933,20 +1938,21 @@ static PyObject *ready_pop(PyObject *heap) {
     if (n == 1) return last;
     top = PyList_GET_ITEM(heap, 0); /* the list's reference becomes ours, */
     PyList_SET_ITEM(heap, 0, last); /* and last's the list's */
-    if (ready_siftup(heap, 0) < 0) {
+    if (heap_siftup(heap, 0, less) < 0) {
         Py_DECREF(top);
         return NULL;
     }
     return top;
 }
 
-static int ready_push(PyObject *heap, PyObject *item /* new reference or NULL */) {
+/* heapq.heappush(heap, item), taking a new reference to item (NULL: an error is set). */
+static int heap_push(PyObject *heap, PyObject *item, less_fn less) {
     int r;
     if (!item) return -1;
     r = PyList_Append(heap, item);
     Py_DECREF(item);
     if (r < 0) return -1;
-    return ready_siftdown(heap, 0, PyList_GET_SIZE(heap) - 1);
+    return heap_siftdown(heap, 0, PyList_GET_SIZE(heap) - 1, less);
 }
 
 /* MemoryStore._settle(q, now) for a queue just served or made to yield. */
@@ -2001,7 +2007,7 @@ static int settle_queue(MemoryLoops *self, PyObject *store_ready, PyObject *stor
             state = self->st_ready;
             p = PyLong_FromLongLong(pinv - self->prio_bias);
             v = PyLong_FromLongLong(version);
-            if (!p || !v || ready_push(store_ready, PyTuple_Pack(4, p, since, v, key)) < 0) {
+            if (!p || !v || heap_push(store_ready, PyTuple_Pack(4, p, since, v, key), ready_lt) < 0) {
                 Py_XDECREF(p);
                 Py_XDECREF(v);
                 return -1;
@@ -2068,7 +2074,7 @@ static PyObject *memloops_lease(MemoryLoops *self, PyObject *const *args,
         while (PyList_GET_SIZE(ready) > 0 && PyList_GET_SIZE(out) < limit) {
             long long version, qversion, state, inflight, session, k, room;
             PyObject *heap, *key;
-            if (!(t = ready_pop(ready))) goto error;
+            if (!(t = heap_pop(ready, ready_lt))) goto error;
             if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
                 PyErr_SetString(PyExc_TypeError, "ready entries must be 4-tuples");
                 goto error;
@@ -2112,7 +2118,7 @@ static PyObject *memloops_lease(MemoryLoops *self, PyObject *const *args,
             for (i = 0; i < k; i++) {
                 const unsigned char *h;
                 long long pinv, retries;
-                if (!(item = heap_call(self->heappop, heap, NULL))) goto error;
+                if (!(item = heap_pop(heap, item_lt))) goto error;
                 if (!PyBytes_Check(item) || PyBytes_GET_SIZE(item) < 12) {
                     PyErr_SetString(PyExc_TypeError, "queue items must be bytes of 12 or more");
                     goto error;
@@ -2379,13 +2385,13 @@ static PyObject *memloops_add(MemoryLoops *self, PyObject *const *args, Py_ssize
                 goto error;
             }
             improves = memcmp(w, PyBytes_AS_STRING(head), 4) < 0;
-            if (!(r = heap_call(self->heappush, heap, item))) goto error;
-            Py_DECREF(r);
+            Py_INCREF(item);
+            if (heap_push(heap, item, item_lt) < 0) goto error;
             if (improves && settle_queue(self, ready, resting, q, &lp, now, now_obj) < 0)
                 goto error;
         } else {
-            if (!(r = heap_call(self->heappush, heap, item))) goto error;
-            Py_DECREF(r);
+            Py_INCREF(item);
+            if (heap_push(heap, item, item_lt) < 0) goto error;
             if (state == self->st_empty &&
                 settle_queue(self, ready, resting, q, &lp, now, now_obj) < 0)
                 goto error;
@@ -2585,9 +2591,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         PyObject *heapq_mod = PyImport_ImportModule("_heapq"), *struct_mod;
         if (!heapq_mod) return NULL;
         heappush_fn = PyObject_GetAttrString(heapq_mod, "heappush");
-        heappop_fn = PyObject_GetAttrString(heapq_mod, "heappop");
         Py_DECREF(heapq_mod);
-        if (!heappush_fn || !heappop_fn || !(struct_mod = PyImport_ImportModule("struct")))
+        if (!heappush_fn || !(struct_mod = PyImport_ImportModule("struct")))
             return NULL;
         struct_error = PyObject_GetAttrString(struct_mod, "error");
         Py_DECREF(struct_mod);
