@@ -126,7 +126,7 @@ def _lease_rounds(store: MemoryStore, out: list[Leased], limit: int, now: float,
     Pops the best ready queues, takes a fair share of what is left from each, then
     repeats with those still ready: a round-robin over queues in priority order, in
     which one big queue needs few rounds. The definition of MemoryStore.lease's loop;
-    crawlq._speedups.QueueLeaser is its C twin (the same heaps, tokens and rows).
+    crawlq._speedups.MemoryLoops.lease is its C twin (the same heaps, tokens and rows).
     """
     ready = store._ready
     queues = store._queues
