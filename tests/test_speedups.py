@@ -451,7 +451,7 @@ def _memory_state(s: Any) -> tuple[Any, ...]:
             s._seq_n, s._counters, s._rejected, s._expiry)
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(12))
 def test_memory_store_loops_agree_with_python(monkeypatch: pytest.MonkeyPatch,
                                               seed: int) -> None:
     """MemoryLoops.add, .lease and .release (C) leave a memory store exactly as
@@ -461,9 +461,11 @@ def test_memory_store_loops_agree_with_python(monkeypatch: pytest.MonkeyPatch,
     from crawlq.stores import memory as memory_module
 
     rng = random.Random(seed)
-    kind = _SlowPolicy if seed % 4 == 3 else QueuePolicy  # a subclass: its own delay()
-    policy = kind(concurrency=rng.choice([1, 3, 1_000]), min_delay=rng.choice([0, 1.0]),
-                  max_delay=5.0, delay_factor=1.0, session_budget=(seed % 3) * 2)
+    policy_type = _SlowPolicy if seed % 4 == 3 else QueuePolicy  # a subclass: own delay()
+    policy = policy_type(concurrency=rng.choice([1, 2, 3, 1_000]),
+                         min_delay=rng.choice([0, 0.25, 1.0]), max_delay=5.0,
+                         delay_factor=rng.choice([0.0, 1.0, 3.0]),
+                         session_budget=(seed % 3) * 2, max_queue_urls=rng.choice([0, 0, 25]))
     lifo = seed % 2 == 1
     fast = memory_module.MemoryStore(policy, lifo=lifo)
     monkeypatch.setenv("CRAWLQ_PURE_PYTHON", "1")
@@ -495,6 +497,8 @@ def test_memory_store_loops_agree_with_python(monkeypatch: pytest.MonkeyPatch,
         assert _memory_state(fast) == _memory_state(pure), op
         if op[0] == "lease":
             leased += len(results[0])
+        now = op[1] if op[0] == "lease" else op[-1]
+    assert fast.stats(now, per_queue=10) == pure.stats(now, per_queue=10)
     assert leased > 100 and fast._counters["duplicates"] > 10
     assert fast._counters["done"] + fast._counters["retried"] > 50
 
