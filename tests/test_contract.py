@@ -36,6 +36,7 @@ class TestMemoryStorePurePython(MemoryOnlyContract):
         assert f.store._adder is None  # type: ignore[attr-defined]
         assert f.store._rounds is memory_module._lease_rounds  # type: ignore[attr-defined]
         assert f.store._release is None  # type: ignore[attr-defined]
+        assert type(f.store._seen) is set  # type: ignore[attr-defined]
         return f
 
 

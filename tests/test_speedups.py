@@ -447,7 +447,7 @@ def _memory_state(s: Any) -> tuple[Any, ...]:
     queues = {k: (q.heap, q.inflight, q.ready_at, q.since, q.state, q.version, q.accepted,
                   q.session, q.policy) for k, q in s._queues.items()}
     leases = {t: (q.key, item, exp) for t, (q, item, exp) in s._leases.items()}
-    return (queues, s._ready, s._resting, s._scheduled, leases, s._seen, s._revisit,
+    return (queues, s._ready, s._resting, s._scheduled, leases, set(s._seen), s._revisit,
             s._seq_n, s._counters, s._rejected, s._expiry)
 
 
@@ -472,9 +472,9 @@ def test_memory_store_loops_agree_with_python(monkeypatch: pytest.MonkeyPatch,
     pure = memory_module.MemoryStore(policy, lifo=lifo)
     monkeypatch.delenv("CRAWLQ_PURE_PYTHON")
     assert fast._adder is not None and fast._rounds is not memory_module._lease_rounds
-    assert fast._release is not None
+    assert fast._release is not None and isinstance(fast._seen, speedups.FingerprintSet)
     assert pure._adder is None and pure._rounds is memory_module._lease_rounds
-    assert pure._release is None
+    assert pure._release is None and type(pure._seen) is set
     leased = 0
     for op in _memory_ops(rng, 400):
         results = []
@@ -569,3 +569,57 @@ def test_memory_loops_keep_no_memory() -> None:
     # 50 stores and ~7,500 calls: one object kept per store or per call would be 3 kB to
     # hundreds of kB; what remains is tracemalloc's and the interpreter's own noise.
     assert grown < 2_500, grown
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fingerprint_set_agrees_with_set(seed: int) -> None:
+    """FingerprintSet answers `in`, add(), len() and iteration as a set does: over
+    several growths, the all-zero fingerprint, fingerprints sharing a half, and keys of
+    other lengths and types (kept beside)."""
+    rng = random.Random(seed)
+    fps, ref = speedups.FingerprintSet(), set()
+    keys: list[Any] = [rng.randbytes(16) for _ in range(20_000)]
+    keys += [k[:8] + rng.randbytes(8) for k in keys[:500]]  # the same first half
+    keys += [rng.randbytes(8) + k[8:] for k in keys[:500]]  # the same second half
+    keys += [bytes(16), b"", b"x" * 15, b"y" * 17, b"z" * 32, "text", 7]
+    rng.shuffle(keys)
+    for k in keys:
+        assert (k in fps) == (k in ref)
+        if rng.random() < 0.7:
+            fps.add(k)
+            ref.add(k)
+        assert len(fps) == len(ref)
+    assert all((k in fps) == (k in ref) for k in keys)
+    assert not any(rng.randbytes(16) in fps for _ in range(5_000))
+    assert sorted(map(repr, fps)) == sorted(map(repr, ref))
+    for k in keys[:100]:  # all again: only those not in yet are new
+        fps.add(k)
+        ref.add(k)
+    assert len(fps) == len(ref) and sorted(map(repr, fps)) == sorted(map(repr, ref))
+    with pytest.raises(TypeError):
+        [] in fps  # noqa: B015 - unhashable, as for a set
+    with pytest.raises(TypeError):
+        fps.add([])  # type: ignore[arg-type]
+
+
+def test_fingerprint_set_is_small() -> None:
+    """The memory store's seen-set costs well under what a set of bytes objects does
+    (17 bytes a slot, 35% to 70% of the slots used)."""
+    import tracemalloc
+
+    rng = random.Random(5)
+    keys = [rng.randbytes(16) for _ in range(100_000)]
+    sizes = []
+    tracemalloc.start()
+    try:
+        for make in (speedups.FingerprintSet, set):
+            before = tracemalloc.get_traced_memory()[0]
+            held = make()
+            for k in keys:
+                held.add(bytes(bytearray(k)))  # a fresh bytes object, as add() gets
+            sizes.append(tracemalloc.get_traced_memory()[0] - before)
+            assert len(held) == 100_000
+            del held
+    finally:
+        tracemalloc.stop()
+    assert sizes[0] / 100_000 < 50 and sizes[0] < 0.6 * sizes[1], sizes

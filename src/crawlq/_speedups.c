@@ -1668,6 +1668,186 @@ static PyObject *py_blake2b_128(PyObject *mod, PyObject *data) {
 }
 
 /* ---------------------------------------------------------------------------------- */
+/* FingerprintSet: the memory store's exact seen-set                                   */
+/*
+ * A set of 16-byte fingerprints in one open-addressing table (16 bytes a slot and a
+ * byte saying whether it is used, linear probing, at most 70% full): about 30 bytes per
+ * fingerprint against ~90 for a set of bytes objects, and nothing for the garbage
+ * collector to walk (the type is not tracked: it holds no references but `other`).
+ * Keys of any other length or type go to `other`, an ordinary set made when first
+ * needed. It answers `in`, add(), len() and iteration, all a store asks of its set.
+ */
+
+typedef struct {
+    PyObject_HEAD
+    uint8_t *keys; /* cap slots of 16 bytes */
+    uint8_t *used; /* cap flags */
+    Py_ssize_t cap, n; /* cap: a power of two, or 0 before the first add */
+    PyObject *other; /* a set, or NULL */
+} FingerprintSet;
+
+static PyTypeObject FingerprintSetType;
+
+static uint64_t fp_hash(const uint8_t *k) {
+    /* The halves mixed (splitmix64's finalizer): a user's fingerprint need not be as
+     * uniform as BLAKE2b's, and linear probing wants well spread slots. */
+    uint64_t lo, hi, h;
+    memcpy(&lo, k, 8);
+    memcpy(&hi, k + 8, 8);
+    h = lo ^ (hi * 0x9E3779B97F4A7C15ULL);
+    h ^= h >> 30;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 27;
+    h *= 0x94D049BB133111EBULL;
+    return h ^ (h >> 31);
+}
+
+/* The slot of k: where it is, or the empty slot where it would go. */
+static Py_ssize_t fp_slot(FingerprintSet *s, const uint8_t *k) {
+    Py_ssize_t mask = s->cap - 1, i = (Py_ssize_t)(fp_hash(k) & (uint64_t)mask);
+    while (s->used[i] && memcmp(s->keys + 16 * i, k, 16) != 0) i = (i + 1) & mask;
+    return i;
+}
+
+static int fp_grow(FingerprintSet *s) {
+    Py_ssize_t old = s->cap, cap = old ? old * 2 : 64, i;
+    uint8_t *okeys = s->keys, *oused = s->used;
+    if (cap > PY_SSIZE_T_MAX / 16) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->keys = PyMem_Malloc((size_t)cap * 16);
+    s->used = PyMem_Calloc((size_t)cap, 1);
+    if (!s->keys || !s->used) {
+        PyMem_Free(s->keys);
+        PyMem_Free(s->used);
+        s->keys = okeys;
+        s->used = oused;
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->cap = cap;
+    for (i = 0; i < old; i++) {
+        if (oused[i]) {
+            Py_ssize_t j = fp_slot(s, okeys + 16 * i);
+            memcpy(s->keys + 16 * j, okeys + 16 * i, 16);
+            s->used[j] = 1;
+        }
+    }
+    PyMem_Free(okeys);
+    PyMem_Free(oused);
+    return 0;
+}
+
+static int is_fp(PyObject *key) {
+    return PyBytes_Check(key) && PyBytes_GET_SIZE(key) == 16;
+}
+
+/* key in s: 1, 0 or -1. */
+static int fpset_contains(FingerprintSet *s, PyObject *key) {
+    if (is_fp(key))
+        return s->cap && s->used[fp_slot(s, (const uint8_t *)PyBytes_AS_STRING(key))];
+    return s->other ? PySet_Contains(s->other, key) : (PyObject_Hash(key) == -1 ? -1 : 0);
+}
+
+/* s.add(key): 0 or -1. */
+static int fpset_add(FingerprintSet *s, PyObject *key) {
+    Py_ssize_t i;
+    if (!is_fp(key)) {
+        if (!s->other && !(s->other = PySet_New(NULL))) return -1;
+        return PySet_Add(s->other, key);
+    }
+    if ((s->n + 1) * 10 > s->cap * 7 && fp_grow(s) < 0) return -1;
+    i = fp_slot(s, (const uint8_t *)PyBytes_AS_STRING(key));
+    if (!s->used[i]) {
+        memcpy(s->keys + 16 * i, PyBytes_AS_STRING(key), 16);
+        s->used[i] = 1;
+        s->n++;
+    }
+    return 0;
+}
+
+static void fpset_dealloc(FingerprintSet *s) {
+    PyMem_Free(s->keys);
+    PyMem_Free(s->used);
+    Py_XDECREF(s->other);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static Py_ssize_t fpset_len(FingerprintSet *s) {
+    return s->n + (s->other ? PySet_GET_SIZE(s->other) : 0);
+}
+
+static int fpset_sq_contains(FingerprintSet *s, PyObject *key) {
+    return fpset_contains(s, key);
+}
+
+static PyObject *fpset_add_method(FingerprintSet *s, PyObject *key) {
+    if (fpset_add(s, key) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* iter(s): over a list made now (the fingerprints, then the other keys). */
+static PyObject *fpset_iter(FingerprintSet *s) {
+    PyObject *all = PyList_New(0), *it;
+    Py_ssize_t i;
+    if (!all) return NULL;
+    for (i = 0; i < s->cap; i++) {
+        if (s->used[i]) {
+            PyObject *b = PyBytes_FromStringAndSize((const char *)s->keys + 16 * i, 16);
+            if (!b || PyList_Append(all, b) < 0) {
+                Py_XDECREF(b);
+                Py_DECREF(all);
+                return NULL;
+            }
+            Py_DECREF(b);
+        }
+    }
+    if (s->other) {
+        PyObject *o = PyObject_GetIter(s->other), *k;
+        if (!o) {
+            Py_DECREF(all);
+            return NULL;
+        }
+        while ((k = PyIter_Next(o))) {
+            int r = PyList_Append(all, k);
+            Py_DECREF(k);
+            if (r < 0) break;
+        }
+        Py_DECREF(o);
+        if (PyErr_Occurred()) {
+            Py_DECREF(all);
+            return NULL;
+        }
+    }
+    it = PyObject_GetIter(all);
+    Py_DECREF(all);
+    return it;
+}
+
+static PySequenceMethods fpset_as_sequence = {
+    .sq_length = (lenfunc)fpset_len,
+    .sq_contains = (objobjproc)fpset_sq_contains,
+};
+
+static PyMethodDef fpset_methods[] = {
+    {"add", (PyCFunction)fpset_add_method, METH_O, "add(key): add a fingerprint"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject FingerprintSetType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "crawlq._speedups.FingerprintSet",
+    .tp_basicsize = sizeof(FingerprintSet),
+    .tp_dealloc = (destructor)fpset_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = PyDoc_STR("FingerprintSet(): a set of 16-byte fingerprints (other keys in an "
+                        "ordinary set beside), for the memory store's exact seen-set."),
+    .tp_as_sequence = &fpset_as_sequence,
+    .tp_iter = (getiterfunc)fpset_iter,
+    .tp_methods = fpset_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---------------------------------------------------------------------------------- */
 /* The memory store's loops: _add_entries, _lease_rounds and release's, in C           */
 /*
  * The same loops as crawlq.stores.memory's _add_entries (for an exact seen-set),
@@ -2237,6 +2417,7 @@ static PyObject *memloops_add(MemoryLoops *self, PyObject *const *args, Py_ssize
     PyObject *queues = NULL, *seen = NULL, *revisit = NULL, *scheduled = NULL, *ticket = NULL;
     PyObject *ready = NULL, *resting = NULL, *seq_obj = NULL, *lifo = NULL;
     PyObject *q = NULL, *item = NULL, *r;
+    FingerprintSet *fps = NULL; /* seen, when it is one */
     LeasePolicy lp = {NULL, 0, 0, 0, 0.0, 0.0, 0.0, 0.0};
     Py_ssize_t n, i, added = 0, seen_added = 0, dups = 0;
     long long seq, step;
@@ -2248,7 +2429,7 @@ static PyObject *memloops_add(MemoryLoops *self, PyObject *const *args, Py_ssize
     now_obj = args[2];
     out = args[3];
     if (!(queues = store_attr(store, s_queues, &PyDict_Type)) ||
-        !(seen = store_attr(store, s_seen, &PySet_Type)) ||
+        !(seen = PyObject_GetAttr(store, s_seen)) ||
         !(revisit = store_attr(store, s_revisit, &PyDict_Type)) ||
         !(scheduled = store_attr(store, s_scheduled, &PyList_Type)) ||
         !(ready = store_attr(store, s_ready, &PyList_Type)) ||
@@ -2256,6 +2437,12 @@ static PyObject *memloops_add(MemoryLoops *self, PyObject *const *args, Py_ssize
         !(ticket = PyObject_GetAttr(store, s_ticket)) ||
         !(seq_obj = PyObject_GetAttr(store, s_seq_n)) || !(lifo = PyObject_GetAttr(store, s_lifo)))
         goto error;
+    if (Py_TYPE(seen) == &FingerprintSetType) {
+        fps = (FingerprintSet *)seen;
+    } else if (!PySet_Check(seen)) {
+        PyErr_SetString(PyExc_TypeError, "store._seen must be a set or FingerprintSet");
+        goto error;
+    }
     seq = as_ll(seq_obj, &bad);
     if (bad) goto error;
     switch (PyObject_IsTrue(lifo)) {
@@ -2281,7 +2468,7 @@ static PyObject *memloops_add(MemoryLoops *self, PyObject *const *args, Py_ssize
         if (!(q = queue_for(self, store, queues, key))) goto error;
         verdict = self->added;
         if (fp != Py_None) {
-            int dup = PySet_Contains(seen, fp);
+            int dup = fps ? fpset_contains(fps, fp) : PySet_Contains(seen, fp);
             if (dup < 0) goto error;
             if (dup && PyDict_GET_SIZE(revisit)) {
                 PyObject *at = PyDict_GetItemWithError(revisit, fp);
@@ -2310,7 +2497,7 @@ static PyObject *memloops_add(MemoryLoops *self, PyObject *const *args, Py_ssize
             continue;
         }
         if (fp != Py_None) {
-            if (PySet_Add(seen, fp) < 0) goto error;
+            if ((fps ? fpset_add(fps, fp) : PySet_Add(seen, fp)) < 0) goto error;
             if (rv != Py_None) {
                 if (PyDict_SetItem(revisit, fp, rv) < 0) goto error;
             } else if (PyDict_GET_SIZE(revisit)) {
@@ -2599,7 +2786,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         if (!struct_error) return NULL;
     }
     if (PyType_Ready(&FastAddType) < 0 || PyType_Ready(&LeaseMakerType) < 0 ||
-        PyType_Ready(&ApplierType) < 0 || PyType_Ready(&MemoryLoopsType) < 0)
+        PyType_Ready(&ApplierType) < 0 || PyType_Ready(&MemoryLoopsType) < 0 ||
+        PyType_Ready(&FingerprintSetType) < 0)
         return NULL;
     m = PyModule_Create(&moduledef);
     if (!m) return NULL;
@@ -2618,6 +2806,12 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     Py_INCREF(&ApplierType);
     if (PyModule_AddObject(m, "Applier", (PyObject *)&ApplierType) < 0) {
         Py_DECREF(&ApplierType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FingerprintSetType);
+    if (PyModule_AddObject(m, "FingerprintSet", (PyObject *)&FingerprintSetType) < 0) {
+        Py_DECREF(&FingerprintSetType);
         Py_DECREF(m);
         return NULL;
     }

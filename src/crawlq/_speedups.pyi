@@ -1,6 +1,6 @@
 """Types of the optional C extension (src/crawlq/_speedups.c)."""
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 def blake2b_128(data: bytes) -> bytes:
@@ -53,3 +53,11 @@ class MemoryLoops:
               expires: float) -> None: ...
     def release(self, store: Any, acks: Sequence[Any], now: float,
                 out: list[bool]) -> tuple[int, int] | None: ...
+
+class FingerprintSet:
+    """A set of 16-byte fingerprints (other keys in an ordinary set beside)."""
+
+    def __contains__(self, key: object) -> bool: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[bytes]: ...
+    def add(self, key: bytes) -> None: ...
