@@ -2749,31 +2749,27 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "crawlq._speedups"
                                        module_methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__speedups(void) {
+    /* The attribute names the C code reads, interned once. */
+    static const struct {
+        PyObject **str;
+        const char *text;
+    } names[] = {
+        {&s_GET, "GET"}, {&s_concurrency, "concurrency"},
+        {&s_session_budget, "session_budget"}, {&s_session_rest, "session_rest"},
+        {&s_delay, "delay"}, {&s_min_delay, "min_delay"}, {&s_max_delay, "max_delay"},
+        {&s_delay_factor, "delay_factor"}, {&s_ready, "_ready"}, {&s_resting, "_resting"},
+        {&s_queues, "_queues"}, {&s_leases, "_leases"}, {&s_tokens, "_tokens"},
+        {&s_max_queue_urls, "max_queue_urls"}, {&s_seen, "_seen"},
+        {&s_revisit, "_revisit"}, {&s_scheduled, "_scheduled"}, {&s_ticket, "_ticket"},
+        {&s_seq_n, "_seq_n"}, {&s_lifo, "lifo"}, {&s_queue, "_queue"}};
+    PyTypeObject *types[] = {&FastAddType, &LeaseMakerType, &ApplierType,
+                             &FingerprintSetType, &MemoryLoopsType};
     PyObject *m;
+    size_t i;
     init_classes();
-    if (!(s_GET = PyUnicode_InternFromString("GET")) || !(zero = PyLong_FromLong(0)))
-        return NULL;
-    if (!(s_concurrency = PyUnicode_InternFromString("concurrency")) ||
-        !(s_session_budget = PyUnicode_InternFromString("session_budget")) ||
-        !(s_session_rest = PyUnicode_InternFromString("session_rest")) ||
-        !(s_delay = PyUnicode_InternFromString("delay")) ||
-        !(s_min_delay = PyUnicode_InternFromString("min_delay")) ||
-        !(s_max_delay = PyUnicode_InternFromString("max_delay")) ||
-        !(s_delay_factor = PyUnicode_InternFromString("delay_factor")) ||
-        !(s_ready = PyUnicode_InternFromString("_ready")) ||
-        !(s_resting = PyUnicode_InternFromString("_resting")) ||
-        !(s_queues = PyUnicode_InternFromString("_queues")) ||
-        !(s_leases = PyUnicode_InternFromString("_leases")) ||
-        !(s_tokens = PyUnicode_InternFromString("_tokens")) ||
-        !(s_max_queue_urls = PyUnicode_InternFromString("max_queue_urls")) ||
-        !(s_seen = PyUnicode_InternFromString("_seen")) ||
-        !(s_revisit = PyUnicode_InternFromString("_revisit")) ||
-        !(s_scheduled = PyUnicode_InternFromString("_scheduled")) ||
-        !(s_ticket = PyUnicode_InternFromString("_ticket")) ||
-        !(s_seq_n = PyUnicode_InternFromString("_seq_n")) ||
-        !(s_lifo = PyUnicode_InternFromString("lifo")) ||
-        !(s_queue = PyUnicode_InternFromString("_queue")))
-        return NULL;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!(*names[i].str = PyUnicode_InternFromString(names[i].text))) return NULL;
+    if (!(zero = PyLong_FromLong(0))) return NULL;
     {
         PyObject *heapq_mod = PyImport_ImportModule("_heapq"), *struct_mod;
         if (!heapq_mod) return NULL;
@@ -2785,41 +2781,14 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         Py_DECREF(struct_mod);
         if (!struct_error) return NULL;
     }
-    if (PyType_Ready(&FastAddType) < 0 || PyType_Ready(&LeaseMakerType) < 0 ||
-        PyType_Ready(&ApplierType) < 0 || PyType_Ready(&MemoryLoopsType) < 0 ||
-        PyType_Ready(&FingerprintSetType) < 0)
-        return NULL;
     m = PyModule_Create(&moduledef);
     if (!m) return NULL;
-    Py_INCREF(&FastAddType);
-    if (PyModule_AddObject(m, "FastAdd", (PyObject *)&FastAddType) < 0) {
-        Py_DECREF(&FastAddType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_INCREF(&LeaseMakerType);
-    if (PyModule_AddObject(m, "LeaseMaker", (PyObject *)&LeaseMakerType) < 0) {
-        Py_DECREF(&LeaseMakerType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_INCREF(&ApplierType);
-    if (PyModule_AddObject(m, "Applier", (PyObject *)&ApplierType) < 0) {
-        Py_DECREF(&ApplierType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_INCREF(&FingerprintSetType);
-    if (PyModule_AddObject(m, "FingerprintSet", (PyObject *)&FingerprintSetType) < 0) {
-        Py_DECREF(&FingerprintSetType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_INCREF(&MemoryLoopsType);
-    if (PyModule_AddObject(m, "MemoryLoops", (PyObject *)&MemoryLoopsType) < 0) {
-        Py_DECREF(&MemoryLoopsType);
-        Py_DECREF(m);
-        return NULL;
+    for (i = 0; i < sizeof types / sizeof types[0]; i++) {
+        /* (readies the type and adds it under the last part of its tp_name) */
+        if (PyModule_AddType(m, types[i]) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
     }
     return m;
 }
