@@ -442,6 +442,23 @@ def _memory_ops(rng: random.Random, steps: int) -> list[tuple[Any, ...]]:
     return ops
 
 
+def _memory_call(s: Any, op: tuple[Any, ...]) -> Any:
+    """Make one generated call (see _memory_ops) on a MemoryStore; its result. An "ack"
+    answers the given share of the leases held, oldest first."""
+    if op[0] == "add":
+        return s.add(op[1], op[2])
+    if op[0] == "lease":
+        return s.lease(*op[1:])
+    if op[0] == "ack":
+        _, pick, kind, duration, delay, now = op
+        held = sorted(s._leases)
+        return s.release([(t, kind, duration, None, 1, "err", kind != 0, delay)
+                          for t in held[:max(1, int(len(held) * pick))]], now)
+    if op[0] == "configure":
+        return s.configure_queue(*op[1:])
+    return s.block(*op[1:])
+
+
 def _memory_state(s: Any) -> tuple[Any, ...]:
     """Everything a MemoryStore holds, heaps in their list order."""
     queues = {k: (q.heap, q.inflight, q.ready_at, q.since, q.state, q.version, q.accepted,
@@ -477,22 +494,7 @@ def test_memory_store_loops_agree_with_python(monkeypatch: pytest.MonkeyPatch,
     assert pure._release is None and type(pure._seen) is set
     leased = 0
     for op in _memory_ops(rng, 400):
-        results = []
-        for s in (fast, pure):
-            if op[0] == "add":
-                results.append(s.add(op[1], op[2]))
-            elif op[0] == "lease":
-                results.append(s.lease(*op[1:]))
-            elif op[0] == "ack":
-                _, pick, kind, duration, delay, now = op
-                held = sorted(s._leases)
-                acks = [(t, kind, duration, None, 1, "err", kind != 0, delay)
-                        for t in held[:max(1, int(len(held) * pick))]]
-                results.append(s.release(acks, now))
-            elif op[0] == "configure":
-                results.append(s.configure_queue(*op[1:]))
-            else:
-                results.append(s.block(*op[1:]))
+        results = [_memory_call(s, op) for s in (fast, pure)]
         assert results[0] == results[1], op
         assert _memory_state(fast) == _memory_state(pure), op
         if op[0] == "lease":
@@ -538,19 +540,7 @@ def test_memory_loops_keep_no_memory() -> None:
             s = memory_module.MemoryStore(QueuePolicy(concurrency=3, min_delay=0.5,
                                                       session_budget=2))
             for op in ops:
-                if op[0] == "add":
-                    s.add(op[1], op[2])
-                elif op[0] == "lease":
-                    s.lease(*op[1:])
-                elif op[0] == "ack":
-                    _, pick, kind, duration, delay, now = op
-                    held = sorted(s._leases)
-                    s.release([(t, kind, duration, None, 1, "err", kind != 0, delay)
-                               for t in held[:max(1, int(len(held) * pick))]], now)
-                elif op[0] == "configure":
-                    s.configure_queue(*op[1:])
-                else:
-                    s.block(*op[1:])
+                _memory_call(s, op)
             with pytest.raises(TypeError):
                 s._adder(s, [(None, "k", 0, "not bytes", None, None, 0)], 1.0, [])
             s.close()
