@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from crawlq import ConfigError, Frontier, Request, StoreCorrupt, StoreError
+from crawlq import ConfigError, Frontier, Outcome, Request, StoreCorrupt, StoreError
 from crawlq.redislocal import free_port
+from crawlq.stores.base import ACK_DEAD, QueuePolicy
+from crawlq.stores.memory import MemoryStore
 from crawlq.testing import FAST
 
 
@@ -135,6 +138,55 @@ def test_a_failing_key_function_rejects_only_its_url() -> None:
         r = f.add(["https://a.example/boom", "https://a.example/ok"])
         assert r.added == 1 and r.rejected[0].reason == "custom"
         assert f.stats().rejected == {"custom": 1}
+
+
+class _GcWatchingStore(MemoryStore):
+    """A memory store that notes whether the garbage collector ran during its calls."""
+
+    def __init__(self) -> None:
+        super().__init__(QueuePolicy(min_delay=0.0, max_delay=0.0, delay_factor=0.0))
+        self.gc_seen: list[tuple[str, bool]] = []
+
+    def add(self, entries: Any, now: float) -> list[int]:
+        self.gc_seen.append(("add", gc.isenabled()))
+        return super().add(entries, now)
+
+    def lease(self, now: float, limit: int, ttl: float) -> Any:
+        self.gc_seen.append(("lease", gc.isenabled()))
+        return super().lease(now, limit, ttl)
+
+    def release(self, acks: Any, now: float) -> list[bool]:
+        self.gc_seen.append(("release", gc.isenabled()))
+        if any(a[1] == ACK_DEAD for a in acks):
+            raise RuntimeError("store failure")
+        return super().release(acks, now)
+
+
+@pytest.mark.parametrize("pause", [True, False])
+def test_hot_calls_pause_the_garbage_collector(pause: bool) -> None:
+    store = _GcWatchingStore()
+    f = Frontier(store, pause_gc=pause, max_retries=0)
+    assert gc.isenabled()
+    try:
+        f.add(["https://a.example/1", "https://b.example/2"])
+        leases = f.next(2)
+        f.done(leases[0])
+        f.retry(leases[1])  # retry() goes through done(): paused once, restored once
+        assert gc.isenabled()
+        assert store.gc_seen == [("add", not pause), ("lease", not pause),
+                                 ("release", not pause), ("release", not pause)]
+        # An exception out of the store still leaves the collector on.
+        f.add("https://a.example/3")
+        (lease,) = f.next(1)
+        with pytest.raises(RuntimeError, match="store failure"):
+            f.done(lease, Outcome.FAILED)  # no retries left: dead
+        assert gc.isenabled()
+        # A collector the caller turned off stays off.
+        gc.disable()
+        f.add("https://a.example/4")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_bloom_and_revisit_do_not_mix() -> None:
