@@ -65,7 +65,7 @@ def main() -> None:
                       concurrency=1_000_000)
     rss0 = rss_bytes()
     made = 0
-    results = []
+    results: list[tuple[int, float, float, float, float]] = []
     try:
         for target in points:
             t = time.perf_counter()
@@ -109,10 +109,10 @@ def main() -> None:
     base_add, base_next = results[0][1], results[0][2]
     print(f"{'queued':>12} {'add/s':>10} {'next+done/s':>12} {'add slowdown':>13} "
           f"{'next slowdown':>14} {'RSS B/URL':>10} {'disk B/URL':>11}")
-    for target, add_rate, next_rate, rss, disk in results:
-        print(f"{target:>12,} {add_rate:>10,.0f} {next_rate:>12,.0f} "
-              f"{base_add / add_rate:>12.2f}x {base_next / next_rate:>13.2f}x "
-              f"{rss:>10.1f} {disk:>11.0f}")
+    for size, adds, nexts, rss, per_url_disk in results:
+        print(f"{size:>12,} {adds:>10,.0f} {nexts:>12,.0f} "
+              f"{base_add / adds:>12.2f}x {base_next / nexts:>13.2f}x "
+              f"{rss:>10.1f} {per_url_disk:>11.0f}")
 
 
 if __name__ == "__main__":
