@@ -65,6 +65,19 @@ def test_unknown_and_bad_options() -> None:
     f.close()
 
 
+@pytest.mark.parametrize("name", ["lifo", "source_aware", "dedup_post", "strict_acks",
+                                  "pause_gc"])
+def test_on_off_options_take_only_booleans(name: str, tmp_path: Path) -> None:
+    """A string or other value is refused, not read by its truth: "false" is truthy."""
+    for bad in ("false", "maybe", 2, None, [True]):
+        with pytest.raises(ConfigError, match=f"{name} must be true or false"):
+            Frontier.open(f"sqlite:///{tmp_path}/f.db", **{name: bad})
+    for good, want in ((True, True), (False, False), (1, True), (0, False)):
+        with Frontier.open(f"sqlite:///{tmp_path}/{name}{good}.db", **{name: good}) as f:
+            owner = {"lifo": f.store, "source_aware": f.fingerprint}.get(name, f)
+            assert getattr(owner, name) is want
+
+
 def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:
     p = tmp_path / "junk.db"
     p.write_bytes(b"this is not a database at all" * 200)

@@ -43,6 +43,7 @@ from .stores.base import (
     Entry,
     Store,
     ack,
+    flag,
 )
 
 _Leases = Lease | Iterable[Lease]
@@ -115,6 +116,10 @@ class Frontier:
             raise ConfigError("max_retries must be >= 0")
         if revisit_after is not None and revisit_after <= 0:
             raise ConfigError("revisit_after must be > 0 seconds (or None for never)")
+        source_aware = flag("source_aware", source_aware)
+        dedup_post = flag("dedup_post", dedup_post)
+        strict_acks = flag("strict_acks", strict_acks)
+        pause_gc = flag("pause_gc", pause_gc)
         self.store = store
         if canonicalize is True:
             self.canonicalize: Callable[[str], str] = Canonicalizer(

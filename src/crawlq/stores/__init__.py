@@ -6,7 +6,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigError
-from .base import QueuePolicy, Store
+from .base import QueuePolicy, Store, flag
 from .bloom import BloomShape
 
 POLICY_OPTIONS = ("concurrency", "min_delay", "max_delay", "delay_factor", "max_queue_urls",
@@ -21,7 +21,7 @@ STORE_OPTIONS = frozenset(
 def open_store(url: str, **options: Any) -> Store:
     """Open the store named by ``url`` with the given store options."""
     policy = QueuePolicy(**{k: options.pop(k) for k in POLICY_OPTIONS if k in options})
-    lifo = bool(options.pop("lifo", False))
+    lifo = flag("lifo", options.pop("lifo", False))
     capacity = options.pop("bloom_capacity", None)
     error_rate = options.pop("bloom_error_rate", 0.001)
     bloom = BloomShape(int(capacity), float(error_rate)) if capacity else None

@@ -157,6 +157,17 @@ def check_settings(settings: Mapping[str, Any]) -> dict[str, float | None]:
     return clean
 
 
+def flag(name: str, value: object) -> bool:
+    """An on/off option: True or False (or 1 and 0). Anything else is a ConfigError
+    rather than its truth value: ``-o lifo=maybe`` or ``lifo="false"`` must not quietly
+    turn LIFO on."""
+    if value is True or value is False:
+        return value
+    if value.__class__ is int and value in (0, 1):
+        return bool(value)
+    raise ConfigError(f"{name} must be true or false, not {value!r}")
+
+
 class Store(Protocol):
     """The storage contract every backend implements (see module docstring).
 
