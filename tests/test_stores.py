@@ -65,6 +65,28 @@ def test_unknown_and_bad_options() -> None:
     f.close()
 
 
+@pytest.mark.parametrize(("option", "value"), [
+    ("lease_ttl", 0), ("lease_ttl", "abc"), ("lease_ttl", float("inf")),
+    ("max_retries", -1), ("max_retries", 1.5), ("max_retries", "3"),
+    ("retry_backoff", -1), ("retry_backoff", "abc"), ("retry_backoff_max", float("nan")),
+    ("revisit_after", 0), ("revisit_after", "daily"),
+    ("max_url_length", 0), ("max_url_length", "8k"),
+    ("schemes", "https"), ("schemes", 5), ("schemes", ["https", 5]),
+])
+def test_frontier_options_are_checked_when_opened(option: str, value: object,
+                                                  tmp_path: Path) -> None:
+    """A bad value is a ConfigError naming the option at open, not a TypeError at the
+    first failed fetch (retry_backoff="abc" used to be accepted)."""
+    with pytest.raises(ConfigError, match=option):
+        Frontier.open(f"sqlite:///{tmp_path}/f.db", **{option: value})
+
+
+def test_schemes_may_be_any_iterable() -> None:
+    with Frontier.open("memory://", schemes=(s for s in ["https"])) as f:
+        r = f.add(["https://a.example/", "http://a.example/"])
+        assert r.added == 1 and r.rejected[0].reason == "bad-scheme"
+
+
 @pytest.mark.parametrize("name", ["lifo", "source_aware", "dedup_post", "strict_acks",
                                   "pause_gc"])
 def test_on_off_options_take_only_booleans(name: str, tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from hashlib import blake2b
@@ -44,6 +43,8 @@ from .stores.base import (
     Store,
     ack,
     flag,
+    seconds,
+    whole,
 )
 
 _Leases = Lease | Iterable[Lease]
@@ -110,12 +111,21 @@ class Frontier:
         pause_gc: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if lease_ttl <= 0 or not math.isfinite(lease_ttl):
-            raise ConfigError("lease_ttl must be a positive number of seconds")
-        if max_retries < 0:
-            raise ConfigError("max_retries must be >= 0")
-        if revisit_after is not None and revisit_after <= 0:
-            raise ConfigError("revisit_after must be > 0 seconds (or None for never)")
+        # (checked here, not where they are used: a bad retry_backoff would otherwise
+        # raise only at the first failed fetch, deep into a crawl)
+        lease_ttl = seconds("lease_ttl", lease_ttl, positive=True)
+        max_retries = whole("max_retries", max_retries)
+        retry_backoff = seconds("retry_backoff", retry_backoff)
+        retry_backoff_max = seconds("retry_backoff_max", retry_backoff_max)
+        if revisit_after is not None:
+            revisit_after = seconds("revisit_after", revisit_after, positive=True)
+        max_url_length = whole("max_url_length", max_url_length, 1)
+        names = (None if isinstance(schemes, str) or not isinstance(schemes, Iterable)
+                 else tuple(schemes))
+        if names is None or not all(isinstance(x, str) for x in names):
+            raise ConfigError(f"schemes must be a list of scheme names, like ['https'], "
+                              f"not {schemes!r}")
+        schemes = names
         source_aware = flag("source_aware", source_aware)
         dedup_post = flag("dedup_post", dedup_post)
         strict_acks = flag("strict_acks", strict_acks)

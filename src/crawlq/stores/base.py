@@ -168,6 +168,24 @@ def flag(name: str, value: object) -> bool:
     raise ConfigError(f"{name} must be true or false, not {value!r}")
 
 
+def seconds(name: str, value: object, *, positive: bool = False) -> float:
+    """A time option: a finite number of seconds, >= 0 (> 0 with ``positive``)."""
+    if (not isinstance(value, (int, float)) or isinstance(value, bool)
+            or not math.isfinite(value)):
+        raise ConfigError(f"{name} must be a number of seconds, not {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise ConfigError(f"{name} must be {'>' if positive else '>='} 0 seconds, "
+                          f"not {value!r}")
+    return float(value)
+
+
+def whole(name: str, value: object, minimum: int = 0) -> int:
+    """A count option: an integer >= ``minimum``."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(f"{name} must be an integer >= {minimum}, not {value!r}")
+    return value
+
+
 class Store(Protocol):
     """The storage contract every backend implements (see module docstring).
 
