@@ -83,6 +83,35 @@ class DeadEntry(NamedTuple):
     died_at: float
 
 
+def flag(name: str, value: object) -> bool:
+    """An on/off option: True or False (or 1 and 0). Anything else is a ConfigError
+    rather than its truth value: ``-o lifo=maybe`` or ``lifo="false"`` must not quietly
+    turn LIFO on."""
+    if value is True or value is False:
+        return value
+    if value.__class__ is int and value in (0, 1):
+        return bool(value)
+    raise ConfigError(f"{name} must be true or false, not {value!r}")
+
+
+def seconds(name: str, value: object, *, positive: bool = False) -> float:
+    """A time option: a finite number of seconds, >= 0 (> 0 with ``positive``)."""
+    if (not isinstance(value, (int, float)) or isinstance(value, bool)
+            or not math.isfinite(value)):
+        raise ConfigError(f"{name} must be a number of seconds, not {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise ConfigError(f"{name} must be {'>' if positive else '>='} 0 seconds, "
+                          f"not {value!r}")
+    return float(value)
+
+
+def whole(name: str, value: object, minimum: int = 0) -> int:
+    """A count option: an integer >= ``minimum``."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(f"{name} must be an integer >= {minimum}, not {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class QueuePolicy:
     """Per-queue politeness and budget settings; the store's defaults, overridable per queue.
@@ -103,24 +132,13 @@ class QueuePolicy:
     session_rest: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("concurrency", "max_queue_urls", "session_budget"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool):
-                raise ConfigError(f"{name} must be an integer, not {v!r}")
+        whole("concurrency", self.concurrency, 1)
+        whole("max_queue_urls", self.max_queue_urls)
+        whole("session_budget", self.session_budget)
         for name in ("min_delay", "max_delay", "delay_factor", "session_rest"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise ConfigError(f"{name} must be a number of seconds, not {v!r}")
-        if self.concurrency < 1:
-            raise ConfigError("concurrency must be >= 1")
-        for name in ("min_delay", "max_delay", "delay_factor", "session_rest"):
-            v = getattr(self, name)
-            if not (v >= 0 and math.isfinite(v)):
-                raise ConfigError(f"{name} must be a finite number >= 0, not {v!r}")
+            seconds(name, getattr(self, name))
         if self.max_delay < self.min_delay:
             raise ConfigError("max_delay must be >= min_delay")
-        if self.max_queue_urls < 0 or self.session_budget < 0:
-            raise ConfigError("max_queue_urls and session_budget must be >= 0")
 
     def delay(self, duration: float | None) -> float:
         """The politeness rest after a fetch that took ``duration`` seconds."""
@@ -155,35 +173,6 @@ def check_settings(settings: Mapping[str, Any]) -> dict[str, float | None]:
     clean = {k: (None if v is None else _typed(k, v)) for k, v in settings.items()}
     QueuePolicy().merged({k: v for k, v in clean.items() if v is not None})  # validates
     return clean
-
-
-def flag(name: str, value: object) -> bool:
-    """An on/off option: True or False (or 1 and 0). Anything else is a ConfigError
-    rather than its truth value: ``-o lifo=maybe`` or ``lifo="false"`` must not quietly
-    turn LIFO on."""
-    if value is True or value is False:
-        return value
-    if value.__class__ is int and value in (0, 1):
-        return bool(value)
-    raise ConfigError(f"{name} must be true or false, not {value!r}")
-
-
-def seconds(name: str, value: object, *, positive: bool = False) -> float:
-    """A time option: a finite number of seconds, >= 0 (> 0 with ``positive``)."""
-    if (not isinstance(value, (int, float)) or isinstance(value, bool)
-            or not math.isfinite(value)):
-        raise ConfigError(f"{name} must be a number of seconds, not {value!r}")
-    if value < 0 or (positive and value == 0):
-        raise ConfigError(f"{name} must be {'>' if positive else '>='} 0 seconds, "
-                          f"not {value!r}")
-    return float(value)
-
-
-def whole(name: str, value: object, minimum: int = 0) -> int:
-    """A count option: an integer >= ``minimum``."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(f"{name} must be an integer >= {minimum}, not {value!r}")
-    return value
 
 
 class Store(Protocol):
