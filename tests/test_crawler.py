@@ -457,3 +457,19 @@ def test_redis_going_away_stops_the_crawl_clearly_and_it_resumes(tmp_path: Path)
             assert sum(fetched.values()) - len(fetched) <= 4 + (first - 30)
     finally:
         server.stop()
+
+
+def test_retry_after_values() -> None:
+    """Unit test of the header parser: seconds, dates, and what is no delay at all
+    ("nan" and "inf" parse as floats, and would have reached Frontier.block)."""
+    from crawlq.crawler.core import _retry_after
+    from crawlq.crawler.fetch import Fetched
+
+    def parse(value: str) -> float | None:
+        return _retry_after(Fetched("http://127.0.0.1/", 429, {"retry-after": value}, b"", 0.1))
+
+    assert parse("2") == 2.0
+    assert parse("-3") == 0.0
+    assert parse("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past: now
+    for junk in ("nan", "inf", "-inf", "soon"):
+        assert parse(junk) is None, junk

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,33 @@ def test_frontier_options_are_checked_when_opened(option: str, value: object,
     first failed fetch (retry_backoff="abc" used to be accepted)."""
     with pytest.raises(ConfigError, match=option):
         Frontier.open(f"sqlite:///{tmp_path}/f.db", **{option: value})
+
+
+def test_bad_arguments_are_config_errors_that_change_nothing(tmp_path: Path) -> None:
+    """Each of these used to raise a bare TypeError, or StoreCorrupt (next(2.5) reached
+    SQLite as a float LIMIT), or was taken (block(until=nan), queues(-1): all)."""
+    with Frontier.open(f"sqlite:///{tmp_path}/f.db", **FAST) as f:
+        f.add(["https://a.example/1", "https://b.example/1"])
+        (lease,) = f.next(1)
+        calls: list[tuple[str, Callable[[], object]]] = [
+            ("next", lambda: f.next("5")),  # type: ignore[arg-type]
+            ("next", lambda: f.next(2.5)),  # type: ignore[arg-type]
+            ("duration", lambda: f.done(lease, duration="slow")),  # type: ignore[arg-type]
+            ("duration", lambda: f.done(lease, duration=-1.0)),
+            ("after", lambda: f.retry(lease, after="later")),  # type: ignore[arg-type]
+            ("after", lambda: f.retry(lease, after=float("nan"))),
+            ("seconds", lambda: f.block("a.example", seconds="x")),  # type: ignore[arg-type]
+            ("until", lambda: f.block("a.example", until=float("nan"))),
+            ("per_queue", lambda: f.stats("x")),  # type: ignore[arg-type]
+            ("limit", lambda: f.queues(-1)),
+        ]
+        for name, call in calls:
+            with pytest.raises(ConfigError, match=name):
+                call()
+            s = f.stats()
+            assert (s.queued, s.leased, s.done) == (1, 1, 0), name
+        assert f.retry(lease, after=-5) == 1  # a time already past: now
+        assert [q.key for q in f.queues(0)] == []
 
 
 def test_schemes_may_be_any_iterable() -> None:

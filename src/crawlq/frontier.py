@@ -42,9 +42,9 @@ from .stores.base import (
     Entry,
     Store,
     ack,
+    as_count,
+    as_seconds,
     flag,
-    seconds,
-    whole,
 )
 
 _Leases = Lease | Iterable[Lease]
@@ -113,13 +113,13 @@ class Frontier:
     ) -> None:
         # (checked here, not where they are used: a bad retry_backoff would otherwise
         # raise only at the first failed fetch, deep into a crawl)
-        lease_ttl = seconds("lease_ttl", lease_ttl, positive=True)
-        max_retries = whole("max_retries", max_retries)
-        retry_backoff = seconds("retry_backoff", retry_backoff)
-        retry_backoff_max = seconds("retry_backoff_max", retry_backoff_max)
+        lease_ttl = as_seconds("lease_ttl", lease_ttl, positive=True)
+        max_retries = as_count("max_retries", max_retries)
+        retry_backoff = as_seconds("retry_backoff", retry_backoff)
+        retry_backoff_max = as_seconds("retry_backoff_max", retry_backoff_max)
         if revisit_after is not None:
-            revisit_after = seconds("revisit_after", revisit_after, positive=True)
-        max_url_length = whole("max_url_length", max_url_length, 1)
+            revisit_after = as_seconds("revisit_after", revisit_after, positive=True)
+        max_url_length = as_count("max_url_length", max_url_length, 1)
         names = (None if isinstance(schemes, str) or not isinstance(schemes, Iterable)
                  else tuple(schemes))
         if names is None or not all(isinstance(x, str) for x in names):
@@ -321,6 +321,8 @@ class Frontier:
         Each lease must be answered with :meth:`done` or :meth:`retry` before
         ``lease_ttl`` seconds; otherwise its request returns to its queue.
         """
+        if n.__class__ is not int:
+            raise ConfigError(f"next() takes an int, not {n!r}")
         now = self.clock()
         leased = self.store.lease(now, n, self.lease_ttl)
         if _LEASES is not None and leased.__class__ is list:
@@ -353,6 +355,10 @@ class Frontier:
         """
         if isinstance(leases, Lease):
             leases = (leases,)
+        if duration is not None:
+            duration = as_seconds("duration", duration)
+        if after:
+            after = as_seconds("after", after, signed=True)
         now = self.clock()
         acks: list[Ack] = []
         if outcome is Outcome.DONE:
@@ -431,7 +437,9 @@ class Frontier:
         now = self.clock()
         if (until is None) == (seconds is None):
             raise ConfigError("block() takes exactly one of until= or seconds=")
-        self.store.block(queue, until if until is not None else now + seconds, now)  # type: ignore
+        if until is None:
+            until = now + as_seconds("seconds", seconds, signed=True)
+        self.store.block(queue, as_seconds("until", until, signed=True), now)
 
     def configure_queue(self, queue: str, **settings: float | None) -> None:
         """Override ``concurrency``, ``min_delay``, ``max_delay``, ``delay_factor``,
@@ -454,13 +462,13 @@ class Frontier:
 
     def queues(self, limit: int = 100) -> list[QueueInfo]:
         """Up to ``limit`` queues, most queued first."""
-        return self.store.queues(self.clock(), limit)
+        return self.store.queues(self.clock(), as_count("limit", limit))
 
     # -- reporting and maintenance ------------------------------------------------------
 
     def stats(self, per_queue: int = 0) -> Stats:
         """Counters and queue states; ``per_queue`` > 0 adds the largest queues."""
-        return self.store.stats(self.clock(), per_queue)
+        return self.store.stats(self.clock(), as_count("per_queue", per_queue))
 
     def dead(self, limit: int = 100) -> list[DeadRequest]:
         """Requests that ran out of retries, with their last error."""

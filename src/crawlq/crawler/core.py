@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -442,7 +443,9 @@ def _retry_after(r: Fetched) -> float | None:
     if raw is None:
         return None
     with contextlib.suppress(ValueError):
-        return max(float(raw), 0.0)
+        seconds = float(raw)
+        # ("nan" and "inf" parse as floats but are no delay a server can mean)
+        return max(seconds, 0.0) if math.isfinite(seconds) else None
     from email.utils import parsedate_to_datetime
 
     try:

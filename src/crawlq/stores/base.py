@@ -94,19 +94,21 @@ def flag(name: str, value: object) -> bool:
     raise ConfigError(f"{name} must be true or false, not {value!r}")
 
 
-def seconds(name: str, value: object, *, positive: bool = False) -> float:
-    """A time option: a finite number of seconds, >= 0 (> 0 with ``positive``)."""
+def as_seconds(name: str, value: object, *, positive: bool = False,
+               signed: bool = False) -> float:
+    """A time option or argument: a finite number of seconds, >= 0 (> 0 with
+    ``positive``; any sign with ``signed``, for a time that may already be past)."""
     if (not isinstance(value, (int, float)) or isinstance(value, bool)
             or not math.isfinite(value)):
         raise ConfigError(f"{name} must be a number of seconds, not {value!r}")
-    if value < 0 or (positive and value == 0):
+    if not signed and (value < 0 or (positive and value == 0)):
         raise ConfigError(f"{name} must be {'>' if positive else '>='} 0 seconds, "
                           f"not {value!r}")
     return float(value)
 
 
-def whole(name: str, value: object, minimum: int = 0) -> int:
-    """A count option: an integer >= ``minimum``."""
+def as_count(name: str, value: object, minimum: int = 0) -> int:
+    """A count option or argument: an integer >= ``minimum``."""
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ConfigError(f"{name} must be an integer >= {minimum}, not {value!r}")
     return value
@@ -132,11 +134,11 @@ class QueuePolicy:
     session_rest: float = 0.0
 
     def __post_init__(self) -> None:
-        whole("concurrency", self.concurrency, 1)
-        whole("max_queue_urls", self.max_queue_urls)
-        whole("session_budget", self.session_budget)
+        as_count("concurrency", self.concurrency, 1)
+        as_count("max_queue_urls", self.max_queue_urls)
+        as_count("session_budget", self.session_budget)
         for name in ("min_delay", "max_delay", "delay_factor", "session_rest"):
-            seconds(name, getattr(self, name))
+            as_seconds(name, getattr(self, name))
         if self.max_delay < self.min_delay:
             raise ConfigError("max_delay must be >= min_delay")
 
