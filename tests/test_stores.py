@@ -105,6 +105,23 @@ def test_bad_arguments_are_config_errors_that_change_nothing(tmp_path: Path) -> 
                 call()
             s = f.stats()
             assert (s.queued, s.leased, s.done) == (1, 1, 0), name
+        more: list[tuple[str, Callable[[], object]]] = [
+            ("concurrency", lambda: f.configure_queue("a.example", concurrency=2.5)),
+            ("concurrency",
+             lambda: f.configure_queue("a.example", concurrency="2")),  # type: ignore[arg-type]
+            ("min_delay", lambda: f.configure_queue("a.example", min_delay=True)),
+            ("limit", lambda: f.dead("x")),  # type: ignore[arg-type]
+            ("ids", lambda: f.requeue_dead("12")),  # type: ignore[arg-type]
+            ("id", lambda: f.requeue_dead([1.5])),  # type: ignore[list-item]
+            ("add", lambda: f.add(123)),  # type: ignore[arg-type]
+        ]
+        for name, call in more:
+            with pytest.raises(ConfigError, match=name):
+                call()
+            s = f.stats()
+            assert (s.queued, s.leased, s.done) == (1, 1, 0), name
+        assert {q.key: q.leased for q in f.queues()}[lease.queue] == 1
+        assert all(not q.settings for q in f.queues())  # no override was stored
         assert f.retry(lease, after=-5) == 1  # a time already past: now
         assert [q.key for q in f.queues(0)] == []
 

@@ -215,6 +215,9 @@ class Frontier:
         if isinstance(requests, (str, Request)):
             requests = [requests]
         elif not isinstance(requests, (list, tuple)):
+            if not isinstance(requests, Iterable):
+                raise ConfigError("add() takes a Request, a URL or an iterable of them, "
+                                  f"not {requests!r}")
             requests = list(requests)
         now = self.clock()
         rejected: list[Rejection] = []
@@ -474,10 +477,15 @@ class Frontier:
         """Requests that ran out of retries, with their last error."""
         return [DeadRequest(d.id, Request.from_payload(d.payload, d.priority, d.retries, None,
                                                        d.queue),
-                            d.queue, d.error, d.died_at) for d in self.store.dead(limit)]
+                            d.queue, d.error, d.died_at)
+                for d in self.store.dead(as_count("limit", limit))]
 
     def requeue_dead(self, ids: Iterable[int] | None = None) -> int:
         """Give dead requests (all, or those ``ids``) a fresh start in their queues."""
+        if ids is not None:
+            if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+                raise ConfigError(f"requeue_dead() takes ids of dead requests, not {ids!r}")
+            ids = [as_count("a dead request's id", i, 1) for i in ids]
         return self.store.requeue_dead(ids, self.clock())
 
     def dump(self) -> Iterator[dict[str, Any]]:

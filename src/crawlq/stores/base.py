@@ -172,7 +172,10 @@ def check_settings(settings: Mapping[str, Any]) -> dict[str, float | None]:
     if unknown:
         raise ConfigError(f"unknown queue setting(s) {sorted(unknown)}; "
                           f"known: {list(QUEUE_SETTINGS)}")
-    clean = {k: (None if v is None else _typed(k, v)) for k, v in settings.items()}
+    # (strict here, on what a caller gives; _typed is lenient with what stores give back)
+    clean: dict[str, float | None] = {
+        k: None if v is None else as_count(k, v) if k in _INT_SETTINGS else as_seconds(k, v)
+        for k, v in settings.items()}
     QueuePolicy().merged({k: v for k, v in clean.items() if v is not None})  # validates
     return clean
 
