@@ -64,6 +64,9 @@ def test_errors_are_clear_and_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2 and "crawlq: error:" in r.stderr and "Traceback" not in r.stderr
     r = crawlq(tmp_path, "-o", "bogus=1", "stats")
     assert r.returncode == 2 and "unknown option" in r.stderr
+    for args in (("next", "-n", "-3"), ("stats", "--queues", "x"), ("queues", "-n", "1.5")):
+        r = crawlq(tmp_path, *args)
+        assert r.returncode == 2 and "must be a whole number >= 0" in r.stderr, args
     r = crawlq(tmp_path, "-o", "lifo=maybe", "stats")  # not read as true
     assert r.returncode == 2 and "lifo must be true or false, not 'maybe'" in r.stderr
     assert crawlq(tmp_path, "-o", "lifo=false", "stats").returncode == 0
