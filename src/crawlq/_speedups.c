@@ -1869,9 +1869,7 @@ enum { Q_ACCEPTED, Q_HEAP, Q_INFLIGHT, Q_KEY, Q_POLICY, Q_READY_AT, Q_SESSION, Q
 typedef struct {
     PyObject_HEAD
     PyTypeObject *queue_type;
-    PyObject *heappush; /* for the resting and scheduled heaps */
     PyObject *added, *duplicate, *over_budget; /* add's verdicts */
-    PyObject *struct_error;
     PyTypeObject *policy_type; /* QueuePolicy: its delay() is computed here */
     long long ack_done;
     long long prio_bias, st_ready, st_busy, st_resting, st_empty;
@@ -1885,8 +1883,9 @@ typedef struct {
     double session_rest, min_delay, max_delay, delay_factor;
 } LeasePolicy;
 
-/* _heapq.heappush and struct.error: looked up once, at import (a lookup per store would
- * leave fresh name objects in the type lookup cache). */
+/* _heapq.heappush (for the resting and scheduled heaps) and struct.error: looked up once,
+ * at import (a lookup per store would leave fresh name objects in the type lookup cache),
+ * and used from here by every MemoryLoops. */
 static PyObject *heappush_fn, *struct_error;
 
 static PyObject *s_ready, *s_resting, *s_queues, *s_leases, *s_tokens, *s_max_queue_urls,
@@ -1894,11 +1893,9 @@ static PyObject *s_ready, *s_resting, *s_queues, *s_leases, *s_tokens, *s_max_qu
 
 static void memloops_dealloc(MemoryLoops *self) {
     Py_XDECREF(self->queue_type);
-    Py_XDECREF(self->heappush);
     Py_XDECREF(self->added);
     Py_XDECREF(self->duplicate);
     Py_XDECREF(self->over_budget);
-    Py_XDECREF(self->struct_error);
     Py_XDECREF(self->policy_type);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1921,11 +1918,7 @@ static int memloops_init(MemoryLoops *self, PyObject *args, PyObject *kw) {
     Py_XSETREF(self->duplicate, dup);
     Py_INCREF(over);
     Py_XSETREF(self->over_budget, over);
-    Py_INCREF(struct_error);
-    Py_XSETREF(self->struct_error, struct_error);
     if (slot_offsets((PyTypeObject *)qt, queue_fields, N_QUEUE, self->off) < 0) return -1;
-    Py_INCREF(heappush_fn);
-    Py_XSETREF(self->heappush, heappush_fn);
     Py_INCREF(qt);
     Py_XSETREF(self->queue_type, (PyTypeObject *)qt);
     self->prio_bias = bias;
@@ -1989,7 +1982,7 @@ static int lease_policy(LeasePolicy *lp, PyObject *pol) {
 static int push_new(MemoryLoops *self, PyObject *heap, PyObject *t) {
     PyObject *a[2] = {heap, t}, *r;
     if (!t) return -1;
-    r = PyObject_Vectorcall(self->heappush, a, 2, NULL);
+    r = PyObject_Vectorcall(heappush_fn, a, 2, NULL);
     Py_DECREF(t);
     if (!r) return -1;
     Py_DECREF(r);
@@ -2516,7 +2509,7 @@ static PyObject *memloops_add(MemoryLoops *self, PyObject *const *args, Py_ssize
         inv = self->prio_bias - prio;
         if (inv < 0 || inv > 0xFFFFFFFFLL || seq < 0 || seq > 0xFFFFFFFFFFFFLL || retries < 0 ||
             retries > 0xFFFF) {
-            PyErr_SetString(self->struct_error, "an entry's priority, sequence or retries "
+            PyErr_SetString(struct_error, "an entry's priority, sequence or retries "
                                                 "is out of range");
             goto error;
         }
