@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -172,6 +173,19 @@ def test_truncated_store_file(tmp_path: Path) -> None:
     with pytest.raises(StoreError), Frontier.open(f"sqlite:///{p}") as f:
         f.stats()
         f.next(3000)
+
+
+def test_unopenable_sqlite_paths_say_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SQLite itself says only "unable to open database file" in each case.
+    with pytest.raises(StoreError, match="is a directory"):
+        Frontier.open(f"sqlite:///{tmp_path}")
+    missing = re.escape(f"directory {tmp_path}/no does not exist") + "$"
+    with pytest.raises(StoreError, match=missing):
+        Frontier.open(f"sqlite:///{tmp_path}/no/f.db")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match=r"relative to the current directory.*sqlite:////no/f\.db"):
+        Frontier.open("sqlite:///no/f.db")
+    assert not (tmp_path / "no").exists()
 
 
 def test_closed_store_raises(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ share one file (writers take turns; no entry is ever leased twice). With
 from __future__ import annotations
 
 import functools
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -273,7 +274,7 @@ class SQLiteStore:
             self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
                                          check_same_thread=False)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open {path}: {exc}") from exc
+            raise StoreError(f"cannot open {path}: {_why_unopenable(path) or exc}") from exc
         try:
             self._conn.execute("PRAGMA journal_mode=WAL").fetchone()
             self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
@@ -1003,6 +1004,25 @@ class SQLiteStore:
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+
+
+def _why_unopenable(path: str) -> str | None:
+    """Why SQLite could not open ``path``, in the user's terms: SQLite says only "unable
+    to open database file" for a missing directory, a directory or a denied write."""
+    target = os.path.abspath(path)
+    if os.path.isdir(target):
+        return "it is a directory, not a file"
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        hint = ""
+        if not os.path.isabs(path):
+            # sqlite:///x is relative; people often mean sqlite:////x.
+            hint = (f" (sqlite:///{path} is relative to the current directory "
+                    f"{os.getcwd()}; write sqlite:////{path} for /{path})")
+        return f"the directory {parent} does not exist{hint}"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"no permission to create files in {parent}"
+    return None
 
 
 class _SeenTx:
