@@ -526,11 +526,39 @@ def test_sqlite_seen_levels_merge_and_still_dedup(tmp_path: Path,
         assert f.add(urls).added == 2500
 
 
-@pytest.mark.parametrize("schema", [1, 2])
+_LEASES_V3 = ("CREATE TABLE leases (token INTEGER PRIMARY KEY, expires REAL NOT NULL, "
+              "qid INTEGER NOT NULL, nprio INTEGER NOT NULL, ord INTEGER NOT NULL, "
+              "retries INTEGER NOT NULL, payload BLOB NOT NULL)")
+"""Schemas 1 to 3 kept a row per lease."""
+
+
+def _as_lease_rows(c: sqlite3.Connection) -> None:
+    """Turn a file's leases back into schema 3's rows."""
+    c.execute(_LEASES_V3)
+    for token, expires, qid, nprio, order, retries, payload in [
+            (first + k, expires, *row)
+            for last, first, expires in c.execute(
+                "SELECT last, first, expires FROM lease_calls").fetchall()
+            for k, row in enumerate(_open_call(c, last))]:
+        c.execute("INSERT INTO leases VALUES (?,?,?,?,?,?,?)",
+                  (token, expires, qid, nprio, order, retries, payload))
+    c.execute("DROP TABLE lease_calls")
+    c.execute("DROP TABLE lease_data")
+
+
+def _open_call(c: sqlite3.Connection, last: int) -> list[tuple[Any, ...]]:
+    from crawlq.stores import sqlite_leases
+
+    (acked,) = c.execute("SELECT acked FROM lease_calls WHERE last=?", (last,)).fetchone()
+    assert acked is None  # (every lease of the call still open)
+    return [row for at, row in sqlite_leases._open_rows(c, "WHERE l.last = ?", (last,))]
+
+
+@pytest.mark.parametrize("schema", [1, 2, 3])
 def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> None:
-    """A file written before the seen-set had levels (schema 1), or before level 2 had
-    cursors (schema 2), opens, keeps its fingerprints and entries, and gets the new tables
-    and columns."""
+    """A file written before the seen-set had levels (schema 1), before level 2 had
+    cursors (schema 2), or before leases were kept per call (schema 3) opens, keeps its
+    fingerprints and entries, and gets the new tables and columns."""
     db = tmp_path / "old.db"
     with Frontier.open(f"sqlite:///{db}", **FAST) as f:
         f.add(["https://a.example/1", "https://a.example/2"])
@@ -539,8 +567,10 @@ def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> No
         c.execute("INSERT INTO entries SELECT * FROM entries0")
         c.execute("DELETE FROM seen0")
         c.execute("DELETE FROM entries0")
-        c.execute("ALTER TABLE queues DROP COLUMN l2_nprio")
-        c.execute("ALTER TABLE queues DROP COLUMN l2_ord")
+        if schema < 3:
+            c.execute("ALTER TABLE queues DROP COLUMN l2_nprio")
+            c.execute("ALTER TABLE queues DROP COLUMN l2_ord")
+        _as_lease_rows(c)
         if schema == 1:
             for t in ("seen0", "seen1", "entries0", "entries1"):
                 c.execute(f"DROP TABLE {t}")
@@ -558,7 +588,32 @@ def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> No
     assert _level_sizes(db, ("entries0", "entries")) == {"entries0": 1, "entries": 2}
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT l2_nprio, l2_ord FROM queues").fetchall() == [(0, 1)]
-        assert c.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (3,)
+        assert c.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (4,)
+        assert not c.execute("SELECT 1 FROM sqlite_master WHERE name='leases'").fetchall()
+
+
+def test_sqlite_schema_3_leases_survive_the_upgrade(tmp_path: Path) -> None:
+    """Leases held in a schema-3 file (a row each) are still held after the upgrade:
+    answerable, and redelivered when they expire."""
+    db = tmp_path / "old.db"
+    now = [1000.0]
+    opts = dict(clock=lambda: now[0], lease_ttl=10, **FAST)
+    with Frontier.open(f"sqlite:///{db}", **opts) as f:
+        f.add([f"https://h{i}.example/p" for i in range(3)])
+        a, b = f.next(2)
+    with sqlite3.connect(db) as c:
+        _as_lease_rows(c)
+        assert c.execute("SELECT count(*) FROM leases").fetchone() == (2,)
+        c.execute("UPDATE meta SET value=3 WHERE name='schema'")
+    with Frontier.open(f"sqlite:///{db}", **opts) as f:
+        assert f.done(a) == 1
+        assert f.done(a) == 0  # (answered already)
+        assert f.stats().leased == 1
+        now[0] += 11  # b's lease expires: it comes back, once
+        back = f.next(5)
+        assert b.request.url in [le.request.url for le in back]
+        stats = f.stats()
+        assert (stats.redelivered, stats.done, stats.leased) == (1, 1, 2)
 
 
 def test_sqlite_file_of_a_newer_crawlq_is_refused(tmp_path: Path) -> None:

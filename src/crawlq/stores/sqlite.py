@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from .._native import native
 from ..errors import ConfigError, StoreCorrupt, StoreError
 from ..models import QueueInfo, Stats
-from . import dumpfmt
+from . import dumpfmt, sqlite_leases
 from .base import (
     ACK_DEAD,
     ACK_DONE,
@@ -536,34 +536,35 @@ class SQLiteStore:
             w.append(vals + (qid,))  # noqa: RUF005
         return writes
 
-    def _move_back(self, c: sqlite3.Connection, table: str, key: str, time_col: str,
-                    now: float, deltas: dict[int, _Delta], was_leased: bool) -> int:
-        """Move the rows of ``table`` whose ``time_col`` has come back into ``entries``."""
-        rows = c.execute(f"SELECT {key}, qid, nprio FROM {table} WHERE {time_col} <= ?",
-                         (now,)).fetchall()
-        if rows:
-            keys = [(r[0],) for r in rows]
-            c.executemany("INSERT INTO entries0 SELECT qid, nprio, ord, retries, payload "
-                          f"FROM {table} WHERE {key}=?", keys)
-            c.executemany(f"DELETE FROM {table} WHERE {key}=?", keys)
-            self._settled(_settle_levels(c, "entries", len(keys)))
-            for _, qid, nprio in rows:
-                d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
-                d.inflight -= was_leased
-                d.queued += 1
-                d.offer_head(nprio)
-        return len(rows)
+    def _back_to_queues(self, c: sqlite3.Connection, rows: Sequence[sqlite_leases.LeaseRow],
+                        deltas: dict[int, _Delta], was_leased: bool) -> None:
+        """Entries (qid, nprio, ord, retries, payload) back into level 0, under their own
+        keys: a lease come back goes to the head of its queue, where it was."""
+        if not rows:
+            return
+        c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)",
+                      [(*e[:4], bytearray(e[4])) for e in rows])
+        self._settled(_settle_levels(c, "entries", len(rows)))
+        for qid, nprio, *_ in rows:
+            d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
+            d.inflight -= was_leased
+            d.queued += 1
+            d.offer_head(nprio)
 
     def _wake(self, c: sqlite3.Connection, now: float) -> None:
         """Expired leases back to their queues, due entries in, rested queues ready."""
         deltas: dict[int, _Delta] = {}
         # Expired leases go back to their old place: the same key puts them at the head.
-        n = self._move_back(c, "leases", "token", "expires", now, deltas, True)
-        if n:
+        expired = sqlite_leases.expire(c, now)
+        self._back_to_queues(c, expired, deltas, True)
+        if expired:
+            n = len(expired)
             self._count(c, redelivered=n, leased=-n, queued=n)
-        n = self._move_back(c, "scheduled", "id", "due", now, deltas, False)
-        if n:
-            self._count(c, scheduled=-n)
+        due = c.execute("DELETE FROM scheduled WHERE due <= ? RETURNING qid, nprio, ord, "
+                        "retries, payload", (now,)).fetchall()
+        self._back_to_queues(c, due, deltas, False)
+        if due:
+            self._count(c, scheduled=-len(due))
         self._apply(c, deltas, now)
         self._forget_queues(r[0] for r in c.execute(
             "UPDATE queues SET state=0, since=ready_at WHERE state=2 AND ready_at <= ? "
@@ -646,7 +647,11 @@ class SQLiteStore:
             # qid -> how many it may lease in this call; needed once a queue can give
             # more than one (one round takes one from each of ``limit`` queues or more)
             room: dict[int, int] = {} if len(active) >= limit else self._room(cands)
-            token = self._take(c, "lease_seq", 0)
+            token = first = self._take(c, "lease_seq", 0)
+            first += 1
+            # the leases' entries, for sqlite_leases.write: FIELDS ints each, and payloads
+            ints: list[int] = []
+            payloads: list[bytes] = []
             taken: dict[int, int] = dict.fromkeys(active, 0)
             # qid -> its head after the call, when the heads statement told it exactly
             # (None: not known, look it up)
@@ -691,13 +696,13 @@ class SQLiteStore:
                         after[qid] = None
                 if not got:
                     break
-                moved: list[Any] = []  # the lease rows, one after the other
                 gone: list[tuple[int, int, int]] = []  # leased from level 0
                 counts: dict[int, int] = {}
                 for row in got:
                     qid, nprio, order, retries, payload, level = row[:6]
                     token += 1
-                    moved += (token, expires, qid, nprio, order, retries, bytearray(payload))
+                    ints += (qid, nprio, order, retries)
+                    payloads.append(payload)
                     if level:
                         # Not deleted: the queue's cursor moves past it (in key order, as
                         # _FIRST_ENTRIES returns them).
@@ -711,7 +716,6 @@ class SQLiteStore:
                 if gone:
                     c.executemany(f"DELETE FROM {ENTRY_LEVELS[0]} WHERE qid=? AND nprio=? "
                                   "AND ord=?", gone)
-                _insert_flat(c, "INSERT INTO leases", 7, moved)
                 for qid, k in counts.items():
                     taken[qid] += k
                 if len(out) >= limit:
@@ -721,6 +725,7 @@ class SQLiteStore:
                 # A queue that gave less than asked is empty; drop it from the next round.
                 active = [q for q in want if q in counts and taken[q] < room[q]
                           and (share == 1 or counts[q] >= min(share, room[q]))]
+            sqlite_leases.write(c, first, expires, ints, payloads)
             c.execute("UPDATE meta SET value=? WHERE name='lease_seq'", (token,))
             deltas: dict[int, _Delta] = {}
             for qid, k in taken.items():
@@ -746,28 +751,13 @@ class SQLiteStore:
         if not acks:
             return []
         with self._tx() as c:
-            held: dict[int, tuple[int, int]] = {}
-            tokens = [a[0] for a in acks]
-            # Leases done are deleted as they are read (one statement, not two); the
-            # others are copied elsewhere first. A token acknowledged twice in one call
-            # takes the general path, so that its first acknowledgement wins.
-            done = [a[0] for a in acks if a[1] == ACK_DONE]
-            if len(set(tokens)) < len(tokens):
-                done = []
-            read = [a[0] for a in acks if a[1] != ACK_DONE] if done else tokens
-            for part in _chunks(done):
-                for token, qid, nprio in c.execute(
-                        f"DELETE FROM leases WHERE token IN ({_marks(len(part))}) "
-                        "RETURNING token, qid, nprio", part):
-                    held[token] = (qid, nprio)
-            for part in _chunks(read):
-                for token, qid, nprio in c.execute(
-                        "SELECT token, qid, nprio FROM leases WHERE token IN "
-                        f"({_marks(len(part))})", part):
-                    held[token] = (qid, nprio)
+            # token -> (qid, nprio) of each open lease among them, now closed; the whole
+            # entry of those that go back, die or wait (a token answered twice in one
+            # call: its first answer wins, the second finds it closed)
+            held, entries = sqlite_leases.answer(
+                c, [a[0] for a in acks], {a[0] for a in acks if a[1] != ACK_DONE})
             out: list[bool] = []
             deltas: dict[int, _Delta] = {}
-            gone: list[tuple[int]] = []
             dead_rows: list[tuple[Any, ...]] = []
             back: list[tuple[Any, ...]] = []
             later: list[tuple[Any, ...]] = []
@@ -780,8 +770,6 @@ class SQLiteStore:
                     continue
                 out.append(True)
                 qid, nprio = h
-                if kind != ACK_DONE or not done:  # (done ones are deleted already)
-                    gone.append((token,))
                 d = deltas.get(qid)
                 if d is None:
                     d = deltas[qid] = _Delta()
@@ -795,32 +783,29 @@ class SQLiteStore:
                 if kind == ACK_DONE:
                     n_done += 1
                 elif kind == ACK_DEAD:
-                    dead_rows.append((retries, error or "", now, token))
+                    e = entries[token]
+                    dead_rows.append((qid, -nprio, retries, bytearray(e[4]), error or "", now))
                     n_dead += 1
                     n_failed += 1
                 else:
                     n_retried += 1
                     n_failed += failed
+                    e = entries[token]
                     if not_before is not None and not_before > now:
-                        later.append((not_before, retries, token))
+                        later.append((not_before, qid, nprio, e[2], retries, bytearray(e[4])))
                     else:
-                        back.append((retries, token))
+                        back.append((qid, nprio, e[2], retries, bytearray(e[4])))
                         d.queued += 1
                         d.offer_head(nprio)
             if dead_rows:
-                c.executemany(
-                    "INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
-                    "SELECT qid, -nprio, ?, payload, ?, ? FROM leases WHERE token=?", dead_rows)
+                c.executemany("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
+                              "VALUES (?,?,?,?,?,?)", dead_rows)
             if back:
-                c.executemany("INSERT INTO entries0 SELECT qid, nprio, ord, ?, payload "
-                              "FROM leases WHERE token=?", back)
+                c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)", back)
                 self._settled(_settle_levels(c, "entries", len(back)))
             if later:
                 c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
-                              "SELECT ?, qid, nprio, ord, ?, payload FROM leases WHERE token=?",
-                              later)
-            if gone:
-                c.executemany("DELETE FROM leases WHERE token=?", gone)
+                              "VALUES (?,?,?,?,?,?)", later)
             requeue = back + later
             n_sched = len(later)
             self._apply(c, deltas, now)
@@ -839,7 +824,7 @@ class SQLiteStore:
             (at,) = c.execute(
                 "SELECT min(t) FROM (SELECT min(ready_at) AS t FROM queues WHERE state=2 "
                 "UNION ALL SELECT min(due) FROM scheduled "
-                "UNION ALL SELECT min(expires) FROM leases)").fetchone()
+                "UNION ALL SELECT min(expires) FROM lease_calls)").fetchone()
             return None if at is None else float(at)
 
     def block(self, queue: str, until: float, now: float) -> None:
@@ -966,9 +951,10 @@ class SQLiteStore:
                 yield dumpfmt.queue(row[0], row[1], row[2], settings)
             for qid, nprio, retries, payload, due in conn.execute(
                     f"{_QUEUED} UNION ALL "
-                    "SELECT qid, nprio, retries, payload, NULL FROM leases UNION ALL "
                     "SELECT qid, nprio, retries, payload, due FROM scheduled"):
                 yield dumpfmt.entry(keys[qid], -nprio, retries, payload, due)
+            for qid, nprio, _, retries, payload in sqlite_leases.open_leases(conn):
+                yield dumpfmt.entry(keys[qid], -nprio, retries, payload, None)
             for did, qid, prio, retries, payload, error, died_at in conn.execute(
                     "SELECT id, qid, prio, retries, payload, error, died_at FROM dead"):
                 yield dumpfmt.dead(DeadEntry(did, keys[qid], prio, retries, payload, error,

@@ -1,7 +1,8 @@
 """The SQLite store's schema, and how a file is checked before use.
 
 An entry is queued (``entries0``, ``entries1`` or ``entries``, below), ``scheduled``
-(waiting for ``not_before`` or a retry backoff) or in ``leases`` (handed out), and moves
+(waiting for ``not_before`` or a retry backoff) or leased (handed out: ``lease_calls``
+and ``lease_data``, a pair of rows per ``next`` call, see sqlite_leases), and moves
 between them whole. The queued tables are clustered by (queue, negated priority,
 order): a queue's next entries are its first rows, found by one index seek in each, and
 a batch taken from a queue dirties few pages.
@@ -38,25 +39,27 @@ cursor, the rows behind it are deleted (in key order) and the cursor is reset:
 Level 0 is small and rewritten anyway, so leasing deletes there, and rows that come
 back from a lease (an expiry, a retry) return to level 0.
 
-``leases`` is keyed by the increasing lease token, so acknowledging a batch deletes
-neighbouring rows. Write volume per batch, not row count, is what limits a WAL database,
-hence this layout.
+Write volume per batch and B-tree operations per URL, not statements, are what limit a
+WAL database, hence this layout.
 
 Queues carry their own state code (0 ready, 1 busy, 2 resting, 3 exhausted), ``head``
 (the negated priority of the best queued entry, so that one ascending index orders
 ready queues by priority then by ``since``), counters and per-queue overrides.
 
-Schema 2 added the levels, schema 3 the cursors of levels 1 and 2; older files are
-upgraded when opened (a schema-1 file's rows stay in level 2).
+Schema 2 added the levels, schema 3 the cursors of levels 1 and 2, schema 4 the leases
+per call (before, a ``leases`` row per lease); older files are upgraded when opened (a
+schema-1 file's rows stay in level 2; each old lease row becomes a call of its own).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 
 from ..errors import StoreCorrupt
+from . import sqlite_leases
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 NO_CURSOR = -(2**62)
 """Below every negated priority: the cursor of a queue that has leased nothing from a
@@ -130,16 +133,6 @@ CREATE TABLE IF NOT EXISTS scheduled (
     payload BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS scheduled_due ON scheduled (due);
-CREATE TABLE IF NOT EXISTS leases (
-    token INTEGER PRIMARY KEY,
-    expires REAL NOT NULL,
-    qid INTEGER NOT NULL,
-    nprio INTEGER NOT NULL,
-    ord INTEGER NOT NULL,
-    retries INTEGER NOT NULL,
-    payload BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS leases_expiry ON leases (expires);
 CREATE TABLE IF NOT EXISTS dead (
     id INTEGER PRIMARY KEY,
     qid INTEGER NOT NULL,
@@ -150,6 +143,7 @@ CREATE TABLE IF NOT EXISTS dead (
     died_at REAL NOT NULL
 );
 """
+DDL += sqlite_leases.DDL
 # The levels of one kind share their shape.
 DDL += "".join(f"CREATE TABLE IF NOT EXISTS {t} (fp BLOB PRIMARY KEY, revisit_at REAL) "
                "WITHOUT ROWID;\n" for t in SEEN_LEVELS)
@@ -170,6 +164,17 @@ def head_of(cursors: dict[int, tuple[str, str]]) -> str:
                 for level in CURSOR_LEVELS) + ")")
 
 
+def _statements(script: str) -> Iterator[str]:
+    """The statements of ``script`` (a trigger's body holds semicolons of its own)."""
+    stmt = ""
+    for part in script.split(";"):
+        stmt += part + ";"
+        if sqlite3.complete_statement(stmt):
+            if stmt.strip(" \n;"):
+                yield stmt
+            stmt = ""
+
+
 def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, float] | None,
                lifo: bool) -> None:
     """Create the schema in a new file, or check that an existing file is a crawlq store."""
@@ -182,9 +187,8 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
                            f"(tables: {sorted(names)[:5]})")
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for stmt in DDL.split(";"):
-            if stmt.strip():
-                conn.execute(stmt)
+        for stmt in _statements(DDL):
+            conn.execute(stmt)
         row = conn.execute("SELECT value FROM meta WHERE name='schema'").fetchone()
         if row is None:
             conn.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
@@ -193,6 +197,9 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
             conn.execute("INSERT INTO meta VALUES ('bloom', ?)",
                          (None if bloom_shape is None else f"{bloom_shape[0]}:{bloom_shape[1]}",))
         else:
+            if row[0] not in (1, 2, 3, SCHEMA_VERSION):
+                raise StoreCorrupt(f"{path} has crawlq schema {row[0]}, this crawlq reads "
+                                   f"{SCHEMA_VERSION}")
             if row[0] in (1, 2):
                 # Schema 1 had one table each: its rows stay as level 2. Schema 2 had no
                 # cursors: every row of levels 1 and 2 is queued (the default cursor).
@@ -204,10 +211,10 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
                         conn.execute(f"ALTER TABLE queues ADD COLUMN l{level}_nprio INTEGER")
                         conn.execute(f"ALTER TABLE queues ADD COLUMN l{level}_ord INTEGER "
                                      "NOT NULL DEFAULT 0")
+            if row[0] != SCHEMA_VERSION:
+                # Schemas 1 to 3 kept a row per lease.
+                sqlite_leases.convert_rows(conn)
                 conn.execute("UPDATE meta SET value=? WHERE name='schema'", (SCHEMA_VERSION,))
-            elif row[0] != SCHEMA_VERSION:
-                raise StoreCorrupt(f"{path} has crawlq schema {row[0]}, this crawlq reads "
-                                   f"{SCHEMA_VERSION}")
             stored = conn.execute("SELECT value FROM meta WHERE name='bloom'").fetchone()
             want = None if bloom_shape is None else f"{bloom_shape[0]}:{bloom_shape[1]}"
             if stored is None or stored[0] != want:

@@ -1,0 +1,180 @@
+"""The SQLite store's leases, kept per ``next`` call rather than per lease.
+
+A call's leases have consecutive tokens (``first`` .. ``last``) and one expiry time, so
+they are written as two rows: ``lease_calls`` (small: the tokens, the expiry, how many
+are still open and a bitmap of those answered) and ``lease_data`` (what is needed to
+put a lease back: qid, negated priority, order and retries per lease, and the payloads).
+A row per lease cost a B-tree insert at ``next`` and a delete at ``done`` for each
+request, about a tenth of a batch crawl's time (docs/benchmarks.md, session 12); now a
+call of 1,000 leases costs two inserts, and answering them two deletes. Answering part
+of a call rewrites only its small ``lease_calls`` row.
+
+Integers are packed as little-endian int64 arrays, so a file reads the same on any
+machine.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import accumulate
+from typing import Any
+
+DDL = """
+CREATE TABLE IF NOT EXISTS lease_calls (
+    last INTEGER PRIMARY KEY,
+    first INTEGER NOT NULL,
+    expires REAL NOT NULL,
+    open INTEGER NOT NULL,
+    acked BLOB
+);
+CREATE INDEX IF NOT EXISTS lease_calls_expiry ON lease_calls (expires);
+CREATE TABLE IF NOT EXISTS lease_data (
+    last INTEGER PRIMARY KEY,
+    ints BLOB NOT NULL,
+    ends BLOB NOT NULL,
+    payloads BLOB NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS lease_calls_gone AFTER DELETE ON lease_calls BEGIN
+    DELETE FROM lease_data WHERE last = old.last;
+END;
+"""
+"""``lease_calls``: a call's tokens are ``first`` .. ``last``; ``open`` of them are not
+answered yet; bit ``t - first`` of ``acked`` (NULL: no bit yet) is set once token ``t``
+is. ``lease_data``: per lease of the call, in token order, qid, nprio, ord and retries
+(``ints``) and the end offset of its payload in ``payloads`` (``ends``); deleted with its
+call by a trigger (one statement less per answered call)."""
+
+FIELDS = 4  # ints per lease: qid, nprio, ord, retries
+
+_SWAP = sys.byteorder != "little"
+
+LeaseRow = tuple[int, int, int, int, bytes]
+"""A lease's entry: qid, nprio, ord, retries, payload."""
+
+
+def _pack(values: Iterable[int]) -> bytearray:
+    a = array("q", values)
+    if _SWAP:
+        a.byteswap()
+    # (bytearray: the sqlite3 module binds it directly, bytes go through adaptation)
+    return bytearray(a.tobytes())
+
+
+def _unpack(blob: bytes) -> array[int]:
+    a = array("q")
+    a.frombytes(blob)
+    if _SWAP:
+        a.byteswap()
+    return a
+
+
+def write(c: sqlite3.Connection, first: int, expires: float, ints: Sequence[int],
+          payloads: Sequence[bytes]) -> None:
+    """Record the leases of one call: tokens ``first`` on, one per payload; ``ints``
+    holds FIELDS values per lease."""
+    if not payloads:
+        return
+    last = first + len(payloads) - 1
+    c.execute("INSERT INTO lease_calls VALUES (?,?,?,?,NULL)",
+              (last, first, expires, len(payloads)))
+    c.execute("INSERT INTO lease_data VALUES (?,?,?,?)",
+              (last, _pack(ints), _pack(accumulate(map(len, payloads))),
+               bytearray().join(payloads)))
+
+
+def _payload(ends: array[int], payloads: bytes, k: int) -> bytes:
+    return payloads[ends[k - 1] if k else 0:ends[k]]
+
+
+def answer(c: sqlite3.Connection, tokens: Iterable[int], full: set[int] | frozenset[int]
+           ) -> tuple[dict[int, tuple[int, int]], dict[int, LeaseRow]]:
+    """Close the open leases among ``tokens``: token -> (qid, nprio) for each of them
+    (tokens unknown or answered before are left out), and the whole entry for those
+    in ``full``. Calls with no open lease left are deleted."""
+    held: dict[int, tuple[int, int]] = {}
+    rows: dict[int, LeaseRow] = {}
+    toks = sorted(set(tokens))
+    i = 0
+    while i < len(toks):
+        call = c.execute("SELECT l.last, l.first, l.open, l.acked, d.ints FROM lease_calls l "
+                         "JOIN lease_data d ON d.last = l.last WHERE l.last >= ? "
+                         "ORDER BY l.last LIMIT 1", (toks[i],)).fetchone()
+        if call is None:
+            break  # the rest belong to calls answered or expired already
+        last, first, n_open, acked, ints_blob = call
+        j = bisect_right(toks, last, i)
+        mine = [t for t in toks[i:j] if t >= first]
+        i = j
+        if not mine:
+            continue
+        bits = bytearray(acked) if acked is not None else bytearray((last - first) // 8 + 1)
+        want_full = any(t in full for t in mine) if full else False
+        if want_full:
+            ends_blob, payloads = c.execute("SELECT ends, payloads FROM lease_data WHERE last=?",
+                                            (last,)).fetchone()
+            ends = _unpack(ends_blob)
+        ints = _unpack(ints_blob)
+        for t in mine:
+            k = t - first
+            byte, bit = k >> 3, 1 << (k & 7)
+            if bits[byte] & bit:
+                continue  # answered before
+            bits[byte] |= bit
+            n_open -= 1
+            at = FIELDS * k
+            held[t] = (ints[at], ints[at + 1])
+            if want_full and t in full:
+                rows[t] = (ints[at], ints[at + 1], ints[at + 2], ints[at + 3],
+                           _payload(ends, payloads, k))
+        if n_open <= 0:
+            c.execute("DELETE FROM lease_calls WHERE last=?", (last,))
+        else:
+            c.execute("UPDATE lease_calls SET open=?, acked=? WHERE last=?",
+                      (n_open, bits, last))
+    return held, rows
+
+
+def _open_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]
+               ) -> Iterator[tuple[int, LeaseRow]]:
+    """The open leases (last of their call, entry) of the calls ``where`` selects."""
+    for last, first, acked, ints_blob, ends_blob, payloads in c.execute(
+            "SELECT l.last, l.first, l.acked, d.ints, d.ends, d.payloads FROM lease_calls l "
+            f"JOIN lease_data d ON d.last = l.last {where}", args).fetchall():
+        ints, ends = _unpack(ints_blob), _unpack(ends_blob)
+        for k in range(last - first + 1):
+            if acked is not None and acked[k >> 3] & (1 << (k & 7)):
+                continue
+            at = FIELDS * k
+            yield last, (ints[at], ints[at + 1], ints[at + 2], ints[at + 3],
+                         _payload(ends, payloads, k))
+
+
+def expire(c: sqlite3.Connection, now: float) -> list[LeaseRow]:
+    """Close every lease whose call expired at ``now``: their entries."""
+    out: list[LeaseRow] = []
+    calls: set[int] = set()
+    for last, row in _open_rows(c, "WHERE l.expires <= ?", (now,)):
+        out.append(row)
+        calls.add(last)
+    if calls:
+        # (calls with every lease answered were deleted already)
+        c.executemany("DELETE FROM lease_calls WHERE last=?", [(last,) for last in calls])
+    return out
+
+
+def open_leases(c: sqlite3.Connection) -> Iterator[LeaseRow]:
+    """Every open lease's entry (for a dump)."""
+    for _, row in _open_rows(c, "", ()):
+        yield row
+
+
+def convert_rows(c: sqlite3.Connection) -> None:
+    """Schema 3 kept a row per lease in ``leases``: each becomes a call of its own."""
+    for token, expires, qid, nprio, order, retries, payload in c.execute(
+            "SELECT token, expires, qid, nprio, ord, retries, payload FROM leases").fetchall():
+        write(c, token, expires, (qid, nprio, order, retries), (payload,))
+    c.execute("DROP TABLE leases")
