@@ -26,7 +26,14 @@ from crawlq.models import _NO_META
 from crawlq.policies.canonical import Canonicalizer
 from crawlq.stores.base import ADDED, DUPLICATE, OVER_BUDGET, PRIORITY_MAX, QueuePolicy
 from crawlq.stores.sqlite import SQLiteStore, _Delta
-from crawlq.stores.sqlite_schema import BUSY, EXHAUSTED, NO_CURSOR, READY, RESTING
+from crawlq.stores.sqlite_schema import (
+    BUSY,
+    CURSOR_LEVELS,
+    EXHAUSTED,
+    NO_CURSOR,
+    READY,
+    RESTING,
+)
 from crawlq.testing import Clock
 
 
@@ -264,7 +271,7 @@ def _random_settle_case(rng: random.Random, n: int) -> tuple[list[tuple[Any, ...
         queued = rng.choice([0, 1, 2, 5, 40])
         inflight = rng.choice([0, 0, 1, 3])
         head = None if queued == 0 and rng.random() < 0.7 else rng.randint(-5, 5)
-        cursors = tuple(x for _ in range(2) for x in (
+        cursors = tuple(x for _ in CURSOR_LEVELS for x in (
             (NO_CURSOR, 0) if rng.random() < 0.5 else (rng.randint(-5, 5), rng.randint(1, 99))))
         since = rng.choice([0.0, 90.0, 100.0])
         ready_at = rng.choice([0.0, 95.0, 100.0, 105.0, 150.0])
@@ -281,7 +288,8 @@ def _random_settle_case(rng: random.Random, n: int) -> tuple[list[tuple[Any, ...
             else:
                 d.update(head=rng.choice([None, rng.randint(-5, 5)]), exact=True)
             if rng.random() < 0.3:
-                d["cursor"] = (rng.randint(-5, 5), rng.randint(1, 99), NO_CURSOR, 0)
+                d["cursor"] = (rng.randint(-5, 5), rng.randint(1, 99),
+                               *(NO_CURSOR, 0) * (len(CURSOR_LEVELS) - 1))
         elif kind == "done":
             d["inflight"] = -rng.choice([1, 2])
             if rng.random() < 0.3:
@@ -341,8 +349,8 @@ def test_queue_settling_errors(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         apply([[1, 0, None]], {1: d}, 1.0)  # not a tuple
     with pytest.raises(TypeError):
-        apply([(1,) + (0,) * 19], {1: object()}, 1.0)  # not a _Delta
-    row = (1, READY, "x", 0.0, 0.0, 1, 0, 0, 0, NO_CURSOR, 0, NO_CURSOR, 0) + (None,) * 7
+        apply([(1,) + (0,) * (15 + 2 * len(CURSOR_LEVELS))], {1: object()}, 1.0)  # no _Delta
+    row = (1, READY, "x", 0.0, 0.0, 1, 0, 0, 0, *(NO_CURSOR, 0) * len(CURSOR_LEVELS)) + (None,) * 7
     with pytest.raises(TypeError):
         apply([row], {1: d}, 1.0)  # a head that is not an int
     assert apply([row], {2: d}, 1.0) == {}  # rows without a delta are left alone

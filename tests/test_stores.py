@@ -435,26 +435,28 @@ def test_sqlite_level_cursors_survive_merges_and_redelivery(
     assert order == better + first[30:] + worse
 
 
+@pytest.mark.parametrize("l0_rows", [5, 40, 100_000])
 @pytest.mark.parametrize("lifo", [False, True])
-def test_sqlite_levels_lease_like_the_memory_store(tmp_path: Path, lifo: bool,
+def test_sqlite_levels_lease_like_the_memory_store(tmp_path: Path, lifo: bool, l0_rows: int,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """A random mix of adds (random priorities), leases, acknowledgements and expiries on
-    one host gives the same leases in the same order from the SQLite store, with levels
-    merged every 5 rows (cursors, drops and slice moves all along), as from the memory
+    """A random mix of adds (random priorities), leases, acknowledgements, retries and
+    expiries on one host gives the same leases in the same order from the SQLite store,
+    with levels merged every 5 or 40 rows (cursors, drops and slice moves all along) or
+    never (everything in level 0, behind and past its cursor), as from the memory
     store."""
     import random
 
     from crawlq.stores import sqlite as sqlite_module
 
-    monkeypatch.setattr(sqlite_module, "L0_ROWS", 5)
+    monkeypatch.setattr(sqlite_module, "L0_ROWS", l0_rows)
     monkeypatch.setattr(sqlite_module, "SLICES", 2)
     rng = random.Random(7)
     ops: list[tuple[str, Any]] = []
     for _ in range(300):
-        op = rng.choice(["add", "add", "next", "next", "done", "expire"])
+        op = rng.choice(["add", "add", "next", "next", "done", "retry", "expire"])
         if op == "add":
             ops.append((op, [rng.randint(-2, 2) for _ in range(rng.randint(1, 9))]))
-        elif op in ("next", "done"):
+        elif op in ("next", "done", "retry"):
             ops.append((op, rng.randint(1, 12)))
         elif rng.random() < 0.3:
             ops.append((op, None))
@@ -478,6 +480,9 @@ def test_sqlite_levels_lease_like_the_memory_store(tmp_path: Path, lifo: bool,
                 elif op == "done":
                     f.done(held[:arg])
                     del held[:arg]
+                elif op == "retry":  # back at once, under their old keys
+                    f.retry(held[-arg:])
+                    del held[-arg:]
                 else:
                     now[0] += 11  # every lease held expires
                     held.clear()
@@ -554,11 +559,12 @@ def _open_call(c: sqlite3.Connection, last: int) -> list[tuple[Any, ...]]:
     return [row for at, row in sqlite_leases._open_rows(c, "WHERE l.last = ?", (last,))]
 
 
-@pytest.mark.parametrize("schema", [1, 2, 3])
+@pytest.mark.parametrize("schema", [1, 2, 3, 4])
 def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> None:
     """A file written before the seen-set had levels (schema 1), before level 2 had
-    cursors (schema 2), or before leases were kept per call (schema 3) opens, keeps its
-    fingerprints and entries, and gets the new tables and columns."""
+    cursors (schema 2), before leases were kept per call (schema 3), or before level 0 had
+    cursors (schema 4) opens, keeps its fingerprints and entries, and gets the new tables
+    and columns."""
     db = tmp_path / "old.db"
     with Frontier.open(f"sqlite:///{db}", **FAST) as f:
         f.add(["https://a.example/1", "https://a.example/2"])
@@ -567,10 +573,12 @@ def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> No
         c.execute("INSERT INTO entries SELECT * FROM entries0")
         c.execute("DELETE FROM seen0")
         c.execute("DELETE FROM entries0")
-        if schema < 3:
-            c.execute("ALTER TABLE queues DROP COLUMN l2_nprio")
-            c.execute("ALTER TABLE queues DROP COLUMN l2_ord")
-        _as_lease_rows(c)
+        for level, since in ((0, 5), (2, 3)):
+            if schema < since:
+                c.execute(f"ALTER TABLE queues DROP COLUMN l{level}_nprio")
+                c.execute(f"ALTER TABLE queues DROP COLUMN l{level}_ord")
+        if schema <= 3:
+            _as_lease_rows(c)
         if schema == 1:
             for t in ("seen0", "seen1", "entries0", "entries1"):
                 c.execute(f"DROP TABLE {t}")
@@ -588,7 +596,7 @@ def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> No
     assert _level_sizes(db, ("entries0", "entries")) == {"entries0": 1, "entries": 2}
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT l2_nprio, l2_ord FROM queues").fetchall() == [(0, 1)]
-        assert c.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (4,)
+        assert c.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (5,)
         assert not c.execute("SELECT 1 FROM sqlite_master WHERE name='leases'").fetchall()
 
 

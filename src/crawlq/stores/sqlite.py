@@ -172,7 +172,7 @@ class _Delta:
         self.duration: float | None = None
         self.explicit_delay: float | None = None
         # The queue's cursors (nprio, ord per CURSOR_LEVELS; NO_CURSOR: none) after
-        # the call, when it leased from a level past 0.
+        # the call, when it leased.
         self.cursor: tuple[int, ...] | None = None
 
     def offer_head(self, nprio: int) -> None:
@@ -536,12 +536,35 @@ class SQLiteStore:
             w.append(vals + (qid,))  # noqa: RUF005
         return writes
 
+    def _before_level0(self, c: sqlite3.Connection, rows: Iterable[Sequence[Any]]) -> set[int]:
+        """Before ``rows`` (qid, nprio, ord, ...) go into level 0: a queue with one at or
+        before its cursor there (a better priority than what it leased there, a lease
+        come back) first drops what it leased there, and the cursor is reset, so that a
+        cursor never passes a queued row. Returns those queues; their cached rows are
+        forgotten (a caller holding them reads them again)."""
+        first: dict[int, tuple[int, int]] = {}
+        for r in rows:
+            key, have = (r[1], r[2]), first.get(r[0])
+            if have is None or key < have:
+                first[r[0]] = key
+        behind = []
+        at = _CURSORS_AT + 2 * CURSOR_LEVELS.index(0)
+        for row in self._queue_rows(c, sorted(first)):
+            cur = (row[at], row[at + 1])
+            if cur[0] != NO_CURSOR and first[row[0]] <= cur:
+                behind.append((row[0], *cur))
+        if behind:
+            _drop_behind_cursors(c, 0, behind)
+            self._forget_queues(r[0] for r in behind)
+        return {r[0] for r in behind}
+
     def _back_to_queues(self, c: sqlite3.Connection, rows: Sequence[sqlite_leases.LeaseRow],
                         deltas: dict[int, _Delta], was_leased: bool) -> None:
         """Entries (qid, nprio, ord, retries, payload) back into level 0, under their own
         keys: a lease come back goes to the head of its queue, where it was."""
         if not rows:
             return
+        self._before_level0(c, rows)
         c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)",
                       [(*e[:4], bytearray(e[4])) for e in rows])
         self._settled(_settle_levels(c, "entries", len(rows)))
@@ -606,6 +629,10 @@ class SQLiteStore:
                         d = deltas[last] = _Delta()
                         d.head = row[1]
                     d.queued += 1
+                reset = self._before_level0(c, new_rows)
+                if reset:  # (rows read before are stale there: their cursors changed)
+                    fresh = {r[0]: r for r in self._queue_rows(c, sorted(reset))}
+                    qrows = [fresh.get(r[0], r) for r in qrows]
                 _insert_rows(c, "INSERT INTO entries0", 5, new_rows)
                 self._settled(_settle_levels(c, "entries", len(new_rows)))
             if later:
@@ -696,26 +723,19 @@ class SQLiteStore:
                         after[qid] = None
                 if not got:
                     break
-                gone: list[tuple[int, int, int]] = []  # leased from level 0
                 counts: dict[int, int] = {}
                 for row in got:
                     qid, nprio, order, retries, payload, level = row[:6]
                     token += 1
                     ints += (qid, nprio, order, retries)
                     payloads.append(payload)
-                    if level:
-                        # Not deleted: the queue's cursor moves past it (in key order, as
-                        # _FIRST_ENTRIES returns them).
-                        cur, at = cursor[qid], 2 * level - 2
-                        cursor[qid] = (*cur[:at], nprio, order, *cur[at + 2:])
-                        moved_on.add(qid)
-                    else:
-                        gone.append((qid, nprio, order))
+                    # Not deleted: the queue's cursor in the level moves past it (in key
+                    # order, as _FIRST_ENTRIES returns them).
+                    cur, at = cursor[qid], 2 * level
+                    cursor[qid] = (*cur[:at], nprio, order, *cur[at + 2:])
+                    moved_on.add(qid)
                     out.append((token, keys[qid], -nprio, retries, payload, expires))
                     counts[qid] = counts.get(qid, 0) + 1
-                if gone:
-                    c.executemany(f"DELETE FROM {ENTRY_LEVELS[0]} WHERE qid=? AND nprio=? "
-                                  "AND ord=?", gone)
                 for qid, k in counts.items():
                     taken[qid] += k
                 if len(out) >= limit:
@@ -801,6 +821,7 @@ class SQLiteStore:
                 c.executemany("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
                               "VALUES (?,?,?,?,?,?)", dead_rows)
             if back:
+                self._before_level0(c, back)
                 c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)", back)
                 self._settled(_settle_levels(c, "entries", len(back)))
             if later:
@@ -924,6 +945,7 @@ class SQLiteStore:
                 d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
                 d.queued += 1
                 d.offer_head(-prio)
+            self._before_level0(c, new_rows)
             c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)", new_rows)
             self._settled(_settle_levels(c, "entries", len(new_rows)))
             c.executemany("DELETE FROM dead WHERE id=?", [(r[0],) for r in rows])
@@ -1077,11 +1099,11 @@ class _SeenTx:
 
 
 def _past(cursors: Iterable[tuple[str, str]]) -> tuple[str, ...]:
-    """Per level, the condition on its rows ``y``: the levels after 0 are read past the
-    queue's ``cursors`` there (SQL for nprio, NULL for none, and ord; see sqlite_schema);
-    the rows at or before are leased or done."""
-    return ("", *(f" AND (y.nprio, y.ord) > (ifnull({n}, {NO_CURSOR}), {o})"
-                  for n, o in cursors))
+    """Per level, the condition on its rows ``y``: each level is read past the queue's
+    cursor there (SQL for nprio, NULL for none, and ord; per CURSOR_LEVELS; see
+    sqlite_schema); the rows at or before it are leased or done."""
+    return tuple(f" AND (y.nprio, y.ord) > (ifnull({n}, {NO_CURSOR}), {o})"
+                 for n, o in cursors)
 
 
 @functools.lru_cache(maxsize=64)
@@ -1176,12 +1198,18 @@ def _settle_levels(c: sqlite3.Connection, kind: str, n: int) -> bool:
             # Queues whose new rows sort before their level-1 cursor (a better priority,
             # a lease come back): what they leased there goes first.
             _drop_behind_cursors(c, 1, c.execute(_OVERTAKEN).fetchall())
-        c.execute(f"{insert} INTO {l1} SELECT * FROM {l0} ORDER BY {order}")
+            # What the queues leased in level 0 (behind their cursors) ends there.
+            c.execute(f"INSERT INTO {l1} SELECT y.* FROM {l0} y JOIN queues q ON "
+                      f"q.qid = y.qid WHERE 1{_L0_PAST} ORDER BY y.qid, y.nprio, y.ord")
+            c.execute("UPDATE queues SET l0_nprio=NULL, l0_ord=0 WHERE l0_nprio IS NOT NULL")
+        else:
+            c.execute(f"{insert} INTO {l1} SELECT * FROM {l0} ORDER BY {order}")
         c.execute(f"DELETE FROM {l0}")
         lo, hi = _slice_bounds(c, kind, cursor)
         if kind == "entries":
             # The slice leaves level 1 for level 2: what its queues leased in either goes.
-            for level in CURSOR_LEVELS:
+            # (Level 0's cursors were all reset just now.)
+            for level in (1, 2):
                 _drop_behind_cursors(c, level, c.execute(
                     f"SELECT qid, l{level}_nprio, l{level}_ord FROM queues WHERE qid >= ? AND "
                     f"qid < ? AND l{level}_nprio IS NOT NULL", (lo, hi)).fetchall())
@@ -1196,10 +1224,15 @@ def _settle_levels(c: sqlite3.Connection, kind: str, n: int) -> bool:
     return merged
 
 
-_OVERTAKEN = (f"SELECT DISTINCT q.qid, q.l1_nprio, q.l1_ord FROM {ENTRY_LEVELS[0]} e "
-              "JOIN queues q ON q.qid = e.qid WHERE q.l1_nprio IS NOT NULL AND "
-              "(e.nprio, e.ord) <= (q.l1_nprio, q.l1_ord) ORDER BY q.qid")
-"""The queues (qid and level-1 cursor) with a row in level 0 that sorts before the cursor."""
+_L0_PAST = _past([("q.l0_nprio", "q.l0_ord")])[0]
+"""The condition on a level-0 row ``y`` of queue ``q`` that it is queued (past the
+queue's cursor there)."""
+
+_OVERTAKEN = (f"SELECT DISTINCT q.qid, q.l1_nprio, q.l1_ord FROM {ENTRY_LEVELS[0]} y "
+              "JOIN queues q ON q.qid = y.qid WHERE q.l1_nprio IS NOT NULL AND "
+              f"(y.nprio, y.ord) <= (q.l1_nprio, q.l1_ord){_L0_PAST} ORDER BY q.qid")
+"""The queues (qid and level-1 cursor) with a queued row in level 0 that sorts before
+the cursor."""
 
 
 def _drop_behind_cursors(c: sqlite3.Connection, level: int,
@@ -1273,6 +1306,7 @@ class _Loader:
                                                      payload))
             self.counts["scheduled"] = self.counts.get("scheduled", 0) + 1
             return
+        self.store._before_level0(self.c, [(qid, -priority, order)])
         self.c.execute("INSERT INTO entries0 VALUES (?,?,?,?,?)",
                        (qid, -priority, order, retries, payload))
         self.entries += 1

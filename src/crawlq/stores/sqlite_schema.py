@@ -21,23 +21,27 @@ newest level wins (seen0, then seen1, then seen), since a revisit writes a new
 ``revisit_at`` while the old row waits in an older level. The merges run inside the
 ``add`` that fills level 0, so they are atomic like every other step.
 
-Leasing from levels 1 and 2 deletes nothing there: a batch of leases takes the heads of
-many queues, spread over many pages, and one page rewritten per lease made taking slow
-(the same write volume as adding into one big table). A queue's rows in one level are
-leased in key order (its head is the best over the levels), so each queue keeps a
-cursor per level, ``(l1_nprio, l1_ord)`` and ``(l2_nprio, l2_ord)`` (a NULL ``nprio``:
-none): the key of the last row it leased from that level. Rows at or before it are
-gone from the queue; readers of the level look past it. A cursor must not pass a row
-that is still queued, so before rows arrive in a level that may sort before a queue's
-cursor, the rows behind it are deleted (in key order) and the cursor is reset:
+Leasing deletes nothing from the levels: a batch of leases takes the heads of many
+queues, spread over many pages, and one page rewritten per lease made taking slow (the
+same write volume as adding into one big table; in level 0, about half of the pages a
+``next(1000)`` wrote). A queue's rows in one level are leased in key order (its head is
+the best over the levels), so each queue keeps a cursor per level, ``(l0_nprio, l0_ord)``,
+``(l1_nprio, l1_ord)`` and ``(l2_nprio, l2_ord)`` (a NULL ``nprio``: none): the key of the
+last row it leased from that level. Rows at or before it are gone from the queue;
+readers of the level look past it. A cursor must not pass a row that is still queued,
+so before rows arrive in a level that may sort before a queue's cursor, the rows behind
+it are deleted (in key order) and the cursor is reset:
 
+- when rows go into level 0 (an add with a better priority than what the queue leased
+  there, a lease come back under its old key), for those queues (the SQLite store's
+  ``_before_level0``);
 - at a merge of level 0 into level 1, for the queues with a new row before their
-  level-1 cursor (a better priority added later, a lease come back under its old key);
+  level-1 cursor; the rows behind the level-0 cursors are not merged, and every level-0
+  cursor is reset;
 - when a slice of level 1 moves into level 2, for all the slice's queues, in both
   levels (so leased rows stay in the file at most one round of the slice cursor).
 
-Level 0 is small and rewritten anyway, so leasing deletes there, and rows that come
-back from a lease (an expiry, a retry) return to level 0.
+Rows that come back from a lease (an expiry, a retry) return to level 0.
 
 Write volume per batch and B-tree operations per URL, not statements, are what limit a
 WAL database, hence this layout.
@@ -47,8 +51,9 @@ Queues carry their own state code (0 ready, 1 busy, 2 resting, 3 exhausted), ``h
 ready queues by priority then by ``since``), counters and per-queue overrides.
 
 Schema 2 added the levels, schema 3 the cursors of levels 1 and 2, schema 4 the leases
-per call (before, a ``leases`` row per lease); older files are upgraded when opened (a
-schema-1 file's rows stay in level 2; each old lease row becomes a call of its own).
+per call (before, a ``leases`` row per lease), schema 5 the cursors of level 0; older
+files are upgraded when opened (a schema-1 file's rows stay in level 2; each old lease
+row becomes a call of its own).
 """
 
 from __future__ import annotations
@@ -59,13 +64,13 @@ from collections.abc import Iterator
 from ..errors import StoreCorrupt
 from . import sqlite_leases
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 NO_CURSOR = -(2**62)
 """Below every negated priority: the cursor of a queue that has leased nothing from a
 level since that level's rows behind the cursors were last deleted. Stored as NULL
 ``l1_nprio`` (``l2_nprio``), which takes no room in the row."""
-CURSOR_LEVELS = (1, 2)
+CURSOR_LEVELS = (0, 1, 2)
 """The entry levels read past a per-queue cursor, ``queues.l{level}_nprio, l{level}_ord``."""
 
 SEEN_LEVELS = ("seen0", "seen1", "seen")
@@ -109,6 +114,8 @@ CREATE TABLE IF NOT EXISTS queues (
     inflight INTEGER NOT NULL DEFAULT 0,
     accepted INTEGER NOT NULL DEFAULT 0,
     session INTEGER NOT NULL DEFAULT 0,
+    l0_nprio INTEGER,
+    l0_ord INTEGER NOT NULL DEFAULT 0,
     l1_nprio INTEGER,
     l1_ord INTEGER NOT NULL DEFAULT 0,
     l2_nprio INTEGER,
@@ -153,15 +160,14 @@ DDL += "".join(f"CREATE TABLE IF NOT EXISTS {t} (qid INTEGER NOT NULL, nprio INT
 
 def head_of(cursors: dict[int, tuple[str, str]]) -> str:
     """Scalar subquery: the negated priority of a queue ``queues.qid``'s best queued
-    entry; in levels 1 and 2, past the cursors (SQL parameters, ``nprio`` NULL or
-    NO_CURSOR for none) given per level: one index seek in each level. (With the queue
-    row's own columns as cursors SQLite would seek by ``nprio`` alone.)"""
-    return (f"SELECT min(n) FROM (SELECT min(nprio) AS n FROM {ENTRY_LEVELS[0]} WHERE "
-            "qid = queues.qid" + "".join(
-                f" UNION ALL SELECT n FROM (SELECT nprio AS n FROM {ENTRY_LEVELS[level]} "
-                f"WHERE qid = queues.qid AND (nprio, ord) > (ifnull({cursors[level][0]}, "
-                f"{NO_CURSOR}), {cursors[level][1]}) ORDER BY nprio, ord LIMIT 1)"
-                for level in CURSOR_LEVELS) + ")")
+    entry, past the cursors (SQL parameters, ``nprio`` NULL or NO_CURSOR for none) given
+    per level: one index seek in each level. (With the queue row's own columns as
+    cursors SQLite would seek by ``nprio`` alone.)"""
+    return "SELECT min(n) FROM (" + " UNION ALL ".join(
+        f"SELECT n FROM (SELECT nprio AS n FROM {ENTRY_LEVELS[level]} "
+        f"WHERE qid = queues.qid AND (nprio, ord) > (ifnull({cursors[level][0]}, "
+        f"{NO_CURSOR}), {cursors[level][1]}) ORDER BY nprio, ord LIMIT 1)"
+        for level in CURSOR_LEVELS) + ")"
 
 
 def _statements(script: str) -> Iterator[str]:
@@ -197,23 +203,26 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
             conn.execute("INSERT INTO meta VALUES ('bloom', ?)",
                          (None if bloom_shape is None else f"{bloom_shape[0]}:{bloom_shape[1]}",))
         else:
-            if row[0] not in (1, 2, 3, SCHEMA_VERSION):
+            if row[0] not in (1, 2, 3, 4, SCHEMA_VERSION):
                 raise StoreCorrupt(f"{path} has crawlq schema {row[0]}, this crawlq reads "
                                    f"{SCHEMA_VERSION}")
             if row[0] in (1, 2):
-                # Schema 1 had one table each: its rows stay as level 2. Schema 2 had no
-                # cursors: every row of levels 1 and 2 is queued (the default cursor).
                 conn.executemany("INSERT OR IGNORE INTO meta VALUES (?, 0)",
                                  [(c,) for c in COUNTERS])
+            if row[0] != SCHEMA_VERSION:
+                # Schema 1 had one table each: its rows stay as level 2. Schema 2 had no
+                # cursors, schema 4 none in level 0: every row there is queued (the
+                # default cursor).
                 cols = {r[1] for r in conn.execute("PRAGMA table_info(queues)")}
                 for level in CURSOR_LEVELS:
                     if f"l{level}_nprio" not in cols:
                         conn.execute(f"ALTER TABLE queues ADD COLUMN l{level}_nprio INTEGER")
                         conn.execute(f"ALTER TABLE queues ADD COLUMN l{level}_ord INTEGER "
                                      "NOT NULL DEFAULT 0")
-            if row[0] != SCHEMA_VERSION:
+            if row[0] in (1, 2, 3):
                 # Schemas 1 to 3 kept a row per lease.
                 sqlite_leases.convert_rows(conn)
+            if row[0] != SCHEMA_VERSION:
                 conn.execute("UPDATE meta SET value=? WHERE name='schema'", (SCHEMA_VERSION,))
             stored = conn.execute("SELECT value FROM meta WHERE name='bloom'").fetchone()
             want = None if bloom_shape is None else f"{bloom_shape[0]}:{bloom_shape[1]}"
