@@ -53,6 +53,9 @@ from .sqlite_schema import (
     initialize,
 )
 
+MIN_SQLITE = (3, 35, 0)
+"""The oldest SQLite the store runs on: it uses RETURNING (3.35), upserts (3.24) and row
+values (3.15)."""
 _CHUNK = 900  # bound parameters per statement, under every SQLite's default limit
 _CACHED_QUEUES = 200_000  # queue rows kept in memory at most (about 450 bytes each)
 _SEQ_MAX = 2**48
@@ -262,6 +265,13 @@ class SQLiteStore:
     ) -> None:
         if synchronous.lower() not in ("normal", "full", "off"):
             raise ConfigError("synchronous must be 'normal', 'full' or 'off'")
+        if sqlite3.sqlite_version_info < MIN_SQLITE:
+            # (otherwise the first RETURNING would fail as "near RETURNING: syntax error",
+            # which reads like a broken file)
+            raise StoreError(
+                f"the SQLite store needs SQLite >= {'.'.join(map(str, MIN_SQLITE))}; this "
+                f"Python's sqlite3 module uses {sqlite3.sqlite_version} (a newer Python or "
+                "distribution has it; or use memory:// or redis://)")
         self.path = path
         self.policy = policy or QueuePolicy()
         self.lifo = lifo
