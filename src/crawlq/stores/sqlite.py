@@ -1205,15 +1205,14 @@ def _settle_levels(c: sqlite3.Connection, kind: str, n: int) -> bool:
     cursor = int(meta[cursor_name])
     if rows >= _l0_limit(int(meta[size])):
         if kind == "entries":
-            # Queues whose new rows sort before their level-1 cursor (a better priority,
-            # a lease come back): what they leased there goes first.
+            # What the queues leased in level 0 (behind their cursors) ends there, and
+            # the queues whose new rows sort before their level-1 cursor (a better
+            # priority, a lease come back) drop what they leased there.
+            _drop_behind_cursors(c, 0, c.execute(
+                "SELECT qid, l0_nprio, l0_ord FROM queues WHERE l0_nprio IS NOT NULL "
+                "ORDER BY qid").fetchall())
             _drop_behind_cursors(c, 1, c.execute(_OVERTAKEN).fetchall())
-            # What the queues leased in level 0 (behind their cursors) ends there.
-            c.execute(f"INSERT INTO {l1} SELECT y.* FROM {l0} y JOIN queues q ON "
-                      f"q.qid = y.qid WHERE 1{_L0_PAST} ORDER BY y.qid, y.nprio, y.ord")
-            c.execute("UPDATE queues SET l0_nprio=NULL, l0_ord=0 WHERE l0_nprio IS NOT NULL")
-        else:
-            c.execute(f"{insert} INTO {l1} SELECT * FROM {l0} ORDER BY {order}")
+        c.execute(f"{insert} INTO {l1} SELECT * FROM {l0} ORDER BY {order}")
         c.execute(f"DELETE FROM {l0}")
         lo, hi = _slice_bounds(c, kind, cursor)
         if kind == "entries":
@@ -1234,15 +1233,11 @@ def _settle_levels(c: sqlite3.Connection, kind: str, n: int) -> bool:
     return merged
 
 
-_L0_PAST = _past([("q.l0_nprio", "q.l0_ord")])[0]
-"""The condition on a level-0 row ``y`` of queue ``q`` that it is queued (past the
-queue's cursor there)."""
-
 _OVERTAKEN = (f"SELECT DISTINCT q.qid, q.l1_nprio, q.l1_ord FROM {ENTRY_LEVELS[0]} y "
               "JOIN queues q ON q.qid = y.qid WHERE q.l1_nprio IS NOT NULL AND "
-              f"(y.nprio, y.ord) <= (q.l1_nprio, q.l1_ord){_L0_PAST} ORDER BY q.qid")
-"""The queues (qid and level-1 cursor) with a queued row in level 0 that sorts before
-the cursor."""
+              "(y.nprio, y.ord) <= (q.l1_nprio, q.l1_ord) ORDER BY q.qid")
+"""The queues (qid and level-1 cursor) with a row in level 0 that sorts before the
+cursor (run once level 0 holds queued rows only)."""
 
 
 def _drop_behind_cursors(c: sqlite3.Connection, level: int,
