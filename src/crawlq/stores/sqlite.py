@@ -546,27 +546,30 @@ class SQLiteStore:
             w.append(vals + (qid,))  # noqa: RUF005
         return writes
 
-    def _before_level0(self, c: sqlite3.Connection, rows: Iterable[Sequence[Any]]) -> set[int]:
+    def _before_level0(self, c: sqlite3.Connection, rows: Sequence[Sequence[Any]],
+                       queue_rows: Iterable[Sequence[Any]] | None = None) -> set[int]:
         """Before ``rows`` (qid, nprio, ord, ...) go into level 0: a queue with one at or
         before its cursor there (a better priority than what it leased there, a lease
         come back) first drops what it leased there, and the cursor is reset, so that a
-        cursor never passes a queued row. Returns those queues; their cached rows are
+        cursor never passes a queued row. ``queue_rows``: the rows of (at least) those
+        queues, when the caller has them. Returns those queues; their cached rows are
         forgotten (a caller holding them reads them again)."""
-        first: dict[int, tuple[int, int]] = {}
-        for r in rows:
-            key, have = (r[1], r[2]), first.get(r[0])
-            if have is None or key < have:
-                first[r[0]] = key
-        behind = []
+        if queue_rows is None:
+            queue_rows = self._queue_rows(c, sorted({r[0] for r in rows}))
         at = _CURSORS_AT + 2 * CURSOR_LEVELS.index(0)
-        for row in self._queue_rows(c, sorted(first)):
-            cur = (row[at], row[at + 1])
-            if cur[0] != NO_CURSOR and first[row[0]] <= cur:
-                behind.append((row[0], *cur))
+        # (most queues have no cursor there: only theirs need their new rows' keys)
+        cursors = {q[0]: (q[at], q[at + 1]) for q in queue_rows if q[at] != NO_CURSOR}
+        if not cursors:
+            return set()
+        behind: dict[int, tuple[int, int, int]] = {}
+        for r in rows:
+            cur = cursors.get(r[0])
+            if cur is not None and (r[1], r[2]) <= cur:
+                behind[r[0]] = (r[0], *cur)
         if behind:
-            _drop_behind_cursors(c, 0, behind)
-            self._forget_queues(r[0] for r in behind)
-        return {r[0] for r in behind}
+            _drop_behind_cursors(c, 0, sorted(behind.values()))
+            self._forget_queues(behind)
+        return set(behind)
 
     def _back_to_queues(self, c: sqlite3.Connection, rows: Sequence[sqlite_leases.LeaseRow],
                         deltas: dict[int, _Delta], was_leased: bool) -> None:
@@ -639,7 +642,7 @@ class SQLiteStore:
                         d = deltas[last] = _Delta()
                         d.head = row[1]
                     d.queued += 1
-                reset = self._before_level0(c, new_rows)
+                reset = self._before_level0(c, new_rows, qrows)
                 if reset:  # (rows read before are stale there: their cursors changed)
                     fresh = {r[0]: r for r in self._queue_rows(c, sorted(reset))}
                     qrows = [fresh.get(r[0], r) for r in qrows]
