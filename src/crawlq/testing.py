@@ -319,6 +319,27 @@ class FrontierContract:
         assert f.stats().late_acks == 1
         assert f.done(again) == 1
 
+    def test_leases_answered_in_part_then_expired(self, env: _Env) -> None:
+        """Of one call's leases, those answered (done, retried) stay answered; only the
+        others come back when the lease time is over, once each."""
+        f = env.open(lease_ttl=60, concurrency=100, retry_backoff=10, **FAST)
+        urls = [f"https://h{i % 3}.example/{i}" for i in range(12)]
+        f.add(urls)
+        leases = f.next(12)
+        assert len(leases) == 12
+        f.done(leases[0:4])
+        f.done(leases[4], Outcome.FAILED, error="x")  # retried after 10 s
+        f.done(leases[5])
+        f = env.checkpoint()
+        env.clock.advance(61)
+        back = f.next(20)
+        assert sorted(le.request.url for le in back) == sorted(
+            le.request.url for le in leases[4:5] + leases[6:])
+        s = f.stats()
+        assert (s.done, s.redelivered, s.leased, s.queued) == (5, 6, 7, 0)
+        assert f.done(leases[7]) == 0  # its lease expired: late
+        assert f.done(back) == 7 and f.stats().finished
+
     def test_a_lease_acknowledged_twice_in_one_call_counts_once(self, env: _Env) -> None:
         f = env.open(**FAST)
         f.add(["https://a.example/1", "https://b.example/1"])
