@@ -610,6 +610,25 @@ def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> No
         assert not c.execute("SELECT 1 FROM sqlite_master WHERE name='leases'").fetchall()
 
 
+def test_damaged_lease_data_is_store_corrupt(tmp_path: Path) -> None:
+    """A lease call whose packed data lost bytes is a StoreCorrupt naming it, from
+    ``done`` and from the expiry that ``next`` runs, not an IndexError."""
+    db = tmp_path / "l.db"
+    now = [1000.0]
+    opts = dict(clock=lambda: now[0], lease_ttl=10, **FAST)
+    with Frontier.open(f"sqlite:///{db}", **opts) as f:
+        f.add([f"https://h{i}.example/" for i in range(3)])
+        leases = f.next(3)
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE lease_data SET ints = substr(ints, 1, 40)")
+    with Frontier.open(f"sqlite:///{db}", **opts) as f:
+        with pytest.raises(StoreCorrupt, match=r"lease data of a next\(\) call is damaged"):
+            f.done(leases)
+        now[0] += 11
+        with pytest.raises(StoreCorrupt, match="damaged: 40 bytes where 96"):
+            f.next(3)
+
+
 def test_sqlite_schema_3_leases_survive_the_upgrade(tmp_path: Path) -> None:
     """Leases held in a schema-3 file (a row each) are still held after the upgrade:
     answerable, and redelivered when they expire."""

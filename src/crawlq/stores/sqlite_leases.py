@@ -23,6 +23,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
 from typing import Any
 
+from ..errors import StoreCorrupt
+
 DDL = """
 CREATE TABLE IF NOT EXISTS lease_calls (
     last INTEGER PRIMARY KEY,
@@ -64,8 +66,13 @@ def _pack(values: Iterable[int]) -> bytearray:
     return bytearray(a.tobytes())
 
 
-def _unpack(blob: bytes) -> array[int]:
+def _unpack(blob: bytes, n: int) -> array[int]:
+    """``n`` packed ints; a blob of another size is a damaged file, not a crash later."""
     a = array("q")
+    if not isinstance(blob, bytes) or len(blob) != 8 * n:
+        size = f"{len(blob)} bytes" if isinstance(blob, bytes) else repr(blob)
+        raise StoreCorrupt(f"the lease data of a next() call is damaged: {size} where "
+                           f"{8 * n} bytes were written")
     a.frombytes(blob)
     if _SWAP:
         a.byteswap()
@@ -116,8 +123,8 @@ def answer(c: sqlite3.Connection, tokens: Iterable[int], full: set[int] | frozen
         if want_full:
             ends_blob, payloads = c.execute("SELECT ends, payloads FROM lease_data WHERE last=?",
                                             (last,)).fetchone()
-            ends = _unpack(ends_blob)
-        ints = _unpack(ints_blob)
+            ends = _unpack(ends_blob, last - first + 1)
+        ints = _unpack(ints_blob, FIELDS * (last - first + 1))
         if acked is None and len(mine) == last - first + 1:
             # The whole call answered at once (a batch crawler's done(leases)): its
             # tokens are first..last in order, the qids and nprios every FIELDS ints.
@@ -155,7 +162,8 @@ def _open_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]
     for last, first, acked, ints_blob, ends_blob, payloads in c.execute(
             "SELECT l.last, l.first, l.acked, d.ints, d.ends, d.payloads FROM lease_calls l "
             f"JOIN lease_data d ON d.last = l.last {where}", args).fetchall():
-        ints, ends = _unpack(ints_blob), _unpack(ends_blob)
+        n = last - first + 1
+        ints, ends = _unpack(ints_blob, FIELDS * n), _unpack(ends_blob, n)
         for k in range(last - first + 1):
             if acked is not None and acked[k >> 3] & (1 << (k & 7)):
                 continue
