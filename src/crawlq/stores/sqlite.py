@@ -571,10 +571,11 @@ class SQLiteStore:
             self._forget_queues(behind)
         return set(behind)
 
-    def _back_to_queues(self, c: sqlite3.Connection, rows: Sequence[sqlite_leases.LeaseRow],
-                        deltas: dict[int, _Delta], was_leased: bool) -> None:
-        """Entries (qid, nprio, ord, retries, payload) back into level 0, under their own
-        keys: a lease come back goes to the head of its queue, where it was."""
+    def _to_level0(self, c: sqlite3.Connection, rows: Sequence[sqlite_leases.LeaseRow],
+                   deltas: dict[int, _Delta], was_leased: bool) -> None:
+        """Entries (qid, nprio, ord, retries, payload) into level 0 and their queues'
+        deltas, for all but add (which settles its own rows in bulk). Under its old key,
+        a lease come back goes to the head of its queue, where it was."""
         if not rows:
             return
         self._before_level0(c, rows)
@@ -592,13 +593,13 @@ class SQLiteStore:
         deltas: dict[int, _Delta] = {}
         # Expired leases go back to their old place: the same key puts them at the head.
         expired = sqlite_leases.expire(c, now)
-        self._back_to_queues(c, expired, deltas, True)
+        self._to_level0(c, expired, deltas, True)
         if expired:
             n = len(expired)
             self._count(c, redelivered=n, leased=-n, queued=n)
         due = c.execute("DELETE FROM scheduled WHERE due <= ? RETURNING qid, nprio, ord, "
                         "retries, payload", (now,)).fetchall()
-        self._back_to_queues(c, due, deltas, False)
+        self._to_level0(c, due, deltas, False)
         if due:
             self._count(c, scheduled=-len(due))
         self._apply(c, deltas, now)
@@ -827,16 +828,11 @@ class SQLiteStore:
                     if not_before is not None and not_before > now:
                         later.append((not_before, qid, nprio, e[2], retries, bytearray(e[4])))
                     else:
-                        back.append((qid, nprio, e[2], retries, bytearray(e[4])))
-                        d.queued += 1
-                        d.offer_head(nprio)
+                        back.append((qid, nprio, e[2], retries, e[4]))
             if dead_rows:
                 c.executemany("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
                               "VALUES (?,?,?,?,?,?)", dead_rows)
-            if back:
-                self._before_level0(c, back)
-                c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)", back)
-                self._settled(_settle_levels(c, "entries", len(back)))
+            self._to_level0(c, back, deltas, False)  # (inflight counted above)
             if later:
                 c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                               "VALUES (?,?,?,?,?,?)", later)
@@ -953,14 +949,8 @@ class SQLiteStore:
             new_rows = []
             for _did, qid, prio, payload in rows:
                 seq += 1
-                new_rows.append((qid, -prio, _SEQ_MAX - seq if self.lifo else seq, 0,
-                                 bytearray(payload)))
-                d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
-                d.queued += 1
-                d.offer_head(-prio)
-            self._before_level0(c, new_rows)
-            c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)", new_rows)
-            self._settled(_settle_levels(c, "entries", len(new_rows)))
+                new_rows.append((qid, -prio, _SEQ_MAX - seq if self.lifo else seq, 0, payload))
+            self._to_level0(c, new_rows, deltas, False)
             c.executemany("DELETE FROM dead WHERE id=?", [(r[0],) for r in rows])
             self._apply(c, deltas, now)
             self._count(c, dead=-len(rows), queued=len(rows))
