@@ -508,6 +508,141 @@ def test_sqlite_levels_lease_like_the_memory_store(tmp_path: Path, lifo: bool, l
     assert run(f"sqlite:///{tmp_path}/f.db") == expected
 
 
+# (read ahead: entries per queue and level; entries kept at most; calls between renewals;
+# entries a queue needs queued to read ahead for it)
+_AHEAD_VARIANTS = {"off": (0, 65_536, 1024, 4), "default": (16, 65_536, 1024, 4),
+                   "tiny": (2, 65_536, 1024, 1), "full": (4, 12, 1024, 1),
+                   "renew": (4, 65_536, 2, 1)}
+
+
+@pytest.mark.parametrize("hosts", [9, 40])
+@pytest.mark.parametrize("concurrency", [1, 1000])
+@pytest.mark.parametrize("l0_rows", [7, 100_000])
+def test_sqlite_read_ahead_leases_like_the_heads_statement(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, l0_rows: int,
+        concurrency: int, hosts: int) -> None:
+    """Entries read ahead per queue (SQLiteStore._fill_ahead) give the same leases in the
+    same order as the heads statement alone (read-ahead off), on a random mix of adds
+    on 9 or 40 hosts (random priorities: some before what was read ahead), leases of random
+    sizes, acknowledgements, failures, retries, expiries, adds by a second connection
+    to the same file, and reopens; with small and large read-ahead, with a bound so
+    small that most queues take the heads statement, with all dropped every 2 calls,
+    for big queues only or all, and with levels merged every 7 rows or never."""
+    import random
+
+    from crawlq.stores import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "L0_ROWS", l0_rows)
+    monkeypatch.setattr(sqlite_module, "SLICES", 2)
+    rng = random.Random(11)
+    ops: list[tuple[str, Any]] = []
+    for _ in range(400):
+        op = rng.choice(["add", "add", "next", "next", "next", "done", "fail", "retry",
+                         "expire", "other", "reopen"])
+        if op in ("add", "other"):
+            ops.append((op, [(rng.randrange(hosts), rng.randint(-3, 3))
+                             for _ in range(rng.randint(1, 25))]))
+        elif op in ("next", "done", "fail", "retry"):
+            ops.append((op, rng.randint(1, 30)))
+        elif rng.random() < 0.2:
+            ops.append((op, None))
+
+    def run(variant: str) -> list[list[str]]:
+        for name, value in zip(("_AHEAD", "_AHEAD_ROWS", "_AHEAD_RENEW", "_AHEAD_FROM"),
+                               _AHEAD_VARIANTS[variant]):
+            monkeypatch.setattr(sqlite_module, name, value)
+        now = [1000.0]
+        db = tmp_path / f"{variant}.db"
+        opts: dict[str, Any] = dict(clock=lambda: now[0], lease_ttl=10, max_retries=2,
+                                    concurrency=concurrency, **FAST)
+        out: list[list[str]] = []
+        held: list[Any] = []
+        n = 0
+
+        def requests(arg: list[tuple[int, int]]) -> list[Request]:
+            nonlocal n
+            n += len(arg)
+            return [Request(f"https://h{h}.example/{n - len(arg) + i}", priority=p)
+                    for i, (h, p) in enumerate(arg)]
+
+        f = Frontier.open(f"sqlite:///{db}", **opts)
+        try:
+            for op, arg in ops:
+                if op == "add":
+                    f.add(requests(arg))
+                elif op == "other":  # another connection: this one's reads are stale
+                    with Frontier.open(f"sqlite:///{db}", **opts) as g:
+                        g.add(requests(arg))
+                elif op == "next":
+                    leases = f.next(arg)
+                    out.append([lease.request.url for lease in leases])
+                    held += leases
+                elif op == "done":
+                    f.done(held[:arg])
+                    del held[:arg]
+                elif op == "fail":
+                    f.done(held[:arg], Outcome.FAILED, error="x")
+                    del held[:arg]
+                elif op == "retry":  # back at once, under their old keys
+                    f.retry(held[-arg:])
+                    del held[-arg:]
+                elif op == "expire":
+                    now[0] += 11  # every lease held expires
+                    held.clear()
+                else:
+                    f.close()
+                    f = Frontier.open(f"sqlite:///{db}", **opts)
+                    held.clear()  # (their leases expire below)
+            now[0] += 11  # the leases held expire
+            while not f.stats().finished:
+                while leases := f.next(7):
+                    out.append([lease.request.url for lease in leases])
+                    f.done(leases)
+                now[0] += 1000  # failures wait out their backoff
+            s = f.stats()
+            assert s.done + s.dead == s.seen == n
+        finally:
+            f.close()
+        return out
+
+    expected = run("off")
+    assert sum(map(len, expected)) > 1000
+    for variant in ("default", "tiny", "full", "renew"):
+        assert run(variant) == expected, variant
+
+
+@pytest.mark.parametrize("ahead_from", [1, 0])
+def test_sqlite_read_ahead_sees_entries_added_after_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ahead_from: int) -> None:
+    """A queue's entries read ahead, all it had, then one more added after them (a worse
+    priority) and one before them (a better one): each is leased in its place, and the
+    queue's place in the line follows its head; with and without reading ahead."""
+    from crawlq.stores import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "_AHEAD_FROM", ahead_from or 10**9)
+    with Frontier.open(f"sqlite:///{tmp_path}/f.db", concurrency=1000, **FAST) as f:
+        f.add([Request("https://a.example/1", priority=5),
+               Request("https://a.example/2", priority=5),
+               Request("https://b.example/x", priority=0)])
+
+        def take() -> str:
+            (lease,) = f.next(1)
+            f.done(lease)
+            return lease.request.url
+
+        assert take() == "https://a.example/1"  # (a's two read ahead: all it has)
+        assert bool(f.store._ahead) == bool(ahead_from)  # type: ignore[attr-defined]
+        f.add([Request("https://a.example/3", priority=-5)])
+        assert [take() for _ in range(3)] == [
+            "https://a.example/2", "https://b.example/x", "https://a.example/3"]
+        f.add([Request(f"https://a.example/{i}", priority=5) for i in (4, 5, 6)])
+        assert take() == "https://a.example/4"
+        f.add([Request("https://a.example/7", priority=9)])
+        assert [take() for _ in range(3)] == [
+            "https://a.example/7", "https://a.example/5", "https://a.example/6"]
+        assert f.stats().finished
+
+
 def test_sqlite_seen_levels_merge_and_still_dedup(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Thousands of fingerprints through seen0 -> seen1 -> seen (merged every 50 keys, one
