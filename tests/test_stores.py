@@ -643,6 +643,33 @@ def test_sqlite_read_ahead_sees_entries_added_after_it(
         assert f.stats().finished
 
 
+def test_sqlite_read_ahead_is_bounded(tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a connection reads ahead stays near its bound however many queues are ready
+    (then the others take the heads statement), its count matches what it holds, and
+    every entry is still leased once."""
+    from crawlq.stores import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "_AHEAD", 4)
+    monkeypatch.setattr(sqlite_module, "_AHEAD_ROWS", 100)
+    monkeypatch.setattr(sqlite_module, "L0_ROWS", 500)
+    urls = [f"https://h{i % 200}.example/{i}" for i in range(4000)]
+    with Frontier.open(f"sqlite:///{tmp_path}/f.db", concurrency=1000, **FAST) as f:
+        for i in range(0, len(urls), 1000):
+            f.add([Request(u, priority=j % 3) for j, u in enumerate(urls[i:i + 1000])])
+        store = f.store
+        leased: list[str] = []
+        most = 0
+        while leases := f.next(50):
+            leased += [lease.request.url for lease in leases]
+            f.done(leases)
+            held = sum(len(rows) for rows, _ in store._ahead.values())  # type: ignore
+            assert held == store._ahead_rows  # type: ignore[attr-defined]
+            most = max(most, held)
+        assert 0 < most <= 3 * 100
+        assert sorted(leased) == sorted(urls)
+
+
 def test_sqlite_seen_levels_merge_and_still_dedup(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Thousands of fingerprints through seen0 -> seen1 -> seen (merged every 50 keys, one
