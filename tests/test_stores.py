@@ -445,6 +445,28 @@ def test_sqlite_level_cursors_survive_merges_and_redelivery(
     assert order == better + first[30:] + worse
 
 
+def _leases_op(f: Frontier, op: str, arg: int, out: list[list[str]],
+               held: list[Any]) -> bool:
+    """One lease operation of the random-mix tests below: next (its URLs into ``out``,
+    its leases held), done, fail or retry (of ``arg`` leases held); False: not one."""
+    if op == "next":
+        leases = f.next(arg)
+        out.append([lease.request.url for lease in leases])
+        held += leases
+    elif op == "done":
+        f.done(held[:arg])
+        del held[:arg]
+    elif op == "fail":
+        f.done(held[:arg], Outcome.FAILED, error="x")
+        del held[:arg]
+    elif op == "retry":  # back at once, under their old keys
+        f.retry(held[-arg:])
+        del held[-arg:]
+    else:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("l0_rows", [5, 40, 100_000])
 @pytest.mark.parametrize("lifo", [False, True])
 def test_sqlite_levels_lease_like_the_memory_store(tmp_path: Path, lifo: bool, l0_rows: int,
@@ -483,17 +505,7 @@ def test_sqlite_levels_lease_like_the_memory_store(tmp_path: Path, lifo: bool, l
                     f.add([Request(f"https://a.example/{n + i}", priority=p)
                            for i, p in enumerate(arg)])
                     n += len(arg)
-                elif op == "next":
-                    leases = f.next(arg)
-                    out.append([lease.request.url for lease in leases])
-                    held += leases
-                elif op == "done":
-                    f.done(held[:arg])
-                    del held[:arg]
-                elif op == "retry":  # back at once, under their old keys
-                    f.retry(held[-arg:])
-                    del held[-arg:]
-                else:
+                elif not _leases_op(f, op, arg, out, held):
                     now[0] += 11  # every lease held expires
                     held.clear()
             now[0] += 11
@@ -573,19 +585,8 @@ def test_sqlite_read_ahead_leases_like_the_heads_statement(
                 elif op == "other":  # another connection: this one's reads are stale
                     with Frontier.open(f"sqlite:///{db}", **opts) as g:
                         g.add(requests(arg))
-                elif op == "next":
-                    leases = f.next(arg)
-                    out.append([lease.request.url for lease in leases])
-                    held += leases
-                elif op == "done":
-                    f.done(held[:arg])
-                    del held[:arg]
-                elif op == "fail":
-                    f.done(held[:arg], Outcome.FAILED, error="x")
-                    del held[:arg]
-                elif op == "retry":  # back at once, under their old keys
-                    f.retry(held[-arg:])
-                    del held[-arg:]
+                elif _leases_op(f, op, arg, out, held):
+                    pass
                 elif op == "expire":
                     now[0] += 11  # every lease held expires
                     held.clear()
