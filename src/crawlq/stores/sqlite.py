@@ -880,7 +880,6 @@ class SQLiteStore:
             # qid -> the keys of the last entries it leased from each level past 0 (see
             # sqlite_schema): nprio (NO_CURSOR: none), ord per CURSOR_LEVELS
             cursor = {r[0]: r[_CURSORS_AT:_SETTINGS_AT] for r in cands}
-            moved_on: set[int] = set()  # queues whose cursor moved in this call
             # qid -> how many it may lease in this call; needed once a queue can give
             # more than one (one round takes one from each of ``limit`` queues or more)
             room: dict[int, int] = {} if len(active) >= limit else self._room(cands)
@@ -919,7 +918,6 @@ class SQLiteStore:
                     # order, as _FIRST_ENTRIES returns them).
                     cur, at = cursor[qid], 2 * level
                     cursor[qid] = (*cur[:at], nprio, order, *cur[at + 2:])
-                    moved_on.add(qid)
                     out.append((token, keys[qid], -nprio, retries, payload, expires))
                     counts[qid] = counts.get(qid, 0) + 1
                 for qid, k in counts.items():
@@ -957,8 +955,7 @@ class SQLiteStore:
                         d.recompute = True
                     else:
                         d.head, d.exact = (None if head is _NO_HEAD else head), True
-                    if qid in moved_on:
-                        d.cursor = cursor[qid]
+                    d.cursor = cursor[qid]  # (every entry leased moved a cursor)
             self._apply(c, deltas, now, cands)
             self._count(c, leased=len(out), queued=-len(out))
         return out
