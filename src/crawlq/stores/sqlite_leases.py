@@ -93,8 +93,11 @@ def write(c: sqlite3.Connection, first: int, expires: float, ints: Sequence[int]
                bytearray().join(payloads)))
 
 
-def _payload(ends: array[int], payloads: bytes, k: int) -> bytes:
-    return payloads[ends[k - 1] if k else 0:ends[k]]
+def _entry(ints: array[int], ends: array[int], payloads: bytes, k: int) -> LeaseRow:
+    """The entry of the call's ``k``-th lease."""
+    at = FIELDS * k
+    return (ints[at], ints[at + 1], ints[at + 2], ints[at + 3],
+            payloads[ends[k - 1] if k else 0:ends[k]])
 
 
 def answer(c: sqlite3.Connection, tokens: Iterable[int], full: set[int] | frozenset[int]
@@ -130,10 +133,7 @@ def answer(c: sqlite3.Connection, tokens: Iterable[int], full: set[int] | frozen
             # tokens are first..last in order, the qids and nprios every FIELDS ints.
             held.update(zip(mine, zip(ints[::FIELDS], ints[1::FIELDS])))
             for t in (full.intersection(mine) if want_full else ()):
-                k = t - first
-                at = FIELDS * k
-                rows[t] = (ints[at], ints[at + 1], ints[at + 2], ints[at + 3],
-                           _payload(ends, payloads, k))
+                rows[t] = _entry(ints, ends, payloads, t - first)
             c.execute("DELETE FROM lease_calls WHERE last=?", (last,))
             continue
         for t in mine:
@@ -146,8 +146,7 @@ def answer(c: sqlite3.Connection, tokens: Iterable[int], full: set[int] | frozen
             at = FIELDS * k
             held[t] = (ints[at], ints[at + 1])
             if want_full and t in full:
-                rows[t] = (ints[at], ints[at + 1], ints[at + 2], ints[at + 3],
-                           _payload(ends, payloads, k))
+                rows[t] = _entry(ints, ends, payloads, k)
         if n_open <= 0:
             c.execute("DELETE FROM lease_calls WHERE last=?", (last,))
         else:
@@ -167,9 +166,7 @@ def _open_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]
         for k in range(last - first + 1):
             if acked is not None and acked[k >> 3] & (1 << (k & 7)):
                 continue
-            at = FIELDS * k
-            yield last, (ints[at], ints[at + 1], ints[at + 2], ints[at + 3],
-                         _payload(ends, payloads, k))
+            yield last, _entry(ints, ends, payloads, k)
 
 
 def expire(c: sqlite3.Connection, now: float) -> list[LeaseRow]:
