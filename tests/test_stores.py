@@ -467,57 +467,91 @@ def _leases_op(f: Frontier, op: str, arg: int, out: list[list[str]],
     return True
 
 
-@pytest.mark.parametrize("l0_rows", [5, 40, 100_000])
-@pytest.mark.parametrize("lifo", [False, True])
-def test_sqlite_levels_lease_like_the_memory_store(tmp_path: Path, lifo: bool, l0_rows: int,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """A random mix of adds (random priorities), leases, acknowledgements, retries and
-    expiries on one host gives the same leases in the same order from the SQLite store,
-    with levels merged every 5 or 40 rows (cursors, drops and slice moves all along) or
-    never (everything in level 0, behind and past its cursor), as from the memory
-    store."""
+def _mix_ops(hosts: int, seed: int) -> list[tuple[str, Any]]:
+    """A random mix of adds (random priorities) on ``hosts`` hosts, leases of random
+    sizes, acknowledgements, retries and expiries, for _run_mix. Host ``hN`` is the
+    N-th to appear: creation order and key order agree (the Redis store breaks ties in
+    waiting time by key, the others by creation)."""
     import random
 
-    from crawlq.stores import sqlite as sqlite_module
-
-    monkeypatch.setattr(sqlite_module, "L0_ROWS", l0_rows)
-    monkeypatch.setattr(sqlite_module, "SLICES", 2)
-    rng = random.Random(7)
+    rng = random.Random(seed)
     ops: list[tuple[str, Any]] = []
+    rank: dict[int, int] = {}
     for _ in range(300):
         op = rng.choice(["add", "add", "next", "next", "done", "retry", "expire"])
         if op == "add":
-            ops.append((op, [rng.randint(-2, 2) for _ in range(rng.randint(1, 9))]))
+            ops.append((op, [(rank.setdefault(rng.randrange(hosts), len(rank)),
+                              rng.randint(-2, 2)) for _ in range(rng.randint(1, 9))]))
         elif op in ("next", "done", "retry"):
             ops.append((op, rng.randint(1, 12)))
         elif rng.random() < 0.3:
             ops.append((op, None))
+    return ops
 
-    def run(store: str) -> list[list[str]]:
-        now = [1000.0]
-        out: list[list[str]] = []
-        held: list[Any] = []
-        n = 0
-        with Frontier.open(store, clock=lambda: now[0], lease_ttl=10, concurrency=1000,
-                           lifo=lifo, **FAST) as f:
-            for op, arg in ops:
-                if op == "add":
-                    f.add([Request(f"https://a.example/{n + i}", priority=p)
-                           for i, p in enumerate(arg)])
-                    n += len(arg)
-                elif not _leases_op(f, op, arg, out, held):
-                    now[0] += 11  # every lease held expires
-                    held.clear()
-            now[0] += 11
-            while leases := f.next(7):
-                out.append([lease.request.url for lease in leases])
-                f.done(leases)
-            assert f.stats().finished and f.stats().done == n
-        return out
 
-    expected = run("memory://")
+def _run_mix(store: str, ops: list[tuple[str, Any]], **options: Any) -> list[list[str]]:
+    """Run _mix_ops on a new frontier at ``store``; the URLs of every next() call, then
+    of the calls that drain it."""
+    now = [1000.0]
+    out: list[list[str]] = []
+    held: list[Any] = []
+    n = 0
+    with Frontier.open(store, clock=lambda: now[0], lease_ttl=10, **options, **FAST) as f:
+        for op, arg in ops:
+            if op == "add":
+                f.add([Request(f"https://h{h}.example/{n + i}", priority=p)
+                       for i, (h, p) in enumerate(arg)])
+                n += len(arg)
+            elif not _leases_op(f, op, arg, out, held):
+                now[0] += 11  # every lease held expires
+                held.clear()
+        now[0] += 11
+        while leases := f.next(7):
+            out.append([lease.request.url for lease in leases])
+            f.done(leases)
+        assert f.stats().finished and f.stats().done == n
+    return out
+
+
+@pytest.mark.parametrize("l0_rows", [5, 40, 100_000])
+@pytest.mark.parametrize("lifo", [False, True])
+@pytest.mark.parametrize(("hosts", "concurrency"), [(1, 1000), (6, 1000), (6, 1)])
+def test_sqlite_levels_lease_like_the_memory_store(tmp_path: Path, lifo: bool, l0_rows: int,
+                                                   hosts: int, concurrency: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A random mix of adds (random priorities), leases, acknowledgements, retries and
+    expiries on one host or six gives the same leases in the same order from the SQLite
+    store, with levels merged every 5 or 40 rows (cursors, drops and slice moves all
+    along) or never (everything in level 0, behind and past its cursor), as from the
+    memory store: the same queues in line (ties in waiting time go to the queue created
+    first), the same rounds over them, the same entries from each."""
+    from crawlq.stores import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "L0_ROWS", l0_rows)
+    monkeypatch.setattr(sqlite_module, "SLICES", 2)
+    ops = _mix_ops(hosts, 7 + hosts)
+    expected = _run_mix("memory://", ops, concurrency=concurrency, lifo=lifo)
     assert sum(map(len, expected)) > 500
-    assert run(f"sqlite:///{tmp_path}/f.db") == expected
+    assert _run_mix(f"sqlite:///{tmp_path}/f.db", ops, concurrency=concurrency,
+                    lifo=lifo) == expected
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(("hosts", "concurrency"), [(1, 1000), (6, 1000), (6, 1)])
+def test_redis_store_leases_like_the_memory_store(redis_server: Any, seed: int, hosts: int,
+                                                  concurrency: int) -> None:
+    """The same random mixes give the same leases in the same order from the Redis store
+    (a real redis-server) as from the memory store: its own lease and release scripts
+    serve the line and put requests back as the other stores do. (FIFO only: with
+    ``lifo=True`` a request that comes back goes to the head of its Redis list, before
+    requests added since it was leased, where the other stores put it in its old place
+    behind them; see docs/concepts.md.)"""
+    ops = _mix_ops(hosts, seed * 100 + hosts)
+    expected = _run_mix("memory://", ops, concurrency=concurrency)
+    assert sum(map(len, expected)) > 400
+    prefix = f"mix-{seed}-{hosts}-{concurrency}"
+    assert _run_mix(f"{redis_server.url}?prefix={prefix}", ops,
+                    concurrency=concurrency) == expected
 
 
 # (read ahead: entries per queue and level; entries kept at most; calls between renewals;

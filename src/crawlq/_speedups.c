@@ -1859,12 +1859,12 @@ static PyTypeObject FingerprintSetType = {
  * are 64-bit ints here.
  */
 
-#define N_QUEUE 10
+#define N_QUEUE 11
 static const char *queue_fields[N_QUEUE] = {"accepted", "heap", "inflight", "key", "policy",
                                             "ready_at", "session", "since", "state",
-                                            "version"};
+                                            "version", "created"};
 enum { Q_ACCEPTED, Q_HEAP, Q_INFLIGHT, Q_KEY, Q_POLICY, Q_READY_AT, Q_SESSION, Q_SINCE,
-       Q_STATE, Q_VERSION };
+       Q_STATE, Q_VERSION, Q_CREATED };
 
 typedef struct {
     PyObject_HEAD
@@ -1989,39 +1989,38 @@ static int push_new(MemoryLoops *self, PyObject *heap, PyObject *t) {
     return 0;
 }
 
-/* a < b for two entries of the ready heap, (-priority, since, version, key): what tuple
- * comparison gives, without its generic calls for the usual types. 1, 0 or -1. */
+/* a < b for two entries of the ready heap, (-priority, since, created, version, key):
+ * what tuple comparison gives, without its generic calls for the usual types. 1, 0 or
+ * -1. */
 static int ready_lt(PyObject *a, PyObject *b) {
-    if (PyTuple_CheckExact(a) && PyTuple_CheckExact(b) && PyTuple_GET_SIZE(a) == 4 &&
-        PyTuple_GET_SIZE(b) == 4) {
+    if (PyTuple_CheckExact(a) && PyTuple_CheckExact(b) && PyTuple_GET_SIZE(a) == 5 &&
+        PyTuple_GET_SIZE(b) == 5) {
         PyObject *x = PyTuple_GET_ITEM(a, 0), *y = PyTuple_GET_ITEM(b, 0);
-        if (PyLong_CheckExact(x) && PyLong_CheckExact(y)) {
-            int o1, o2;
-            long long i = PyLong_AsLongLongAndOverflow(x, &o1);
-            long long j = PyLong_AsLongLongAndOverflow(y, &o2);
-            if (!o1 && !o2) {
-                if (i != j) return i < j;
-                x = PyTuple_GET_ITEM(a, 1);
-                y = PyTuple_GET_ITEM(b, 1);
-                if (PyFloat_CheckExact(x) && PyFloat_CheckExact(y)) {
-                    double u = PyFloat_AS_DOUBLE(x), v = PyFloat_AS_DOUBLE(y);
-                    if (u != v) return u < v;
-                    x = PyTuple_GET_ITEM(a, 2);
-                    y = PyTuple_GET_ITEM(b, 2);
-                    if (PyLong_CheckExact(x) && PyLong_CheckExact(y)) {
-                        i = PyLong_AsLongLongAndOverflow(x, &o1);
-                        j = PyLong_AsLongLongAndOverflow(y, &o2);
-                        if (!o1 && !o2) {
-                            if (i != j) return i < j;
-                            return PyObject_RichCompareBool(PyTuple_GET_ITEM(a, 3),
-                                                            PyTuple_GET_ITEM(b, 3), Py_LT);
-                        }
-                    }
-                }
-            }
+        int o1, o2, n;
+        long long i, j;
+        if (!PyLong_CheckExact(x) || !PyLong_CheckExact(y)) goto generic;
+        i = PyLong_AsLongLongAndOverflow(x, &o1);
+        j = PyLong_AsLongLongAndOverflow(y, &o2);
+        if (o1 || o2) goto generic;
+        if (i != j) return i < j;
+        x = PyTuple_GET_ITEM(a, 1);
+        y = PyTuple_GET_ITEM(b, 1);
+        if (!PyFloat_CheckExact(x) || !PyFloat_CheckExact(y)) goto generic;
+        if (PyFloat_AS_DOUBLE(x) != PyFloat_AS_DOUBLE(y))
+            return PyFloat_AS_DOUBLE(x) < PyFloat_AS_DOUBLE(y);
+        for (n = 2; n < 4; n++) {  /* created, then version */
+            x = PyTuple_GET_ITEM(a, n);
+            y = PyTuple_GET_ITEM(b, n);
+            if (!PyLong_CheckExact(x) || !PyLong_CheckExact(y)) goto generic;
+            i = PyLong_AsLongLongAndOverflow(x, &o1);
+            j = PyLong_AsLongLongAndOverflow(y, &o2);
+            if (o1 || o2) goto generic;
+            if (i != j) return i < j;
         }
-        if (PyErr_Occurred()) return -1;
+        return PyObject_RichCompareBool(PyTuple_GET_ITEM(a, 4), PyTuple_GET_ITEM(b, 4), Py_LT);
     }
+generic:
+    if (PyErr_Occurred()) return -1;
     return PyObject_RichCompareBool(a, b, Py_LT);
 }
 
@@ -2161,6 +2160,7 @@ static int settle_queue(MemoryLoops *self, PyObject *store_ready, PyObject *stor
             Py_DECREF(v);
         } else {
             PyObject *head = PyList_GET_ITEM(heap, 0), *since, *p, *v;
+            PyObject *created = qget(self, q, Q_CREATED);
             const unsigned char *h;
             long long pinv;
             if (!PyBytes_Check(head) || PyBytes_GET_SIZE(head) < 12) {
@@ -2180,7 +2180,8 @@ static int settle_queue(MemoryLoops *self, PyObject *store_ready, PyObject *stor
             state = self->st_ready;
             p = PyLong_FromLongLong(pinv - self->prio_bias);
             v = PyLong_FromLongLong(version);
-            if (!p || !v || heap_push(store_ready, PyTuple_Pack(4, p, since, v, key), ready_lt) < 0) {
+            if (!p || !v || !created ||
+                heap_push(store_ready, PyTuple_Pack(5, p, since, created, v, key), ready_lt) < 0) {
                 Py_XDECREF(p);
                 Py_XDECREF(v);
                 return -1;
@@ -2210,6 +2211,7 @@ static PyObject *memloops_lease(MemoryLoops *self, PyObject *const *args,
     PyObject *store, *out, *now_obj, *expires;
     PyObject *ready = NULL, *resting = NULL, *queues = NULL, *leases = NULL, *tokens = NULL;
     PyObject *taken = NULL, *t = NULL, *q = NULL, *item = NULL, *token = NULL, *row = NULL;
+    PyObject *active = NULL, *more = NULL;
     LeasePolicy lp = {NULL, 0, 0, 0, 0.0, 0.0, 0.0, 0.0};
     Py_ssize_t limit, i;
     double now;
@@ -2240,43 +2242,58 @@ static PyObject *memloops_lease(MemoryLoops *self, PyObject *const *args,
         PyErr_SetString(PyExc_TypeError, "store._tokens must be an iterator");
         goto error;
     }
-    while (PyList_GET_SIZE(out) < limit && PyList_GET_SIZE(ready) > 0) {
-        Py_ssize_t share = (limit - PyList_GET_SIZE(out)) / PyList_GET_SIZE(ready);
+    /* The line (``taken``): the best ready queues, one per lease still wanted. */
+    while (PyList_GET_SIZE(ready) > 0 && PyList_GET_SIZE(taken) < limit - PyList_GET_SIZE(out)) {
+        long long version, qversion, state;
+        PyObject *key;
+        if (!(t = heap_pop(ready, ready_lt))) goto error;
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 5) {
+            PyErr_SetString(PyExc_TypeError, "ready entries must be 5-tuples");
+            goto error;
+        }
+        key = PyTuple_GET_ITEM(t, 4);
+        version = as_ll(PyTuple_GET_ITEM(t, 3), &bad);
+        if (bad) goto error;
+        q = PyDict_GetItemWithError(queues, key);
+        if (!q) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+            goto error;
+        }
+        Py_INCREF(q);
+        if (Py_TYPE(q) != self->queue_type) {
+            PyErr_SetString(PyExc_TypeError, "store._queues holds a foreign queue type");
+            goto error;
+        }
+        qversion = qint(self, q, Q_VERSION, &bad);
+        state = qint(self, q, Q_STATE, &bad);
+        if (bad) goto error;
+        if (qversion == version && state == self->st_ready) {
+            /* served: settle_queue sends it to the back of the line */
+            if (qset_int(self, q, Q_STATE, -1) < 0 || PyList_Append(taken, q) < 0) goto error;
+        }
+        Py_CLEAR(t);
+        Py_CLEAR(q);
+    }
+    /* Rounds over the line, as _lease_rounds: a fair share of what is left from each
+     * queue asked (``want``: the first of ``active``), then on with those not asked and
+     * those with more. */
+    if (!(active = PyList_GetSlice(taken, 0, PyList_GET_SIZE(taken)))) goto error;
+    while (PyList_GET_SIZE(active) > 0 && PyList_GET_SIZE(out) < limit) {
+        Py_ssize_t nwant = PyList_GET_SIZE(active), w, share;
+        if (nwant > limit - PyList_GET_SIZE(out)) nwant = limit - PyList_GET_SIZE(out);
+        share = (limit - PyList_GET_SIZE(out)) / nwant;
         if (share < 1) share = 1;
-        if (PyList_SetSlice(taken, 0, PyList_GET_SIZE(taken), NULL) < 0) goto error;
-        while (PyList_GET_SIZE(ready) > 0 && PyList_GET_SIZE(out) < limit) {
-            long long version, qversion, state, inflight, session, k, room;
+        for (w = 0; w < nwant; w++) {
+            long long inflight, session, k, room;
             PyObject *heap, *key;
-            if (!(t = heap_pop(ready, ready_lt))) goto error;
-            if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
-                PyErr_SetString(PyExc_TypeError, "ready entries must be 4-tuples");
-                goto error;
-            }
-            key = PyTuple_GET_ITEM(t, 3);
-            version = as_ll(PyTuple_GET_ITEM(t, 2), &bad);
-            if (bad) goto error;
-            q = PyDict_GetItemWithError(queues, key);
-            if (!q) {
-                if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
-                goto error;
-            }
+            q = PyList_GET_ITEM(active, w);
             Py_INCREF(q);
-            if (Py_TYPE(q) != self->queue_type) {
-                PyErr_SetString(PyExc_TypeError, "store._queues holds a foreign queue type");
-                goto error;
-            }
-            qversion = qint(self, q, Q_VERSION, &bad);
-            state = qint(self, q, Q_STATE, &bad);
-            if (bad) goto error;
-            if (qversion != version || state != self->st_ready) {
-                Py_CLEAR(t);
-                Py_CLEAR(q);
-                continue;
-            }
             heap = qget(self, q, Q_HEAP);
+            key = qget(self, q, Q_KEY);
             inflight = qint(self, q, Q_INFLIGHT, &bad);
             session = qint(self, q, Q_SESSION, &bad);
-            if (bad || !heap || lease_policy(&lp, qget(self, q, Q_POLICY)) < 0) goto error;
+            if (bad || !heap || !key || lease_policy(&lp, qget(self, q, Q_POLICY)) < 0)
+                goto error;
             if (!PyList_Check(heap)) {
                 PyErr_SetString(PyExc_TypeError, "queue heap must be a list");
                 goto error;
@@ -2286,8 +2303,12 @@ static PyObject *memloops_lease(MemoryLoops *self, PyObject *const *args,
             if (room < k) k = room;
             if (lp.concurrency - inflight < k) k = lp.concurrency - inflight;
             if (PyList_GET_SIZE(heap) < k) k = PyList_GET_SIZE(heap);
-            if (lp.session_budget && lp.session_budget - session < k)
-                k = lp.session_budget - session;
+            if (lp.session_budget) {
+                /* at least one, as _lease_rounds */
+                long long b = lp.session_budget - session;
+                if (b < 1) b = 1;
+                if (b < k) k = b;
+            }
             for (i = 0; i < k; i++) {
                 const unsigned char *h;
                 long long pinv, retries;
@@ -2325,28 +2346,50 @@ static PyObject *memloops_lease(MemoryLoops *self, PyObject *const *args,
                 Py_CLEAR(item);
             }
             if (qset_int(self, q, Q_INFLIGHT, inflight + k) < 0 ||
-                qset_int(self, q, Q_SESSION, session + k) < 0 ||
-                qset_int(self, q, Q_STATE, -1) < 0 || PyList_Append(taken, q) < 0)
+                qset_int(self, q, Q_SESSION, session + k) < 0)
                 goto error;
-            Py_CLEAR(t);
             Py_CLEAR(q);
         }
-        for (i = 0; i < PyList_GET_SIZE(taken); i++) {
-            PyObject *tq = PyList_GET_ITEM(taken, i);
-            long long session = qint(self, tq, Q_SESSION, &bad);
-            if (bad || lease_policy(&lp, qget(self, tq, Q_POLICY)) < 0) goto error;
-            if (lp.session_budget && session >= lp.session_budget) {
-                /* Yield to the others: rest a while, then the back of the line. */
-                PyObject *ra = qget(self, tq, Q_READY_AT);
-                double until = now + lp.session_rest, cur;
-                if (!ra || qset_int(self, tq, Q_SESSION, 0) < 0) goto error;
-                cur = as_double(ra, &bad);
-                if (bad) goto error;
-                if (until > cur && qset(self, tq, Q_READY_AT, PyFloat_FromDouble(until)) < 0)
-                    goto error;
+        if (PyList_GET_SIZE(out) >= limit) break;
+        /* the next round: those not asked, then those asked that have more and room */
+        if (!(more = PyList_GetSlice(active, nwant, PyList_GET_SIZE(active)))) goto error;
+        for (w = 0; w < nwant; w++) {
+            long long inflight, session;
+            PyObject *heap;
+            q = PyList_GET_ITEM(active, w);
+            heap = qget(self, q, Q_HEAP);
+            inflight = qint(self, q, Q_INFLIGHT, &bad);
+            session = qint(self, q, Q_SESSION, &bad);
+            if (bad || !heap || lease_policy(&lp, qget(self, q, Q_POLICY)) < 0) {
+                q = NULL;
+                goto error;
             }
-            if (settle_queue(self, ready, resting, tq, &lp, now, now_obj) < 0) goto error;
+            if (PyList_GET_SIZE(heap) > 0 && inflight < lp.concurrency &&
+                (!lp.session_budget || session < lp.session_budget) &&
+                PyList_Append(more, q) < 0) {
+                q = NULL;
+                goto error;
+            }
         }
+        q = NULL;
+        Py_SETREF(active, more);
+        more = NULL;
+    }
+    for (i = 0; i < PyList_GET_SIZE(taken); i++) {
+        PyObject *tq = PyList_GET_ITEM(taken, i);
+        long long session = qint(self, tq, Q_SESSION, &bad);
+        if (bad || lease_policy(&lp, qget(self, tq, Q_POLICY)) < 0) goto error;
+        if (lp.session_budget && session >= lp.session_budget) {
+            /* Yield to the others: rest a while, then the back of the line. */
+            PyObject *ra = qget(self, tq, Q_READY_AT);
+            double until = now + lp.session_rest, cur;
+            if (!ra || qset_int(self, tq, Q_SESSION, 0) < 0) goto error;
+            cur = as_double(ra, &bad);
+            if (bad) goto error;
+            if (until > cur && qset(self, tq, Q_READY_AT, PyFloat_FromDouble(until)) < 0)
+                goto error;
+        }
+        if (settle_queue(self, ready, resting, tq, &lp, now, now_obj) < 0) goto error;
     }
     Py_DECREF(ready);
     Py_DECREF(resting);
@@ -2354,6 +2397,7 @@ static PyObject *memloops_lease(MemoryLoops *self, PyObject *const *args,
     Py_DECREF(leases);
     Py_DECREF(tokens);
     Py_DECREF(taken);
+    Py_XDECREF(active);
     Py_XDECREF(lp.pol);
     Py_RETURN_NONE;
 error:
@@ -2363,6 +2407,8 @@ error:
     Py_XDECREF(leases);
     Py_XDECREF(tokens);
     Py_XDECREF(taken);
+    Py_XDECREF(active);
+    Py_XDECREF(more);
     Py_XDECREF(t);
     Py_XDECREF(q);
     Py_XDECREF(item);

@@ -183,6 +183,27 @@ class FrontierContract:
             env.clock.advance(1)
         assert {f"s{i}.example" for i in range(5)} <= set(served[:6])
 
+    def test_next_is_a_round_robin_over_the_line(self, env: _Env) -> None:
+        """``next(n)`` takes one request from each ready queue in line, then one more
+        from each that has more, in the same order, and so on until ``n``: never fewer
+        than ``n`` while some queue can still give, whatever the queues' sizes."""
+        cases = [([4, 7, 1], 10), ([1, 4, 7, 2], 10), ([3, 3, 3], 7), ([5, 1, 5, 1], 9),
+                 ([2, 9], 6), ([1, 1, 1, 8], 3), ([1, 6, 1, 6], 11), ([2, 2], 9)]
+        for sizes, n in cases:
+            f = env.open_other(**FAST, concurrency=100)
+            for i, size in enumerate(sizes):  # in line by waiting time: q0 first
+                f.add([f"https://q{i}.example/{j}" for j in range(size)])
+                env.clock.advance(1)
+            expected: Counter[str] = Counter()
+            left = list(sizes)
+            while sum(expected.values()) < n and any(left):
+                for i in range(len(sizes)):
+                    if left[i] and sum(expected.values()) < n:
+                        expected[f"q{i}.example"] += 1
+                        left[i] -= 1
+            got = Counter(le.queue for le in f.next(n))
+            assert got == expected, (sizes, n)
+
     def test_not_before_waits(self, env: _Env) -> None:
         f = env.open(**FAST)
         f.add([Request("https://a.example/later", not_before=env.clock() + 60),
@@ -303,6 +324,27 @@ class FrontierContract:
         env.clock.advance(31)
         assert len(f.next(100)) == 2
 
+    def test_session_budget_lowered_below_the_session(self, env: _Env) -> None:
+        """A session budget set (configure_queue) below what a ready queue has leased in
+        its session so far: the queue gives one more, then yields; nothing goes
+        negative or missing."""
+        f = env.open(concurrency=100, session_budget=10, session_rest=30, **FAST)
+        f.add([f"https://big.example/{i}" for i in range(12)])
+        first = f.next(4)
+        assert len(first) == 4
+        f.configure_queue("big.example", session_budget=2)
+        f = env.checkpoint()
+        second = f.next(100)
+        assert len(second) == 1
+        s = f.stats()
+        assert (s.leased, s.queued) == (5, 7)
+        assert f.queues()[0].leased == 5
+        assert f.done(first + second) == 5
+        assert f.next(100) == []                     # resting 30 s
+        env.clock.advance(31)
+        assert len(f.next(100)) == 2
+        assert f.queues()[0].leased == 2
+
     # -- leases -----------------------------------------------------------------------------
 
     def test_expired_lease_returns_to_head_of_queue(self, env: _Env) -> None:
@@ -318,6 +360,19 @@ class FrontierContract:
         assert f.done(lease) == 0                    # too late: a documented no-op
         assert f.stats().late_acks == 1
         assert f.done(again) == 1
+
+    def test_requests_come_back_in_their_old_order(self, env: _Env) -> None:
+        """Several leases of one queue that come back together (retried in any order in
+        one call, or expired) take their old places at the head, in their old order."""
+        f = env.open(lease_ttl=60, concurrency=10, **FAST)
+        f.add([f"https://a.example/{i}" for i in range(8)])
+        first = f.next(3)
+        f.retry(first[::-1])                         # answered last-first
+        again = f.next(4)
+        assert [le.request.url[-1] for le in again] == ["0", "1", "2", "3"]
+        f = env.checkpoint()
+        env.clock.advance(61)                        # all four expire
+        assert [le.request.url[-1] for le in f.next(8)] == [str(i) for i in range(8)]
 
     def test_leases_answered_in_part_then_expired(self, env: _Env) -> None:
         """Of one call's leases, those answered (done, retried) stay answered; only the

@@ -126,10 +126,14 @@ def _lease_rounds(store: MemoryStore, out: list[Leased], limit: int, now: float,
                   expires: float) -> None:
     """Lease up to ``limit`` entries (in all, counting those in ``out``) into ``out``.
 
-    Pops the best ready queues, takes a fair share of what is left from each, then
-    repeats with those still ready: a round-robin over queues in priority order, in
-    which one big queue needs few rounds. The definition of MemoryStore.lease's loop;
-    crawlq._speedups.MemoryLoops.lease is its C twin (the same heaps, tokens and rows).
+    The line: the best ready queues, one per lease still wanted. A round-robin over it
+    in its order: each queue gives one entry, then those with more and room give one
+    more, and so on; the round goes on where it stopped when ``limit`` cuts it short
+    and some queues had nothing left. (As a fair share of what is left from each, so
+    that one big queue needs few rounds.) The served queues go to the back of the line
+    at the end, in their order. The definition of MemoryStore.lease's loop;
+    crawlq._speedups.MemoryLoops.lease is its C twin (the same heaps, tokens and rows),
+    and SQLiteStore.lease serves its queues the same way.
     """
     ready = store._ready
     queues = store._queues
@@ -137,19 +141,26 @@ def _lease_rounds(store: MemoryStore, out: list[Leased], limit: int, now: float,
     tokens = store._tokens
     pop = heapq.heappop
     unpack = _UNPACK_HEAD
-    while len(out) < limit and ready:
-        taken: list[_Queue] = []
-        share = max(1, (limit - len(out)) // len(ready))
-        while ready and len(out) < limit:
-            _, _, version, key = pop(ready)
-            q = queues[key]
-            if q.version != version or q.state != _READY:
-                continue
+    line: list[_Queue] = []
+    while ready and len(line) < limit - len(out):
+        _, _, _, version, key = pop(ready)
+        q = queues[key]
+        if q.version == version and q.state == _READY:
+            q.state = -1  # served: _settle sends it to the back of the line
+            line.append(q)
+    active = line
+    while active and len(out) < limit:
+        want = active[: limit - len(out)]
+        share = max(1, (limit - len(out)) // len(want))
+        for q in want:
             pol = q.policy
             k = min(share, limit - len(out), pol.concurrency - q.inflight, len(q.heap))
             if pol.session_budget:
-                k = min(k, pol.session_budget - q.session)
+                # (at least one: a budget lowered below the session so far (configure)
+                # leaves the queue ready for one more, as in the SQLite store)
+                k = min(k, max(1, pol.session_budget - q.session))
             heap = q.heap
+            key = q.key
             for _ in range(k):
                 item = pop(heap)
                 token = next(tokens)
@@ -158,20 +169,24 @@ def _lease_rounds(store: MemoryStore, out: list[Leased], limit: int, now: float,
                 out.append((token, key, _PRIO_BIAS - pinv, retries, item[12:], expires))
             q.inflight += k
             q.session += k
-            q.state = -1  # served: _settle sends it to the back of the line
-            taken.append(q)
-        for q in taken:
-            budget = q.policy.session_budget
-            if budget and q.session >= budget:
-                # Yield to the others: rest a while, then the back of the line.
-                q.session = 0
-                q.ready_at = max(q.ready_at, now + q.policy.session_rest)
-            store._settle(q, now)
+        if len(out) >= limit:
+            break
+        # The next round: those not asked, then those asked that have more and room.
+        active = active[len(want):] + [
+            q for q in want if q.heap and q.inflight < q.policy.concurrency
+            and (not q.policy.session_budget or q.session < q.policy.session_budget)]
+    for q in line:
+        budget = q.policy.session_budget
+        if budget and q.session >= budget:
+            # Yield to the others: rest a while, then the back of the line.
+            q.session = 0
+            q.ready_at = max(q.ready_at, now + q.policy.session_rest)
+        store._settle(q, now)
 
 
 class _Queue:
-    __slots__ = ("accepted", "heap", "inflight", "key", "policy", "ready_at", "session",
-                 "settings", "since", "state", "version")
+    __slots__ = ("accepted", "created", "heap", "inflight", "key", "policy", "ready_at",
+                 "session", "settings", "since", "state", "version")
 
     def __init__(self, key: str, policy: QueuePolicy) -> None:
         self.key = key
@@ -183,6 +198,7 @@ class _Queue:
         self.accepted = 0
         self.session = 0
         self.version = 0
+        self.created = 0  # its number in creation order (set by MemoryStore._queue)
         self.settings: dict[str, float] = {}
         self.policy = policy
 
@@ -208,7 +224,8 @@ class MemoryStore:
         self._revisit: dict[bytes, float] = {}
         self._bloom = MemoryBloom(bloom) if bloom else None
         self._queues: dict[str, _Queue] = {}
-        self._ready: list[tuple[int, float, int, str]] = []  # (-prio, since, version, key)
+        # (-prio, since, created, version, key)
+        self._ready: list[tuple[int, float, int, int, str]] = []
         self._resting: list[tuple[float, int, str]] = []  # (ready_at, version, key)
         self._scheduled: list[tuple[float, int, str, bytes]] = []  # (not_before, n, key, item)
         self._leases: dict[int, tuple[_Queue, bytes, float]] = {}
@@ -218,6 +235,7 @@ class MemoryStore:
         self._tokens = itertools.count(1)
         self._dead_ids = itertools.count(1)
         self._ticket = itertools.count()
+        self._created = itertools.count()  # queues, in creation order
         self._counters = dict.fromkeys(
             ("seen", "added", "done", "failed", "retried", "dead", "redelivered",
              "late_acks", "duplicates"), 0)
@@ -249,6 +267,9 @@ class MemoryStore:
         q = self._queues.get(key)
         if q is None:
             q = self._queues[key] = _Queue(key, self.policy)
+            # (ties in the ready heap go to the queue created first, as the SQLite
+            # store's index orders them: by qid)
+            q.created = next(self._created)
         return q
 
     def _settle(self, q: _Queue, now: float) -> None:
@@ -274,7 +295,8 @@ class MemoryStore:
             elif old != _READY:
                 q.since = now
             q.state = _READY
-            heapq.heappush(self._ready, (-_item_priority(q.heap[0]), q.since, q.version, q.key))
+            heapq.heappush(self._ready, (-_item_priority(q.heap[0]), q.since, q.created,
+                                         q.version, q.key))
 
     def _mark_seen(self, fp: bytes, revisit_at: float | None) -> None:
         if self._bloom is not None:
@@ -422,7 +444,7 @@ class MemoryStore:
             self._wake(now)
             ready = self._ready
             while ready:  # drop stale entries (lazy deletion) to see a real one
-                _, _, version, key = ready[0]
+                _, _, _, version, key = ready[0]
                 q = self._queues[key]
                 if q.version == version and q.state == _READY:
                     return now

@@ -807,7 +807,7 @@ class SQLiteStore:
         if not entries:
             return []
         with self._tx() as c:
-            qids = self._qid_map(c, {e[1] for e in entries})
+            qids = self._qid_map(c, dict.fromkeys([e[1] for e in entries]))
             used = sorted({qids[e[1]] for e in entries})
             qrows = self._queue_rows(c, used)
             rows = {r[0]: r for r in qrows}
@@ -906,8 +906,6 @@ class SQLiteStore:
                         k = min(share, room[qid] - taken[qid], limit - len(out) - len(got))
                         if k > 0:
                             got += self._take_first(c, qid, k, cursor[qid], after)
-                if not got:
-                    break
                 counts: dict[int, int] = {}
                 for row in got:
                     qid, nprio, order, retries, payload, level = row[:6]
@@ -927,8 +925,11 @@ class SQLiteStore:
                 if not room:
                     room = self._room(cands)
                 # A queue that gave less than asked is empty; drop it from the next round.
-                active = [q for q in want if q in counts and taken[q] < room[q]
-                          and (share == 1 or counts[q] >= min(share, room[q]))]
+                # The queues not asked this time (``limit`` cut the round short, and some
+                # asked were empty) go first: the round goes on where it stopped.
+                active = active[len(want):] + [
+                    q for q in want if q in counts and taken[q] < room[q]
+                    and (share == 1 or counts[q] >= min(share, room[q]))]
             # The queues that gave all they had read ahead, and may have more: read
             # on now (cursors moved), which tells their heads exactly.
             dry = [qid for qid, h in after.items() if h is _MAYBE_MORE]

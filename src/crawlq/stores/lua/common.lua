@@ -235,6 +235,14 @@ local function pop(q, k)
   return out
 end
 
+-- Put back at the head of their queues the leased items in `back`, {token, q, prio, item}
+-- each: the latest lease first, so that the earliest ends at the head, each in its old
+-- place as the other stores put them (by their order in the queue).
+local function push_back(back)
+  table.sort(back, function(x, y) return x[1] > y[1] end)
+  for _, b in ipairs(back) do push(b[2], b[3], b[4], true) end
+end
+
 local function schedule(key, prio, item, at)
   local id = redis.call('HINCRBY', M, 'schedid', 1)
   redis.call('ZADD', P .. ':sc', f17(at), id)
@@ -267,6 +275,7 @@ local function wake(now)
     end
   end
   local ranges = redis.call('ZRANGEBYSCORE', P .. ':lx', '-inf', f17(now))
+  local back = {}
   for _, range in ipairs(ranges) do
     local first, last = string.match(range, '^(%d+):(%d+)$')
     first, last = tonumber(first), tonumber(last)
@@ -280,13 +289,14 @@ local function wake(now)
           local q = loadq(key)
           q.inf = q.inf - 1
           count('redelivered', 1)
-          push(q, prio, item, true)  -- its old place: the head of its queue
+          back[#back + 1] = {toks[j], q, prio, item}  -- its old place: the head
           touched[key] = q
           redis.call('HDEL', P .. ':ls', toks[j])
         end
       end
     end
   end
+  push_back(back)
   if #ranges > 0 then
     redis.call('ZREMRANGEBYSCORE', P .. ':lx', '-inf', f17(now))
   end

@@ -7,49 +7,64 @@ local records = {}
 local first = tonumber(redis.call('HGET', M, 'token') or '0') + 1
 local tok = first - 1
 wake(now)
-while got < limit do
-  local level = first_ready_level()
-  if not level then break end
-  local rk = P .. ':r:' .. level
-  -- Round-robin over the ready queues of the best level in waiting order; each may
-  -- take a fair share of what is left, so one big queue needs few rounds.
-  local keys = redis.call('ZRANGE', rk, 0, limit - got - 1)
-  local share = math.max(1, math.floor((limit - got) / redis.call('ZCARD', rk)))
-  local progress = false
-  prefetch(keys)
-  for _, key in ipairs(keys) do
-    if got >= limit then break end
+-- The line: the best ready queues in order (levels best first, each in waiting order),
+-- one per lease still wanted.
+local line = {}
+for _, level in ipairs(redis.call('ZRANGE', P .. ':rp', 0, -1)) do
+  if #line >= limit then break end
+  for _, key in ipairs(redis.call('ZRANGE', P .. ':r:' .. level, 0, limit - #line - 1)) do
+    line[#line + 1] = key
+  end
+end
+prefetch(line)
+-- A round-robin over the line in its order (as the memory store's _lease_rounds): a
+-- fair share of what is left from each queue asked, so one big queue needs few rounds;
+-- then on with those not asked yet (the limit cut the round short) and those with more.
+local active = line
+while #active > 0 and got < limit do
+  local nwant = math.min(#active, limit - got)
+  local share = math.max(1, math.floor((limit - got) / nwant))
+  local more = {}
+  for i = nwant + 1, #active do more[#more + 1] = active[i] end
+  for i = 1, nwant do
+    local key = active[i]
     local q = loadq(key)
     local k = math.min(share, limit - got, q.concurrency - q.inf, q.n)
-    if q.session_budget > 0 then k = math.min(k, q.session_budget - q.ses) end
+    -- (at least one: a budget lowered below the session so far leaves one more)
+    if q.session_budget > 0 then k = math.min(k, math.max(1, q.session_budget - q.ses)) end
     if k > 0 then
       local items = pop(q, k)
       local taken = #items / 2
-      if taken > 0 then
-        for j = 1, #items, 2 do
-          tok = tok + 1
-          local prio, item = items[j], items[j + 1]
-          records[#records + 1] = tok
-          records[#records + 1] = cmsgpack.pack(key, tonumber(prio), item)
-          out[#out + 1] = tok
-          out[#out + 1] = key
-          out[#out + 1] = prio
-          out[#out + 1] = item
-        end
-        got = got + taken
-        q.inf = q.inf + taken
-        q.ses = q.ses + taken
-        progress = true
+      for j = 1, #items, 2 do
+        tok = tok + 1
+        local prio, item = items[j], items[j + 1]
+        records[#records + 1] = tok
+        records[#records + 1] = cmsgpack.pack(key, tonumber(prio), item)
+        out[#out + 1] = tok
+        out[#out + 1] = key
+        out[#out + 1] = prio
+        out[#out + 1] = item
       end
+      got = got + taken
+      q.inf = q.inf + taken
+      q.ses = q.ses + taken
     end
-    if q.session_budget > 0 and q.ses >= q.session_budget then
-      -- Yield to the others: rest a while, then the back of the line.
-      q.ses = 0
-      q.ra = math.max(q.ra, now + q.session_rest)
+    if q.n > 0 and q.inf < q.concurrency
+        and (q.session_budget == 0 or q.ses < q.session_budget) then
+      more[#more + 1] = key
     end
-    settle(q, now, true)
   end
-  if not progress then break end
+  active = more
+end
+-- The served queues go to the back of the line, in their order.
+for _, key in ipairs(line) do
+  local q = loadq(key)
+  if q.session_budget > 0 and q.ses >= q.session_budget then
+    -- Yield to the others: rest a while, then the back of the line.
+    q.ses = 0
+    q.ra = math.max(q.ra, now + q.session_rest)
+  end
+  settle(q, now, true)
 end
 if tok >= first then
   -- The leases of one call expire together: one expiry record for the token range.

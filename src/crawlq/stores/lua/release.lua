@@ -23,6 +23,7 @@ for n = 1, #acks do
 end
 prefetch(keys)
 local taken = {}
+local back = {}  -- requeued at once: {token, q, prio, item} (see push_back)
 for n, a in ipairs(acks) do
   local tok, kind, duration, nb = a[1], a[2], a[3], a[4]
   local retries, err, failed, delay = a[5], a[6] or '', a[7], a[8]
@@ -63,7 +64,7 @@ for n, a in ipairs(acks) do
       if nb and nb > now then
         schedule(key, prio, new, nb)
       else
-        push(q, prio, new, true)
+        back[#back + 1] = {tok, q, prio, new}
       end
     end
     -- A ready queue that neither rests nor got its request back keeps its place.
@@ -71,6 +72,7 @@ for n, a in ipairs(acks) do
     out[#out + 1] = '1'
   end
 end
+push_back(back)
 for _, q in pairs(touched) do settle(q, now, false) end
 save_all()
 return table.concat(out)
