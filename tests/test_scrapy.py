@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -168,6 +169,7 @@ def test_fingerprint_choice(tmp_path: Path, fingerprints: str) -> None:
 
 
 def test_politeness_settings_map_onto_the_frontier_policy() -> None:
+    from scrapy.exceptions import ScrapyDeprecationWarning
     from scrapy.settings import Settings
 
     from crawlq.contrib.scrapy import frontier_options, slot_overrides
@@ -184,8 +186,11 @@ def test_politeness_settings_map_onto_the_frontier_policy() -> None:
                                       "AUTOTHROTTLE_TARGET_CONCURRENCY": 2.0,
                                       "AUTOTHROTTLE_MAX_DELAY": 30.0}))
     assert (auto["delay_factor"], auto["max_delay"]) == (0.5, 30.0)
-    per_ip = frontier_options(Settings({"CONCURRENT_REQUESTS_PER_IP": 3,
-                                        "CRAWLQ_OPTIONS": {"lease_ttl": 60}}))
+    with warnings.catch_warnings():
+        # (Scrapy 2.19 deprecated the setting; it still takes it, and so do we)
+        warnings.simplefilter("ignore", ScrapyDeprecationWarning)
+        per_ip = frontier_options(Settings({"CONCURRENT_REQUESTS_PER_IP": 3,
+                                            "CRAWLQ_OPTIONS": {"lease_ttl": 60}}))
     assert (per_ip["concurrency"], per_ip["lease_ttl"]) == (3, 60)
     slots = slot_overrides(Settings({"DOWNLOAD_SLOTS": {
         "big.example": {"delay": 0.5}, "fast.example": {"concurrency": 16}},
