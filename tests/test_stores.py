@@ -467,49 +467,84 @@ def _leases_op(f: Frontier, op: str, arg: int, out: list[list[str]],
     return True
 
 
-def _mix_ops(hosts: int, seed: int) -> list[tuple[str, Any]]:
+def _mix_ops(hosts: int, seed: int, rich: bool = False) -> list[tuple[str, Any]]:
     """A random mix of adds (random priorities) on ``hosts`` hosts, leases of random
-    sizes, acknowledgements, retries and expiries, for _run_mix. Host ``hN`` is the
-    N-th to appear: creation order and key order agree (the Redis store breaks ties in
-    waiting time by key, the others by creation)."""
+    sizes, acknowledgements, retries and expiries, for _run_mix; ``rich``: also time
+    passing (politeness delays then matter), failures, retries for later, adds for
+    later, blocks and per-queue settings. Host ``hN`` is the N-th to appear: creation
+    order and key order agree (the Redis store breaks ties in waiting time by key, the
+    others by creation)."""
     import random
 
     rng = random.Random(seed)
     ops: list[tuple[str, Any]] = []
     rank: dict[int, int] = {}
-    for _ in range(300):
-        op = rng.choice(["add", "add", "next", "next", "done", "retry", "expire"])
-        if op == "add":
+    kinds = ["add", "add", "next", "next", "done", "retry", "expire"]
+    if rich:
+        kinds += ["next", "done", "fail", "retry_later", "tick", "tick", "block", "configure",
+                  "add_later"]
+    for _ in range(400 if rich else 300):
+        op = rng.choice(kinds)
+        if op in ("add", "add_later"):
             ops.append((op, [(rank.setdefault(rng.randrange(hosts), len(rank)),
                               rng.randint(-2, 2)) for _ in range(rng.randint(1, 9))]))
-        elif op in ("next", "done", "retry"):
+        elif op in ("next", "done", "fail", "retry", "retry_later"):
             ops.append((op, rng.randint(1, 12)))
+        elif op == "tick":
+            ops.append((op, rng.choice([0.5, 1, 2, 3.5])))
+        elif op == "block":
+            ops.append((op, (rng.randrange(hosts), rng.choice([1, 3, 7]))))
+        elif op == "configure":
+            ops.append((op, (rng.randrange(hosts), rng.choice([
+                {"concurrency": 2}, {"concurrency": None}, {"min_delay": 1.5},
+                {"min_delay": None}, {"session_budget": 3, "session_rest": 2},
+                {"session_budget": None}]))))
         elif rng.random() < 0.3:
             ops.append((op, None))
     return ops
 
 
 def _run_mix(store: str, ops: list[tuple[str, Any]], **options: Any) -> list[list[str]]:
-    """Run _mix_ops on a new frontier at ``store``; the URLs of every next() call, then
-    of the calls that drain it."""
+    """Run _mix_ops on a new frontier at ``store`` (politeness delays off unless given);
+    the URLs of every next() call, then of the calls that drain it, then its counters."""
     now = [1000.0]
     out: list[list[str]] = []
     held: list[Any] = []
     n = 0
-    with Frontier.open(store, clock=lambda: now[0], lease_ttl=10, **options, **FAST) as f:
+    with Frontier.open(store, clock=lambda: now[0], lease_ttl=10, **{**FAST, **options}) as f:
         for op, arg in ops:
-            if op == "add":
-                f.add([Request(f"https://h{h}.example/{n + i}", priority=p)
+            if op in ("add", "add_later"):
+                nb = now[0] + 2.5 if op == "add_later" else None
+                f.add([Request(f"https://h{h}.example/{n + i}", priority=p, not_before=nb)
                        for i, (h, p) in enumerate(arg)])
                 n += len(arg)
+            elif op == "done" and "delay_factor" in options:
+                for j, lease in enumerate(held[:arg]):  # (fetch times: the delays differ)
+                    f.done(lease, duration=0.1 * (j % 4))
+                del held[:arg]
+            elif op == "retry_later":
+                f.retry(held[-arg:], after=1.5)
+                del held[-arg:]
+            elif op == "tick":
+                now[0] += arg
+            elif op == "block":
+                f.block(f"h{arg[0]}.example", now[0] + arg[1])
+            elif op == "configure":
+                f.configure_queue(f"h{arg[0]}.example", **arg[1])
             elif not _leases_op(f, op, arg, out, held):
                 now[0] += 11  # every lease held expires
                 held.clear()
-        now[0] += 11
-        while leases := f.next(7):
+        for _ in range(1000):
+            now[0] += 5
+            leases = f.next(7)
             out.append([lease.request.url for lease in leases])
             f.done(leases)
-        assert f.stats().finished and f.stats().done == n
+            if f.stats().finished:
+                break
+        s = f.stats()
+        assert s.finished and s.done + s.dead == n
+        out.append([f"done={s.done} dead={s.dead} redelivered={s.redelivered} "
+                    f"failed={s.failed} retried={s.retried}"])
     return out
 
 
@@ -534,6 +569,23 @@ def test_sqlite_levels_lease_like_the_memory_store(tmp_path: Path, lifo: bool, l
     assert sum(map(len, expected)) > 500
     assert _run_mix(f"sqlite:///{tmp_path}/f.db", ops, concurrency=concurrency,
                     lifo=lifo) == expected
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(("hosts", "concurrency"), [(1, 3), (4, 1), (4, 3)])
+def test_sqlite_store_leases_like_the_memory_store_with_delays(
+        tmp_path: Path, seed: int, hosts: int, concurrency: int) -> None:
+    """A richer random mix, where time passes: politeness delays from fetch times,
+    failures with backoff until dead, retries and adds for later, blocks, per-queue
+    concurrency, delays and session budgets set at run time, expiries. The SQLite store
+    gives the same leases in the same order as the memory store, and the same counters."""
+    ops = _mix_ops(hosts, seed * 10 + hosts, rich=True)
+    options = {"concurrency": concurrency, "min_delay": 0.5, "max_delay": 4.0,
+               "delay_factor": 2.0, "max_retries": 1, "retry_backoff": 1.5}
+    expected = _run_mix("memory://", ops, **options)
+    assert sum(map(len, expected)) > 300
+    assert "failed=0 " not in expected[-1][0]
+    assert _run_mix(f"sqlite:///{tmp_path}/f.db", ops, **options) == expected
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
