@@ -35,7 +35,7 @@ def main() -> None:
     if l0_rows:  # small SQLite levels, so that merges happen while workers get killed
         from crawlq.stores import sqlite as sqlite_store
 
-        sqlite_store.L0_ROWS = int(l0_rows)
+        sqlite_store.L0_ROWS = int(l0_rows)  # type: ignore[attr-defined]
     store = a.store if "://" in a.store else f"sqlite:///{a.store}"
     with Frontier.open(store, lease_ttl=a.ttl, concurrency=a.concurrency,
                        min_delay=0, max_delay=0, delay_factor=0) as f, \

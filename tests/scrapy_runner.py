@@ -58,7 +58,8 @@ class BadSpider(SiteSpider):
     def parse(self, response: scrapy.http.Response, **kw: Any) -> Any:
         if response.meta.get("leaf"):
             return
-        yield scrapy.Request(response.urljoin("/page/1"), callback=lambda r: None)
+        yield scrapy.Request(response.urljoin("/page/1"),
+                             callback=lambda r: None)  # type: ignore[misc]  # (on purpose)
         yield scrapy.Request(response.urljoin("/page/2"), callback=self.parse,
                              meta={"leaf": True})
 

@@ -17,9 +17,9 @@ from crawlq.crawler import CrawlConfig, Crawler, Summary
 from crawlq.redislocal import LocalRedis
 from crawlq.testweb import SiteSpec, TestWeb, pages, reachable, serve
 
-LOCAL = {"resolve": {"*.crawlq.test": "127.0.0.1"}, "allow_private": True,
-         "allow_domains": ["crawlq.test"]}
-FAST = {"min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0}
+LOCAL: dict[str, Any] = {"resolve": {"*.crawlq.test": "127.0.0.1"}, "allow_private": True,
+                         "allow_domains": ["crawlq.test"]}
+FAST: dict[str, Any] = {"min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0}
 
 
 def crawl(web: TestWeb, **options: Any) -> Summary:
@@ -133,7 +133,7 @@ def test_a_stopped_crawl_resumes_without_refetching(tmp_path: Path) -> None:
 
 
 def test_a_failing_event_hook_does_not_stop_the_crawl() -> None:
-    calls: list[str] = []
+    calls: list[Any] = []  # "page" per page event, then the Summary at shutdown
 
     def bad(*args: Any) -> None:
         calls.append("page")

@@ -180,7 +180,8 @@ def test_retry_deadline_in_the_url(redis_server: LocalRedis) -> None:
     assert f.store.retry_deadline == 2.5  # type: ignore[attr-defined]
     f.close()
     f = Frontier.open(redis_server.url + "?prefix=rd&retry_deadline=2.5", retry_deadline=7)
-    assert f.store.retry_deadline == 7  # type: ignore[attr-defined]  (the keyword wins)
+    # (the keyword wins)
+    assert f.store.retry_deadline == 7  # type: ignore[attr-defined]
     f.close()
     with pytest.raises(ConfigError, match="retry_deadline"):
         Frontier.open(redis_server.url + "?prefix=rd&retry_deadline=soon")

@@ -78,7 +78,7 @@ def test_sigkilled_spider_resumes_and_loses_nothing(tmp_path: Path) -> None:
     spec = SiteSpec(hosts=4, pages=40, special_links=False, latency=0.02)
     store = f"sqlite:///{tmp_path}/f.db"
     # The dead process's leases come back after 2 s; a polite 0.1 s per host.
-    settings = {"CRAWLQ_OPTIONS": {"lease_ttl": 2}, "DOWNLOAD_DELAY": 0.1}
+    settings: dict[str, Any] = {"CRAWLQ_OPTIONS": {"lease_ttl": 2}, "DOWNLOAD_DELAY": 0.1}
     rng = random.Random(5)
     with serve(spec) as web:
         cmd = [sys.executable, RUNNER, store, web.url(0, "/"), "--hosts", "4",

@@ -19,7 +19,7 @@ import pytest
 # Imported outright: where the extension failed to build, these tests fail (crawlq
 # itself would run, on its pure-Python path).
 import crawlq._speedups as speedups
-from crawlq import Frontier, Request
+from crawlq import Frontier, Lease, Request
 from crawlq import frontier as frontier_module
 from crawlq.errors import InvalidURL
 from crawlq.models import _NO_META
@@ -152,7 +152,7 @@ def mixed_requests(seed: int) -> list[Request | str]:
                 Request(url, retries=2),
                 Request(url, not_before=1e9 + 5),
                 Request(url, revisit_after=60.0),
-                Request(url, priority=True),  # type: ignore[arg-type]
+                Request(url, priority=True),
                 Request(url, priority=2**40),
                 Request(url, depth=-1),
                 Request(url, depth=2**40),
@@ -221,7 +221,7 @@ def test_payloads_of_plain_requests_are_to_payload(monkeypatch: pytest.MonkeyPat
 
 def test_lease_rows_of_every_payload_form() -> None:
     """LeaseMaker decodes plain payloads itself and hands the others to from_payload."""
-    maker = speedups.LeaseMaker(Request, frontier_module.Lease, _NO_META, Request.from_payload)
+    maker = speedups.LeaseMaker(Request, Lease, _NO_META, Request.from_payload)
     reqs = [
         Request("https://a.example/p?q=1"),
         Request("https://a.example/p", depth=3, referrer="https://a.example/r"),
@@ -520,11 +520,12 @@ def test_memory_loops_errors() -> None:
     s = memory_module.MemoryStore()
     assert s._adder is not None
     with pytest.raises(TypeError):
-        s._adder(s, [("not", "seven")], 1.0, [])
+        s._adder(s, [("not", "seven")], 1.0, [])  # type: ignore[list-item]
     with pytest.raises(TypeError):
-        s._adder(s, [(None, "k", 0, "not bytes", None, None, 0)], 1.0, [])
+        s._adder(s, [(None, "k", 0, "not bytes", None, None, 0)], 1.0,  # type: ignore[list-item]
+                 [])
     with pytest.raises(TypeError):
-        s._rounds(s, (), 5, 1.0, 2.0)  # out must be a list
+        s._rounds(s, (), 5, 1.0, 2.0)  # type: ignore[arg-type]  # (out must be a list)
     with pytest.raises(AttributeError):  # not a class with the queue's slots
         speedups.MemoryLoops(int, 0, (0, 1, 2, 3), (0, 1, 2), QueuePolicy, 0)
     out: list[int] = []
@@ -549,8 +550,10 @@ def test_memory_loops_keep_no_memory() -> None:
                                                       session_budget=2))
             for op in ops:
                 _memory_call(s, op)
+            assert s._adder is not None
             with pytest.raises(TypeError):
-                s._adder(s, [(None, "k", 0, "not bytes", None, None, 0)], 1.0, [])
+                s._adder(s, [(None, "k", 0, "not bytes", None, None, 0)],  # type: ignore[list-item]
+                         1.0, [])
             s.close()
 
     run_all()  # warm up: caches, interned strings, free lists
@@ -612,7 +615,7 @@ def test_fingerprint_set_is_small() -> None:
     try:
         for make in (speedups.FingerprintSet, set):
             before = tracemalloc.get_traced_memory()[0]
-            held = make()
+            held: Any = make()
             for k in keys:
                 held.add(bytes(bytearray(k)))  # a fresh bytes object, as add() gets
             sizes.append(tracemalloc.get_traced_memory()[0] - before)

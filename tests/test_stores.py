@@ -189,10 +189,10 @@ def test_unopenable_sqlite_paths_say_why(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_too_old_sqlite_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from crawlq.stores import sqlite as sqlite_module
+    import sqlite3  # (the module the store reads its version from)
 
-    monkeypatch.setattr(sqlite_module.sqlite3, "sqlite_version_info", (3, 31, 1))
-    monkeypatch.setattr(sqlite_module.sqlite3, "sqlite_version", "3.31.1")
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 31, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.31.1")
     with pytest.raises(StoreError, match=r"needs SQLite >= 3\.35\.0.* uses 3\.31\.1"):
         Frontier.open(f"sqlite:///{tmp_path}/old.db")
     assert not (tmp_path / "old.db").exists()
