@@ -171,6 +171,21 @@ class FrontierContract:
         f = env.checkpoint()
         assert [le.queue for le in f.next(2)] == ["old.example", "new.example"]
 
+    def test_waiting_counts_from_when_a_queue_could_go(self, env: _Env) -> None:
+        """A queue whose lease expired, or whose request came due, has waited since
+        then, however late the frontier notices: it goes before a queue that became
+        ready after that (the stores notice at different calls)."""
+        f = env.open(lease_ttl=10, **FAST)
+        f.add(["https://a.example/1", "https://a.example/2",
+               Request("https://c.example/1", not_before=env.clock() + 12)])
+        assert [le.queue for le in f.next(1)] == ["a.example"]  # expires in 10 s
+        env.clock.advance(15)
+        f.add("https://b.example/1")                 # ready since 15 s
+        f = env.checkpoint()
+        env.clock.advance(5)
+        # a since 10 s, c since 12 s, b since 15 s
+        assert [le.queue for le in f.next(3)] == ["a.example", "c.example", "b.example"]
+
     def test_big_host_does_not_starve_others(self, env: _Env) -> None:
         f = env.open(**FAST)
         f.add([f"https://big.example/{i}" for i in range(100)])

@@ -341,23 +341,30 @@ class MemoryStore:
         return out
 
     def _wake(self, now: float) -> None:
-        """Move due scheduled entries, expired leases and rested queues to ready."""
+        """Move due scheduled entries, expired leases and rested queues to ready.
+
+        Entries that came due and leases that expired are taken in time order, each
+        at its own time: a queue they make ready has waited since then, not since
+        whichever call noticed (see sqlite.SQLiteStore._wake)."""
         sched = self._scheduled
-        while sched and sched[0][0] <= now:
-            _, _, key, item = heapq.heappop(sched)
-            self._push(self._queue(key), item, now)
         expiry = self._expiry
-        while expiry and expiry[0][0] <= now:
-            _, _, tokens = heapq.heappop(expiry)
-            for token in tokens:
-                held = self._leases.pop(token, None)
-                if held is None:
-                    continue
-                q, item, _ = held
-                q.inflight -= 1
-                self._counters["redelivered"] += 1
-                heapq.heappush(q.heap, item)  # its old place: the head of its queue
-                self._settle(q, now)
+        while True:
+            if sched and sched[0][0] <= now and not (expiry and expiry[0][0] < sched[0][0]):
+                at, _, key, item = heapq.heappop(sched)
+                self._push(self._queue(key), item, at)
+            elif expiry and expiry[0][0] <= now:
+                at, _, tokens = heapq.heappop(expiry)
+                for token in tokens:
+                    held = self._leases.pop(token, None)
+                    if held is None:
+                        continue
+                    q, item, _ = held
+                    q.inflight -= 1
+                    self._counters["redelivered"] += 1
+                    heapq.heappush(q.heap, item)  # its old place: the head of its queue
+                    self._settle(q, at)
+            else:
+                break
         resting = self._resting
         while resting and resting[0][0] <= now:
             _, version, key = heapq.heappop(resting)

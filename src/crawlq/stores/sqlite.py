@@ -782,20 +782,35 @@ class SQLiteStore:
             self._ahead_rows += len(rows)
 
     def _wake(self, c: sqlite3.Connection, now: float) -> None:
-        """Expired leases back to their queues, due entries in, rested queues ready."""
-        deltas: dict[int, _Delta] = {}
-        # Expired leases go back to their old place: the same key puts them at the head.
-        expired = sqlite_leases.expire(c, now)
-        self._to_level0(c, expired, deltas, True)
-        if expired:
-            n = len(expired)
-            self._count(c, redelivered=n, leased=-n, queued=n)
-        due = c.execute("DELETE FROM scheduled WHERE due <= ? RETURNING qid, nprio, ord, "
-                        "retries, payload", (now,)).fetchall()
-        self._to_level0(c, due, deltas, False)
-        if due:
-            self._count(c, scheduled=-len(due))
-        self._apply(c, deltas, now)
+        """Expired leases back to their queues, due entries in, rested queues ready.
+
+        Due entries and expired leases are settled in time order, each at its own time
+        (due entries first at equal times, as the memory store takes them): a queue they
+        make ready has waited since then, not since the call that noticed."""
+        # (time, 0: due entry / 1: expired lease, entry); expired leases go back to their
+        # old place: the same key puts them at the head.
+        events = [(r[0], 0, r[1:]) for r in c.execute(
+            "DELETE FROM scheduled WHERE due <= ? RETURNING due, qid, nprio, ord, retries, "
+            "payload", (now,)).fetchall()]
+        events += [(at, 1, row) for at, row in sqlite_leases.expire(c, now)]
+        if events:
+            events.sort(key=lambda e: (e[0], e[1]))
+            n_expired = sum(e[1] for e in events)
+            i = 0
+            while i < len(events):
+                at, j = events[i][0], i
+                while j < len(events) and events[j][0] == at:
+                    j += 1
+                deltas: dict[int, _Delta] = {}
+                for kind in (0, 1):
+                    self._to_level0(c, [e[2] for e in events[i:j] if e[1] == kind], deltas,
+                                    kind == 1)
+                self._apply(c, deltas, at)
+                i = j
+            if n_expired:
+                self._count(c, redelivered=n_expired, leased=-n_expired, queued=n_expired)
+            if len(events) > n_expired:
+                self._count(c, scheduled=n_expired - len(events))
         self._forget_queues(r[0] for r in c.execute(
             "UPDATE queues SET state=0, since=ready_at WHERE state=2 AND ready_at <= ? "
             "RETURNING qid", (now,)).fetchall())

@@ -169,13 +169,13 @@ def _open_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]
             yield last, _entry(ints, ends, payloads, k)
 
 
-def expire(c: sqlite3.Connection, now: float) -> list[LeaseRow]:
-    """Close every lease whose call expired at ``now``: their entries."""
-    out: list[LeaseRow] = []
-    calls: set[int] = set()
+def expire(c: sqlite3.Connection, now: float) -> list[tuple[float, LeaseRow]]:
+    """Close every lease whose call expired at ``now``: when each expired, its entry."""
+    out: list[tuple[float, LeaseRow]] = []
+    calls = dict(c.execute("SELECT last, expires FROM lease_calls WHERE expires <= ?",
+                           (now,)).fetchall())
     for last, row in _open_rows(c, "WHERE l.expires <= ?", (now,)):
-        out.append(row)
-        calls.add(last)
+        out.append((calls[last], row))
     if calls:
         # (calls with every lease answered were deleted already)
         c.executemany("DELETE FROM lease_calls WHERE last=?", [(last,) for last in calls])

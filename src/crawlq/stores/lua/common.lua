@@ -253,19 +253,23 @@ local function set_retries(item, retries)
   return string.char(math.floor(retries / 256) % 256, retries % 256) .. string.sub(item, 3)
 end
 
--- Move due scheduled entries, expired leases and rested queues to ready.
+-- Move due scheduled entries, expired leases and rested queues to ready. Due entries
+-- and expired leases are settled in time order, each at its own time (due entries first
+-- at equal times, as the other stores take them): a queue they make ready has waited
+-- since then, not since the call that noticed.
 local function wake(now)
-  local touched = {}
-  local ids = redis.call('ZRANGEBYSCORE', P .. ':sc', '-inf', f17(now))
-  if #ids > 0 then
+  local events = {}  -- {time, 0: due entry / 1: expired lease, id or token, key, prio, item}
+  local sc = redis.call('ZRANGEBYSCORE', P .. ':sc', '-inf', f17(now), 'WITHSCORES')
+  if #sc > 0 then
+    local ids = {}
+    for i = 1, #sc, 2 do ids[#ids + 1] = sc[i] end
     for i = 1, #ids, 5000 do  -- in chunks: unpack() is limited by Lua's C stack
       local recs = redis.call('HMGET', P .. ':scd', unpack(ids, i, math.min(i + 4999, #ids)))
-      for _, rec in ipairs(recs) do
+      for j, rec in ipairs(recs) do
         if rec then
           local key, prio, item = cmsgpack.unpack(rec)
-          local q = loadq(key)
-          push(q, prio, item, false)
-          touched[key] = q
+          local n = i + j - 1
+          events[#events + 1] = {tonumber(sc[2 * n]), 0, tonumber(ids[n]), key, prio, item}
         end
       end
     end
@@ -274,10 +278,10 @@ local function wake(now)
       redis.call('HDEL', P .. ':scd', unpack(ids, i, math.min(i + 4999, #ids)))
     end
   end
-  local ranges = redis.call('ZRANGEBYSCORE', P .. ':lx', '-inf', f17(now))
-  local back = {}
-  for _, range in ipairs(ranges) do
-    local first, last = string.match(range, '^(%d+):(%d+)$')
+  local ranges = redis.call('ZRANGEBYSCORE', P .. ':lx', '-inf', f17(now), 'WITHSCORES')
+  for r = 1, #ranges, 2 do
+    local first, last = string.match(ranges[r], '^(%d+):(%d+)$')
+    local at = tonumber(ranges[r + 1])
     first, last = tonumber(first), tonumber(last)
     for lo = first, last, 1000 do
       local toks = {}
@@ -286,25 +290,45 @@ local function wake(now)
       for j, rec in ipairs(recs) do
         if rec then
           local key, prio, item = cmsgpack.unpack(rec)
-          local q = loadq(key)
-          q.inf = q.inf - 1
-          count('redelivered', 1)
-          back[#back + 1] = {toks[j], q, prio, item}  -- its old place: the head
-          touched[key] = q
+          events[#events + 1] = {at, 1, toks[j], key, prio, item}
           redis.call('HDEL', P .. ':ls', toks[j])
         end
       end
     end
   end
-  push_back(back)
   if #ranges > 0 then
     redis.call('ZREMRANGEBYSCORE', P .. ':lx', '-inf', f17(now))
   end
+  -- Due entries join the tail in the order they were scheduled; expired leases go back
+  -- to the head, the latest first, so that the earliest ends first (their old order).
+  table.sort(events, function(x, y)
+    if x[1] ~= y[1] then return x[1] < y[1] end
+    if x[2] ~= y[2] then return x[2] < y[2] end
+    if x[2] == 0 then return x[3] < y[3] end
+    return x[3] > y[3]
+  end)
+  local i = 1
+  while i <= #events do
+    local at = events[i][1]
+    local group = {}
+    while i <= #events and events[i][1] == at do
+      local e = events[i]
+      local q = loadq(e[4])
+      if e[2] == 0 then
+        push(q, e[5], e[6], false)
+      else
+        q.inf = q.inf - 1
+        count('redelivered', 1)
+        push(q, e[5], e[6], true)  -- its old place: the head
+      end
+      group[e[4]] = q
+      i = i + 1
+    end
+    for _, q in pairs(group) do settle(q, at, false) end
+  end
   local rested = redis.call('ZRANGEBYSCORE', P .. ':rest', '-inf', f17(now))
   for _, key in ipairs(rested) do
-    touched[key] = loadq(key)
-  end
-  for _, q in pairs(touched) do
+    local q = loadq(key)
     settle(q, now, false)
   end
 end
