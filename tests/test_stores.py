@@ -571,17 +571,23 @@ def test_sqlite_levels_lease_like_the_memory_store(tmp_path: Path, lifo: bool, l
                     lifo=lifo) == expected
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("pure", [False, True])
+@pytest.mark.parametrize("lifo", [False, True])
+@pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize(("hosts", "concurrency"), [(1, 3), (4, 1), (4, 3)])
 def test_sqlite_store_leases_like_the_memory_store_with_delays(
-        tmp_path: Path, seed: int, hosts: int, concurrency: int) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, hosts: int,
+        concurrency: int, lifo: bool, pure: bool) -> None:
     """A richer random mix, where time passes: politeness delays from fetch times,
     failures with backoff until dead, retries and adds for later, blocks, per-queue
     concurrency, delays and session budgets set at run time, expiries. The SQLite store
-    gives the same leases in the same order as the memory store, and the same counters."""
+    gives the same leases in the same order as the memory store, and the same counters;
+    FIFO and LIFO, with the C speedups and without (both stores' pure-Python code)."""
+    if pure:
+        monkeypatch.setenv("CRAWLQ_PURE_PYTHON", "1")
     ops = _mix_ops(hosts, seed * 10 + hosts, rich=True)
     options = {"concurrency": concurrency, "min_delay": 0.5, "max_delay": 4.0,
-               "delay_factor": 2.0, "max_retries": 1, "retry_backoff": 1.5}
+               "delay_factor": 2.0, "max_retries": 1, "retry_backoff": 1.5, "lifo": lifo}
     expected = _run_mix("memory://", ops, **options)
     assert sum(map(len, expected)) > 300
     assert "failed=0 " not in expected[-1][0]
