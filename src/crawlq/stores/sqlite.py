@@ -10,6 +10,7 @@ share one file (writers take turns; no entry is ever leased twice). With
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import sqlite3
 import threading
@@ -796,17 +797,13 @@ class SQLiteStore:
         if events:
             events.sort(key=lambda e: (e[0], e[1]))
             n_expired = sum(e[1] for e in events)
-            i = 0
-            while i < len(events):
-                at, j = events[i][0], i
-                while j < len(events) and events[j][0] == at:
-                    j += 1
+            for at, same in itertools.groupby(events, key=lambda e: e[0]):
+                group = list(same)
                 deltas: dict[int, _Delta] = {}
                 for kind in (0, 1):
-                    self._to_level0(c, [e[2] for e in events[i:j] if e[1] == kind], deltas,
+                    self._to_level0(c, [e[2] for e in group if e[1] == kind], deltas,
                                     kind == 1)
                 self._apply(c, deltas, at)
-                i = j
             if n_expired:
                 self._count(c, redelivered=n_expired, leased=-n_expired, queued=n_expired)
             if len(events) > n_expired:
