@@ -821,7 +821,7 @@ def _open_call(c: sqlite3.Connection, last: int) -> list[tuple[Any, ...]]:
 
     (acked,) = c.execute("SELECT acked FROM lease_calls WHERE last=?", (last,)).fetchone()
     assert acked is None  # (every lease of the call still open)
-    return [row for at, row in sqlite_leases._open_rows(c, "WHERE l.last = ?", (last,))]
+    return [row for _, _, row in sqlite_leases._open_rows(c, "WHERE l.last = ?", (last,))]
 
 
 @pytest.mark.parametrize("schema", [1, 2, 3, 4])

@@ -156,26 +156,28 @@ def answer(c: sqlite3.Connection, tokens: Iterable[int], full: set[int] | frozen
 
 
 def _open_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]
-               ) -> Iterator[tuple[int, LeaseRow]]:
-    """The open leases (last of their call, entry) of the calls ``where`` selects."""
-    for last, first, acked, ints_blob, ends_blob, payloads in c.execute(
-            "SELECT l.last, l.first, l.acked, d.ints, d.ends, d.payloads FROM lease_calls l "
-            f"JOIN lease_data d ON d.last = l.last {where}", args).fetchall():
+               ) -> Iterator[tuple[int, float, LeaseRow]]:
+    """The open leases (last of their call, its expiry, entry) of the calls ``where``
+    selects."""
+    for last, first, expires, acked, ints_blob, ends_blob, payloads in c.execute(
+            "SELECT l.last, l.first, l.expires, l.acked, d.ints, d.ends, d.payloads "
+            f"FROM lease_calls l JOIN lease_data d ON d.last = l.last {where}",
+            args).fetchall():
         n = last - first + 1
         ints, ends = _unpack(ints_blob, FIELDS * n), _unpack(ends_blob, n)
         for k in range(last - first + 1):
             if acked is not None and acked[k >> 3] & (1 << (k & 7)):
                 continue
-            yield last, _entry(ints, ends, payloads, k)
+            yield last, expires, _entry(ints, ends, payloads, k)
 
 
 def expire(c: sqlite3.Connection, now: float) -> list[tuple[float, LeaseRow]]:
     """Close every lease whose call expired at ``now``: when each expired, its entry."""
     out: list[tuple[float, LeaseRow]] = []
-    calls = dict(c.execute("SELECT last, expires FROM lease_calls WHERE expires <= ?",
-                           (now,)).fetchall())
-    for last, row in _open_rows(c, "WHERE l.expires <= ?", (now,)):
-        out.append((calls[last], row))
+    calls: set[int] = set()
+    for last, expires, row in _open_rows(c, "WHERE l.expires <= ?", (now,)):
+        out.append((expires, row))
+        calls.add(last)
     if calls:
         # (calls with every lease answered were deleted already)
         c.executemany("DELETE FROM lease_calls WHERE last=?", [(last,) for last in calls])
@@ -184,7 +186,7 @@ def expire(c: sqlite3.Connection, now: float) -> list[tuple[float, LeaseRow]]:
 
 def open_leases(c: sqlite3.Connection) -> Iterator[LeaseRow]:
     """Every open lease's entry (for a dump)."""
-    for _, row in _open_rows(c, "", ()):
+    for _, _, row in _open_rows(c, "", ()):
         yield row
 
 
