@@ -470,10 +470,10 @@ def _leases_op(f: Frontier, op: str, arg: int, out: list[list[str]],
 def _mix_ops(hosts: int, seed: int, rich: bool = False) -> list[tuple[str, Any]]:
     """A random mix of adds (random priorities) on ``hosts`` hosts, leases of random
     sizes, acknowledgements, retries and expiries, for _run_mix; ``rich``: also time
-    passing (politeness delays then matter), failures, retries for later, adds for
-    later, blocks and per-queue settings. Host ``hN`` is the N-th to appear: creation
-    order and key order agree (the Redis store breaks ties in waiting time by key, the
-    others by creation)."""
+    passing and acknowledgements with fetch times (politeness delays then matter),
+    failures, retries for later, adds for later, blocks and per-queue settings. Host
+    ``hN`` is the N-th to appear: creation order and key order agree (the Redis store
+    breaks ties in waiting time by key, the others by creation)."""
     import random
 
     rng = random.Random(seed)
@@ -481,14 +481,14 @@ def _mix_ops(hosts: int, seed: int, rich: bool = False) -> list[tuple[str, Any]]
     rank: dict[int, int] = {}
     kinds = ["add", "add", "next", "next", "done", "retry", "expire"]
     if rich:
-        kinds += ["next", "done", "fail", "retry_later", "tick", "tick", "block", "configure",
-                  "add_later"]
+        kinds += ["next", "done_timed", "fail", "retry_later", "tick", "tick", "block",
+                  "configure", "add_later"]
     for _ in range(400 if rich else 300):
         op = rng.choice(kinds)
         if op in ("add", "add_later"):
             ops.append((op, [(rank.setdefault(rng.randrange(hosts), len(rank)),
                               rng.randint(-2, 2)) for _ in range(rng.randint(1, 9))]))
-        elif op in ("next", "done", "fail", "retry", "retry_later"):
+        elif op in ("next", "done", "done_timed", "fail", "retry", "retry_later"):
             ops.append((op, rng.randint(1, 12)))
         elif op == "tick":
             ops.append((op, rng.choice([0.5, 1, 2, 3.5])))
@@ -518,7 +518,7 @@ def _run_mix(store: str, ops: list[tuple[str, Any]], **options: Any) -> list[lis
                 f.add([Request(f"https://h{h}.example/{n + i}", priority=p, not_before=nb)
                        for i, (h, p) in enumerate(arg)])
                 n += len(arg)
-            elif op == "done" and "delay_factor" in options:
+            elif op == "done_timed":
                 for j, lease in enumerate(held[:arg]):  # (fetch times: the delays differ)
                     f.done(lease, duration=0.1 * (j % 4))
                 del held[:arg]
