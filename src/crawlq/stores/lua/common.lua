@@ -114,7 +114,7 @@ local function best_level(q)
 end
 
 -- Empty levels stay in P:rp until the next look finds them empty (saves a ZCARD
--- per queue state change); first_ready_level() removes them.
+-- per queue state change); first_ready_level() and lease remove them.
 local function unready(q)
   redis.call('ZREM', P .. ':r:' .. q.rp, q.key)
   q.rp = ''
@@ -299,18 +299,16 @@ local function wake(now)
   if #ranges > 0 then
     redis.call('ZREMRANGEBYSCORE', P .. ':lx', '-inf', f17(now))
   end
-  -- Due entries join the tail in the order they were scheduled; expired leases go back
-  -- to the head, the latest first, so that the earliest ends first (their old order).
+  -- (due entries join the tail in the order they were scheduled)
   table.sort(events, function(x, y)
     if x[1] ~= y[1] then return x[1] < y[1] end
     if x[2] ~= y[2] then return x[2] < y[2] end
-    if x[2] == 0 then return x[3] < y[3] end
-    return x[3] > y[3]
+    return x[3] < y[3]
   end)
   local i = 1
   while i <= #events do
     local at = events[i][1]
-    local group = {}
+    local group, back = {}, {}
     while i <= #events and events[i][1] == at do
       local e = events[i]
       local q = loadq(e[4])
@@ -319,11 +317,12 @@ local function wake(now)
       else
         q.inf = q.inf - 1
         count('redelivered', 1)
-        push(q, e[5], e[6], true)  -- its old place: the head
+        back[#back + 1] = {e[3], q, e[5], e[6]}  -- its old place: the head
       end
       group[e[4]] = q
       i = i + 1
     end
+    push_back(back)
     for _, q in pairs(group) do settle(q, at, false) end
   end
   local rested = redis.call('ZRANGEBYSCORE', P .. ':rest', '-inf', f17(now))

@@ -12,9 +12,9 @@ wake(now)
 local line = {}
 for _, level in ipairs(redis.call('ZRANGE', P .. ':rp', 0, -1)) do
   if #line >= limit then break end
-  for _, key in ipairs(redis.call('ZRANGE', P .. ':r:' .. level, 0, limit - #line - 1)) do
-    line[#line + 1] = key
-  end
+  local keys = redis.call('ZRANGE', P .. ':r:' .. level, 0, limit - #line - 1)
+  if #keys == 0 then redis.call('ZREM', P .. ':rp', level) end  -- (an empty level: see unready)
+  for _, key in ipairs(keys) do line[#line + 1] = key end
 end
 prefetch(line)
 -- A round-robin over the line in its order (as the memory store's _lease_rounds): a
