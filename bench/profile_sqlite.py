@@ -12,7 +12,7 @@ of each phase.
   numbered from N (pick N above any already used) and --window next+done.
 
     python bench/profile_sqlite.py
-    python bench/bench_scale.py --dir /tmp/s --at 10000000 && cp /tmp/s/scale.db /tmp/c.db
+    python bench/bench_scale.py --dir /tmp/s --at 10000000 && cp /tmp/s/scale-10000000.db /tmp/c.db
     python bench/profile_sqlite.py --db /tmp/c.db --start 20000000
 """
 
