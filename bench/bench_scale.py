@@ -85,21 +85,23 @@ def worker(conn: Connection, db: Path, sizes: list[int], a: argparse.Namespace) 
     rss0 = rss_bytes()
     f = Frontier.open(f"sqlite:///{db}", min_delay=0, max_delay=0, delay_factor=0,
                       concurrency=1_000_000)
-    made = 0
+    made = queued = 0  # (URLs numbered so far; queued: a window leaves it as it was)
     t = time.perf_counter()
     for size in sizes:
-        while made < size:
-            n = min(a.batch * 20, size - made)
+        while queued < size:
+            n = min(a.batch * 20, size - queued)
             for i in range(0, n, a.batch):
                 f.add(urls(made + i, min(a.batch, n - i), a.hosts))
             made += n
-            print(f"\rfilling {db.name}: {made:,} queued "
-                  f"({made / (time.perf_counter() - t):,.0f}/s)",
+            queued += n
+            print(f"\rfilling {db.name}: {queued:,} queued "
+                  f"({queued / (time.perf_counter() - t):,.0f}/s)",
                   end="", file=sys.stderr, flush=True)
         window(f, made, a)  # (untimed: the history, and the warm-up)
         made += a.window
     print("", file=sys.stderr)
-    rss = (rss_bytes() - rss0) / f.stats().queued
+    assert f.stats().queued == queued, (f.stats().queued, queued)
+    rss = (rss_bytes() - rss0) / queued
     conn.send("filled")
     while conn.recv() == "window":
         conn.send(window(f, made, a))
