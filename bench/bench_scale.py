@@ -136,10 +136,8 @@ def main() -> None:
                   "and its rate is not the amortized one", file=sys.stderr)
     tmp = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="crawlq-scale-"))
     tmp.mkdir(parents=True, exist_ok=True)
-    # A process per checkpoint, each holding its store open: filled one after the other,
-    # then timed in rounds that visit each in turn (one at a time), so a slow spell of
-    # this shared machine slows both sides of the ratio alike, and neither store's
-    # caches or heap weigh on the other's windows.
+    # (the stores fill one after the other, then the rounds time one at a time: see the
+    # module's docstring)
     ctx = multiprocessing.get_context("fork")
     links: list[Connection] = []
     procs = []

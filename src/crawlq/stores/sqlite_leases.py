@@ -165,7 +165,7 @@ def _open_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]
             args).fetchall():
         n = last - first + 1
         ints, ends = _unpack(ints_blob, FIELDS * n), _unpack(ends_blob, n)
-        for k in range(last - first + 1):
+        for k in range(n):
             if acked is not None and acked[k >> 3] & (1 << (k & 7)):
                 continue
             yield last, expires, _entry(ints, ends, payloads, k)
