@@ -304,6 +304,10 @@ class SQLiteStore:
             self._conn.execute("PRAGMA journal_mode=WAL").fetchone()
             self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
             self._conn.execute("PRAGMA temp_store=MEMORY")
+            # Debian builds SQLite with secure_delete on: every freed page (a next()
+            # call's lease blob at done(), level 0 after a merge) is zeroed and written
+            # to the WAL once more. FAST zeroes only where that costs no extra write.
+            self._conn.execute("PRAGMA secure_delete=FAST")
             # Batches rewrite the same hot pages (queue heads, lease rows) over and over;
             # checkpointing less often writes each of them to the file once, not 5 times.
             self._conn.execute("PRAGMA wal_autocheckpoint=10000")
@@ -1363,11 +1367,18 @@ key order and the scans merged until the limit: no sorting, no more rows read.)"
 
 
 @functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)
 def _seen_lookup(n: int) -> str:
-    """SELECT fp, revisit_at for ``n`` fingerprints from every seen level, oldest first."""
-    marks = ",".join(f"?{i}" for i in range(1, n + 1))
-    return " UNION ALL ".join(f"SELECT fp, revisit_at FROM {t} WHERE fp IN ({marks})"
-                              for t in reversed(SEEN_LEVELS))
+    """SELECT fp, revisit_at for ``n`` fingerprints from every seen level, oldest first.
+
+    The fingerprints come as a VALUES list joined to each level, which SQLite walks in
+    order, one primary-key seek each; ``fp IN (?, ...)`` built an ephemeral index of the
+    list for every level first (~10% slower, bench/profile notes in docs/benchmarks.md).
+    """
+    values = ",".join(f"(?{i})" for i in range(1, n + 1))
+    return f"WITH k(fp) AS (VALUES {values}) " + " UNION ALL ".join(
+        f"SELECT s.fp, s.revisit_at FROM k JOIN {t} s ON s.fp = k.fp"
+        for t in reversed(SEEN_LEVELS))
 
 
 # kind -> (tables: level 0, 1, 2; slicing column; row counter; slice cursor; insert verb;
