@@ -409,6 +409,45 @@ def test_admit_agrees_with_python(tmp_path: Path, seed: int) -> None:
         speedups.admit([(None, "a", 0)], qids, caps, {}, set(), {}, [], 1.0, 0, 0, (0, 1, 2))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_take_rows_agrees_with_python(seed: int) -> None:
+    """speedups.take_rows (C) records a lease round as _take_rows (Python) does: tokens,
+    lease-log ints and payloads, lease rows, per-queue counts and moved cursors."""
+    from crawlq.stores.sqlite import _take_rows
+
+    rng = random.Random(seed)
+    qids = rng.sample(range(1, 10_000), 40)
+    keys = {q: f"host{q}.example" for q in qids}
+    start = {q: tuple(rng.choice([NO_CURSOR, rng.randint(-5, 5)]) if i % 2 == 0
+                      else rng.randint(0, 2**40) for i in range(2 * len(CURSOR_LEVELS)))
+             for q in qids}
+    got: list[tuple[Any, ...]] = [(q, rng.randint(-5, 5), rng.randint(0, 2**48), rng.randint(0, 3),
+            rng.randbytes(rng.randint(0, 40)), rng.randrange(len(CURSOR_LEVELS)),
+            *([rng.randint(-5, 5)] if rng.random() < 0.5 else []))
+           for q in (rng.choice(qids) for _ in range(300))]
+    results = []
+    for fn in (speedups.take_rows, _take_rows):
+        cursor, ints, payloads = dict(start), [1, 2], [b"x"]
+        out: list[tuple[Any, ...]] = [("kept",)]
+        counts = {qids[0]: 5}
+        token = fn(got, cursor, keys, 2**40, 99.5, ints, payloads, out, counts)
+        results.append((token, cursor, ints, payloads, out, counts))
+    assert results[0] == results[1]
+    token, cursor, ints, payloads, out, counts = results[0]
+    assert token == 2**40 + len(got) and out[-1][0] == token and len(ints) == 2 + 4 * len(got)
+    assert counts[qids[0]] == 5 + sum(r[0] == qids[0] for r in got)
+    last = got[-1]
+    assert cursor[last[0]][2 * last[5]:2 * last[5] + 2] == (last[1], last[2])
+    assert out[-1] == (token, keys[last[0]], -last[1], last[3], last[4], 99.5)
+    with pytest.raises(KeyError):
+        speedups.take_rows([(10_001, 0, 0, 0, b"", 0)], {}, {}, 0, 1.0, [], [], [], {})
+    with pytest.raises(TypeError):
+        speedups.take_rows([(qids[0], 0, 0)], dict(start), keys, 0, 1.0, [], [], [], {})
+    with pytest.raises(ValueError):
+        speedups.take_rows([(qids[0], 0, 0, 0, b"", 7)], dict(start), keys, 0, 1.0, [], [], [],
+                           {})
+
+
 def _memory_ops(rng: random.Random, steps: int) -> list[tuple[Any, ...]]:
     """A generated run of MemoryStore calls: adds with duplicates, revisits, not_before,
     retries and priorities at both ends; leases; acks of every kind; per-queue budgets,

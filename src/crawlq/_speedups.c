@@ -1657,6 +1657,119 @@ fail:
 
 /* ---------------------------------------------------------------------------------- */
 
+PyDoc_STRVAR(take_rows_doc,
+"take_rows(got, cursor, keys, token, expires, ints, payloads, out, counts) -> token\n\n"
+"crawlq.stores.sqlite._take_rows in C: record one round of a lease call's entries.");
+
+/* The per-entry loop of SQLiteStore.lease (see _take_rows there, its definition): for
+   each row (qid, nprio, ord, retries, payload, level, ...) of ``got``: the next token,
+   its four ints and payload for the lease log, the queue's cursor in that level moved
+   to the row, the lease row (token, key, priority, retries, payload, expires) and the
+   queue's count. */
+static PyObject *py_take_rows(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *got, *cursor, *keys, *expires, *ints, *payloads, *out, *counts;
+    long long token;
+    Py_ssize_t i, n;
+    (void)mod;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "take_rows() takes 9 arguments");
+        return NULL;
+    }
+    got = args[0];
+    cursor = args[1];
+    keys = args[2];
+    token = PyLong_AsLongLong(args[3]);
+    if (token == -1 && PyErr_Occurred()) return NULL;
+    expires = args[4];
+    ints = args[5];
+    payloads = args[6];
+    out = args[7];
+    counts = args[8];
+    if (!PyList_Check(got) || !PyDict_Check(cursor) || !PyDict_Check(keys) ||
+        !PyList_Check(ints) || !PyList_Check(payloads) || !PyList_Check(out) ||
+        !PyDict_Check(counts)) {
+        PyErr_SetString(PyExc_TypeError, "take_rows(): got, ints, payloads and out are lists; "
+                                         "cursor, keys and counts dicts");
+        return NULL;
+    }
+    n = PyList_GET_SIZE(got);
+    for (i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(got, i), *qid, *nprio, *order, *retries, *payload;
+        PyObject *cur, *key, *moved, *tok = NULL, *neg = NULL, *lease, *had, *k;
+        Py_ssize_t at, j, width;
+        long level;
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) < 6) {
+            PyErr_SetString(PyExc_TypeError, "take_rows(): a row is a tuple of 6 or more");
+            return NULL;
+        }
+        qid = PyTuple_GET_ITEM(row, 0);
+        nprio = PyTuple_GET_ITEM(row, 1);
+        order = PyTuple_GET_ITEM(row, 2);
+        retries = PyTuple_GET_ITEM(row, 3);
+        payload = PyTuple_GET_ITEM(row, 4);
+        level = PyLong_AsLong(PyTuple_GET_ITEM(row, 5));
+        if (level == -1 && PyErr_Occurred()) return NULL;
+        cur = PyDict_GetItemWithError(cursor, qid); /* borrowed */
+        if (!cur) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, qid);
+            return NULL;
+        }
+        key = PyDict_GetItemWithError(keys, qid);
+        if (!key) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, qid);
+            return NULL;
+        }
+        if (!PyTuple_Check(cur) || level < 0 || 2 * level + 1 >= PyTuple_GET_SIZE(cur)) {
+            PyErr_SetString(PyExc_ValueError, "take_rows(): a row's level has no cursor");
+            return NULL;
+        }
+        if (PyList_Append(ints, qid) < 0 || PyList_Append(ints, nprio) < 0 ||
+            PyList_Append(ints, order) < 0 || PyList_Append(ints, retries) < 0 ||
+            PyList_Append(payloads, payload) < 0)
+            return NULL;
+        /* the cursor with this level's (nprio, ord) replaced */
+        at = 2 * (Py_ssize_t)level;
+        width = PyTuple_GET_SIZE(cur);
+        if (!(moved = PyTuple_New(width))) return NULL;
+        for (j = 0; j < width; j++) {
+            PyObject *v = j == at ? nprio : j == at + 1 ? order : PyTuple_GET_ITEM(cur, j);
+            Py_INCREF(v);
+            PyTuple_SET_ITEM(moved, j, v);
+        }
+        j = PyDict_SetItem(cursor, qid, moved); /* (cur is gone from here on) */
+        Py_DECREF(moved);
+        if (j < 0) return NULL;
+        token += 1;
+        if (!(tok = PyLong_FromLongLong(token)) || !(neg = PyNumber_Negative(nprio))) {
+            Py_XDECREF(tok);
+            return NULL;
+        }
+        lease = PyTuple_Pack(6, tok, key, neg, retries, payload, expires);
+        Py_DECREF(tok);
+        Py_DECREF(neg);
+        if (!lease) return NULL;
+        j = PyList_Append(out, lease);
+        Py_DECREF(lease);
+        if (j < 0) return NULL;
+        had = PyDict_GetItemWithError(counts, qid);
+        if (!had && PyErr_Occurred()) return NULL;
+        if (had) {
+            long c = PyLong_AsLong(had);
+            if (c == -1 && PyErr_Occurred()) return NULL;
+            k = PyLong_FromLong(c + 1);
+        } else {
+            k = PyLong_FromLong(1);
+        }
+        if (!k) return NULL;
+        j = PyDict_SetItem(counts, qid, k);
+        Py_DECREF(k);
+        if (j < 0) return NULL;
+    }
+    return PyLong_FromLongLong(token);
+}
+
+/* ---------------------------------------------------------------------------------- */
+
 static PyObject *py_blake2b_128(PyObject *mod, PyObject *data) {
     Py_buffer view;
     uint8_t digest[16];
@@ -2779,6 +2892,7 @@ static PyTypeObject MemoryLoopsType = {
 
 static PyMethodDef module_methods[] = {
     {"admit", (PyCFunction)(void (*)(void))py_admit, METH_FASTCALL, admit_doc},
+    {"take_rows", (PyCFunction)(void (*)(void))py_take_rows, METH_FASTCALL, take_rows_doc},
     {"blake2b_128", py_blake2b_128, METH_O,
      "blake2b_128(data) -> hashlib.blake2b(data, digest_size=16).digest()"},
     {NULL, NULL, 0, NULL}};

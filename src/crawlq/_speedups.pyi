@@ -13,6 +13,12 @@ def admit(entries: Sequence[Any], qids: Mapping[str, int], caps: Mapping[int, in
           ) -> tuple[list[int], list[tuple[Any, ...]], list[tuple[Any, ...]], int, int, int]:
     """crawlq.stores.sqlite._admit for an exact seen-set, in C."""
 
+def take_rows(got: list[tuple[Any, ...]], cursor: dict[int, tuple[int, ...]],
+              keys: Mapping[int, str], token: int, expires: float, ints: list[int],
+              payloads: list[bytes], out: list[tuple[Any, ...]], counts: dict[int, int],
+              ) -> int:
+    """crawlq.stores.sqlite._take_rows in C."""
+
 class FastAdd:
     """Frontier.add's plain case: canonical URL, host key, fingerprint, payload."""
 
