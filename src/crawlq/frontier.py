@@ -250,16 +250,17 @@ class Frontier:
             statuses = [st for wait in pending for st in wait()]
         else:
             statuses = self.store.add(entries, now) if entries else []
-        flags = [False] * len(requests)
-        added = dups = 0
-        for pos, st in zip(index, statuses):
-            if st == ADDED:
-                flags[pos] = True
-                added += 1
-            elif st == DUPLICATE:
-                dups += 1
-            else:
-                rejected.append(Rejection(pos, _url_of(requests[pos]), "queue-budget"))
+        added, dups = statuses.count(ADDED), statuses.count(DUPLICATE)
+        if len(index) == len(requests):  # (every request made an entry: index is 0, 1, ...)
+            flags = [st == ADDED for st in statuses]
+        else:
+            flags = [False] * len(requests)
+            for pos, st in zip(index, statuses):
+                if st == ADDED:
+                    flags[pos] = True
+        if added + dups < len(statuses):
+            rejected += [Rejection(pos, _url_of(requests[pos]), "queue-budget")
+                         for pos, st in zip(index, statuses) if st != ADDED and st != DUPLICATE]
         reasons: dict[str, int] = {}
         for r in rejected:
             if r.reason != "queue-budget":  # the store counted those itself

@@ -328,6 +328,22 @@ class FrontierContract:
         assert f.add("https://trap.example/again").added == 0  # "ever accept"
         assert f.stats().rejected == {"queue-budget": 3}
 
+    def test_add_result_lines_up_with_the_batch(self, env: _Env) -> None:
+        """Per request, AddResult says added or not, and each rejection names its index,
+        with bad URLs, duplicates and budget rejections mixed in one batch."""
+        f = env.open(max_queue_urls=2, **FAST)
+        r = f.add(["https://trap.example/1", "ftp://x.example/", "https://trap.example/1",
+                   "https://trap.example/2", "https://trap.example/3", "https://ok.example/",
+                   "https://trap.example/4"])
+        assert r.added_flags == (True, False, False, True, False, True, False)
+        assert (r.added, r.duplicates) == (3, 1)
+        assert [(x.index, x.reason) for x in r.rejected] == [
+            (1, "bad-scheme"), (4, "queue-budget"), (6, "queue-budget")]
+        r = f.add(["https://ok.example/", "https://trap.example/5", "https://b.example/"])
+        assert r.added_flags == (False, False, True)
+        assert (r.added, r.duplicates) == (1, 1)
+        assert [(x.index, x.reason) for x in r.rejected] == [(1, "queue-budget")]
+
     def test_session_budget_yields_to_others(self, env: _Env) -> None:
         f = env.open(concurrency=100, session_budget=2, session_rest=30, **FAST)
         f.add([f"https://big.example/{i}" for i in range(6)])
