@@ -67,6 +67,24 @@ def test_unknown_and_bad_options() -> None:
     f.close()
 
 
+def test_sqlite_page_cache_option(tmp_path: Path) -> None:
+    """``cache_mb`` sets the store connection's page cache (6 MiB by default), from a
+    keyword or the URL; a size that is not a positive number of MiB is a ConfigError."""
+    cases = [({}, "", -6144), ({"cache_mb": 16}, "", -16384), ({}, "?cache_mb=0.5", -512)]
+    for i, (kw, query, want) in enumerate(cases):
+        f = Frontier.open(f"sqlite:///{tmp_path}/c{i}.db{query}", **kw)
+        conn = f.store._conn  # type: ignore[attr-defined]
+        assert conn.execute("PRAGMA cache_size").fetchone()[0] == want
+        f.close()
+    for bad in (0, -1, "lots", float("nan"), 2**21):
+        with pytest.raises(ConfigError, match="cache_mb"):
+            Frontier.open(f"sqlite:///{tmp_path}/bad.db", cache_mb=bad)
+    with pytest.raises(ConfigError, match="cache_mb"):
+        Frontier.open(f"sqlite:///{tmp_path}/bad.db?cache_mb=big")
+    with pytest.raises(ConfigError):
+        Frontier.open("memory://", cache_mb=8)  # sqlite-only option
+
+
 @pytest.mark.parametrize(("option", "value"), [
     ("lease_ttl", 0), ("lease_ttl", "abc"), ("lease_ttl", float("inf")),
     ("max_retries", -1), ("max_retries", 1.5), ("max_retries", "3"),

@@ -13,7 +13,7 @@ POLICY_OPTIONS = ("concurrency", "min_delay", "max_delay", "delay_factor", "max_
                   "session_budget", "session_rest")
 STORE_OPTIONS = frozenset(
     (*POLICY_OPTIONS, "lifo", "bloom_capacity", "bloom_error_rate", "synchronous",
-     "busy_timeout", "prefix", "retry_deadline")
+     "busy_timeout", "cache_mb", "prefix", "retry_deadline")
 )
 """Keyword options of ``Frontier.open`` that configure the store."""
 
@@ -40,13 +40,18 @@ def open_store(url: str, **options: Any) -> Store:
             raise ConfigError(f"sqlite URL needs a file path: {url!r} "
                               "(e.g. sqlite:///crawl.db)")
         query = dict(parse_qsl(parts.query))
-        from .sqlite import SQLiteStore
+        from .sqlite import DEFAULT_CACHE_MB, SQLiteStore
 
         synchronous = options.pop("synchronous", query.get("synchronous", "normal"))
         busy = float(options.pop("busy_timeout", query.get("busy_timeout", 60.0)))
+        cache_mb = options.pop("cache_mb", query.get("cache_mb", DEFAULT_CACHE_MB))
+        try:
+            cache_mb = float(cache_mb)
+        except (TypeError, ValueError):
+            raise ConfigError(f"cache_mb must be a number of MiB, not {cache_mb!r}") from None
         _no_more(options, scheme)
         return SQLiteStore(path, policy, lifo=lifo, bloom=bloom, synchronous=synchronous,
-                           busy_timeout=busy)
+                           busy_timeout=busy, cache_mb=cache_mb)
     if scheme in ("redis", "rediss", "unix"):
         from .redis_store import RedisStore
 

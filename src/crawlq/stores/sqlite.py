@@ -64,6 +64,9 @@ _AHEAD_ROWS = 65_536  # entries read ahead and kept, at most (~220 bytes each)
 _AHEAD_RENEW = 1024  # lease calls after which all entries read ahead are dropped
 _AHEAD_FROM = 4  # entries queued in a queue, at least, for reading ahead (many queues)
 _SEQ_MAX = 2**48
+DEFAULT_CACHE_MB = 6.0
+"""SQLite's page cache per connection, in MiB (option ``cache_mb``; SQLite's own default
+is 2). A fixed amount: it does not grow with the queue."""
 _T = TypeVar("_T")
 _MISSING = object()
 _NO_HEAD: Any = object()  # a queue known to have no entry left in its levels
@@ -301,9 +304,13 @@ class SQLiteStore:
         bloom: BloomShape | None = None,
         synchronous: str = "normal",
         busy_timeout: float = 60.0,
+        cache_mb: float = DEFAULT_CACHE_MB,
     ) -> None:
         if synchronous.lower() not in ("normal", "full", "off"):
             raise ConfigError("synchronous must be 'normal', 'full' or 'off'")
+        if not 0 < cache_mb <= 1 << 20:
+            raise ConfigError(f"cache_mb is SQLite's page cache in MiB (0 < cache_mb <= "
+                              f"1048576): got {cache_mb!r}")
         if sqlite3.sqlite_version_info < MIN_SQLITE:
             # (otherwise the first RETURNING would fail as "near RETURNING: syntax error",
             # which reads like a broken file)
@@ -332,6 +339,10 @@ class SQLiteStore:
             # call's lease blob at done(), level 0 after a merge) is zeroed and written
             # to the WAL once more. FAST zeroes only where that costs no extra write.
             self._conn.execute("PRAGMA secure_delete=FAST")
+            # (negative: KiB) A batch's level-0 pages and the seek paths of its
+            # fingerprints do not fit SQLite's default 2 MiB, and each page that fell out
+            # is read back from the WAL (docs/benchmarks.md, session 17).
+            self._conn.execute(f"PRAGMA cache_size={-max(1, round(cache_mb * 1024))}")
             # Batches rewrite the same hot pages (queue heads, lease rows) over and over;
             # checkpointing less often writes each of them to the file once, not 5 times.
             self._conn.execute("PRAGMA wal_autocheckpoint=10000")
