@@ -1709,13 +1709,8 @@ static PyObject *py_take_rows(PyObject *mod, PyObject *const *args, Py_ssize_t n
         payload = PyTuple_GET_ITEM(row, 4);
         level = PyLong_AsLong(PyTuple_GET_ITEM(row, 5));
         if (level == -1 && PyErr_Occurred()) return NULL;
-        cur = PyDict_GetItemWithError(cursor, qid); /* borrowed */
-        if (!cur) {
-            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, qid);
-            return NULL;
-        }
-        key = PyDict_GetItemWithError(keys, qid);
-        if (!key) {
+        if (!(cur = PyDict_GetItemWithError(cursor, qid)) || /* (borrowed, both) */
+            !(key = PyDict_GetItemWithError(keys, qid))) {
             if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, qid);
             return NULL;
         }
