@@ -36,6 +36,23 @@ if [ ! -d .venv/scrapy-previous/scrapy ]; then
         'scrapy==2.18.*'
 fi
 
+# Scrapy's own crawl-level tests, run with crawlq's scheduler (tests/test_scrapy_conformance.py):
+# the sdist of the installed Scrapy (its tests/ folder) and a virtualenv with its test tools.
+SCRAPY_VERSION=$(.venv/bin/python -c 'import scrapy; print(scrapy.__version__)')
+SCRAPY_SDIST=.venv/scrapy-sdist/scrapy-$SCRAPY_VERSION
+if [ ! -f "$SCRAPY_SDIST/conftest.py" ]; then
+    mkdir -p .venv/scrapy-sdist
+    .venv/bin/python -m pip download --quiet --no-deps --no-binary :all: \
+        -d .venv/scrapy-sdist "scrapy==$SCRAPY_VERSION"
+    tar -xzf ".venv/scrapy-sdist/scrapy-$SCRAPY_VERSION.tar.gz" -C .venv/scrapy-sdist
+fi
+if [ ! -x .venv/scrapy-tests/bin/python ]; then
+    "$PYTHON" -m venv .venv/scrapy-tests
+fi
+.venv/scrapy-tests/bin/python -m pip install --quiet --upgrade pip
+.venv/scrapy-tests/bin/python -m pip install --quiet -e '.[all]' "scrapy==$SCRAPY_VERSION" \
+    pytest pytest-twisted pytest-timeout pyftpdlib attrs pexpect testfixtures
+
 echo "== ruff"
 .venv/bin/python -m ruff check src tests bench
 echo "== mypy"

@@ -104,13 +104,18 @@ def test_sigkilled_spider_resumes_and_loses_nothing(tmp_path: Path) -> None:
         got = fetched(web)
     assert stats["finish_reason"] == "finished"
     assert set(got) == reachable(spec, web.port)                 # nothing lost
-    extra = sum(n - 1 for n in got.values())
+    # The start request (dont_filter=True, as Scrapy makes it) is fetched by every run,
+    # as with Scrapy's JOBDIR; the links are not.
+    start = ("site0.crawlq.test", "/")
+    assert got[start] == kills + 1
+    extra = sum(n - 1 for page, n in got.items() if page != start)
     # Only requests in flight at a kill are fetched twice: at most 8 per kill (the
     # leased batch), here CONCURRENT_REQUESTS_PER_DOMAIN (2) x 4 hosts.
     assert extra <= kills * 8, (extra, kills)
     with Frontier.open(store) as f:
         s = f.stats()
-    assert s.finished and s.done == len(got) and s.dead == 0
+    # Every page once, and the start page once more per restart, each acknowledged once.
+    assert s.finished and s.dead == 0 and s.done == s.added == len(got) + kills
 
 
 def test_two_spider_processes_share_one_redis_crawl(redis_server: LocalRedis) -> None:
@@ -130,9 +135,12 @@ def test_two_spider_processes_share_one_redis_crawl(redis_server: LocalRedis) ->
         assert p.returncode == 0, err[-3000:]
     stats = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
     assert all(s["finish_reason"] == "finished" for s in stats)
-    assert set(got) == reachable(spec, web.port) and set(got.values()) == {1}
+    # Each process fetches its start request (dont_filter=True); every link once.
+    start = ("site0.crawlq.test", "/")
+    assert set(got) == reachable(spec, web.port) and got[start] == 2
+    assert {n for page, n in got.items() if page != start} == {1}
     by = [s.get("scheduler/dequeued/crawlq", 0) for s in stats]
-    assert min(by) > 0 and sum(by) == len(got)                   # both took part
+    assert min(by) > 0 and sum(by) == sum(got.values())          # both took part
 
 
 def test_priorities_are_honored_within_a_host(tmp_path: Path) -> None:
@@ -144,13 +152,20 @@ def test_priorities_are_honored_within_a_host(tmp_path: Path) -> None:
     assert order == [f"/page/{p}" for p in range(9, -1, -1)]
 
 
-def test_unserializable_requests_are_counted_and_logged(tmp_path: Path) -> None:
+def test_unserializable_requests_are_kept_in_memory_dropped_or_raised(tmp_path: Path) -> None:
     spec = SiteSpec(hosts=1, pages=5, special_links=False)
     with serve(spec) as web:
+        # By default, as Scrapy's scheduler with a JOBDIR: kept in this process's memory.
         stats = run_spider(f"sqlite:///{tmp_path}/f.db", web, spider="bad")
-        assert [h.path for h in web.hits()] == ["/", "/page/2"]
-        assert stats["crawlq/unserializable"] == 1
+        assert sorted(h.path for h in web.hits()) == ["/", "/page/1", "/page/2"]
+        assert stats["scheduler/unserializable"] == 1
+        assert stats["scheduler/enqueued/memory"] == 1
         assert "cannot serialize" in stats["_log"]
+        n = len(web.hits())
+        stats = run_spider(f"sqlite:///{tmp_path}/d.db", web, spider="bad",
+                           CRAWLQ_UNSERIALIZABLE="drop")
+        assert sorted(h.path for h in web.hits()[n:]) == ["/", "/page/2"]
+        assert stats["scheduler/unserializable"] == 1 and "dropped" in stats["_log"]
         failing = subprocess.run(
             [sys.executable, RUNNER, f"sqlite:///{tmp_path}/g.db", web.url(0, "/"),
              "--spider", "bad", "--hosts", "1", "--settings",
@@ -175,12 +190,15 @@ def test_politeness_settings_map_onto_the_frontier_policy() -> None:
     from crawlq.contrib.scrapy import frontier_options, slot_overrides
 
     assert frontier_options(Settings({"CONCURRENT_REQUESTS_PER_DOMAIN": 4})) == {
-        "concurrency": 4, "min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0}
+        "concurrency": 4, "min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0,
+        "lifo": True}  # Scrapy's default memory queue is LIFO
+    assert frontier_options(Settings({
+        "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue"}))["lifo"] is False
+    # A delay with Scrapy's default jitter (±50%), one request at a time.
     polite = frontier_options(Settings({"DOWNLOAD_DELAY": 2.0}))
-    assert polite == {"concurrency": 1, "min_delay": 2.0, "max_delay": 3.0,
-                      "delay_factor": 1.0}
-    fixed = frontier_options(Settings({"DOWNLOAD_DELAY": 2.0,
-                                       "RANDOMIZE_DOWNLOAD_DELAY": False}))
+    assert polite == {"concurrency": 1, "min_delay": 1.0, "max_delay": 3.0,
+                      "delay_factor": 1.0, "lifo": True}
+    fixed = frontier_options(Settings({"DOWNLOAD_DELAY": 2.0, "DOWNLOAD_DELAY_JITTER": 0}))
     assert (fixed["min_delay"], fixed["max_delay"]) == (2.0, 2.0)
     auto = frontier_options(Settings({"AUTOTHROTTLE_ENABLED": True,
                                       "AUTOTHROTTLE_TARGET_CONCURRENCY": 2.0,
@@ -193,8 +211,11 @@ def test_politeness_settings_map_onto_the_frontier_policy() -> None:
                                             "CRAWLQ_OPTIONS": {"lease_ttl": 60}}))
     assert (per_ip["concurrency"], per_ip["lease_ttl"]) == (3, 60)
     slots = slot_overrides(Settings({"DOWNLOAD_SLOTS": {
-        "big.example": {"delay": 0.5}, "fast.example": {"concurrency": 16}},
-        "RANDOMIZE_DOWNLOAD_DELAY": False}))
+        "big.example": {"delay": 0.5}, "fast.example": {"concurrency": 16},
+        "jittery.example": {"delay": 1.0, "jitter": 0.2}},
+        "DOWNLOAD_DELAY_JITTER": 0}))
     assert slots["big.example"] == {"concurrency": 1, "min_delay": 0.5, "max_delay": 0.5,
                                     "delay_factor": 0.0}
     assert slots["fast.example"]["concurrency"] == 16
+    assert (slots["jittery.example"]["min_delay"], slots["jittery.example"]["max_delay"]) \
+        == (0.8, 1.2)

@@ -126,11 +126,11 @@ static void init_classes(void) {
 /* ---------------------------------------------------------------------------------- */
 /* The dataclasses' fields, read and filled in directly through their slots            */
 
-#define N_REQ 11 /* Request's fields, in order */
+#define N_REQ 12 /* Request's fields, in order */
 #define N_LEASE 5
 static const char *req_fields[N_REQ] = {"url", "method", "body", "priority", "depth",
                                         "referrer", "meta", "dont_filter", "not_before",
-                                        "retries", "revisit_after"};
+                                        "retries", "revisit_after", "queue"};
 static const char *lease_fields[N_LEASE] = {"token", "request", "queue", "leased_at",
                                             "expires_at"};
 
@@ -548,6 +548,7 @@ static PyObject *plain_entry(FastAdd *self, PyObject *item, PyObject *revisit_at
             goto notplain;
         if (!(v = SLOT(item, 8)) || v != Py_None) goto notplain;
         if (!(v = SLOT(item, 10)) || v != Py_None) goto notplain;
+        if (!(v = SLOT(item, 11)) || v != Py_None) goto notplain;
         if (!(v = SLOT(item, 6)) || (v != self->no_meta && PyObject_Length(v) != 0))
             goto notplain;
         if (!(prio = SLOT(item, 3)) || !PyLong_CheckExact(prio)) goto notplain;
@@ -887,6 +888,8 @@ static PyObject *plain_request(LeaseMaker *self, PyObject *payload, PyObject *pr
     SET(self->req_off[9], retries);
     Py_INCREF(Py_None);
     SET(self->req_off[10], Py_None);
+    Py_INCREF(Py_None);
+    SET(self->req_off[11], Py_None);
     return obj;
 decode_error:
     PyErr_Clear(); /* from_payload says what is wrong with it */

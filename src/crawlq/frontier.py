@@ -285,6 +285,8 @@ class Frontier:
             req = Request(item) if isinstance(item, str) else item
             try:
                 canon, key = split(req.url)
+                if req.queue is not None:
+                    key = _queue_override(req.queue)
                 if req.dont_filter or req.retries or (not dedup_post and req.method == "POST"):
                     fp = None
                 elif plain_fp and req.method == "GET" and not req.body:
@@ -544,6 +546,14 @@ def _lease_maker() -> Any:
 
 _LEASES = _lease_maker()
 """Frontier.next's lease builder in C (the same Lease objects), when it is built."""
+
+
+def _queue_override(queue: object) -> str:
+    """A request's own ``queue``, checked: a non-empty str (it becomes a queue's key)."""
+    if not isinstance(queue, str) or not queue or len(queue) > 1024:
+        raise ConfigError(f"queue must be a non-empty str of at most 1024 characters, "
+                          f"not {queue!r}")
+    return queue
 
 
 def _url_of(req: object) -> str:

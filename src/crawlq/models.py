@@ -44,7 +44,9 @@ class Request:
     ``priority``: higher runs sooner. ``not_before``: earliest fetch time (epoch seconds).
     ``revisit_after``: seconds after which the same URL may be accepted again (overrides
     the frontier's ``revisit_after``). ``retries``: failures so far (set by the frontier).
-    ``meta`` must be JSON-serializable.
+    ``meta`` must be JSON-serializable. ``queue``: the queue to wait in, instead of the
+    one the frontier's ``queue_by`` gives the URL (as Scrapy's ``download_slot``); a
+    leased request has it as ``Lease.queue``.
     """
 
     url: str
@@ -58,6 +60,7 @@ class Request:
     not_before: float | None = None
     retries: int = 0
     revisit_after: float | None = None
+    queue: str | None = None
 
     def to_payload(self, key: str | None = None) -> bytes:
         """Encode the parts a store keeps opaque (priority and retries live beside it).
@@ -124,7 +127,7 @@ class Request:
                     ref = base + ref
         if n == 2:  # the common request: all positional, no conditionals
             return cls(url, "GET", b"", priority, 0, None, _NO_META, False, not_before,
-                       retries, None)
+                       retries, None, None)
         return cls(
             url,
             p[4] if n > 4 else "GET",

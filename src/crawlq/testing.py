@@ -123,6 +123,25 @@ class FrontierContract:
         r = f.add(["https://a.example/p?session=1", "https://a.example/p?session=2"])
         assert r.added == 1
 
+    def test_a_request_may_name_its_queue(self, env: _Env) -> None:
+        f = env.open(concurrency=1, **FAST)
+        r = f.add([Request("https://a.example/1", queue="slot-x"),
+                   Request("https://b.example/2", queue="slot-x"),
+                   Request("https://a.example/3"),
+                   Request("https://a.example/4", queue=""),
+                   Request("https://a.example/5", queue=7)])  # type: ignore[arg-type]
+        assert r.added == 3
+        assert [(x.index, x.reason) for x in r.rejected] == [
+            (3, "invalid-request"), (4, "invalid-request")]
+        got = f.next(10)
+        # One queue for both named ones (one lease at a time), the host's for the third.
+        assert sorted((le.queue, le.request.url) for le in got) == [
+            ("a.example", "https://a.example/3"), ("slot-x", "https://a.example/1")]
+        f.done(got)
+        (last,) = f.next(10)
+        assert (last.queue, last.request.url) == ("slot-x", "https://b.example/2")
+        assert last.request.queue is None  # where it waited is the lease's queue
+
     def test_revisit_after_interval(self, env: _Env) -> None:
         f = env.open(revisit_after=3600, **FAST)
         f.add("https://a.example/daily")

@@ -1,0 +1,400 @@
+"""The Scrapy scheduler on a crawlq frontier (see the package docstring and
+docs/scrapy.md)."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import time
+from collections import deque
+from typing import Any
+
+from scrapy import Request as ScrapyRequest
+from scrapy import Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.dupefilters import RFPDupeFilter
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Response
+from scrapy.utils.misc import build_from_crawler, load_object
+from twisted.python.failure import Failure
+
+from ...errors import CrawlqError
+from ...frontier import Frontier
+from ...models import Lease, Outcome
+from ...models import Request as CrawlqRequest
+from .codec import TOKEN, from_crawlq, to_crawlq
+from .config import (
+    flush_store,
+    frontier_options,
+    slot_overrides,
+    start_requests_first_class,
+    store_choice,
+)
+
+logger = logging.getLogger("crawlq.contrib.scrapy")
+
+_SCHEMES = ("http", "https", "ftp", "s3")
+"""Schemes the frontier keeps (they have a host to queue by); any other request goes
+to the downloader through this process's memory, as with Scrapy's own scheduler."""
+
+_DEFAULT_FINGERPRINTER = "scrapy.utils.request.RequestFingerprinter"
+_UNSERIALIZABLE = ("memory", "drop", "fail")
+
+# What became of a request handed to Scrapy (see _finished).
+_Ack = tuple[Lease, float | None, str | None]  # lease, fetch time, error (None: done)
+
+
+class Scheduler:
+    """Scrapy's scheduler interface on a crawlq :class:`~crawlq.Frontier`."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        s = crawler.settings
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.choice = store_choice(s)
+        self.store_url: str = self.choice.url
+        self.options = frontier_options(s)
+        self.start_first = start_requests_first_class(s)
+        fingerprints = s.get("CRAWLQ_FINGERPRINT", "crawlq")
+        if fingerprints not in ("crawlq", "scrapy"):
+            raise CrawlqError("CRAWLQ_FINGERPRINT must be 'crawlq' or 'scrapy'")
+        if _class_name(s.get("REQUEST_FINGERPRINTER_CLASS")) not in ("", _DEFAULT_FINGERPRINTER):
+            fingerprints = "scrapy"  # the project's own notion of "the same request"
+        self.fingerprints: str = fingerprints
+        self.unserializable = s.get("CRAWLQ_UNSERIALIZABLE", "memory")
+        if self.unserializable not in _UNSERIALIZABLE:
+            raise CrawlqError(f"CRAWLQ_UNSERIALIZABLE must be one of {_UNSERIALIZABLE}")
+        df_cls = load_object(s.get("DUPEFILTER_CLASS") or "scrapy.dupefilters.BaseDupeFilter")
+        # Scrapy's default dupefilter is the frontier's seen-set (durable, shared); an
+        # instance without a file still logs and counts duplicates as Scrapy's does, and
+        # filters the requests that stay in memory. Any other class is called as
+        # Scrapy's scheduler calls it, and the frontier then keeps every request.
+        self.own_dupefilter = df_cls is RFPDupeFilter
+        self.df: Any = (RFPDupeFilter(debug=s.getbool("DUPEFILTER_DEBUG"),
+                                      fingerprinter=crawler.request_fingerprinter)
+                        if self.own_dupefilter else build_from_crawler(df_cls, crawler))
+        self.batch = s.getint("CRAWLQ_LEASE_BATCH", 8)
+        self.poll = s.getfloat("CRAWLQ_POLL", 1.0)
+        self.frontier: Frontier | None = None
+        self.spider: Spider | None = None
+        self._ready: deque[Lease] = deque()  # leased, not yet handed to Scrapy
+        self._held: dict[int, Lease] = {}  # handed to Scrapy, not yet finished
+        self._latency: dict[int, float] = {}  # held tokens that got a response
+        self._failures: dict[int, Failure] = {}  # held tokens whose download failed
+        self._replaced: set[int] = set()  # held tokens that a redirect/retry replaced
+        self._memory: list[tuple[int, int, ScrapyRequest]] = []  # heap: not in the frontier
+        self._seq = itertools.count()
+        self._logged_unserializable = False
+        self._redelivered0 = 0
+        self._acks: list[_Ack] = []  # to send
+        self._timer: Any = None  # our pending wake-up of the engine
+        self._timer_due = 0.0
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Scheduler:
+        """Scrapy's factory."""
+        return cls(crawler)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def open(self, spider: Spider) -> Any:
+        """Open the frontier, say what it resumes, and attach to the engine."""
+        self.spider = spider
+        opts: dict[str, Any] = {"max_retries": 0, "schemes": _SCHEMES, **self.options}
+        if self.fingerprints == "scrapy":
+            opts["fingerprint"] = _fingerprint_from_meta
+        if self.choice.flush_on_start:
+            flush_store(Frontier.open(self.store_url, **dict(opts)).store)
+        self.frontier = Frontier.open(self.store_url, **opts)
+        for key, policy in slot_overrides(self.crawler.settings).items():
+            self.frontier.configure_queue(key, **policy)
+        s = self.frontier.stats()
+        self._redelivered0 = s.redelivered
+        if s.seen or s.added:
+            logger.info("crawlq: resuming the crawl in %s (%s): %d seen, %d queued, "
+                        "%d leased, %d done, %d dead", self.store_url, self.choice.origin,
+                        s.seen, s.queued, s.leased, s.done, s.dead)
+        else:
+            logger.info("crawlq: a new crawl in %s (%s)", self.store_url, self.choice.origin)
+        self.crawler.signals.connect(self._response_received, signals.response_received)
+        self._attach(self.crawler.engine)
+        return self.df.open()
+
+    def _attach(self, engine: Any) -> None:
+        """Learn when the engine is done with a request, and how its download ended."""
+        slot: Any = getattr(engine, "_slot", None)
+        scraper: Any = getattr(engine, "scraper", None)
+        if slot is None or not callable(getattr(slot, "remove_request", None)) \
+                or not callable(getattr(scraper, "enqueue_scrape", None)):
+            raise CrawlqError("crawlq's Scrapy scheduler cannot attach to this Scrapy "
+                              "engine (no _slot.remove_request): unsupported Scrapy version")
+        # remove_request is called when the engine is completely done with a request
+        # (downloaded, or failed, and its callback's output scheduled): the one moment
+        # at which acknowledging loses nothing.
+        remove = slot.remove_request
+
+        def remove_request(request: ScrapyRequest) -> None:
+            try:
+                self._finished(request)
+            finally:
+                remove(request)
+
+        slot.remove_request = remove_request
+        enqueue_scrape = scraper.enqueue_scrape
+
+        def scrape(result: Any, request: ScrapyRequest, *args: Any, **kw: Any) -> Any:
+            token = request.meta.get(TOKEN)
+            if isinstance(result, Failure) and token in self._held:
+                self._failures[token] = result
+            return enqueue_scrape(result, request, *args, **kw)
+
+        scraper.enqueue_scrape = scrape
+
+    def close(self, reason: str) -> Any:
+        """Give back what this process still holds, and close (or flush) the frontier."""
+        f = self.frontier
+        if f is None:
+            return self.df.close(reason)
+        try:
+            self._flush_acks()
+            back = list(self._ready) + list(self._held.values())
+            if back:  # fetched again later, by this or another process; no failure counted
+                f.retry(back)
+            s = f.stats()
+            self.stats.set_value("crawlq/redelivered", s.redelivered - self._redelivered0)
+            self.stats.set_value("crawlq/queued", s.queued)
+            self.stats.set_value("crawlq/dead", s.dead)
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._ready.clear()
+            self._held.clear()
+            self._memory.clear()
+            self.frontier = None
+            if self.choice.persist:
+                f.close()
+            else:
+                flush_store(f.store)
+        return self.df.close(reason)
+
+    # -- the interface ------------------------------------------------------------------
+
+    def has_pending_requests(self) -> bool:
+        """True while anything is queued or in flight anywhere (every process sharing
+        the frontier): the crawl is over only when the frontier says so."""
+        if self._ready or self._held or self._memory:
+            return True
+        self._flush_acks()
+        assert self.frontier is not None
+        return self.frontier.next_ready_at() is not None
+
+    def __len__(self) -> int:
+        assert self.frontier is not None
+        return self.frontier.stats().queued + len(self._ready) + len(self._memory)
+
+    def enqueue_request(self, request: ScrapyRequest) -> bool:
+        """Add a request; False when it is a duplicate or over a queue budget."""
+        f = self.frontier
+        assert f is not None and self.spider is not None
+        parent = request.meta.get(TOKEN)
+        if parent in self._held:
+            # A redirect or retry of a leased request: the new request is in the
+            # frontier before its parent is acknowledged (when the engine is done).
+            self._replaced.add(parent)
+        if not self.own_dupefilter and not request.dont_filter \
+                and self.df.request_seen(request):
+            self.df.log(request, self.spider)
+            return False
+        if (request.url.partition(":")[0].lower() not in _SCHEMES):
+            return self._keep_in_memory(request, "scheme")
+        try:
+            creq = self._to_crawlq(request)
+        except Exception as exc:
+            return self._unserializable(request, exc)
+        result = f.add(creq)
+        if result.added:
+            self.stats.inc_value("scheduler/enqueued/crawlq")
+            self.stats.inc_value("scheduler/enqueued")
+            return True
+        if result.rejected:
+            r = result.rejected[0]
+            if r.reason != "queue-budget":  # not a URL crawlq can queue: as Scrapy would
+                return self._keep_in_memory(request, r.reason)
+            self.stats.inc_value(f"crawlq/rejected/{r.reason}")
+            logger.debug("crawlq: rejected %s (%s)", request.url, r.reason)
+            return False
+        self.df.log(request, self.spider)  # counts dupefilter/filtered
+        return False
+
+    def next_request(self) -> ScrapyRequest | None:
+        """A request whose queue may be fetched now, or None (then the engine is woken
+        when one may be)."""
+        f = self.frontier
+        assert f is not None and self.spider is not None
+        self._flush_acks()
+        if self._memory:
+            _, _, request = heapq.heappop(self._memory)
+            self.stats.inc_value("scheduler/dequeued/memory")
+            self.stats.inc_value("scheduler/dequeued")
+            return request
+        while True:
+            if not self._ready:
+                self._ready.extend(f.next(self.batch))
+                if not self._ready:
+                    self._wake_engine_later()
+                    return None
+            lease = self._ready.popleft()
+            try:
+                request = from_crawlq(lease.request, self.spider)
+            except Exception as exc:  # e.g. a callback renamed since the request was stored
+                logger.error("crawlq: cannot restore %s: %s", lease.request.url, exc)
+                self.stats.inc_value("crawlq/unrestorable")
+                f.done(lease, Outcome.FAILED, error=f"cannot restore: {exc!r}")
+                continue
+            request.meta[TOKEN] = lease.token
+            self._held[lease.token] = lease
+            self.stats.inc_value("scheduler/dequeued/crawlq")
+            self.stats.inc_value("scheduler/dequeued")
+            return request
+
+    # -- requests the frontier does not keep ----------------------------------------------
+
+    def _keep_in_memory(self, request: ScrapyRequest, why: str) -> bool:
+        """Hand a request the frontier cannot queue (``data:``, an unknown scheme, a URL
+        it finds invalid) to the downloader as Scrapy's scheduler would, through this
+        process's memory; the downloader or the errback says what is wrong with it."""
+        if self.own_dupefilter and not request.dont_filter and self.df.request_seen(request):
+            self.df.log(request, self.spider)
+            return False
+        heapq.heappush(self._memory, (-request.priority, next(self._seq), request))
+        self.stats.inc_value(f"crawlq/memory/{why}")
+        self.stats.inc_value("scheduler/enqueued/memory")
+        self.stats.inc_value("scheduler/enqueued")
+        return True
+
+    def _unserializable(self, request: ScrapyRequest, exc: Exception) -> bool:
+        if self.unserializable == "fail":
+            raise exc
+        self.stats.inc_value("scheduler/unserializable")
+        if self.unserializable == "drop" or not self._logged_unserializable:
+            self._logged_unserializable = True
+            logger.warning("crawlq: cannot serialize %s (%s): %s", request, exc,
+                           "dropped" if self.unserializable == "drop" else
+                           "kept in this process's memory (no more such warnings)")
+        if self.unserializable == "drop":
+            return False
+        return self._keep_in_memory(request, "unserializable")
+
+    def _to_crawlq(self, request: ScrapyRequest) -> CrawlqRequest:
+        assert self.spider is not None
+        fp = (self.crawler.request_fingerprinter.fingerprint(request)
+              if self.fingerprints == "scrapy" else None)
+        return to_crawlq(request, self.spider, queue=self._slot_key(request),
+                         start=self.start_first and bool(request.meta.get("is_start_request")),
+                         dont_filter=request.dont_filter or not self.own_dupefilter,
+                         fingerprint=fp)
+
+    def _slot_key(self, request: ScrapyRequest) -> str:
+        """The request's download slot (Scrapy's downloader decides it): its queue."""
+        engine: Any = self.crawler.engine
+        key = engine.downloader.get_slot_key(request)
+        return key if isinstance(key, str) and key else request.url.partition(":")[0]
+
+    # -- acknowledgements ---------------------------------------------------------------
+
+    def _flush_acks(self) -> None:
+        """Send the acknowledgements gathered since the last call, in few store calls."""
+        acks, self._acks = self._acks, []
+        f = self.frontier
+        if not acks or f is None:
+            return
+        by_queue: dict[tuple[str, bool], list[tuple[Lease, float | None]]] = {}
+        for lease, latency, error in acks:
+            if error is not None:
+                f.done(lease, Outcome.FAILED, error=error)
+            else:
+                by_queue.setdefault((lease.queue, latency is None), []).append(
+                    (lease, latency))
+        # One call per queue: its politeness rest follows its own fetch times.
+        for (_, untimed), group in by_queue.items():
+            leases = [lease for lease, _ in group]
+            if untimed:
+                f.done(leases)
+            else:
+                f.done(leases, duration=sum(x or 0.0 for _, x in group) / len(group))
+
+    def _response_received(self, response: Response, request: ScrapyRequest,
+                           spider: Spider) -> None:
+        token = request.meta.get(TOKEN)
+        if token in self._held:
+            self._latency[token] = float(response.meta.get("download_latency") or 0.0)
+
+    def _finished(self, request: ScrapyRequest) -> None:
+        token = request.meta.get(TOKEN)
+        if not isinstance(token, int):
+            return
+        lease = self._held.pop(token, None)
+        failure = self._failures.pop(token, None)
+        if lease is None or self.frontier is None:
+            return  # not one of ours (robots.txt, engine.download), or already given back
+        # Gathered and sent with the next step of the engine (next_request): one store
+        # call for the requests finished in one tick. A crash before that re-fetches
+        # them; nothing is lost.
+        latency = self._latency.pop(token, None)
+        if latency is not None:
+            self._acks.append((lease, latency, None))
+        elif token in self._replaced:
+            self._replaced.discard(token)
+            self._acks.append((lease, None, None))  # its redirect or retry carries on
+        elif failure is not None and isinstance(failure.value, IgnoreRequest):
+            # Refused on purpose (robots.txt, a middleware): finished, not failed.
+            self.stats.inc_value("crawlq/ignored")
+            self._acks.append((lease, None, None))
+        else:
+            self.stats.inc_value("crawlq/failed")
+            error = ("no response" if failure is None
+                     else f"{type(failure.value).__name__}: {failure.getErrorMessage()}")
+            self._acks.append((lease, None, error[:1000]))
+
+    def _wake_engine_later(self) -> None:
+        """Make the engine ask again when a queue may be ready (or in ``poll`` seconds:
+        another process may add work), instead of at its 5-second heartbeat. Our own
+        timer, which then schedules the engine's next step: the engine's step timer
+        holds one call at a time and must stay free for its immediate wake-ups."""
+        assert self.frontier is not None
+        at = self.frontier.next_ready_at()
+        if at is None:
+            return
+        due = time.time() + min(max(at - time.time(), 0.005), self.poll)
+        if self._timer is not None:
+            if self._timer_due <= due:
+                return  # an earlier wake-up is on its way
+            self._timer.cancel()
+        from scrapy.utils.asyncio import call_later  # Scrapy >= 2.14: asyncio or Twisted
+
+        self._timer = call_later(due - time.time(), self._poke)
+        self._timer_due = due
+
+    def _poke(self) -> None:
+        self._timer = None
+        slot = getattr(self.crawler.engine, "_slot", None)
+        nextcall = getattr(slot, "nextcall", None)
+        if nextcall is not None and self.frontier is not None:
+            nextcall.schedule()
+
+
+def _fingerprint_from_meta(req: CrawlqRequest, canonical: str) -> bytes:
+    """The Scrapy fingerprint computed by the scheduler (REQUEST_FINGERPRINTER_CLASS)."""
+    fp = req.meta.get("fp")
+    if isinstance(fp, str):
+        return bytes.fromhex(fp)
+    # A request another producer added: crawlq's canonical URL stands for it.
+    return canonical.encode("utf-8", "surrogatepass")
+
+
+def _class_name(obj: Any) -> str:
+    if obj is None:
+        return ""
+    return obj if isinstance(obj, str) else f"{obj.__module__}.{obj.__qualname__}"
