@@ -3,7 +3,9 @@
 Run as a separate process by tests/test_scrapy.py (Twisted's reactor runs once per
 process). Prints the crawl's stats as one JSON line at the end.
 
-    python scrapy_runner.py STORE START_URL [--settings JSON] [--spider site|priorities|bad]
+    python scrapy_runner.py STORE START_URL [--settings JSON] [--spider NAME]
+
+STORE ``-`` sets no CRAWLQ_STORE (the scheduler's own choice: JOBDIR or memory).
 """
 
 from __future__ import annotations
@@ -64,7 +66,60 @@ class BadSpider(SiteSpider):
                              meta={"leaf": True})
 
 
-SPIDERS = {"site": SiteSpider, "priorities": PrioritySpider, "bad": BadSpider}
+class SemanticsSpider(SiteSpider):
+    """One request of each kind a Scrapy user relies on; what reached a callback or an
+    errback is counted in the stats as ``got/<what>`` and ``err/<what>``."""
+
+    name = "semantics"
+    allowed_domains: list[str] = []  # (data: and other schemes must reach the downloader)
+
+    async def start(self) -> Any:
+        base = self.start_urls[0].rstrip("/")
+        # 503 once, then 200: RetryMiddleware's copy of a start request must be fetched.
+        yield scrapy.Request(f"{base}/unavailable", callback=self.seen,
+                             cb_kwargs={"what": "retried"}, dont_filter=True,
+                             errback=self.failed)
+        yield scrapy.Request("data:text/plain,hello", callback=self.seen,
+                             cb_kwargs={"what": "data"}, errback=self.failed)
+        yield scrapy.Request("weird://example/x", callback=self.seen,
+                             cb_kwargs={"what": "weird"}, errback=self.failed)
+        yield scrapy.Request(f"{base}/private/x", callback=self.seen,
+                             cb_kwargs={"what": "robots"}, errback=self.failed)
+        yield scrapy.Request(f"{base}/page/1", callback=self.seen, cb_kwargs={"what": "slot"},
+                             meta={"download_slot": "my-slot"})
+        for _ in range(2):  # the same page twice, and twice more with dont_filter
+            yield scrapy.Request(f"{base}/page/2", callback=self.seen, cb_kwargs={"what": "dup"})
+            yield scrapy.Request(f"{base}/page/3", callback=self.seen,
+                                 cb_kwargs={"what": "dont_filter"}, dont_filter=True)
+        yield scrapy.Request(f"{base}/error", callback=self.seen, cb_kwargs={"what": "error"},
+                             errback=self.failed)
+        # Nobody listens on port 1: a download error, after RetryMiddleware's retries.
+        yield scrapy.Request(base.rsplit(":", 1)[0] + ":1/", callback=self.seen,
+                             cb_kwargs={"what": "refused"}, errback=self.failed)
+
+    def seen(self, response: scrapy.http.Response, what: str) -> Any:
+        assert self.crawler.stats is not None
+        self.crawler.stats.inc_value(f"got/{what}")
+        return
+        yield
+
+    def parse(self, response: scrapy.http.Response, **kw: Any) -> Any:
+        """Requests another producer added to the store arrive here (the default)."""
+        assert self.crawler.stats is not None
+        self.crawler.stats.inc_value("got/fed")
+        if response.meta.get("crawlq_meta") == {"source": "api"}:
+            self.crawler.stats.inc_value("got/fed-with-meta")
+        return
+        yield
+
+    def failed(self, failure: Any) -> None:
+        assert self.crawler.stats is not None
+        what = failure.request.cb_kwargs.get("what", "?")
+        self.crawler.stats.inc_value(f"err/{what}")
+
+
+SPIDERS = {"site": SiteSpider, "priorities": PrioritySpider, "bad": BadSpider,
+           "semantics": SemanticsSpider}
 
 
 def main() -> None:
@@ -79,7 +134,7 @@ def main() -> None:
         dnscache[f"site{i}.crawlq.test"] = "127.0.0.1"
     settings: dict[str, Any] = {
         "SCHEDULER": "crawlq.contrib.scrapy.Scheduler",
-        "CRAWLQ_STORE": a.store,
+        "CRAWLQ_STORE": None if a.store == "-" else a.store,
         "ROBOTSTXT_OBEY": False,
         "TELNETCONSOLE_ENABLED": False,
         "LOG_LEVEL": "INFO",

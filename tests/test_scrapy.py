@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from crawlq import Frontier
+from crawlq import Frontier, Request
 from crawlq.redislocal import LocalRedis
 from crawlq.testweb import SiteSpec, TestWeb, pages, reachable, serve
 
@@ -28,10 +28,11 @@ PREVIOUS_SCRAPY = ROOT / ".venv" / "scrapy-previous"
 
 
 def run_spider(store: str, web: TestWeb, *, spider: str = "site", timeout: float = 120,
-               env: dict[str, str] | None = None, **settings: Any) -> dict[str, Any]:
+               env: dict[str, str] | None = None, cwd: Path | None = None,
+               **settings: Any) -> dict[str, Any]:
     r = subprocess.run([sys.executable, RUNNER, store, web.url(0, "/"), "--spider", spider,
                         "--hosts", str(web.spec.hosts), "--settings", json.dumps(settings)],
-                       capture_output=True, text=True, timeout=timeout,
+                       capture_output=True, text=True, timeout=timeout, cwd=cwd,
                        env={**os.environ, **(env or {})})
     assert r.returncode == 0, r.stderr[-3000:]
     stats: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
@@ -219,3 +220,101 @@ def test_politeness_settings_map_onto_the_frontier_policy() -> None:
     assert slots["fast.example"]["concurrency"] == 16
     assert (slots["jittery.example"]["min_delay"], slots["jittery.example"]["max_delay"]) \
         == (0.8, 1.2)
+
+
+def test_what_scrapy_users_rely_on(tmp_path: Path) -> None:
+    """Retries of start requests, dont_filter, data: and unknown schemes, robots.txt,
+    download slots, dedup and failures, with a real spider and RetryMiddleware on."""
+    spec = SiteSpec(hosts=1, pages=5, special_links=False)
+    store = f"sqlite:///{tmp_path}/f.db"
+    with serve(spec) as web:
+        stats = run_spider(store, web, spider="semantics", ROBOTSTXT_OBEY=True,
+                           RETRY_ENABLED=True, RETRY_TIMES=1, RETRY_HTTP_CODES=[503, 500],
+                           HTTPERROR_ALLOWED_CODES=[])
+        got = fetched(web)
+    host = "site0.crawlq.test"
+    assert got[(host, "/unavailable")] == 2 and stats["got/retried"] == 1
+    assert stats["got/data"] == 1                                  # data: reached Scrapy
+    assert stats["err/weird"] == 1                                 # the downloader said no
+    assert (host, "/private/x") not in got and stats["err/robots"] == 1
+    assert stats["got/slot"] == 1
+    assert got[(host, "/page/2")] == 1 and stats["got/dup"] == 1
+    assert got[(host, "/page/3")] == 2 and stats["got/dont_filter"] == 2
+    # A 500 after its retry is a response (HttpErrorMiddleware hands it to the errback):
+    # fetched, so done; a download error after its retries is a failure.
+    assert got[(host, "/error")] == 2 and stats["err/error"] == 1
+    assert stats["err/refused"] == 1 and "got/refused" not in stats
+    # Honest accounting: a duplicate is a duplicate in both counts; robots.txt's refusal
+    # is not a failure; the failure is kept as dead with its real error.
+    assert stats["dupefilter/filtered"] == 1
+    assert stats["crawlq/ignored"] == 1 and stats["crawlq/failed"] == 1
+    assert stats["crawlq/memory/scheme"] == 2
+    with Frontier.open(store) as f:
+        s = f.stats()
+        keys = {q.key for q in f.queues()}
+        (dead,) = f.dead()
+    assert s.duplicates == stats["dupefilter/filtered"]
+    assert s.dead == 1 and dead.request.url.endswith(":1/")
+    assert "ConnectionRefused" in dead.error, dead.error
+    assert "my-slot" in keys and host in keys                     # the slot is the queue
+
+
+def test_a_custom_dupefilter_is_called_as_scrapy_calls_it(tmp_path: Path) -> None:
+    spec = SiteSpec(hosts=1, pages=5, special_links=False)
+    with serve(spec) as web:
+        stats = run_spider(f"sqlite:///{tmp_path}/f.db", web, spider="semantics",
+                           DUPEFILTER_CLASS="scrapy.dupefilters.BaseDupeFilter")
+        got = fetched(web)
+    assert got[("site0.crawlq.test", "/page/2")] == 2 and stats["got/dup"] == 2
+    assert "dupefilter/filtered" not in stats
+
+
+def test_persistence_the_scrapy_way(tmp_path: Path) -> None:
+    """No store and no JOBDIR: fresh every run, nothing written. JOBDIR: the crawl lives
+    there and resumes. CRAWLQ_FLUSH_ON_START / CRAWLQ_PERSIST: as scrapy-redis'."""
+    spec = SiteSpec(hosts=2, pages=6, special_links=False)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    with serve(spec) as web:
+        n = len(reachable(spec, web.port))
+        for _ in range(2):
+            before = len(web.hits())
+            stats = run_spider("-", web, cwd=work)
+            assert len(web.hits()) - before == n and "a new crawl in memory://" in stats["_log"]
+        assert list(work.iterdir()) == []
+
+        jobdir = tmp_path / "job"
+        before = len(web.hits())
+        stats = run_spider("-", web, JOBDIR=str(jobdir))
+        assert len(web.hits()) - before == n and (jobdir / "crawlq.db").is_file()
+        before = len(web.hits())
+        stats = run_spider("-", web, JOBDIR=str(jobdir))   # finished: only the start page
+        assert [h.path for h in web.hits()[before:]] == ["/"]
+        assert "resuming the crawl in sqlite:///" in stats["_log"]
+
+        store = f"sqlite:///{tmp_path}/kept.db"
+        run_spider(store, web)
+        before = len(web.hits())
+        run_spider(store, web, CRAWLQ_FLUSH_ON_START=True)
+        assert len(web.hits()) - before == n
+        run_spider(store, web, CRAWLQ_PERSIST=False)
+        assert not (tmp_path / "kept.db").exists()
+
+
+def test_a_shared_feed_from_other_producers(redis_server: LocalRedis) -> None:
+    """URLs another producer adds to the store (here the CLI and the Python API) reach
+    the spider's parse."""
+    spec = SiteSpec(hosts=1, pages=5, special_links=False)
+    store = f"{redis_server.url}?prefix=scrapy-feed"
+    with serve(spec) as web:
+        r = subprocess.run([sys.executable, "-m", "crawlq.cli", "--store", store, "add",
+                            web.url(0, "/page/4")], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        with Frontier.open(store) as f:
+            f.add(Request(web.url(0, "/orphan/1"), meta={"source": "api"}))
+        stats = run_spider(store, web, spider="semantics")
+        got = fetched(web)
+    assert stats["got/fed"] == 2 and stats["got/fed-with-meta"] == 1
+    assert got[("site0.crawlq.test", "/page/4")] == 1
+    assert got[("site0.crawlq.test", "/orphan/1")] == 1
+    assert "crawlq/unrestorable" not in stats
