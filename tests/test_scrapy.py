@@ -301,18 +301,20 @@ def test_persistence_the_scrapy_way(tmp_path: Path) -> None:
         assert not (tmp_path / "kept.db").exists()
 
 
-def test_a_shared_feed_from_other_producers(redis_server: LocalRedis) -> None:
+@pytest.mark.parametrize("fingerprints", ["crawlq", "scrapy"])
+def test_a_shared_feed_from_other_producers(redis_server: LocalRedis,
+                                            fingerprints: str) -> None:
     """URLs another producer adds to the store (here the CLI and the Python API) reach
     the spider's parse."""
     spec = SiteSpec(hosts=1, pages=5, special_links=False)
-    store = f"{redis_server.url}?prefix=scrapy-feed"
+    store = f"{redis_server.url}?prefix=scrapy-feed-{fingerprints}"
     with serve(spec) as web:
         r = subprocess.run([sys.executable, "-m", "crawlq.cli", "--store", store, "add",
                             web.url(0, "/page/4")], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         with Frontier.open(store) as f:
             f.add(Request(web.url(0, "/orphan/1"), meta={"source": "api"}))
-        stats = run_spider(store, web, spider="semantics")
+        stats = run_spider(store, web, spider="semantics", CRAWLQ_FINGERPRINT=fingerprints)
         got = fetched(web)
     assert stats["got/fed"] == 2 and stats["got/fed-with-meta"] == 1
     assert got[("site0.crawlq.test", "/page/4")] == 1

@@ -8,6 +8,7 @@ import itertools
 import logging
 import time
 from collections import deque
+from hashlib import blake2b
 from typing import Any
 
 from scrapy import Request as ScrapyRequest
@@ -390,8 +391,8 @@ def _fingerprint_from_meta(req: CrawlqRequest, canonical: str) -> bytes:
     fp = req.meta.get("fp")
     if isinstance(fp, str):
         return bytes.fromhex(fp)
-    # A request another producer added: crawlq's canonical URL stands for it.
-    return canonical.encode("utf-8", "surrogatepass")
+    # A request another producer added: crawlq's fingerprint of its canonical URL.
+    return blake2b(canonical.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _class_name(obj: Any) -> str:
