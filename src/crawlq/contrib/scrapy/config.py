@@ -1,7 +1,5 @@
-"""What Scrapy's settings mean for the frontier: its store, its persistence, its policy.
-
-Every Scrapy setting the scheduler reads is read here (docs/scrapy.md has the table).
-"""
+"""What Scrapy's settings mean for the frontier: its store, its persistence, its policy
+and its fingerprints (docs/scrapy.md has the table)."""
 
 from __future__ import annotations
 
@@ -83,10 +81,9 @@ def frontier_options(settings: Any) -> dict[str, Any]:
     FIFO within a priority. ``CRAWLQ_OPTIONS`` (a dict of Frontier.open options)
     overrides any of them.
     """
-    per_ip = settings.getint("CONCURRENT_REQUESTS_PER_IP")
-    concurrency = per_ip or settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 8)
     delay = settings.getfloat("DOWNLOAD_DELAY", 0.0)
-    opts: dict[str, Any] = _slot_policy(concurrency, delay, default_jitter(settings))
+    opts: dict[str, Any] = _slot_policy(_concurrency(settings), delay,
+                                        default_jitter(settings))
     if settings.getbool("AUTOTHROTTLE_ENABLED"):
         target = settings.getfloat("AUTOTHROTTLE_TARGET_CONCURRENCY", 1.0) or 1.0
         opts["delay_factor"] = 1.0 / target
@@ -94,7 +91,7 @@ def frontier_options(settings: Any) -> dict[str, Any]:
         opts["min_delay"] = delay
     queue = settings.get("SCHEDULER_DISK_QUEUE" if settings.get("JOBDIR")
                          else "SCHEDULER_MEMORY_QUEUE")
-    opts["lifo"] = "lifo" in _name(queue).lower()
+    opts["lifo"] = "lifo" in class_name(queue).lower()
     opts.update(settings.getdict("CRAWLQ_OPTIONS"))
     return opts
 
@@ -133,8 +130,7 @@ def _slot_policy(concurrency: int, delay: float, jitter: float,
 
 def slot_overrides(settings: Any) -> dict[str, dict[str, Any]]:
     """Per-queue policy from ``DOWNLOAD_SLOTS`` (a slot's key is its queue's key)."""
-    per_ip = settings.getint("CONCURRENT_REQUESTS_PER_IP")
-    default_conc = per_ip or settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 8)
+    default_conc = _concurrency(settings)
     default_delay = settings.getfloat("DOWNLOAD_DELAY", 0.0)
     jitter = default_jitter(settings)
     out = {}
@@ -151,7 +147,30 @@ def slot_overrides(settings: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _name(obj: Any) -> str:
+def fingerprint_choice(settings: Any) -> str:
+    """``"crawlq"`` (canonical fingerprints) or ``"scrapy"`` (the project's
+    fingerprinter): ``CRAWLQ_FINGERPRINT``, and ``"scrapy"`` whenever
+    ``REQUEST_FINGERPRINTER_CLASS`` names a class of the project's own."""
+    choice = settings.get("CRAWLQ_FINGERPRINT", "crawlq")
+    if choice not in ("crawlq", "scrapy"):
+        raise ConfigError("CRAWLQ_FINGERPRINT must be 'crawlq' or 'scrapy'")
+    if class_name(settings.get("REQUEST_FINGERPRINTER_CLASS")) not in ("", _FINGERPRINTER):
+        return "scrapy"  # the project's own notion of "the same request"
+    return str(choice)
+
+
+_FINGERPRINTER = "scrapy.utils.request.RequestFingerprinter"
+
+
+def _concurrency(settings: Any) -> int:
+    """Requests at once per slot: ``CONCURRENT_REQUESTS_PER_IP`` when set, else
+    ``CONCURRENT_REQUESTS_PER_DOMAIN``."""
+    per_ip = settings.getint("CONCURRENT_REQUESTS_PER_IP")
+    return int(per_ip or settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 8))
+
+
+def class_name(obj: Any) -> str:
+    """The dotted name of a setting that holds a class or its name ("" for None)."""
     if obj is None:
         return ""
     return obj if isinstance(obj, str) else f"{obj.__module__}.{obj.__qualname__}"

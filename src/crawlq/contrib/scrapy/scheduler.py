@@ -26,6 +26,7 @@ from ...models import Lease, Outcome
 from ...models import Request as CrawlqRequest
 from .codec import TOKEN, from_crawlq, to_crawlq
 from .config import (
+    fingerprint_choice,
     flush_store,
     frontier_options,
     slot_overrides,
@@ -39,7 +40,6 @@ _SCHEMES = ("http", "https", "ftp", "s3")
 """Schemes the frontier keeps (they have a host to queue by); any other request goes
 to the downloader through this process's memory, as with Scrapy's own scheduler."""
 
-_DEFAULT_FINGERPRINTER = "scrapy.utils.request.RequestFingerprinter"
 _UNSERIALIZABLE = ("memory", "drop", "fail")
 
 # What became of a request handed to Scrapy (see _finished).
@@ -57,12 +57,7 @@ class Scheduler:
         self.store_url: str = self.choice.url
         self.options = frontier_options(s)
         self.start_first = start_requests_first_class(s)
-        fingerprints = s.get("CRAWLQ_FINGERPRINT", "crawlq")
-        if fingerprints not in ("crawlq", "scrapy"):
-            raise CrawlqError("CRAWLQ_FINGERPRINT must be 'crawlq' or 'scrapy'")
-        if _class_name(s.get("REQUEST_FINGERPRINTER_CLASS")) not in ("", _DEFAULT_FINGERPRINTER):
-            fingerprints = "scrapy"  # the project's own notion of "the same request"
-        self.fingerprints: str = fingerprints
+        self.fingerprints: str = fingerprint_choice(s)
         self.unserializable = s.get("CRAWLQ_UNSERIALIZABLE", "memory")
         if self.unserializable not in _UNSERIALIZABLE:
             raise CrawlqError(f"CRAWLQ_UNSERIALIZABLE must be one of {_UNSERIALIZABLE}")
@@ -106,7 +101,7 @@ class Scheduler:
         if self.fingerprints == "scrapy":
             opts["fingerprint"] = _fingerprint_from_meta
         if self.choice.flush_on_start:
-            flush_store(Frontier.open(self.store_url, **dict(opts)).store)
+            flush_store(Frontier.open(self.store_url, **opts).store)
         self.frontier = Frontier.open(self.store_url, **opts)
         for key, policy in slot_overrides(self.crawler.settings).items():
             self.frontier.configure_queue(key, **policy)
@@ -208,7 +203,7 @@ class Scheduler:
                 and self.df.request_seen(request):
             self.df.log(request, self.spider)
             return False
-        if (request.url.partition(":")[0].lower() not in _SCHEMES):
+        if request.url.partition(":")[0].lower() not in _SCHEMES:
             return self._keep_in_memory(request, "scheme")
         try:
             creq = self._to_crawlq(request)
@@ -394,8 +389,3 @@ def _fingerprint_from_meta(req: CrawlqRequest, canonical: str) -> bytes:
     # A request another producer added: crawlq's fingerprint of its canonical URL.
     return blake2b(canonical.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
-
-def _class_name(obj: Any) -> str:
-    if obj is None:
-        return ""
-    return obj if isinstance(obj, str) else f"{obj.__module__}.{obj.__qualname__}"
