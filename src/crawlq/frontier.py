@@ -170,6 +170,20 @@ class Frontier:
         self.pause_gc = pause_gc
         self.clock = clock
         self._fast = _fast_add(self)
+        if self._fast is not None:
+            # Requests the C path does not take whole (with meta, a named queue...) still
+            # get its canonical form: the same definition as for plain requests, where
+            # the C canonicalizer takes the URL (it leaves the unusual ones to Python).
+            c_split, py_split = self._fast.canonical, self._split
+
+            def fast_split(url: str) -> tuple[str, str]:
+                if url.__class__ is str:
+                    hit: tuple[str, str] | None = c_split(url)
+                    if hit is not None:
+                        return hit
+                return py_split(url)
+
+            self._split = fast_split
 
     @classmethod
     def open(cls, url: str = "memory://", **options: Any) -> Frontier:
@@ -270,6 +284,17 @@ class Frontier:
         if rejected:
             rejected.sort(key=lambda r: r.index)
         return AddResult(added, dups, tuple(rejected), tuple(flags))
+
+    def count_duplicates(self, n: int) -> None:
+        """Count ``n`` duplicates the caller recognized itself, without offering them.
+
+        For a caller that keeps its own record of URLs this frontier has already seen
+        (as the Scrapy scheduler does, to answer most duplicates without a store call):
+        ``stats().duplicates`` then still counts every duplicate offered.
+        """
+        n = as_count("count_duplicates()", n)
+        if n:
+            self.store.count_duplicates(n)
 
     def _entry_maker(self, now: float,
                      rejected: list[Rejection]) -> Callable[[int, Request | str], Entry | None]:

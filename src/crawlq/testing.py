@@ -82,6 +82,17 @@ class FrontierContract:
         s = f.stats()
         assert (s.seen, s.added, s.queued, s.duplicates) == (3, 3, 3, 3)
 
+    def test_duplicates_a_caller_recognized_are_counted(self, env: _Env) -> None:
+        f = env.open(**FAST)
+        f.add(["https://a.example/", "https://a.example/"])
+        f.count_duplicates(3)
+        f.count_duplicates(0)
+        with pytest.raises(ConfigError):
+            f.count_duplicates(-1)
+        f = env.checkpoint()
+        s = f.stats()
+        assert (s.added, s.duplicates) == (1, 4)
+
     def test_bad_urls_are_rejected_with_reasons_not_raised(self, env: _Env) -> None:
         f = env.open(**FAST)
         r = f.add(["ftp://example.com/", "https://", "https://ok.example/",

@@ -233,6 +233,11 @@ class Store(Protocol):
         """Add to the durable counters of rejected requests by reason."""
         ...
 
+    def count_duplicates(self, n: int) -> None:
+        """Add ``n`` to the durable duplicates counter: duplicates a caller recognized
+        from its own record of what the store has seen, without offering them."""
+        ...
+
     def stats(self, now: float, per_queue: int = 0) -> Stats:
         """Counters, queue-state counts and the ``per_queue`` largest queues."""
         ...

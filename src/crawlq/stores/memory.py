@@ -501,6 +501,11 @@ class MemoryStore:
             for r, n in reasons.items():
                 self._rejected[r] = self._rejected.get(r, 0) + n
 
+    def count_duplicates(self, n: int) -> None:
+        """See :meth:`Store.count_duplicates`."""
+        with self._lock:
+            self._counters["duplicates"] += n
+
     def _info(self, q: _Queue, now: float) -> QueueInfo:
         return QueueInfo(q.key, len(q.heap), q.inflight, q.ready_at, q.accepted,
                          queue_state(len(q.heap), q.inflight, q.ready_at,

@@ -328,6 +328,10 @@ class RedisStore:
 
         self._retrying(go)
 
+    def count_duplicates(self, n: int) -> None:
+        """See :meth:`Store.count_duplicates`."""
+        self._retrying(lambda: self._client.hincrby(self._m, "duplicates", n))
+
     def stats(self, now: float, per_queue: int = 0) -> Stats:
         """See :meth:`Store.stats`."""
         meta, rej, scheduled, leased, dead, total, ready = self._run("maintain", now, "stats")

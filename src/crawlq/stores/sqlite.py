@@ -1111,6 +1111,11 @@ class SQLiteStore:
         with self._tx() as c:
             self._reject(c, reasons)
 
+    def count_duplicates(self, n: int) -> None:
+        """See :meth:`Store.count_duplicates`."""
+        with self._tx() as c:
+            self._count(c, duplicates=n)
+
     def stats(self, now: float, per_queue: int = 0) -> Stats:
         """See :meth:`Store.stats`."""
         with self._tx() as c:
