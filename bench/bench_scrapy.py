@@ -15,12 +15,18 @@ head-of-line
     One host with 10,000 pages and a 0.5 s download delay (``DOWNLOAD_SLOTS``) plus
     100 hosts with 50 pages each, every host's index a start URL. Reported: seconds until
     every page of the 100 small hosts is fetched (the spider then closes itself).
+scrapy-bench
+    ``scrapy bench`` itself (its own server on localhost:8998, 10 s), once per contender
+    per round, the contenders alternating; ``--rounds`` rounds (default 3). Reported:
+    responses per minute of elapsed crawl time, the median of the rounds. Contenders:
+    Scrapy's default scheduler and crawlq's on memory, SQLite and Redis.
 
 The test web (crawlq.testweb) runs on 127.0.0.1 in this process; redis-server is
 started on a free loopback port for the Redis contenders.
 
     python bench/bench_scrapy.py
     python bench/bench_scrapy.py --scenario plain --only crawlq-sqlite
+    python bench/bench_scrapy.py --scenario scrapy-bench --rounds 5
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ from pathlib import Path
 from typing import Any
 
 CONTENDERS = ["scrapy-default", "scrapy-classic", "scrapy-redis", "crawlq-sqlite",
-              "crawlq-redis"]
+              "crawlq-redis", "crawlq-memory"]
+BENCH_CONTENDERS = ["scrapy-default", "crawlq-memory", "crawlq-sqlite", "crawlq-redis"]
 SMALL_HOSTS, SMALL_PAGES, BIG_PAGES = 100, 50, 10_000
 
 
@@ -101,6 +108,9 @@ def child(contender: str, scenario: str, port: int, redis_url: str, tmp: str,
                          "REDIS_URL": redis_url, "SCHEDULER_PERSIST": False,
                          "SCHEDULER_FLUSH_ON_START": True,
                          "SCHEDULER_IDLE_BEFORE_CLOSE": 0})
+    elif contender == "crawlq-memory":
+        settings.update({"SCHEDULER": "crawlq.contrib.scrapy.Scheduler",
+                         "CRAWLQ_STORE": "memory://"})
     elif contender == "crawlq-sqlite":
         settings.update({"SCHEDULER": "crawlq.contrib.scrapy.Scheduler",
                          "CRAWLQ_STORE": f"sqlite:///{tmp}/bench.db"})
@@ -141,13 +151,52 @@ def run_spider(settings: dict[str, Any], spider: Any, marks: dict[str, float]) -
     return crawler
 
 
+# -- scrapy bench -------------------------------------------------------------------------------
+
+
+def scrapy_bench(contenders: list[str], rounds: int, redis_url: str) -> None:
+    """Run ``scrapy bench`` for each contender, alternating, and print pages/min."""
+    import re
+    import statistics
+
+    print("\n== scrapy-bench")
+    rates: dict[str, list[float]] = {c: [] for c in contenders}
+    for r in range(rounds):
+        for contender in contenders:
+            tmp = tempfile.mkdtemp(prefix="crawlq-bench-scrapy-")
+            args = [sys.executable, "-m", "scrapy", "bench", "-s", "TELNETCONSOLE_ENABLED=0"]
+            if contender != "scrapy-default":
+                store = {"crawlq-memory": "memory://",
+                         "crawlq-sqlite": f"sqlite:///{tmp}/bench.db",
+                         "crawlq-redis": f"{redis_url}?prefix=bench-{r}"}[contender]
+                args += ["-s", "SCHEDULER=crawlq.contrib.scrapy.Scheduler",
+                         "-s", f"CRAWLQ_STORE={store}"]
+            out = subprocess.run(args, capture_output=True, text=True, cwd=tmp, timeout=300)
+            count = re.search(r"'response_received_count': (\d+)", out.stderr)
+            elapsed = re.search(r"'elapsed_time_seconds': ([\d.]+)", out.stderr)
+            if out.returncode != 0 or not count or not elapsed:
+                print(f"{contender:<16} FAILED\n{out.stderr[-2000:]}")
+                continue
+            rate = int(count.group(1)) / float(elapsed.group(1)) * 60
+            rates[contender].append(rate)
+            print(f"round {r + 1}  {contender:<16} {rate:>8.0f} pages/min", flush=True)
+    base = statistics.median(rates["scrapy-default"]) if rates.get("scrapy-default") else None
+    for contender, got in rates.items():
+        if got:
+            med = statistics.median(got)
+            ratio = f"  {med / base:.2f}x Scrapy's default scheduler" if base else ""
+            print(f"{contender:<16} median {med:>8.0f} pages/min{ratio}")
+
+
 # -- the parent --------------------------------------------------------------------------------
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scenario", action="append", choices=["plain", "head-of-line"])
+    ap.add_argument("--scenario", action="append",
+                    choices=["plain", "head-of-line", "scrapy-bench"])
     ap.add_argument("--only", action="append", choices=CONTENDERS)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of scrapy-bench")
     ap.add_argument("--cap", type=float, default=300,
                     help="seconds a run may take at most (the spider then closes)")
     ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
@@ -163,7 +212,11 @@ def main() -> None:
 
     server = LocalRedis(Path(tempfile.mkdtemp(prefix="crawlq-bench-redis-"))).start()
     try:
-        for scenario in a.scenario or ["plain", "head-of-line"]:
+        for scenario in a.scenario or ["plain", "head-of-line", "scrapy-bench"]:
+            if scenario == "scrapy-bench":
+                scrapy_bench([c for c in BENCH_CONTENDERS if not a.only or c in a.only],
+                             a.rounds, server.url)
+                continue
             spec = spec_for(scenario)
             print(f"\n== {scenario}")
             print(f"{'contender':<16} {'pages':>7} {'seconds':>8} {'pages/s':>8} "

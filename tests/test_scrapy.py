@@ -222,6 +222,27 @@ def test_politeness_settings_map_onto_the_frontier_policy() -> None:
         == (0.8, 1.2)
 
 
+def test_priority_bands_keep_scrapy_order_and_start_request_order() -> None:
+    from scrapy.settings import Settings
+
+    from crawlq.contrib.scrapy import frontier_priority, scrapy_priority
+    from crawlq.contrib.scrapy.codec import BAND, SCRAPY_PRIORITY_MAX
+    from crawlq.contrib.scrapy.config import start_order
+
+    for p in (-SCRAPY_PRIORITY_MAX, -3, -1, 0, 1, 7, SCRAPY_PRIORITY_MAX):
+        other = frontier_priority(p, None)
+        starts = [frontier_priority(p, r) for r in (0, 1, BAND - 2, BAND + 5, -4)]
+        assert scrapy_priority(other) == p and {scrapy_priority(x) for x in starts} == {p}
+        assert all(x < other for x in starts)  # at one priority the others go first
+        assert frontier_priority(p + 1, 0) > other if p < SCRAPY_PRIORITY_MAX else True
+    assert frontier_priority(10**9, None) == frontier_priority(SCRAPY_PRIORITY_MAX, None)
+    assert frontier_priority(-(10**9), 0) >= -(2**31 - 1)
+    assert start_order(Settings()) == "fifo"  # Scrapy's default start queue
+    assert start_order(Settings({
+        "SCHEDULER_START_MEMORY_QUEUE": "scrapy.squeues.LifoMemoryQueue"})) == "lifo"
+    assert start_order(Settings({"SCHEDULER_START_MEMORY_QUEUE": None})) is None
+
+
 def test_what_scrapy_users_rely_on(tmp_path: Path) -> None:
     """Retries of start requests, dont_filter, data: and unknown schemes, robots.txt,
     download slots, dedup and failures, with a real spider and RetryMiddleware on."""

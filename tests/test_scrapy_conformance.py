@@ -34,11 +34,7 @@ EXCLUDED = {
 }
 """Tests that cannot apply to another scheduler, with the reason."""
 
-KNOWN_GAPS = {
-    "tests/test_engine_loop.py::TestRequestSendOrder::test_default":
-        "start requests FIFO while other requests are LIFO, within one queue: a "
-        "frontier store orders a whole crawl FIFO or LIFO (issue 23 stays open on it)",
-}
+KNOWN_GAPS: dict[str, str] = {}
 """Scrapy behaviour crawlq's scheduler does not have yet. Each must still fail here:
 when one passes, it leaves this list."""
 

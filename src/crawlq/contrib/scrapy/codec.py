@@ -28,30 +28,78 @@ BLOB = "scrapy"
 FEED_META = "crawlq_meta"
 """``meta`` key under which :func:`feed_request` passes a fed request's own meta."""
 
-SCRAPY_PRIORITY_MAX = PRIORITY_MAX // 2 - 1
-"""Scrapy priorities beyond ± this are clamped (see :func:`frontier_priority`)."""
+BAND = 2**16
+"""Frontier priorities per Scrapy priority: Scrapy priority ``p`` is the band
+``[p * BAND, (p + 1) * BAND)``, so start requests can be ordered inside it."""
+
+SCRAPY_PRIORITY_MAX = PRIORITY_MAX // BAND - 1
+"""Scrapy priorities beyond ± this (32,766) are clamped (see :func:`frontier_priority`)."""
 
 
-def frontier_priority(priority: int, start: bool) -> int:
+def frontier_priority(priority: int, start_rank: int | None) -> int:
     """The frontier's priority for a Scrapy request.
 
-    ``2p + 1``, and ``2p`` for a start request when start requests have their own
-    queues: at one Scrapy priority the other requests go first, as with Scrapy's
-    scheduler, while any higher Scrapy priority still goes before.
+    Scrapy priority ``p`` gives the band of ``p * BAND``; a higher Scrapy priority
+    always goes first. Inside the band, other requests take the top level,
+    ``p * BAND + BAND - 1``, so at one Scrapy priority they go before start requests,
+    as with Scrapy's scheduler (``start_rank`` None: not a start request, or start
+    requests share the other requests' queues). A start request takes the level
+    ``p * BAND + start_rank``, with ``start_rank`` in ``[0, BAND - 2]``: the scheduler
+    counts ranks so that start requests come out in their own order (FIFO by
+    default) whatever the order of the others (clamped ranks share a level).
     """
     p = max(-SCRAPY_PRIORITY_MAX, min(SCRAPY_PRIORITY_MAX, int(priority)))
-    return 2 * p + (0 if start else 1)
+    if start_rank is None:
+        return p * BAND + BAND - 1
+    return p * BAND + max(0, min(start_rank, BAND - 2))
 
 
 def scrapy_priority(priority: int) -> int:
     """The Scrapy priority of a frontier priority (the inverse of the above)."""
-    return priority >> 1
+    return priority // BAND
 
 
-def to_crawlq(request: ScrapyRequest, spider: Spider, *, queue: str, start: bool,
-              dont_filter: bool, fingerprint: bytes | None) -> CrawlqRequest:
+def request_dict(request: ScrapyRequest, spider: Spider) -> dict[str, Any]:
+    """``request.to_dict(spider=spider)``, without its search of the spider's members.
+
+    Scrapy names a callback by scanning ``inspect.getmembers(spider)`` for the method,
+    once per request: ~120 µs, more than the rest of a request's serialization. A
+    callback is nearly always the spider method of its own ``__name__``, which one
+    ``getattr`` confirms; anything else (another name, a request class with its own
+    ``to_dict``) goes through Scrapy's ``to_dict``.
+    """
+    if type(request).to_dict is not ScrapyRequest.to_dict:
+        return request.to_dict(spider=spider)
+    callback, errback = request.callback, request.errback
+    cb, eb = _method_name(spider, callback), _method_name(spider, errback)
+    if (cb is None and callable(callback)) or (eb is None and callable(errback)):
+        return request.to_dict(spider=spider)
+    d: dict[str, Any] = {"url": request.url, "callback": cb if callable(callback) else callback,
+                         "errback": eb if callable(errback) else errback,
+                         "headers": dict(request.headers)}
+    for attr in request.attributes:
+        d.setdefault(attr, getattr(request, attr))
+    if type(request) is not ScrapyRequest:
+        d["_class"] = f"{type(request).__module__}.{type(request).__name__}"
+    return d
+
+
+def _method_name(spider: Spider, func: Any) -> str | None:
+    """The name under which ``func``, a bound method, is found on ``spider`` (checked
+    by its own name only), else None."""
+    inner = getattr(func, "__func__", None)
+    name = getattr(inner, "__name__", None)
+    if inner is None or not isinstance(name, str):
+        return None
+    found = getattr(getattr(spider, name, None), "__func__", None)
+    return name if found is inner else None
+
+
+def to_crawlq(request: ScrapyRequest, spider: Spider, *, queue: str,
+              start_rank: int | None, dont_filter: bool,
+              fingerprint: bytes | None) -> CrawlqRequest:
     """The frontier request that carries ``request``, filed in ``queue``."""
-    d = request.to_dict(spider=spider)
+    d = request_dict(request, spider)
     meta = d.get("meta")
     if meta and TOKEN in meta:
         d["meta"] = {k: v for k, v in meta.items() if k != TOKEN}
@@ -62,7 +110,7 @@ def to_crawlq(request: ScrapyRequest, spider: Spider, *, queue: str, start: bool
         cmeta["fp"] = fingerprint.hex()
     depth = request.meta.get("depth", 0)
     return CrawlqRequest(request.url, method=request.method, body=request.body,
-                         priority=frontier_priority(request.priority, start),
+                         priority=frontier_priority(request.priority, start_rank),
                          depth=depth if isinstance(depth, int) and depth >= 0 else 0,
                          meta=cmeta, dont_filter=dont_filter, queue=queue)
 

@@ -96,12 +96,17 @@ def frontier_options(settings: Any) -> dict[str, Any]:
     return opts
 
 
-def start_requests_first_class(settings: Any) -> bool:
-    """Whether start requests get queues of their own (Scrapy's SCHEDULER_START_*_QUEUE):
-    then at one priority the other requests go first."""
+def start_order(settings: Any) -> str | None:
+    """The order of start requests among themselves, when they have queues of their
+    own (Scrapy's ``SCHEDULER_START_*_QUEUE``, FIFO by default): ``"lifo"`` or
+    ``"fifo"``; None when the setting is empty (start requests share the others'
+    queues and order)."""
     name = "SCHEDULER_START_DISK_QUEUE" if settings.get("JOBDIR") \
         else "SCHEDULER_START_MEMORY_QUEUE"
-    return bool(settings.get(name))
+    queue = settings.get(name)
+    if not queue:
+        return None
+    return "lifo" if "lifo" in class_name(queue).lower() else "fifo"
 
 
 def default_jitter(settings: Any) -> float:

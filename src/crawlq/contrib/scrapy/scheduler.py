@@ -24,15 +24,16 @@ from ...errors import CrawlqError
 from ...frontier import Frontier
 from ...models import Lease, Outcome
 from ...models import Request as CrawlqRequest
-from .codec import TOKEN, from_crawlq, to_crawlq
+from .codec import BAND, TOKEN, from_crawlq, to_crawlq
 from .config import (
     fingerprint_choice,
     flush_store,
     frontier_options,
     slot_overrides,
-    start_requests_first_class,
+    start_order,
     store_choice,
 )
+from .seen import SeenKeys, seen_cache_applies
 
 logger = logging.getLogger("crawlq.contrib.scrapy")
 
@@ -41,6 +42,9 @@ _SCHEMES = ("http", "https", "ftp", "s3")
 to the downloader through this process's memory, as with Scrapy's own scheduler."""
 
 _UNSERIALIZABLE = ("memory", "drop", "fail")
+
+_ADD_BATCH_MAX = 500
+"""Requests taken before they are added without waiting for the engine's next step."""
 
 # What became of a request handed to Scrapy (see _finished).
 _Ack = tuple[Lease, float | None, str | None]  # lease, fetch time, error (None: done)
@@ -56,7 +60,8 @@ class Scheduler:
         self.choice = store_choice(s)
         self.store_url: str = self.choice.url
         self.options = frontier_options(s)
-        self.start_first = start_requests_first_class(s)
+        self.start_order = start_order(s)
+        self._start_ranks = itertools.count()  # (see _start_rank)
         self.fingerprints: str = fingerprint_choice(s)
         self.unserializable = s.get("CRAWLQ_UNSERIALIZABLE", "memory")
         if self.unserializable not in _UNSERIALIZABLE:
@@ -84,6 +89,11 @@ class Scheduler:
         self._logged_unserializable = False
         self._redelivered0 = 0
         self._acks: list[_Ack] = []  # to send
+        self._pending: list[tuple[ScrapyRequest, CrawlqRequest, object]] = []  # to add
+        self._pending_keys: set[object] = set()  # their dedup keys
+        self._local_duplicates = 0  # answered by _seen, to count in the store
+        self._seen = (SeenKeys(s.getint("CRAWLQ_SEEN_CACHE", 100_000), self.fingerprints)
+                      if self.own_dupefilter and seen_cache_applies(self.options) else None)
         self._timer: Any = None  # our pending wake-up of the engine
         self._timer_due = 0.0
 
@@ -153,6 +163,7 @@ class Scheduler:
         if f is None:
             return self.df.close(reason)
         try:
+            self._flush_adds()
             self._flush_acks()
             back = list(self._ready) + list(self._held.values())
             if back:  # fetched again later, by this or another process; no failure counted
@@ -180,55 +191,100 @@ class Scheduler:
     def has_pending_requests(self) -> bool:
         """True while anything is queued or in flight anywhere (every process sharing
         the frontier): the crawl is over only when the frontier says so."""
-        if self._ready or self._held or self._memory:
+        if self._ready or self._held or self._memory or self._pending:
             return True
+        self._flush_adds()
         self._flush_acks()
         assert self.frontier is not None
         return self.frontier.next_ready_at() is not None
 
     def __len__(self) -> int:
         assert self.frontier is not None
-        return self.frontier.stats().queued + len(self._ready) + len(self._memory)
+        return (self.frontier.stats().queued + len(self._ready) + len(self._memory)
+                + len(self._pending))
 
     def enqueue_request(self, request: ScrapyRequest) -> bool:
-        """Add a request; False when it is a duplicate or over a queue budget."""
-        f = self.frontier
-        assert f is not None and self.spider is not None
+        """Take a request; False when it is a known duplicate.
+
+        A request is added to the frontier with the others of the same engine step, in
+        one store call (at the next :meth:`next_request`, before any acknowledgement:
+        a crash in between re-fetches its parent). A duplicate the store finds then
+        is logged, counted and signalled (``request_dropped``) as if refused here.
+        """
+        assert self.frontier is not None and self.spider is not None
         parent = request.meta.get(TOKEN)
         if parent in self._held:
             # A redirect or retry of a leased request: the new request is in the
             # frontier before its parent is acknowledged (when the engine is done).
             self._replaced.add(parent)
-        if not self.own_dupefilter and not request.dont_filter \
-                and self.df.request_seen(request):
+        filtered = not request.dont_filter
+        if filtered and not self.own_dupefilter and self.df.request_seen(request):
             self.df.log(request, self.spider)
             return False
         if request.url.partition(":")[0].lower() not in _SCHEMES:
             return self._keep_in_memory(request, "scheme")
+        fp = (self.crawler.request_fingerprinter.fingerprint(request)
+              if self.fingerprints == "scrapy" else None)
+        key: object = None
+        if filtered and self.own_dupefilter and self._seen is not None:
+            key = self._seen.key(request, fp)
+            if key is not None and (key in self._seen or key in self._pending_keys):
+                self._local_duplicates += 1
+                self.df.log(request, self.spider)  # counts dupefilter/filtered
+                return False
         try:
-            creq = self._to_crawlq(request)
+            creq = self._to_crawlq(request, fp)
         except Exception as exc:
             return self._unserializable(request, exc)
-        result = f.add(creq)
-        if result.added:
-            self.stats.inc_value("scheduler/enqueued/crawlq")
-            self.stats.inc_value("scheduler/enqueued")
-            return True
-        if result.rejected:
-            r = result.rejected[0]
-            if r.reason != "queue-budget":  # not a URL crawlq can queue: as Scrapy would
-                return self._keep_in_memory(request, r.reason)
-            self.stats.inc_value(f"crawlq/rejected/{r.reason}")
-            logger.debug("crawlq: rejected %s (%s)", request.url, r.reason)
-            return False
-        self.df.log(request, self.spider)  # counts dupefilter/filtered
-        return False
+        self._pending.append((request, creq, key))
+        if key is not None:
+            self._pending_keys.add(key)
+        if len(self._pending) >= _ADD_BATCH_MAX:
+            self._flush_adds()
+        return True
+
+    def _flush_adds(self) -> None:
+        """Add the requests taken since the last call, in one store call."""
+        pending, self._pending = self._pending, []
+        self._pending_keys.clear()
+        f = self.frontier
+        if f is None:
+            return
+        if self._local_duplicates:
+            f.count_duplicates(self._local_duplicates)
+            self._local_duplicates = 0
+        if not pending:
+            return
+        result = f.add([creq for _, creq, _ in pending])
+        rejected = {r.index: r for r in result.rejected}
+        for i, (request, _, key) in enumerate(pending):
+            if result.added_flags[i]:
+                self.stats.inc_value("scheduler/enqueued/crawlq")
+                self.stats.inc_value("scheduler/enqueued")
+                if key is not None and self._seen is not None:
+                    self._seen.add(key)
+                continue
+            r = rejected.get(i)
+            if r is not None and r.reason != "queue-budget":
+                # Not a URL crawlq can queue: handed over as Scrapy would.
+                if self._keep_in_memory(request, r.reason):
+                    continue
+            elif r is not None:
+                self.stats.inc_value(f"crawlq/rejected/{r.reason}")
+                logger.debug("crawlq: rejected %s (%s)", request.url, r.reason)
+            else:  # a duplicate the store knew of (another process added it)
+                if key is not None and self._seen is not None:
+                    self._seen.add(key)
+                self.df.log(request, self.spider)  # counts dupefilter/filtered
+            self.crawler.signals.send_catch_log(signals.request_dropped, request=request,
+                                                spider=self.spider)
 
     def next_request(self) -> ScrapyRequest | None:
         """A request whose queue may be fetched now, or None (then the engine is woken
         when one may be)."""
         f = self.frontier
         assert f is not None and self.spider is not None
+        self._flush_adds()
         self._flush_acks()
         if self._memory:
             _, _, request = heapq.heappop(self._memory)
@@ -283,14 +339,24 @@ class Scheduler:
             return False
         return self._keep_in_memory(request, "unserializable")
 
-    def _to_crawlq(self, request: ScrapyRequest) -> CrawlqRequest:
+    def _to_crawlq(self, request: ScrapyRequest, fp: bytes | None) -> CrawlqRequest:
         assert self.spider is not None
-        fp = (self.crawler.request_fingerprinter.fingerprint(request)
-              if self.fingerprints == "scrapy" else None)
         return to_crawlq(request, self.spider, queue=self._slot_key(request),
-                         start=self.start_first and bool(request.meta.get("is_start_request")),
+                         start_rank=self._start_rank(request),
                          dont_filter=request.dont_filter or not self.own_dupefilter,
                          fingerprint=fp)
+
+    def _start_rank(self, request: ScrapyRequest) -> int | None:
+        """A start request's level in its priority band (see ``frontier_priority``):
+        rising for LIFO start requests, falling for FIFO ones when the frontier pops
+        the last added first (else one level: the store's own order is theirs)."""
+        if self.start_order is None or not request.meta.get("is_start_request"):
+            return None
+        lifo_store = bool(self.options.get("lifo"))
+        if (self.start_order == "lifo") == lifo_store:
+            return 0
+        n = next(self._start_ranks)
+        return n if self.start_order == "lifo" else BAND - 2 - n
 
     def _slot_key(self, request: ScrapyRequest) -> str:
         """The request's download slot (Scrapy's downloader decides it): its queue."""
