@@ -6,7 +6,9 @@ Contenders: Scrapy's default scheduler (with its default DownloaderAwarePriority
 the same with ScrapyPriorityQueue ("scrapy-classic", the default before Scrapy 2.13),
 scrapy-redis (its defaults), crawlq's scheduler on SQLite and on Redis.
 
-Two scenarios, each contender in its own process (Twisted's reactor runs once):
+Three scenarios, each run in its own process (Twisted's reactor runs once); every
+contender runs ``--rounds`` times (default 3), the contenders alternating, and the
+medians are compared (this machine's speed drifts by ±20% between minutes):
 
 plain
     20 hosts x 200 pages, linked within and across hosts; no delays. Reported: pages/s
@@ -191,12 +193,71 @@ def scrapy_bench(contenders: list[str], rounds: int, redis_url: str) -> None:
 # -- the parent --------------------------------------------------------------------------------
 
 
+def crawl_scenario(scenario: str, contenders: list[str], rounds: int, cap: float,
+                   redis_url: str) -> None:
+    """Run each contender ``rounds`` times, alternating, on a fresh test web each time;
+    print every run, then the medians and their ratios to Scrapy's default."""
+    import statistics
+    from collections import Counter
+
+    from crawlq.testweb import TestWeb
+
+    spec = spec_for(scenario)
+    print(f"\n== {scenario}")
+    print(f"{'round':<6} {'contender':<16} {'pages':>7} {'seconds':>8} {'pages/s':>8} "
+          f"{'small hosts done':>17}")
+    seconds: dict[str, list[float]] = {c: [] for c in contenders}
+    small_done: dict[str, list[float]] = {c: [] for c in contenders}
+    for rnd in range(1, rounds + 1):
+        for contender in contenders:
+            web = TestWeb(spec).start()
+            tmp = tempfile.mkdtemp(prefix="crawlq-bench-scrapy-")
+            try:
+                out = subprocess.run(
+                    [sys.executable, __file__, "--child", contender, scenario,
+                     str(web.port), redis_url, tmp, str(cap)],
+                    capture_output=True, text=True, timeout=cap + 300)
+                hits = Counter((h.host, h.path) for h in web.hits())
+            finally:
+                web.stop()
+            if out.returncode != 0:
+                print(f"{rnd:<6} {contender:<16} FAILED\n{out.stderr[-2000:]}")
+                continue
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            seconds[contender].append(r["seconds"])
+            if r["small_done_s"] is not None:
+                small_done[contender].append(r["small_done_s"])
+            twice = sum(n - 1 for n in hits.values())
+            small = (f"{r['small_done_s']:.1f} s" if r["small_done_s"] is not None
+                     else "-" if scenario == "plain" else f"not in {cap:g} s")
+            note = f"  ({twice} fetched twice)" if twice else ""
+            print(f"{rnd:<6} {contender:<16} {len(hits):>7} {r['seconds']:>8.1f} "
+                  f"{len(hits) / r['seconds']:>8.1f} {small:>17}{note}", flush=True)
+    figures = small_done if scenario == "head-of-line" else seconds
+    base = figures.get("scrapy-default")
+    print("medians:")
+    for name, got in figures.items():
+        if not got:
+            continue
+        med = statistics.median(got)
+        if not base:
+            print(f"  {name}: {med:.1f} s")
+        elif scenario == "plain":
+            print(f"  {name}: {med:.1f} s, {statistics.median(base) / med:.2f}x the pages/s "
+                  "of Scrapy's default scheduler")
+        else:
+            print(f"  {name}: small hosts done in {med:.1f} s, "
+                  f"{statistics.median(base) / med:.2f}x sooner than with Scrapy's default "
+                  "scheduler")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", action="append",
                     choices=["plain", "head-of-line", "scrapy-bench"])
     ap.add_argument("--only", action="append", choices=CONTENDERS)
-    ap.add_argument("--rounds", type=int, default=3, help="rounds of scrapy-bench")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="runs of each contender per scenario, alternating (medians count)")
     ap.add_argument("--cap", type=float, default=300,
                     help="seconds a run may take at most (the spider then closes)")
     ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
@@ -205,10 +266,7 @@ def main() -> None:
         contender, scenario, port, redis_url, tmp, cap = a.child
         child(contender, scenario, int(port), redis_url, tmp, float(cap))
         return
-    from collections import Counter
-
     from crawlq.redislocal import LocalRedis
-    from crawlq.testweb import TestWeb
 
     server = LocalRedis(Path(tempfile.mkdtemp(prefix="crawlq-bench-redis-"))).start()
     try:
@@ -217,44 +275,7 @@ def main() -> None:
                 scrapy_bench([c for c in BENCH_CONTENDERS if not a.only or c in a.only],
                              a.rounds, server.url)
                 continue
-            spec = spec_for(scenario)
-            print(f"\n== {scenario}")
-            print(f"{'contender':<16} {'pages':>7} {'seconds':>8} {'pages/s':>8} "
-                  f"{'small hosts done':>17}")
-            results: dict[str, dict[str, Any]] = {}
-            for contender in a.only or CONTENDERS:
-                web = TestWeb(spec).start()
-                tmp = tempfile.mkdtemp(prefix="crawlq-bench-scrapy-")
-                try:
-                    out = subprocess.run(
-                        [sys.executable, __file__, "--child", contender, scenario,
-                         str(web.port), server.url, tmp, str(a.cap)],
-                        capture_output=True, text=True, timeout=a.cap + 300)
-                    hits = Counter((h.host, h.path) for h in web.hits())
-                finally:
-                    web.stop()
-                if out.returncode != 0:
-                    print(f"{contender:<16} FAILED\n{out.stderr[-2000:]}")
-                    continue
-                r = json.loads(out.stdout.strip().splitlines()[-1])
-                results[contender] = r
-                twice = sum(n - 1 for n in hits.values())
-                small = (f"{r['small_done_s']:.1f} s" if r["small_done_s"] is not None
-                         else "-" if scenario == "plain" else f"not in {a.cap:g} s")
-                note = f"  ({twice} fetched twice)" if twice else ""
-                print(f"{contender:<16} {len(hits):>7} {r['seconds']:>8.1f} "
-                      f"{len(hits) / r['seconds']:>8.1f} {small:>17}{note}")
-            base = results.get("scrapy-default")
-            if base and scenario == "plain":
-                for name, r in results.items():
-                    print(f"  {name}: {base['seconds'] / r['seconds']:.2f}x the pages/s of "
-                          "Scrapy's default scheduler")
-            if base and scenario == "head-of-line" and base["small_done_s"]:
-                for name, r in results.items():
-                    if r["small_done_s"]:
-                        print(f"  {name}: small hosts done "
-                              f"{base['small_done_s'] / r['small_done_s']:.1f}x sooner than "
-                              "with Scrapy's default scheduler")
+            crawl_scenario(scenario, a.only or CONTENDERS, a.rounds, a.cap, server.url)
     finally:
         server.stop()
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from hashlib import blake2b
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -372,7 +373,7 @@ class Frontier:
         outcome: Outcome = Outcome.DONE,
         *,
         error: str | None = None,
-        duration: float | None = None,
+        duration: float | Sequence[float | None] | None = None,
         after: float = 0.0,
     ) -> int:
         """Acknowledge leases; returns how many were still held.
@@ -380,31 +381,38 @@ class Frontier:
         ``Outcome.DONE``: finished. ``Outcome.FAILED``: retried after an exponential
         backoff until ``max_retries``, then kept as dead with ``error``.
         ``Outcome.RETRY``: back to the queue after ``after`` seconds, no failure counted.
-        ``duration`` (seconds the fetch took) feeds the politeness delay. Leases that
+        ``duration`` (seconds the fetch took) feeds the politeness delay: one number for
+        every lease, or a sequence with one (or None) per lease, so that the leases of
+        many queues are answered in one call. Leases that
         expired or are unknown change nothing (counted as ``late_acks``; with
         ``strict_acks`` a :class:`LeaseError` is raised after the others are applied).
         """
         if isinstance(leases, Lease):
             leases = (leases,)
-        if duration is not None:
-            duration = as_seconds("duration", duration)
+        durations: Iterable[float | None]
+        if duration is None or duration.__class__ in (float, int):
+            durations = itertools.repeat(
+                None if duration is None else as_seconds("duration", duration))
+        else:
+            leases, durations = _per_lease_durations(leases, duration)
         if after:
             after = as_seconds("after", after, signed=True)
         now = self.clock()
         acks: list[Ack] = []
         if outcome is Outcome.DONE:
-            acks = [(le.token, ACK_DONE, duration, None, 0, None, False, None) for le in leases]
+            acks = [(le.token, ACK_DONE, d, None, 0, None, False, None)
+                    for le, d in zip(leases, durations)]
         elif outcome is Outcome.RETRY:
-            acks = [ack(le.token, ACK_REQUEUE, duration, now + after, le.request.retries)
-                    for le in leases]
+            acks = [ack(le.token, ACK_REQUEUE, d, now + after, le.request.retries)
+                    for le, d in zip(leases, durations)]
         elif outcome is Outcome.FAILED:
-            for le in leases:
+            for le, d in zip(leases, durations):
                 n = le.request.retries + 1
                 if n > self.max_retries:
-                    acks.append(ack(le.token, ACK_DEAD, duration, None, n, error, True))
+                    acks.append(ack(le.token, ACK_DEAD, d, None, n, error, True))
                 else:
                     backoff = min(self.retry_backoff * 2 ** (n - 1), self.retry_backoff_max)
-                    acks.append(ack(le.token, ACK_REQUEUE, duration, now + backoff, n,
+                    acks.append(ack(le.token, ACK_REQUEUE, d, now + backoff, n,
                                     error, True))
         else:
             raise ConfigError(f"unknown outcome {outcome!r}")
@@ -536,6 +544,18 @@ class Frontier:
 
     def __repr__(self) -> str:
         return f"<Frontier store={type(self.store).__name__}>"
+
+
+def _per_lease_durations(leases: Iterable[Lease], durations: object,
+                         ) -> tuple[list[Lease], list[float | None]]:
+    """``done()``'s leases and their durations, one each (checked)."""
+    if isinstance(durations, (str, bytes)) or not isinstance(durations, Sequence):
+        raise ConfigError("duration must be a number of seconds or a sequence of them, "
+                          f"not {durations!r}")
+    leases = list(leases)
+    if len(durations) != len(leases):
+        raise ConfigError(f"{len(durations)} durations for {len(leases)} leases")
+    return leases, [None if d is None else as_seconds("duration", d) for d in durations]
 
 
 def _fast_add(frontier: Frontier) -> Any:

@@ -325,6 +325,22 @@ class FrontierContract:
         env.clock.advance(0.2)
         assert len(f.next(1)) == 1
 
+    def test_one_done_call_with_a_duration_per_lease(self, env: _Env) -> None:
+        f = env.open(min_delay=0.0, max_delay=30.0, delay_factor=1.0)
+        f.add(["https://a.example/1", "https://a.example/2", "https://b.example/1",
+               "https://b.example/2", "https://c.example/1", "https://c.example/2"])
+        leases = sorted(f.next(3), key=lambda le: le.queue)
+        with pytest.raises(ConfigError):
+            f.done(leases, duration=[1.0])  # one per lease, or one for all
+        with pytest.raises(ConfigError):
+            f.done(leases, duration=[1.0, -2.0, None])
+        assert f.done(iter(leases), duration=[1.0, 10.0, None]) == 3
+        env.clock.advance(1.1)
+        f = env.checkpoint()
+        assert sorted(le.queue for le in f.next(3)) == ["a.example", "c.example"]
+        env.clock.advance(9.0)
+        assert [le.queue for le in f.next(3)] == ["b.example"]
+
     def test_queue_delay_override(self, env: _Env) -> None:
         f = env.open(min_delay=0.0, max_delay=30.0, delay_factor=0.0)
         f.configure_queue("slow.example", min_delay=10.0)

@@ -44,7 +44,11 @@ to the downloader through this process's memory, as with Scrapy's own scheduler.
 _UNSERIALIZABLE = ("memory", "drop", "fail")
 
 _ADD_BATCH_MAX = 500
-"""Requests taken before they are added without waiting for the engine's next step."""
+"""Requests taken before they are added without waiting any longer."""
+
+_FLUSH_AFTER = 0.05
+"""Seconds new requests and acknowledgements may wait to be sent together with later
+ones while leased requests are still at hand (then the store is called anyway)."""
 
 # What became of a request handed to Scrapy (see _finished).
 _Ack = tuple[Lease, float | None, str | None]  # lease, fetch time, error (None: done)
@@ -92,6 +96,8 @@ class Scheduler:
         self._pending: list[tuple[ScrapyRequest, CrawlqRequest, object]] = []  # to add
         self._pending_keys: set[object] = set()  # their dedup keys
         self._local_duplicates = 0  # answered by _seen, to count in the store
+        self._duplicates_sent = 0.0  # when they were last counted (monotonic)
+        self._since: float | None = None  # when the oldest unsent add or ack was taken
         self._seen = (SeenKeys(s.getint("CRAWLQ_SEEN_CACHE", 100_000), self.fingerprints)
                       if self.own_dupefilter and seen_cache_applies(self.options) else None)
         self._timer: Any = None  # our pending wake-up of the engine
@@ -164,6 +170,7 @@ class Scheduler:
             return self.df.close(reason)
         try:
             self._flush_adds()
+            self._count_duplicates(force=True)
             self._flush_acks()
             back = list(self._ready) + list(self._held.values())
             if back:  # fetched again later, by this or another process; no failure counted
@@ -193,8 +200,7 @@ class Scheduler:
         the frontier): the crawl is over only when the frontier says so."""
         if self._ready or self._held or self._memory or self._pending:
             return True
-        self._flush_adds()
-        self._flush_acks()
+        self._flush()
         assert self.frontier is not None
         return self.frontier.next_ready_at() is not None
 
@@ -237,11 +243,31 @@ class Scheduler:
         except Exception as exc:
             return self._unserializable(request, exc)
         self._pending.append((request, creq, key))
+        if self._since is None:
+            self._since = time.monotonic()
         if key is not None:
             self._pending_keys.add(key)
         if len(self._pending) >= _ADD_BATCH_MAX:
             self._flush_adds()
         return True
+
+    def _flush(self) -> None:
+        """Send what was gathered: new requests first, then acknowledgements (a crash
+        in between re-fetches the parents: nothing is lost)."""
+        self._since = None
+        self._flush_adds()
+        self._flush_acks()
+
+    def _count_duplicates(self, force: bool) -> None:
+        """Report the duplicates answered in process to the store's counter, at most
+        once a second (a store call each), and when the crawl closes."""
+        f = self.frontier
+        now = time.monotonic()
+        if f is not None and self._local_duplicates and (
+                force or now - self._duplicates_sent >= 1.0):
+            f.count_duplicates(self._local_duplicates)
+            self._local_duplicates = 0
+            self._duplicates_sent = now
 
     def _flush_adds(self) -> None:
         """Add the requests taken since the last call, in one store call."""
@@ -250,9 +276,7 @@ class Scheduler:
         f = self.frontier
         if f is None:
             return
-        if self._local_duplicates:
-            f.count_duplicates(self._local_duplicates)
-            self._local_duplicates = 0
+        self._count_duplicates(force=False)
         if not pending:
             return
         result = f.add([creq for _, creq, _ in pending])
@@ -284,8 +308,9 @@ class Scheduler:
         when one may be)."""
         f = self.frontier
         assert f is not None and self.spider is not None
-        self._flush_adds()
-        self._flush_acks()
+        if not self._ready or (self._since is not None
+                               and time.monotonic() - self._since >= _FLUSH_AFTER):
+            self._flush()
         if self._memory:
             _, _, request = heapq.heappop(self._memory)
             self.stats.inc_value("scheduler/dequeued/memory")
@@ -293,6 +318,7 @@ class Scheduler:
             return request
         while True:
             if not self._ready:
+                self._flush()  # (nothing to send, unless a restore failed)
                 self._ready.extend(f.next(self.batch))
                 if not self._ready:
                     self._wake_engine_later()
@@ -367,25 +393,20 @@ class Scheduler:
     # -- acknowledgements ---------------------------------------------------------------
 
     def _flush_acks(self) -> None:
-        """Send the acknowledgements gathered since the last call, in few store calls."""
+        """Send the acknowledgements gathered since the last call: one store call for
+        the finished requests (each queue's politeness rest follows its own fetch
+        time), and one per failure (each with its error)."""
         acks, self._acks = self._acks, []
         f = self.frontier
         if not acks or f is None:
             return
-        by_queue: dict[tuple[str, bool], list[tuple[Lease, float | None]]] = {}
-        for lease, latency, error in acks:
+        finished = [(lease, latency) for lease, latency, error in acks if error is None]
+        if finished:
+            f.done([lease for lease, _ in finished],
+                   duration=[latency for _, latency in finished])
+        for lease, _, error in acks:
             if error is not None:
                 f.done(lease, Outcome.FAILED, error=error)
-            else:
-                by_queue.setdefault((lease.queue, latency is None), []).append(
-                    (lease, latency))
-        # One call per queue: its politeness rest follows its own fetch times.
-        for (_, untimed), group in by_queue.items():
-            leases = [lease for lease, _ in group]
-            if untimed:
-                f.done(leases)
-            else:
-                f.done(leases, duration=sum(x or 0.0 for _, x in group) / len(group))
 
     def _response_received(self, response: Response, request: ScrapyRequest,
                            spider: Spider) -> None:
@@ -401,9 +422,11 @@ class Scheduler:
         failure = self._failures.pop(token, None)
         if lease is None or self.frontier is None:
             return  # not one of ours (robots.txt, engine.download), or already given back
-        # Gathered and sent with the next step of the engine (next_request): one store
-        # call for the requests finished in one tick. A crash before that re-fetches
+        # Gathered and sent by next_request with the others of the same few steps
+        # (see _FLUSH_AFTER): one store call for them. A crash before that re-fetches
         # them; nothing is lost.
+        if self._since is None:
+            self._since = time.monotonic()
         latency = self._latency.pop(token, None)
         if latency is not None:
             self._acks.append((lease, latency, None))
