@@ -212,10 +212,11 @@ class Scheduler:
     def enqueue_request(self, request: ScrapyRequest) -> bool:
         """Take a request; False when it is a known duplicate.
 
-        A request is added to the frontier with the others of the same engine step, in
-        one store call (at the next :meth:`next_request`, before any acknowledgement:
-        a crash in between re-fetches its parent). A duplicate the store finds then
-        is logged, counted and signalled (``request_dropped``) as if refused here.
+        A request is added to the frontier with the others taken in the same few
+        engine steps, in one store call (from :meth:`next_request`, see
+        ``_FLUSH_AFTER``; before the acknowledgement of its parent, so a crash in
+        between re-fetches the parent). A duplicate the store finds then is logged,
+        counted and signalled (``request_dropped``) as if refused here.
         """
         assert self.frontier is not None and self.spider is not None
         parent = request.meta.get(TOKEN)
