@@ -309,8 +309,7 @@ class Scheduler:
         when one may be)."""
         f = self.frontier
         assert f is not None and self.spider is not None
-        if not self._ready or (self._since is not None
-                               and time.monotonic() - self._since >= _FLUSH_AFTER):
+        if self._since is not None and time.monotonic() - self._since >= _FLUSH_AFTER:
             self._flush()
         if self._memory:
             _, _, request = heapq.heappop(self._memory)
@@ -319,7 +318,7 @@ class Scheduler:
             return request
         while True:
             if not self._ready:
-                self._flush()  # (nothing to send, unless a restore failed)
+                self._flush()  # the store is called anyway: send what waits first
                 self._ready.extend(f.next(self.batch))
                 if not self._ready:
                     self._wake_engine_later()
