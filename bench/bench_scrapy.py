@@ -21,7 +21,9 @@ scrapy-bench
     ``scrapy bench`` itself (its own server on localhost:8998, 10 s), once per contender
     per round, the contenders alternating; ``--rounds`` rounds (default 3). Reported:
     responses per minute of elapsed crawl time, the median of the rounds. Contenders:
-    Scrapy's default scheduler and crawlq's on memory, SQLite and Redis.
+    Scrapy's default scheduler, crawlq's on memory, SQLite and Redis, and "bare-list"
+    (:class:`BareList`, the cheapest scheduler there can be: the most any scheduler
+    can reach on this machine).
 
 The test web (crawlq.testweb) runs on 127.0.0.1 in this process; redis-server is
 started on a free loopback port for the Redis contenders.
@@ -44,8 +46,9 @@ from pathlib import Path
 from typing import Any
 
 CONTENDERS = ["scrapy-default", "scrapy-classic", "scrapy-redis", "crawlq-sqlite",
-              "crawlq-redis", "crawlq-memory"]
-BENCH_CONTENDERS = ["scrapy-default", "crawlq-memory", "crawlq-sqlite", "crawlq-redis"]
+              "crawlq-redis", "crawlq-memory", "bare-list"]
+BENCH_CONTENDERS = ["scrapy-default", "crawlq-memory", "crawlq-sqlite", "crawlq-redis",
+                    "bare-list"]
 SMALL_HOSTS, SMALL_PAGES, BIG_PAGES = 100, 50, 10_000
 
 
@@ -57,6 +60,44 @@ def spec_for(scenario: str) -> Any:
                         crawl_delay={})
     return SiteSpec(hosts=SMALL_HOSTS + 1, pages=SMALL_PAGES, host_pages={0: BIG_PAGES},
                     links=4, cross_links=0, special_links=False, crawl_delay={})
+
+
+class BareList:
+    """A Scrapy scheduler that does as little as one can: a Python list (last in,
+    first out, as Scrapy's default memory queue) and a set of URLs seen. No priorities,
+    no politeness, no persistence, no stats: what a crawl spends outside the scheduler
+    is all that is left, so its pages/min bound every scheduler's on this machine."""
+
+    def __init__(self) -> None:
+        self.queue: list[Any] = []
+        self.seen: set[str] = set()
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> BareList:
+        return cls()
+
+    def open(self, spider: Any) -> None:
+        pass
+
+    def close(self, reason: str) -> None:
+        pass
+
+    def has_pending_requests(self) -> bool:
+        return bool(self.queue)
+
+    def __len__(self) -> int:
+        return len(self.queue)
+
+    def enqueue_request(self, request: Any) -> bool:
+        if not request.dont_filter:
+            if request.url in self.seen:
+                return False
+            self.seen.add(request.url)
+        self.queue.append(request)
+        return True
+
+    def next_request(self) -> Any:
+        return self.queue.pop() if self.queue else None
 
 
 # -- the child: one spider run -------------------------------------------------------------
@@ -113,6 +154,8 @@ def child(contender: str, scenario: str, port: int, redis_url: str, tmp: str,
     elif contender == "crawlq-memory":
         settings.update({"SCHEDULER": "crawlq.contrib.scrapy.Scheduler",
                          "CRAWLQ_STORE": "memory://"})
+    elif contender == "bare-list":
+        settings["SCHEDULER"] = f"{__name__}.BareList"
     elif contender == "crawlq-sqlite":
         settings.update({"SCHEDULER": "crawlq.contrib.scrapy.Scheduler",
                          "CRAWLQ_STORE": f"sqlite:///{tmp}/bench.db"})
@@ -167,13 +210,19 @@ def scrapy_bench(contenders: list[str], rounds: int, redis_url: str) -> None:
         for contender in contenders:
             tmp = tempfile.mkdtemp(prefix="crawlq-bench-scrapy-")
             args = [sys.executable, "-m", "scrapy", "bench", "-s", "TELNETCONSOLE_ENABLED=0"]
-            if contender != "scrapy-default":
+            env = dict(os.environ)
+            if contender == "bare-list":
+                env["PYTHONPATH"] = os.pathsep.join(
+                    p for p in (str(Path(__file__).parent), env.get("PYTHONPATH")) if p)
+                args += ["-s", "SCHEDULER=bench_scrapy.BareList"]
+            elif contender != "scrapy-default":
                 store = {"crawlq-memory": "memory://",
                          "crawlq-sqlite": f"sqlite:///{tmp}/bench.db",
                          "crawlq-redis": f"{redis_url}?prefix=bench-{r}"}[contender]
                 args += ["-s", "SCHEDULER=crawlq.contrib.scrapy.Scheduler",
                          "-s", f"CRAWLQ_STORE={store}"]
-            out = subprocess.run(args, capture_output=True, text=True, cwd=tmp, timeout=300)
+            out = subprocess.run(args, capture_output=True, text=True, cwd=tmp, timeout=300,
+                                 env=env)
             count = re.search(r"'response_received_count': (\d+)", out.stderr)
             elapsed = re.search(r"'elapsed_time_seconds': ([\d.]+)", out.stderr)
             if out.returncode != 0 or not count or not elapsed:

@@ -175,6 +175,18 @@ def test_unserializable_requests_are_kept_in_memory_dropped_or_raised(tmp_path: 
     assert "ValueError" in failing.stderr  # raised where the spider yielded it
 
 
+def test_a_memory_store_keeps_requests_live_as_scrapy_does() -> None:
+    """On memory:// (the default store) nothing is serialized: a request with a lambda
+    callback goes through the frontier like any other, and is fetched."""
+    spec = SiteSpec(hosts=1, pages=5, special_links=False)
+    with serve(spec) as web:
+        stats = run_spider("-", web, spider="bad")
+        assert sorted(h.path for h in web.hits()) == ["/", "/page/1", "/page/2"]
+    assert "scheduler/unserializable" not in stats and "cannot serialize" not in stats["_log"]
+    assert stats["scheduler/enqueued/crawlq"] == stats["scheduler/dequeued/crawlq"] == 3
+    assert stats["finish_reason"] == "finished"
+
+
 @pytest.mark.parametrize("fingerprints", ["crawlq", "scrapy"])
 def test_fingerprint_choice(tmp_path: Path, fingerprints: str) -> None:
     spec = SiteSpec(hosts=2, pages=8, special_links=False)
@@ -190,8 +202,9 @@ def test_politeness_settings_map_onto_the_frontier_policy() -> None:
 
     from crawlq.contrib.scrapy import frontier_options, slot_overrides
 
+    # A lease lasts download and callback: twice the slot's downloads may be leased.
     assert frontier_options(Settings({"CONCURRENT_REQUESTS_PER_DOMAIN": 4})) == {
-        "concurrency": 4, "min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0,
+        "concurrency": 8, "min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0,
         "lifo": True}  # Scrapy's default memory queue is LIFO
     assert frontier_options(Settings({
         "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue"}))["lifo"] is False
@@ -210,14 +223,14 @@ def test_politeness_settings_map_onto_the_frontier_policy() -> None:
         warnings.simplefilter("ignore", ScrapyDeprecationWarning)
         per_ip = frontier_options(Settings({"CONCURRENT_REQUESTS_PER_IP": 3,
                                             "CRAWLQ_OPTIONS": {"lease_ttl": 60}}))
-    assert (per_ip["concurrency"], per_ip["lease_ttl"]) == (3, 60)
+    assert (per_ip["concurrency"], per_ip["lease_ttl"]) == (6, 60)
     slots = slot_overrides(Settings({"DOWNLOAD_SLOTS": {
         "big.example": {"delay": 0.5}, "fast.example": {"concurrency": 16},
         "jittery.example": {"delay": 1.0, "jitter": 0.2}},
         "DOWNLOAD_DELAY_JITTER": 0}))
     assert slots["big.example"] == {"concurrency": 1, "min_delay": 0.5, "max_delay": 0.5,
                                     "delay_factor": 0.0}
-    assert slots["fast.example"]["concurrency"] == 16
+    assert slots["fast.example"]["concurrency"] == 32
     assert (slots["jittery.example"]["min_delay"], slots["jittery.example"]["max_delay"]) \
         == (0.8, 1.2)
 

@@ -158,7 +158,7 @@ static int slot_offsets(PyTypeObject *t, const char **names, int n, Py_ssize_t *
 }
 
 #define MAX_FAST_URL 4096 /* longer URLs take the Python path (they are rare) */
-#define MAX_PAIRS 64
+#define MAX_PAIRS 512 /* more pairs take the Python path; 12 KB on the stack */
 #define MAX_DROP 64
 
 typedef struct {

@@ -25,6 +25,11 @@ TOKEN = "crawlq_lease"
 BLOB = "scrapy"
 """``meta`` key of a frontier request that holds a whole Scrapy request."""
 
+LIVE = "scrapy_live"
+"""``meta`` key of a frontier request whose Scrapy request stays a live object in the
+scheduler (a ``memory://`` store lives and dies with the process: nothing to
+serialize)."""
+
 FEED_META = "crawlq_meta"
 """``meta`` key under which :func:`feed_request` passes a fed request's own meta."""
 
@@ -97,15 +102,21 @@ def _method_name(spider: Spider, func: Any) -> str | None:
 
 def to_crawlq(request: ScrapyRequest, spider: Spider, *, queue: str,
               start_rank: int | None, dont_filter: bool,
-              fingerprint: bytes | None) -> CrawlqRequest:
-    """The frontier request that carries ``request``, filed in ``queue``."""
-    d = request_dict(request, spider)
-    meta = d.get("meta")
-    if meta and TOKEN in meta:
-        d["meta"] = {k: v for k, v in meta.items() if k != TOKEN}
-    # Pickle, as Scrapy's JOBDIR does: what a spider puts in meta is arbitrary Python.
-    blob = base64.b64encode(pickle.dumps(d, protocol=4)).decode("ascii")
-    cmeta: dict[str, Any] = {BLOB: blob}
+              fingerprint: bytes | None, handle: int | None = None) -> CrawlqRequest:
+    """The frontier request that carries ``request``, filed in ``queue``: the whole
+    request serialized, or only ``handle``, the number under which the scheduler keeps
+    the live object."""
+    cmeta: dict[str, Any]
+    if handle is not None:
+        cmeta = {LIVE: handle}
+    else:
+        d = request_dict(request, spider)
+        meta = d.get("meta")
+        if meta and TOKEN in meta:
+            d["meta"] = {k: v for k, v in meta.items() if k != TOKEN}
+        # Pickle, as Scrapy's JOBDIR does: what a spider puts in meta is arbitrary Python.
+        blob = base64.b64encode(pickle.dumps(d, protocol=4)).decode("ascii")
+        cmeta = {BLOB: blob}
     if fingerprint is not None:
         cmeta["fp"] = fingerprint.hex()
     depth = request.meta.get("depth", 0)
@@ -122,6 +133,8 @@ def from_crawlq(creq: CrawlqRequest, spider: Spider) -> ScrapyRequest:
         # The store is the user's own, trusted data (as Scrapy's JOBDIR).
         d = pickle.loads(base64.b64decode(blob))
         return request_from_dict(d, spider=spider)
+    if LIVE in creq.meta:  # the scheduler resolves these; this one's process is gone
+        raise LookupError("a live request of a scheduler that is gone")
     hook = getattr(spider, "crawlq_request", None)
     request = hook(creq) if callable(hook) else feed_request(creq, spider)
     if not isinstance(request, ScrapyRequest):

@@ -120,15 +120,24 @@ def default_jitter(settings: Any) -> float:
     return max(float(settings.getfloat("DOWNLOAD_DELAY_JITTER", 0.5)), 0.0)
 
 
+LEASES_PER_DOWNLOAD = 2
+"""Leases a queue without a delay may hold per download its Scrapy slot allows (see
+``_slot_policy``)."""
+
+
 def _slot_policy(concurrency: int, delay: float, jitter: float,
                  throttle: bool = True) -> dict[str, Any]:
     """A download slot's concurrency and delay as queue policy.
 
-    Scrapy fetches one request at a time from a slot with a delay, so such a queue gets
+    Scrapy's slot concurrency counts downloads; a lease lasts the download and then the
+    callback. A queue without a delay may therefore hold ``LEASES_PER_DOWNLOAD`` times
+    the slot's concurrency: while some responses are parsed, as many requests can be
+    downloading (Scrapy's downloader still caps the downloads of each process). Scrapy
+    fetches one request at a time from a slot with a delay, so such a queue gets
     concurrency 1. Its delay varies by ±jitter: the frontier's rest lies in the same
     range, following the fetch time (longer for slow hosts)."""
     low, high = delay * max(1.0 - jitter, 0.0), delay * (1.0 + jitter)
-    return {"concurrency": 1 if delay > 0 else max(concurrency, 1),
+    return {"concurrency": 1 if delay > 0 else LEASES_PER_DOWNLOAD * max(concurrency, 1),
             "min_delay": low, "max_delay": high,
             "delay_factor": 1.0 if high > low and throttle else 0.0}
 

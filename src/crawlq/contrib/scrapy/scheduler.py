@@ -24,7 +24,7 @@ from ...errors import CrawlqError
 from ...frontier import Frontier
 from ...models import Lease, Outcome
 from ...models import Request as CrawlqRequest
-from .codec import BAND, TOKEN, from_crawlq, to_crawlq
+from .codec import BAND, LIVE, TOKEN, from_crawlq, to_crawlq
 from .config import (
     fingerprint_choice,
     flush_store,
@@ -90,6 +90,11 @@ class Scheduler:
         self._replaced: set[int] = set()  # held tokens that a redirect/retry replaced
         self._memory: list[tuple[int, int, ScrapyRequest]] = []  # heap: not in the frontier
         self._seq = itertools.count()
+        # A memory:// store lives and dies with this process: its requests stay the
+        # live objects Scrapy gave (as with Scrapy's memory queues), kept here by
+        # number until finished; nothing is serialized.
+        self._live: dict[int, ScrapyRequest] | None = (
+            {} if self.store_url.partition(":")[0].lower() == "memory" else None)
         self._logged_unserializable = False
         self._redelivered0 = 0
         self._acks: list[_Ack] = []  # to send
@@ -186,6 +191,8 @@ class Scheduler:
             self._ready.clear()
             self._held.clear()
             self._memory.clear()
+            if self._live is not None:
+                self._live.clear()
             self.frontier = None
             if self.choice.persist:
                 f.close()
@@ -282,13 +289,16 @@ class Scheduler:
             return
         result = f.add([creq for _, creq, _ in pending])
         rejected = {r.index: r for r in result.rejected}
-        for i, (request, _, key) in enumerate(pending):
+        if result.added:  # (one stats call a batch: Scrapy's stats calls are slow)
+            self.stats.inc_value("scheduler/enqueued/crawlq", result.added)
+            self.stats.inc_value("scheduler/enqueued", result.added)
+        seen = self._seen
+        for i, (request, creq, key) in enumerate(pending):
             if result.added_flags[i]:
-                self.stats.inc_value("scheduler/enqueued/crawlq")
-                self.stats.inc_value("scheduler/enqueued")
-                if key is not None and self._seen is not None:
-                    self._seen.add(key)
+                if key is not None and seen is not None:
+                    seen.add(key)
                 continue
+            self._forget(creq)
             r = rejected.get(i)
             if r is not None and r.reason != "queue-budget":
                 # Not a URL crawlq can queue: handed over as Scrapy would.
@@ -325,17 +335,36 @@ class Scheduler:
                     return None
             lease = self._ready.popleft()
             try:
-                request = from_crawlq(lease.request, self.spider)
+                request = self._restore(lease.request)
             except Exception as exc:  # e.g. a callback renamed since the request was stored
                 logger.error("crawlq: cannot restore %s: %s", lease.request.url, exc)
                 self.stats.inc_value("crawlq/unrestorable")
                 f.done(lease, Outcome.FAILED, error=f"cannot restore: {exc!r}")
+                self._forget(lease.request)
                 continue
             request.meta[TOKEN] = lease.token
             self._held[lease.token] = lease
             self.stats.inc_value("scheduler/dequeued/crawlq")
             self.stats.inc_value("scheduler/dequeued")
             return request
+
+    def _restore(self, creq: CrawlqRequest) -> ScrapyRequest:
+        """The Scrapy request a leased frontier request stands for."""
+        handle = creq.meta.get(LIVE)
+        if self._live is not None and isinstance(handle, int):
+            request = self._live.get(handle)
+            if request is None:
+                raise LookupError(f"live request {handle} is already finished")
+            return request
+        assert self.spider is not None
+        return from_crawlq(creq, self.spider)
+
+    def _forget(self, creq: CrawlqRequest) -> None:
+        """Let go of a live request that is finished (or never queued)."""
+        if self._live is not None:
+            handle = creq.meta.get(LIVE)
+            if isinstance(handle, int):
+                self._live.pop(handle, None)
 
     # -- requests the frontier does not keep ----------------------------------------------
 
@@ -367,10 +396,14 @@ class Scheduler:
 
     def _to_crawlq(self, request: ScrapyRequest, fp: bytes | None) -> CrawlqRequest:
         assert self.spider is not None
+        handle = None
+        if self._live is not None:
+            handle = next(self._seq)
+            self._live[handle] = request
         return to_crawlq(request, self.spider, queue=self._slot_key(request),
                          start_rank=self._start_rank(request),
                          dont_filter=request.dont_filter or not self.own_dupefilter,
-                         fingerprint=fp)
+                         fingerprint=fp, handle=handle)
 
     def _start_rank(self, request: ScrapyRequest) -> int | None:
         """A start request's level in its priority band (see ``frontier_priority``):
@@ -422,6 +455,7 @@ class Scheduler:
         failure = self._failures.pop(token, None)
         if lease is None or self.frontier is None:
             return  # not one of ours (robots.txt, engine.download), or already given back
+        self._forget(lease.request)
         # Gathered and sent by next_request with the others of the same few steps
         # (see _FLUSH_AFTER): one store call for them. A crash before that re-fetches
         # them; nothing is lost.
