@@ -12,7 +12,8 @@ medians are compared (this machine's speed drifts by ±20% between minutes):
 
 plain
     20 hosts x 200 pages, linked within and across hosts; no delays. Reported: pages/s
-    from spider open to close (every page fetched once).
+    from spider open to close (every page fetched once), and the CPU time the spider's
+    process spent per page (steadier than the wall time on a shared machine).
 head-of-line
     One host with 10,000 pages and a 0.5 s download delay (``DOWNLOAD_SLOTS``) plus
     100 hosts with 50 pages each, every host's index a start URL. Reported: seconds until
@@ -242,6 +243,14 @@ def scrapy_bench(contenders: list[str], rounds: int, redis_url: str) -> None:
 # -- the parent --------------------------------------------------------------------------------
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user and system) of the child processes waited for so far."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def crawl_scenario(scenario: str, contenders: list[str], rounds: int, cap: float,
                    redis_url: str) -> None:
     """Run each contender ``rounds`` times, alternating, on a fresh test web each time;
@@ -254,18 +263,21 @@ def crawl_scenario(scenario: str, contenders: list[str], rounds: int, cap: float
     spec = spec_for(scenario)
     print(f"\n== {scenario}")
     print(f"{'round':<6} {'contender':<16} {'pages':>7} {'seconds':>8} {'pages/s':>8} "
-          f"{'small hosts done':>17}")
+          f"{'CPU ms/page':>11} {'small hosts done':>17}")
     seconds: dict[str, list[float]] = {c: [] for c in contenders}
     small_done: dict[str, list[float]] = {c: [] for c in contenders}
+    cpu_ms: dict[str, list[float]] = {c: [] for c in contenders}
     for rnd in range(1, rounds + 1):
         for contender in contenders:
             web = TestWeb(spec).start()
             tmp = tempfile.mkdtemp(prefix="crawlq-bench-scrapy-")
+            cpu0 = _children_cpu()
             try:
                 out = subprocess.run(
                     [sys.executable, __file__, "--child", contender, scenario,
                      str(web.port), redis_url, tmp, str(cap)],
                     capture_output=True, text=True, timeout=cap + 300)
+                cpu = _children_cpu() - cpu0
                 hits = Counter((h.host, h.path) for h in web.hits())
             finally:
                 web.stop()
@@ -274,6 +286,7 @@ def crawl_scenario(scenario: str, contenders: list[str], rounds: int, cap: float
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
             seconds[contender].append(r["seconds"])
+            cpu_ms[contender].append(cpu * 1000 / max(len(hits), 1))
             if r["small_done_s"] is not None:
                 small_done[contender].append(r["small_done_s"])
             twice = sum(n - 1 for n in hits.values())
@@ -281,7 +294,16 @@ def crawl_scenario(scenario: str, contenders: list[str], rounds: int, cap: float
                      else "-" if scenario == "plain" else f"not in {cap:g} s")
             note = f"  ({twice} fetched twice)" if twice else ""
             print(f"{rnd:<6} {contender:<16} {len(hits):>7} {r['seconds']:>8.1f} "
-                  f"{len(hits) / r['seconds']:>8.1f} {small:>17}{note}", flush=True)
+                  f"{len(hits) / r['seconds']:>8.1f} {cpu_ms[contender][-1]:>11.2f} "
+                  f"{small:>17}{note}", flush=True)
+    base_cpu = cpu_ms.get("scrapy-default")
+    print("CPU per page (the spider's process), medians:")
+    for name, got in cpu_ms.items():
+        if got:
+            med = statistics.median(got)
+            ratio = f", {statistics.median(base_cpu) / med:.2f}x Scrapy's default" \
+                if base_cpu else ""
+            print(f"  {name}: {med:.2f} ms{ratio}")
     figures = small_done if scenario == "head-of-line" else seconds
     base = figures.get("scrapy-default")
     print("medians:")
