@@ -18,6 +18,7 @@ Paths on every host:
 ``/redirect/<n>``              301 to ``/page/<n>``
 ``/redirect-out``              302 to a host outside the site (``elsewhere.test``)
 ``/redirect-private``          302 to ``http://10.0.0.1/`` (a private address)
+``/redirect-to/<host>``        302 to ``http://<host>/latest/`` (not linked)
 ``/slow/<n>``                  answers after ``slow_seconds``
 ``/ratelimited``               429 with ``Retry-After`` the first time per host
 ``/unavailable``               503 with ``Retry-After`` the first time per host
@@ -363,6 +364,8 @@ class TestWeb:
             return 302, [("Location", "http://elsewhere.test/")], b""
         if head == "redirect-private":
             return 302, [("Location", "http://10.0.0.1/admin")], b""
+        if head == "redirect-to" and len(parts) == 2:
+            return 302, [("Location", f"http://{parts[1]}/latest/")], b""
         if head == "slow":
             return 200, html, _html("slow", []).encode()
         if head in ("ratelimited", "unavailable"):

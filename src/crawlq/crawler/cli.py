@@ -81,7 +81,11 @@ def _options(c: argparse.ArgumentParser) -> None:
     p.add_argument("--ignore-robots", action="store_true",
                    help="do not obey robots.txt (be sure you may)")
     p.add_argument("--allow-private", action="store_true",
-                   help="allow fetching loopback, private and link-local addresses")
+                   help="allow fetching every special-purpose address (loopback, private, "
+                        "link-local, CGNAT...)")
+    p.add_argument("--allow-address", action="append", default=[], metavar="CIDR",
+                   help="allow fetching this special-purpose address or block, e.g. "
+                        "10.1.0.0/16 (repeatable)")
     p.add_argument("--resolve", action="append", default=[], metavar="HOST=IP",
                    help="resolve HOST (a glob, e.g. *.example.test) to IP (repeatable)")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds per fetch (default 20)")
@@ -133,6 +137,7 @@ def duration(text: str) -> float:
 def command(args: argparse.Namespace) -> int:
     """Run ``crawl`` or ``demo``; returns the exit status."""
     try:
+        from .addresses import networks
         from .core import DEFAULT_AGENT, CrawlConfig
     except ImportError as exc:
         print(f"crawlq: the crawler needs its extra: pip install 'crawlq[crawl]' ({exc})",
@@ -152,6 +157,11 @@ def command(args: argparse.Namespace) -> int:
             print(f"crawlq: --resolve wants HOST=IP, got {pair!r}", file=sys.stderr)
             return 2
         resolve[host] = ip
+    try:
+        networks(args.allow_address)
+    except ValueError as exc:
+        print(f"crawlq: error: --allow-address: {exc}", file=sys.stderr)
+        return 2
     priority = []
     for rule in args.priority:
         pattern, eq, n = rule.rpartition("=")
@@ -185,7 +195,8 @@ def command(args: argparse.Namespace) -> int:
         concurrency=args.concurrency, per_host=args.per_host, min_delay=args.min_delay,
         max_delay=args.max_delay, delay_factor=args.delay_factor,
         user_agent=args.user_agent or DEFAULT_AGENT, obey_robots=not args.ignore_robots,
-        allow_private=args.allow_private, resolve=resolve, timeout=args.timeout,
+        allow_private=args.allow_private, allow_addresses=tuple(args.allow_address),
+        resolve=resolve, timeout=args.timeout,
         max_bytes=args.max_bytes, max_retries=args.max_retries, lease_ttl=args.lease_ttl,
         out=args.out, out_format=args.format, rounds=args.rounds, duration=args.duration,
         round_delay=args.delay, revisit_after=args.revisit,

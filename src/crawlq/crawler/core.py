@@ -63,6 +63,8 @@ class CrawlConfig:
     user_agent: str = DEFAULT_AGENT
     obey_robots: bool = True
     allow_private: bool = False
+    allow_addresses: tuple[str, ...] = ()
+    """Special-purpose addresses or CIDR blocks that may be fetched all the same."""
     resolve: dict[str, str] = field(default_factory=dict)
     ca_file: str | None = None
     """A PEM file of CA certificates trusted for HTTPS, besides the system's."""
@@ -181,7 +183,8 @@ class Crawler:
         self.frontier = frontier
         fetcher = Fetcher(user_agent=c.user_agent, timeout=c.timeout, max_bytes=c.max_bytes,
                           resolve=c.resolve, allow_private=c.allow_private,
-                          connections=c.concurrency, ca_file=c.ca_file)
+                          allow_addresses=c.allow_addresses, connections=c.concurrency,
+                          ca_file=c.ca_file)
         out = open_output(c.out, c.out_format) if c.out else None
         inflight: set[asyncio.Task[None]] = set()
         try:

@@ -1,8 +1,9 @@
 """HTTP fetching for the crawler: aiohttp, with our own name resolution so that every
-address is checked before any connection (no loopback, private or link-local targets
-unless allowed, even when a public name resolves there), and a cap on decoded bytes
-(a decompression-bomb guard). Redirects are not followed here: the crawler queues the
-target as a new request, so each hop goes through scope, robots and politeness.
+address is checked before any connection (no special-purpose address, see
+:mod:`.addresses`, unless allowed, even when a public name resolves there), and a cap
+on decoded bytes (a decompression-bomb guard). Redirects are not followed here: the
+crawler queues the target as a new request, so each hop goes through scope, robots,
+politeness and this address check.
 
 Why aiohttp: it is the well-kept asyncio HTTP client made for many concurrent
 connections; measured on the local test web it fetched about twice as many pages per
@@ -25,6 +26,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
+from .addresses import networks, refusal
 from .decode import ACCEPT_ENCODING, DecodeError, decode
 
 
@@ -77,12 +79,6 @@ class Fetched:
         return None
 
 
-def _is_private(ip: str) -> bool:
-    a = ipaddress.ip_address(ip)
-    return (a.is_private or a.is_loopback or a.is_link_local or a.is_reserved
-            or a.is_multicast or a.is_unspecified)
-
-
 class _Resolver(AbstractResolver):
     """aiohttp's resolver, through :meth:`Fetcher.address`: the address connected to is
     the one that was checked (a name cannot resolve to a private address between the
@@ -107,6 +103,8 @@ class Fetcher:
 
     ``resolve`` maps host names (``fnmatch`` patterns, e.g. ``*.crawlq.test``) to IP
     addresses, ahead of the system resolver: the local test web is reached this way.
+    Special-purpose addresses are refused unless ``allow_private`` (all of them) or
+    ``allow_addresses`` (these addresses and CIDR blocks) allow them.
     ``timeout`` bounds a whole fetch, connection included. Cookies are not kept.
     HTTPS certificates are checked against the system's CAs, plus ``ca_file`` (a PEM
     file, e.g. a company's internal CA) when given.
@@ -116,6 +114,7 @@ class Fetcher:
 
     def __init__(self, *, user_agent: str, timeout: float = 20.0, max_bytes: int = 5_000_000,
                  resolve: Mapping[str, str] | None = None, allow_private: bool = False,
+                 allow_addresses: tuple[str, ...] = (),
                  connections: int = 64, ca_file: str | None = None) -> None:
         self.user_agent = user_agent
         self.ssl = ssl.create_default_context()
@@ -125,6 +124,7 @@ class Fetcher:
         self.max_bytes = max_bytes
         self.resolve = dict(resolve or {})
         self.allow_private = allow_private
+        self.allowed = networks(allow_addresses)
         self.connections = connections
         self._dns: dict[str, tuple[str, float]] = {}
         self._session: aiohttp.ClientSession | None = None
@@ -150,8 +150,11 @@ class Fetcher:
         else:
             ip = await self._lookup(host)
             self._dns[host] = (ip, now + self.DNS_TTL)
-        if not self.allow_private and _is_private(ip):
-            raise Blocked("private-address", f"{host} is {ip} (use --allow-private to allow)")
+        if not self.allow_private:
+            why = refusal(ip, self.allowed)
+            if why is not None:
+                raise Blocked("private-address", f"{host}: {why} (use --allow-address "
+                              "or --allow-private to allow)")
         return ip
 
     async def _lookup(self, host: str) -> str:
