@@ -93,3 +93,34 @@ def test_cli_on_redis_then_dump_into_sqlite(tmp_path: Path, redis_server: LocalR
     assert crawlq(tmp_path, "load", str(dump)).returncode == 0  # into SQLite
     t = json.loads(crawlq(tmp_path, "stats", "--json").stdout)
     assert (t["seen"], t["done"], t["queued"]) == (2, 1, 1)
+
+
+_CORE_ONLY = """
+import sys
+EXTRAS = {"aiohttp", "protego", "selectolax", "warcio", "brotli", "scrapy", "redis"}
+class NotInstalled:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in EXTRAS:
+            raise ModuleNotFoundError(f"No module named {name!r}")
+sys.meta_path.insert(0, NotInstalled())
+from crawlq.cli import main
+sys.argv[0] = "crawlq"
+main()
+"""
+"""``python -c`` as on an install of the core alone: the extras cannot be imported."""
+
+
+def test_the_core_install_runs_every_command_but_crawl(tmp_path: Path) -> None:
+    def core(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", _CORE_ONLY, *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+
+    store = f"sqlite:///{tmp_path}/core.db"
+    assert core("--help").returncode == 0
+    for command in (["add", "https://example.com/"], ["stats"], ["queues"], ["dead"],
+                    ["next", "--ack"], ["requeue-dead"], ["dump"]):
+        r = core("--store", store, *command)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, (command, r.stderr)
+    r = core("--store", store, "crawl", "https://example.com/")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("crawlq: error:") and "crawlq[crawl]" in r.stderr

@@ -140,7 +140,7 @@ def command(args: argparse.Namespace) -> int:
         from .addresses import networks
         from .core import DEFAULT_AGENT, CrawlConfig
     except ImportError as exc:
-        print(f"crawlq: the crawler needs its extra: pip install 'crawlq[crawl]' ({exc})",
+        print(f"crawlq: error: crawl needs the crawl extra: pip install 'crawlq[crawl]' ({exc})",
               file=sys.stderr)
         return 2
     logging.basicConfig(level=args.log_level.upper(),
