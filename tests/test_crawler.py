@@ -416,7 +416,7 @@ def test_bad_rules_are_clear_cli_errors() -> None:
                  ["--include", "("], ["--target", "[a-"], ["--priority", "(=3"]):
         r = subprocess.run([sys.executable, "-m", "crawlq.cli", "crawl", "http://a.test/",
                             *args], capture_output=True, text=True, timeout=60)
-        assert r.returncode == 2 and r.stderr.startswith("crawlq: --"), (args, r.stderr)
+        assert r.returncode == 2 and r.stderr.startswith("crawlq: error: --"), (args, r.stderr)
 
 
 def test_redis_going_away_stops_the_crawl_clearly_and_it_resumes(tmp_path: Path) -> None:

@@ -154,7 +154,7 @@ def command(args: argparse.Namespace) -> int:
     for pair in args.resolve:
         host, eq, ip = pair.partition("=")
         if not eq:
-            print(f"crawlq: --resolve wants HOST=IP, got {pair!r}", file=sys.stderr)
+            print(f"crawlq: error: --resolve wants HOST=IP, got {pair!r}", file=sys.stderr)
             return 2
         resolve[host] = ip
     try:
@@ -170,7 +170,7 @@ def command(args: argparse.Namespace) -> int:
         except ValueError:
             eq = ""
         if not eq:
-            print(f"crawlq: --priority wants REGEX=N (N an integer), got {rule!r}",
+            print(f"crawlq: error: --priority wants REGEX=N (N an integer), got {rule!r}",
                   file=sys.stderr)
             return 2
     for option, patterns in (("--include", args.include), ("--exclude", args.exclude),
@@ -180,7 +180,7 @@ def command(args: argparse.Namespace) -> int:
             try:
                 re.compile(pattern)
             except re.error as exc:
-                print(f"crawlq: {option}: bad regular expression {pattern!r}: {exc}",
+                print(f"crawlq: error: {option}: bad regular expression {pattern!r}: {exc}",
                       file=sys.stderr)
                 return 2
     store = args.store
