@@ -308,8 +308,8 @@ class Scheduler:
                 self.stats.inc_value(f"crawlq/rejected/{r.reason}")
                 logger.debug("crawlq: rejected %s (%s)", request.url, r.reason)
             else:  # a duplicate the store knew of (another process added it)
-                if key is not None and self._seen is not None:
-                    self._seen.add(key)
+                if key is not None and seen is not None:
+                    seen.add(key)
                 self.df.log(request, self.spider)  # counts dupefilter/filtered
             self.crawler.signals.send_catch_log(signals.request_dropped, request=request,
                                                 spider=self.spider)
@@ -396,14 +396,14 @@ class Scheduler:
 
     def _to_crawlq(self, request: ScrapyRequest, fp: bytes | None) -> CrawlqRequest:
         assert self.spider is not None
-        handle = None
-        if self._live is not None:
-            handle = next(self._seq)
-            self._live[handle] = request
-        return to_crawlq(request, self.spider, queue=self._slot_key(request),
+        handle = None if self._live is None else next(self._seq)
+        creq = to_crawlq(request, self.spider, queue=self._slot_key(request),
                          start_rank=self._start_rank(request),
                          dont_filter=request.dont_filter or not self.own_dupefilter,
                          fingerprint=fp, handle=handle)
+        if self._live is not None and handle is not None:  # kept once it is filed
+            self._live[handle] = request
+        return creq
 
     def _start_rank(self, request: ScrapyRequest) -> int | None:
         """A start request's level in its priority band (see ``frontier_priority``):
