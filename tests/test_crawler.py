@@ -462,7 +462,7 @@ def test_redis_going_away_stops_the_crawl_clearly_and_it_resumes(tmp_path: Path)
 def test_retry_after_values() -> None:
     """Unit test of the header parser: seconds, dates, and what is no delay at all
     ("nan" and "inf" parse as floats, and would have reached Frontier.block)."""
-    from crawlq.crawler.core import _retry_after
+    from crawlq.crawler.config import retry_after as _retry_after
     from crawlq.crawler.fetch import Fetched
 
     def parse(value: str) -> float | None:

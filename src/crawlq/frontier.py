@@ -381,6 +381,7 @@ class Frontier:
         ``Outcome.DONE``: finished. ``Outcome.FAILED``: retried after an exponential
         backoff until ``max_retries``, then kept as dead with ``error``.
         ``Outcome.RETRY``: back to the queue after ``after`` seconds, no failure counted.
+        ``Outcome.DEAD``: kept as dead with ``error`` at once, whatever its retries.
         ``duration`` (seconds the fetch took) feeds the politeness delay: one number for
         every lease, or a sequence with one (or None) per lease, so that the leases of
         many queues are answered in one call. Leases that
@@ -414,6 +415,9 @@ class Frontier:
                     backoff = min(self.retry_backoff * 2 ** (n - 1), self.retry_backoff_max)
                     acks.append(ack(le.token, ACK_REQUEUE, d, now + backoff, n,
                                     error, True))
+        elif outcome is Outcome.DEAD:
+            acks = [ack(le.token, ACK_DEAD, d, None, le.request.retries + 1, error, True)
+                    for le, d in zip(leases, durations)]
         else:
             raise ConfigError(f"unknown outcome {outcome!r}")
         return self._release(acks, now)

@@ -31,6 +31,9 @@ class Outcome(enum.Enum):
     """Failed; retried with backoff until ``max_retries``, then kept as dead."""
     RETRY = "retry"
     """Put back to be fetched later without counting a failure."""
+    DEAD = "dead"
+    """Failed for good: kept as dead with ``error`` at once, no retries (e.g. a URL the
+    crawler may not fetch); :meth:`~crawlq.Frontier.requeue_dead` revives it."""
 
 
 @dataclass(slots=True)

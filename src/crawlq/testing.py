@@ -518,6 +518,24 @@ class FrontierContract:
         (lease,) = f.next(1)
         assert lease.request.retries == 0 and f.stats().dead == 0
 
+    def test_a_request_given_up_dies_at_once(self, env: _Env) -> None:
+        f = env.open(max_retries=5, **FAST)
+        f.add(["https://a.example/private", "https://b.example/ok"])
+        leases = {le.request.url: le for le in f.next(2)}
+        assert f.done(leases["https://a.example/private"], Outcome.DEAD,
+                      error="private-address") == 1
+        f.done(leases["https://b.example/ok"])
+        s = f.stats()
+        assert (s.failed, s.dead, s.done, s.queued, s.leased) == (1, 1, 1, 0, 0)
+        f = env.checkpoint()
+        assert f.next_ready_at() is None  # nothing comes back: the crawl is over
+        (dead,) = f.dead()
+        assert (dead.error, dead.request.url) == ("private-address",
+                                                  "https://a.example/private")
+        assert f.requeue_dead([dead.id]) == 1
+        (lease,) = f.next(1)
+        assert lease.request.url == "https://a.example/private" and f.stats().dead == 0
+
     def test_retry_later_counts_no_failure(self, env: _Env) -> None:
         f = env.open(**FAST)
         f.add("https://a.example/")

@@ -29,6 +29,8 @@ Paths on every host:
 ``/big``                       a page of ``big_bytes`` bytes
 ``/gzip``                      a gzip-encoded page (``Content-Encoding: gzip``)
 ``/error``                     500, always
+``/status/<code>``             ``code``, always; ``?retry-after=X`` adds that
+                               ``Retry-After`` header (not linked)
 ``/huge-header``               200 with a 100 kB response header (not linked)
 ``/redirect-loop/<n>``         302 to ``/redirect-loop/<n+1>``, forever (not linked)
 ``/sitemap.xml``               a sitemap index (with ``sitemap_pages``) naming
@@ -397,6 +399,12 @@ class TestWeb:
                 gzip.compress(_html("gzipped", [("/page/1", False)]).encode())
         if head == "error":
             return 500, html, b"<html><body>server error</body></html>"
+        if head == "status" and len(parts) == 2 and parts[1].isdigit():
+            headers = [("Content-Type", "text/plain")]
+            query = path.partition("?")[2]
+            if query.startswith("retry-after="):
+                headers.append(("Retry-After", query.partition("=")[2]))
+            return int(parts[1]), headers, b"status as asked"
         if spec.sitemap_pages and path == "/sitemap.xml":
             base = self.url(i, "")
             return 200, [("Content-Type", "application/xml")], (

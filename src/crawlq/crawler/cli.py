@@ -96,6 +96,10 @@ def _options(c: argparse.ArgumentParser) -> None:
                         "(default 3 x timeout + 60)")
     p.add_argument("--max-retries", type=int, default=2,
                    help="retries of a failed fetch before it is dead (default 2)")
+    p.add_argument("--max-backoff", type=duration, default=86400.0, metavar="TIME",
+                   help="longest a host is left alone after a 429 or 503: the wait is its "
+                        "Retry-After or the retry backoff, doubled with each failure of the "
+                        "URL, at most TIME (default 1d)")
     p.add_argument("--max-bytes", type=int, default=5_000_000,
                    help="largest body kept, after decompression (default 5 MB)")
     r = c.add_argument_group("rounds (Spiderman's schedule) and revisits")
@@ -107,10 +111,13 @@ def _options(c: argparse.ArgumentParser) -> None:
     r.add_argument("--revisit", type=duration, metavar="TIME",
                    help="fetch a page again in a later round once TIME has passed (e.g. 1d)")
     o = c.add_argument_group("output")
-    o.add_argument("--out", help="write fetched pages to this file: JSON Lines, or WARC when "
-                                  "it ends in .warc or .warc.gz")
+    o.add_argument("--out", metavar="FILE",
+                   help="write fetched pages to FILE: JSON Lines (.jsonl, .jsonl.gz) or WARC "
+                        "(.warc, .warc.gz); - is standard output (JSON Lines). A page is "
+                        "acknowledged only once its record is on disk")
     o.add_argument("--format", choices=("jsonl", "warc"),
-                   help="output format, when the file name does not tell")
+                   help="output format, when the file name does not tell (gzip if it ends "
+                        "in .gz)")
     o.add_argument("--progress", type=float, metavar="SECONDS",
                    help="report progress every SECONDS (default: a live line redrawn every "
                         "0.5 s on a terminal, a log line every 10 s otherwise; 0: never)")
@@ -183,6 +190,14 @@ def command(args: argparse.Namespace) -> int:
                 print(f"crawlq: error: {option}: bad regular expression {pattern!r}: {exc}",
                       file=sys.stderr)
                 return 2
+    if args.out:
+        from .output import OutputError, output_kind
+
+        try:
+            output_kind(args.out, args.format)
+        except OutputError as exc:
+            print(f"crawlq: error: --out: {exc}", file=sys.stderr)
+            return 2
     store = args.store
     if store is None and args.state:
         Path(args.state).mkdir(parents=True, exist_ok=True)
@@ -198,6 +213,7 @@ def command(args: argparse.Namespace) -> int:
         allow_private=args.allow_private, allow_addresses=tuple(args.allow_address),
         resolve=resolve, timeout=args.timeout,
         max_bytes=args.max_bytes, max_retries=args.max_retries, lease_ttl=args.lease_ttl,
+        max_backoff=args.max_backoff,
         out=args.out, out_format=args.format, rounds=args.rounds, duration=args.duration,
         round_delay=args.delay, revisit_after=args.revisit,
         sitemaps=args.sitemaps, ca_file=args.ca_file)
@@ -210,11 +226,21 @@ def _run(config: Any, resumable: bool, every: float | None = None) -> int:
 
     crawler = Crawler(config)
     progress = _Progress(crawler, every)
+    stopped_by: list[int] = []
+    report = sys.stderr if config.out == "-" else sys.stdout  # (stdout has the pages)
+
+    def stop(signum: int) -> None:
+        if stopped_by:  # a second Ctrl-C: stop now (in-flight pages come back later)
+            raise KeyboardInterrupt
+        stopped_by.append(signum)
+        print("stopping: finishing the fetches in flight (Ctrl-C again to quit now)",
+              file=sys.stderr, flush=True)
+        crawler.stop()
 
     async def main() -> Any:
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, crawler.stop)
-        loop.add_signal_handler(signal.SIGTERM, crawler.stop)
+        loop.add_signal_handler(signal.SIGINT, stop, signal.SIGINT)
+        loop.add_signal_handler(signal.SIGTERM, stop, signal.SIGTERM)
         ticker = asyncio.create_task(progress.run()) if progress.interval > 0 else None
         try:
             return await crawler.run()
@@ -231,11 +257,24 @@ def _run(config: Any, resumable: bool, every: float | None = None) -> int:
             print("nothing is lost: run the same command again once the store is back "
                   "(pages in flight are fetched again)", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        progress.clear()
+        print("crawlq: error: interrupted twice: stopped at once" + (
+            "; pages in flight are fetched again by the next run" if resumable else ""),
+            file=sys.stderr)
+        return 128 + (stopped_by[0] if stopped_by else signal.SIGINT)
     progress.clear()
     for line in summary.lines():
-        print(line)
-    if not summary.finished and crawler._stop and resumable:
-        print("interrupted: run the same command again to continue where it stopped")
+        print(line, file=report)
+    if stopped_by:
+        if resumable:
+            print("interrupted: run the same command again to continue where it stopped",
+                  file=report)
+        return 128 + stopped_by[0]  # 130 for SIGINT, 143 for SIGTERM, as shells report
+    failure = summary.failure()
+    if failure is not None:
+        print(f"crawlq: error: {failure}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -9,126 +9,29 @@ only keeps at most ``concurrency`` fetches in flight and sleeps until
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import math
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from ..errors import StoreError
+from ..errors import CrawlqError, StoreError
 from ..frontier import Frontier
 from ..models import Lease, Outcome, Request
 from . import robots as robots_mod
 from . import sitemaps
+from .commit import Acks
+from .config import BACKOFF_STATUSES, DEFAULT_AGENT, CrawlConfig, Summary, backoff
 from .fetch import Blocked, Fetched, Fetcher, FetchError
 from .links import decode_html, extract
-from .output import Output, open_output
+from .output import Output, OutputError, open_output
 from .scope import Scope
+
+__all__ = ["DEFAULT_AGENT", "EVENTS", "CrawlConfig", "Crawler", "Summary"]
 
 log = logging.getLogger("crawlq.crawl")
 
-DEFAULT_AGENT = "crawlq/0.1 (+https://pypi.org/project/crawlq/)"
 EVENTS = ("start", "round_start", "page", "error", "round_end", "shutdown")
-
-
-@dataclass
-class CrawlConfig:
-    """Everything a crawl needs; the CLI fills it from its options."""
-
-    seeds: list[str]
-    store: str = "memory://"
-    allow_domains: list[str] = field(default_factory=list)
-    """Empty: the seeds' hosts (and their subdomains)."""
-    include: list[str] = field(default_factory=list)
-    exclude: list[str] = field(default_factory=list)
-    priority_rules: list[tuple[str, int]] = field(default_factory=list)
-    """(regex, n): URLs matching regex get n added to their priority (higher: sooner)."""
-    target: list[str] = field(default_factory=list)
-    """Regexes of the pages to save (written to the output); others are only
-    followed. Empty: every page is saved."""
-    max_redirects: int = 10
-    """Redirect hops followed from one URL before giving up."""
-    max_pages: int | None = None
-    max_depth: int | None = None
-    max_per_host: int = 0
-    concurrency: int = 16
-    per_host: int = 1
-    min_delay: float = 1.0
-    max_delay: float = 30.0
-    delay_factor: float = 5.0
-    user_agent: str = DEFAULT_AGENT
-    obey_robots: bool = True
-    allow_private: bool = False
-    allow_addresses: tuple[str, ...] = ()
-    """Special-purpose addresses or CIDR blocks that may be fetched all the same."""
-    resolve: dict[str, str] = field(default_factory=dict)
-    ca_file: str | None = None
-    """A PEM file of CA certificates trusted for HTTPS, besides the system's."""
-    timeout: float = 20.0
-    max_bytes: int = 5_000_000
-    max_retries: int = 2
-    lease_ttl: float | None = None
-    """How long a fetch may take before its URL is handed out again (after a crash);
-    default ``3 * timeout + 60``."""
-    retry_backoff: float = 5.0
-    """Seconds before the first retry of a failed fetch; doubles with each failure."""
-    out: str | None = None
-    out_format: str | None = None
-    """``jsonl`` or ``warc``; default: from the file name (.warc, .warc.gz)."""
-    rounds: int = 1
-    """Crawl rounds (Spiderman's schedule): each re-offers the seeds."""
-    duration: float | None = None
-    """Seconds a round may last; None: until the frontier is empty."""
-    round_delay: float = 0.0
-    """Seconds to wait between rounds."""
-    revisit_after: float | None = None
-    """Seconds after which a fetched URL may be fetched again (in a later round)."""
-    sitemaps: bool = False
-    """Also fetch the sitemaps robots.txt names and queue the pages they list."""
-
-
-@dataclass
-class Summary:
-    """What a crawl did."""
-
-    fetched: int = 0
-    statuses: Counter[int] = field(default_factory=Counter)
-    errors: Counter[str] = field(default_factory=Counter)
-    robots_denied: int = 0
-    blocked: Counter[str] = field(default_factory=Counter)
-    out_of_scope: Counter[str] = field(default_factory=Counter)
-    links_added: int = 0
-    sitemap_urls: int = 0
-    not_saved: int = 0
-    """Pages fetched and followed but not saved (no target rule matched)."""
-    seconds: float = 0.0
-    finished: bool = False
-    rounds: int = 0
-
-    def lines(self) -> list[str]:
-        rate = self.fetched / self.seconds if self.seconds else 0.0
-        rounds = f" over {self.rounds} rounds" if self.rounds > 1 else ""
-        out = [f"fetched {self.fetched} pages{rounds} in {self.seconds:.1f}s ({rate:.1f}/s); "
-               f"{'frontier empty' if self.finished else 'stopped at a limit'}",
-               "statuses: " + (", ".join(f"{k}: {v}" for k, v in sorted(self.statuses.items()))
-                               or "-"),
-               f"new links queued: {self.links_added}; robots.txt denied: {self.robots_denied}"]
-        if self.not_saved:
-            out.append(f"pages followed but not saved (not a --target): {self.not_saved}")
-        if self.sitemap_urls:
-            out.append(f"URLs listed in sitemaps: {self.sitemap_urls}")
-        if self.errors:
-            out.append("errors: " + ", ".join(f"{k}: {v}" for k, v in self.errors.items()))
-        if self.blocked:
-            out.append("blocked: " + ", ".join(f"{k}: {v}" for k, v in self.blocked.items()))
-        if self.out_of_scope:
-            out.append("links out of scope: " + ", ".join(
-                f"{k}: {v}" for k, v in sorted(self.out_of_scope.items())))
-        return out
 
 
 class Crawler:
@@ -152,7 +55,8 @@ class Crawler:
         self._robots: dict[str, robots_mod.Robots] = {}
         self._robot_locks: dict[str, asyncio.Lock] = {}
         self._stop = False
-        self._fatal: StoreError | None = None
+        self._fatal: CrawlqError | None = None
+        self._acks: Acks | None = None
         self.frontier: Frontier | None = None
         """The frontier while :meth:`run` runs (for progress displays)."""
         # With revisits, a URL may be fetched again once per round at most, however soon
@@ -160,8 +64,15 @@ class Crawler:
         self._this_round: set[int] = set()
 
     def stop(self) -> None:
-        """Finish the fetches in flight, then return (Ctrl-C does this)."""
+        """Stop soon (Ctrl-C and SIGTERM do this): fetches in flight get
+        :attr:`STOP_GRACE` seconds to finish; the others are put back, unfailed, for the
+        next run. Everything fetched is written and acknowledged before :meth:`run`
+        returns."""
+        if not self._stop:
+            self.summary.interrupted = True
         self._stop = True
+
+    STOP_GRACE = 2.0
 
     def _emit(self, name: str, *args: Any) -> None:
         fn = self.events.get(name)
@@ -172,29 +83,43 @@ class Crawler:
                 log.exception("the %r event hook failed", name)
 
     async def run(self) -> Summary:
-        """Crawl until nothing in scope is left, a limit is reached or :meth:`stop`."""
+        """Crawl until nothing in scope is left, a limit is reached or :meth:`stop`.
+
+        Raises :class:`~crawlq.errors.StoreError` when the frontier fails for good and
+        :class:`~crawlq.crawler.output.OutputError` when the output cannot be written;
+        either way nothing is lost: what was not acknowledged is fetched again.
+        """
         c = self.config
         started = time.monotonic()
-        frontier = Frontier.open(
-            c.store, concurrency=c.per_host, min_delay=c.min_delay, max_delay=c.max_delay,
-            delay_factor=c.delay_factor, max_queue_urls=c.max_per_host,
-            max_retries=c.max_retries, retry_backoff=c.retry_backoff,
-            lease_ttl=c.lease_ttl or c.timeout * 3 + 60, revisit_after=c.revisit_after)
+        out = open_output(c.out, c.out_format) if c.out else None
+        try:
+            frontier = Frontier.open(
+                c.store, concurrency=c.per_host, min_delay=c.min_delay,
+                max_delay=c.max_delay, delay_factor=c.delay_factor,
+                max_queue_urls=c.max_per_host, max_retries=c.max_retries,
+                retry_backoff=c.retry_backoff, lease_ttl=c.lease_ttl or c.timeout * 3 + 60,
+                revisit_after=c.revisit_after)
+        except BaseException:
+            if out is not None:
+                out.close()
+            raise
         self.frontier = frontier
         fetcher = Fetcher(user_agent=c.user_agent, timeout=c.timeout, max_bytes=c.max_bytes,
                           resolve=c.resolve, allow_private=c.allow_private,
                           allow_addresses=c.allow_addresses, connections=c.concurrency,
                           ca_file=c.ca_file)
-        out = open_output(c.out, c.out_format) if c.out else None
-        inflight: set[asyncio.Task[None]] = set()
+        acks = self._acks = Acks(frontier, out, self._fail) if out is not None else None
+        committer = asyncio.create_task(acks.run()) if acks is not None else None
+        inflight: dict[asyncio.Task[None], Lease] = {}
         try:
             self._emit("start", self)
+            self._revive_seeds(frontier)
             for n in range(1, max(c.rounds, 1) + 1):
                 self.summary.rounds = n
                 self._this_round.clear()
                 # Seeds again each round: with revisit_after they are accepted anew once
                 # their interval has passed, and so are the pages they lead to.
-                frontier.add([Request(s, priority=self.scope.priority(s)) for s in c.seeds])
+                self._seed(frontier, n)
                 self._emit("round_start", n)
                 deadline = time.monotonic() + c.duration if c.duration else None
                 self.summary.finished = await self._round(frontier, fetcher, out, inflight,
@@ -210,22 +135,67 @@ class Crawler:
         finally:
             for t in inflight:
                 t.cancel()
+            if committer is not None:
+                committer.cancel()
             await fetcher.close()
-            if out is not None:
-                out.close()
-            self.frontier = None
-            frontier.close()
-            self.summary.seconds = time.monotonic() - started
-            self._emit("shutdown", self.summary)
+            try:
+                if acks is not None and self._fatal is None:
+                    await acks.commit()  # the last pages written: durable, then acknowledged
+            finally:
+                if out is not None:
+                    try:
+                        out.close()
+                    except OSError as exc:  # (nothing it held was acknowledged)
+                        if self._fatal is None:
+                            raise OutputError(f"closing the output {out.path} failed: "
+                                              f"{exc}") from None
+                self.frontier = None
+                frontier.close()
+                self.summary.seconds = time.monotonic() - started
+                self._emit("shutdown", self.summary)
         return self.summary
 
-    def _limit_left(self, inflight: set[asyncio.Task[None]]) -> int | None:
+    def _seed(self, frontier: Frontier, round_no: int) -> None:
+        """Offer the seeds; the first round reports those refused and those known."""
+        c = self.config
+        result = frontier.add([Request(s, priority=self.scope.priority(s)) for s in c.seeds])
+        if round_no > 1:
+            return
+        self.summary.seeds_known = result.duplicates
+        for rej in result.rejected:
+            why = f"{rej.reason}" + (f" ({rej.detail})" if rej.detail else "")
+            self._refuse_seed(rej.url, why)
+
+    def _refuse_seed(self, url: str, why: str) -> None:
+        if url not in self.summary.seeds_refused:
+            log.warning("seed %s not crawled: %s", url, why)
+        self.summary.seeds_refused[url] = why
+
+    def _revive_seeds(self, frontier: Frontier) -> None:
+        """Seeds named again on the command line get another chance if an earlier run
+        gave them up (dead): e.g. a blocked address, run again with the option that
+        allows it. (Other dead URLs stay dead: ``crawlq requeue`` revives them.)"""
+        if not frontier.stats().dead:
+            return
+        seeds = set()
+        for s in self.config.seeds:
+            try:
+                seeds.add(frontier.canonicalize(s))
+            except ValueError:
+                continue
+        ids = [d.id for d in frontier.dead(100_000) if d.request.url in seeds]
+        if ids:
+            log.info("%d seed(s) given up by an earlier run are tried again", len(ids))
+            frontier.requeue_dead(ids)
+
+    def _limit_left(self, inflight: Mapping[asyncio.Task[None], Lease]) -> int | None:
         if self.config.max_pages is None:
             return None
         return max(self.config.max_pages - self.summary.fetched - len(inflight), 0)
 
     async def _round(self, frontier: Frontier, fetcher: Fetcher, out: Output | None,
-                     inflight: set[asyncio.Task[None]], deadline: float | None) -> bool:
+                     inflight: dict[asyncio.Task[None], Lease],
+                     deadline: float | None) -> bool:
         """Crawl until the frontier is empty (True), or a limit, the deadline or a stop."""
         c = self.config
         finished = False
@@ -237,12 +207,12 @@ class Crawler:
             if limit_left is not None:
                 free = min(free, limit_left)
             if free <= 0 and inflight:  # every slot busy: wait for one to free up
-                done, _ = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
-                inflight -= done
+                await self._wait(inflight, None)
                 continue
             leases = frontier.next(free) if free > 0 else []
             for lease in leases:
-                inflight.add(asyncio.create_task(self._visit(frontier, fetcher, lease, out)))
+                task = asyncio.create_task(self._visit(frontier, fetcher, lease, out))
+                inflight[task] = lease
             if leases:
                 continue
             if limit_left == 0 and not inflight:
@@ -254,27 +224,72 @@ class Crawler:
             wait = 1.0 if when is None else min(max(when - time.time(), 0.005), 1.0)
             if deadline is not None:
                 wait = max(min(wait, deadline - time.monotonic()), 0.0)
-            if inflight:
-                done, _ = await asyncio.wait(inflight, timeout=wait,
-                                             return_when=asyncio.FIRST_COMPLETED)
-                inflight -= done
-            else:
-                await asyncio.sleep(wait)
-        if inflight:  # let the fetches in flight finish and be acknowledged
-            if self._fatal is not None:  # ...unless the frontier is gone: they come back
-                for t in inflight:       # after lease_ttl, when it is there again
-                    t.cancel()
-            await asyncio.wait(inflight)
-            inflight.clear()
+            await self._wait(inflight, wait)
+        if inflight:
+            await self._drain(frontier, inflight)
         return finished
 
-    def _fail(self, exc: StoreError) -> None:
-        """The frontier failed for good (e.g. Redis gone past its retry deadline): stop
-        at once. Nothing is lost: unacknowledged leases return after ``lease_ttl``."""
+    async def _wait(self, inflight: dict[asyncio.Task[None], Lease],
+                    timeout: float | None) -> None:
+        """Until a fetch ends, held acknowledgements are committed (their hosts may be
+        free again) or ``timeout`` passes."""
+        waiters: set[asyncio.Future[Any]] = set(inflight)
+        waker = None
+        if self._acks is not None and len(self._acks):
+            waker = asyncio.ensure_future(self._acks.released.wait())
+            waiters.add(waker)
+        if not waiters:
+            await asyncio.sleep(timeout or 0)
+            return
+        done, _ = await asyncio.wait(waiters, timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if waker is not None:
+            waker.cancel()
+        for t in done:
+            inflight.pop(t, None)
+
+    async def _drain(self, frontier: Frontier,
+                     inflight: dict[asyncio.Task[None], Lease]) -> None:
+        """Let the fetches in flight finish and be acknowledged: all of them at a limit,
+        for :attr:`STOP_GRACE` seconds after a stop. Those still running then are
+        cancelled and put back unfailed; when the frontier is gone they are only
+        cancelled (their leases come back after ``lease_ttl``); when the output failed,
+        every fetch is cancelled and put back."""
         if self._fatal is None:
-            log.error("the frontier failed, stopping the crawl: %s", exc)
+            grace = self.STOP_GRACE if self.summary.interrupted else None
+            _, pending = await asyncio.wait(inflight, timeout=grace)
+        else:
+            pending = set(inflight)
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.wait(pending)
+        back = [inflight[t] for t in pending]
+        inflight.clear()
+        if back and not isinstance(self._fatal, StoreError):
+            self._put_back(frontier, back)
+
+    def _fail(self, exc: CrawlqError) -> None:
+        """The frontier (e.g. Redis gone past its retry deadline) or the output (a full
+        disk) failed for good: stop at once. Nothing is lost: unacknowledged leases
+        return after ``lease_ttl``."""
+        if self._fatal is None:
+            if isinstance(exc, StoreError):
+                log.error("the frontier failed, stopping the crawl: %s", exc)
             self._fatal = exc
         self._stop = True
+        held = self._acks.forget() if self._acks is not None else []
+        if held and self.frontier is not None and not isinstance(exc, StoreError):
+            self._put_back(self.frontier, held)  # not durable: fetched again next run
+
+    def _put_back(self, frontier: Frontier, leases: list[Lease]) -> None:
+        """Leases not answered, back to their queues unfailed, for the next run (rather
+        than after their ``lease_ttl``)."""
+        log.info("%d page(s) in flight put back for the next run", len(leases))
+        try:
+            frontier.retry(leases)
+        except StoreError as exc:
+            self._fail(exc)
 
     async def _robots_for(self, fetcher: Fetcher, frontier: Frontier, url: str,
                           queue: str) -> robots_mod.Robots:
@@ -325,10 +340,24 @@ class Crawler:
             except StoreError as store_exc:
                 self._fail(store_exc)
 
+    def _ack(self, lease: Lease, outcome: Outcome = Outcome.DONE, *, wrote: bool = False,
+             error: str | None = None, duration: float | None = None) -> None:
+        """Answer a lease; after an output record (``wrote``), once it is durable."""
+        if wrote and self._acks is not None:
+            self._acks.add(lease, outcome, error=error, duration=duration)
+        else:
+            self._frontier_done(lease, outcome, error, duration)
+
+    def _frontier_done(self, lease: Lease, outcome: Outcome, error: str | None,
+                       duration: float | None) -> None:
+        assert self.frontier is not None
+        self.frontier.done(lease, outcome, error=error, duration=duration)
+
     async def _fetch_one(self, frontier: Frontier, fetcher: Fetcher, lease: Lease,
                          out: Output | None) -> None:
         req = lease.request
         s = self.summary
+        seed = req.depth == 0 and req.referrer is None
         try:
             if self.config.obey_robots:
                 rules = await self._robots_for(fetcher, frontier, req.url, lease.queue)
@@ -337,10 +366,13 @@ class Crawler:
                     if rules.disallow_all:
                         # robots.txt 5xx or unreachable: nothing may be fetched for now
                         # (Google's rule); a failure, retried with backoff, then dead.
-                        frontier.done(lease, Outcome.FAILED,
-                                      error=f"robots.txt unavailable ({rules.reason})")
+                        why = f"robots.txt unavailable ({rules.reason})"
+                        self._ack(lease, Outcome.FAILED, error=why)
                     else:
-                        frontier.done(lease)
+                        why = "robots.txt disallows it (--ignore-robots to crawl anyway)"
+                        self._ack(lease)
+                    if seed:
+                        self._refuse_seed(req.url, why)
                     return
             r = await fetcher.get(req.url)
             if self._fatal is not None:  # the frontier is gone: the lease will come back
@@ -348,25 +380,39 @@ class Crawler:
         except Blocked as exc:
             s.blocked[exc.reason] += 1
             self._emit("error", req, exc)
-            frontier.done(lease)
+            if exc.reason == "unresolvable":  # DNS may be back soon: retried, then dead
+                self._ack(lease, Outcome.FAILED, error=str(exc))
+            else:  # not fetched with these options: given up now (a rerun with the
+                s.given_up[exc.reason] += 1  # option revives a seed, see _revive_seeds)
+                self._ack(lease, Outcome.DEAD, error=str(exc))
+            if seed:
+                self._refuse_seed(req.url, str(exc))
             return
         except FetchError as exc:
             kind = exc.kind
             s.errors[kind] += 1
             self._emit("error", req, exc)
-            frontier.done(lease, Outcome.FAILED, error=f"{kind}: {exc}")
+            self._ack(lease, Outcome.FAILED, error=f"{kind}: {exc}")
+            if seed:
+                self._refuse_seed(req.url, str(exc))
             return
         s.fetched += 1
         s.statuses[r.status] += 1
-        retry_after = _retry_after(r)
-        if r.status in (429, 503) and retry_after is not None:
-            frontier.block(lease.queue, seconds=retry_after)
-            frontier.retry(lease, after=retry_after, duration=r.elapsed)
-            self._write(out, req, r, None, 0)
+        if seed:
+            s.seeds_refused.pop(req.url, None)
+        if r.status in BACKOFF_STATUSES:
+            # "Come back later": the host is left alone (in the store, so every process
+            # sharing it obeys), and the URL counts a failure: dead after its retries.
+            wait = backoff(r, req.retries, self.config.retry_backoff, self.config.max_backoff)
+            frontier.block(lease.queue, seconds=wait)
+            wrote = self._write(out, req, r, None, 0)
+            self._ack(lease, Outcome.FAILED, wrote=wrote, duration=r.elapsed,
+                      error=f"HTTP {r.status} (host backed off {wait:.0f}s)")
             return
         if r.status >= 500:
-            frontier.done(lease, Outcome.FAILED, error=f"HTTP {r.status}", duration=r.elapsed)
-            self._write(out, req, r, None, 0)
+            wrote = self._write(out, req, r, None, 0)
+            self._ack(lease, Outcome.FAILED, wrote=wrote, error=f"HTTP {r.status}",
+                      duration=r.elapsed)
             return
         links: list[str] = []
         title = None
@@ -385,11 +431,12 @@ class Crawler:
             links, title = page.links, page.title
         if links:
             self._follow(frontier, links, req.depth + 1, req.url)
+        wrote = False
         if self.scope.is_target(req.url):
-            self._write(out, req, r, title, len(links))
+            wrote = self._write(out, req, r, title, len(links))
         else:
             s.not_saved += 1
-        frontier.done(lease, duration=r.elapsed)
+        self._ack(lease, wrote=wrote, duration=r.elapsed)
         self._emit("page", req, r)
 
     def _sitemap(self, frontier: Frontier, req: Request, r: Fetched) -> None:
@@ -436,22 +483,8 @@ class Crawler:
                 self.summary.out_of_scope[rej.reason] += 1
 
     def _write(self, out: Output | None, req: Request, r: Fetched, title: str | None,
-               outlinks: int) -> None:
-        if out is not None:
-            out.write(req, r, title, outlinks)
-
-
-def _retry_after(r: Fetched) -> float | None:
-    raw = r.headers.get("retry-after")
-    if raw is None:
-        return None
-    with contextlib.suppress(ValueError):
-        seconds = float(raw)
-        # ("nan" and "inf" parse as floats but are no delay a server can mean)
-        return max(seconds, 0.0) if math.isfinite(seconds) else None
-    from email.utils import parsedate_to_datetime
-
-    try:
-        return max(parsedate_to_datetime(raw).timestamp() - time.time(), 0.0)
-    except (TypeError, ValueError):
-        return None
+               outlinks: int) -> bool:
+        if out is None:
+            return False
+        out.write(req, r, title, outlinks)
+        return True

@@ -1,33 +1,128 @@
 """Crawl output: JSON Lines (one record per fetched page) or WARC (request and response
-records with the bytes as received, via warcio), chosen by file name or format."""
+records with the bytes as received, via warcio), plain or gzip, to a file or stdout.
+
+Durability: the crawler acknowledges a page's lease only after :meth:`Output.flush` and
+:meth:`Output.sync` have made its record durable (see :mod:`.commit`). A crawl killed
+mid-write leaves a torn record at the end of the file; opening the file again cuts it off
+(:func:`torn_tail`), and its page, never acknowledged, is fetched and written again.
+A gzip output is a series of complete gzip members (one per WARC record, one per group
+of JSON lines): ``zcat`` and every gzip reader read them as one stream.
+"""
 
 from __future__ import annotations
 
+import errno
+import gzip
 import hashlib
 import json
+import logging
+import os
+import sys
+import zlib
 from io import BytesIO
-from typing import IO, Protocol
+from typing import IO, BinaryIO, Protocol
 from urllib.parse import urlsplit
 
 from .. import __version__
+from ..errors import CrawlqError
 from ..models import Request
 from .fetch import Fetched
 
+log = logging.getLogger("crawlq.crawl")
+
 FORMATS = ("jsonl", "warc")
+SUFFIXES = {".jsonl": ("jsonl", False), ".ndjson": ("jsonl", False),
+            ".jsonl.gz": ("jsonl", True), ".ndjson.gz": ("jsonl", True),
+            ".warc": ("warc", False), ".warc.gz": ("warc", True)}
+"""File name endings and the (format, gzip) they mean; any other needs ``--format``."""
+
+
+class OutputError(CrawlqError):
+    """The output cannot be opened or written (a bad name, a foreign file, a full disk)."""
 
 
 class Output(Protocol):
     """Where fetched pages go."""
 
-    def write(self, req: Request, r: Fetched, title: str | None, outlinks: int) -> None: ...
+    path: str
+
+    def write(self, req: Request, r: Fetched, title: str | None, outlinks: int) -> None:
+        """Add a page's record (buffered: durable after :meth:`flush` and :meth:`sync`)."""
+
+    def flush(self) -> None:
+        """Hand every record written so far to the operating system (in the event loop:
+        cheap, and ordered with :meth:`write`)."""
+
+    def sync(self) -> None:
+        """Make what :meth:`flush` handed over durable (fsync; may run in a thread)."""
+
     def close(self) -> None: ...
 
 
-class JsonlOutput:
-    """Appends one JSON object per fetched response."""
+def output_kind(path: str, fmt: str | None = None) -> tuple[str, bool]:
+    """``(format, gzip)`` for an output path: ``fmt`` if given (gzip when the name ends in
+    .gz), else by the name's ending; raises :class:`OutputError` for an unknown one."""
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise OutputError(f"unknown output format {fmt!r}; known: {', '.join(FORMATS)}")
+        return fmt, path.endswith(".gz")
+    name = path.lower()
+    for suffix, kind in SUFFIXES.items():
+        if name.endswith(suffix):
+            return kind
+    if path == "-":
+        return "jsonl", False
+    raise OutputError(f"cannot tell the output format of {path!r} from its name: use one "
+                      f"of {', '.join(SUFFIXES)} or --format {{{','.join(FORMATS)}}}")
 
-    def __init__(self, path: str) -> None:
-        self.f: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115
+
+def open_output(path: str, fmt: str | None = None) -> Output:
+    """The writer for ``path`` (``-``: standard output), appending after any complete
+    records already there (a torn last record is cut off first)."""
+    kind, gz = output_kind(path, fmt)
+    if path == "-":
+        stream: BinaryIO = sys.stdout.buffer
+    else:
+        try:
+            torn_tail(path, kind, gz)
+            stream = open(path, "ab")  # noqa: SIM115
+        except OSError as exc:
+            raise OutputError(f"cannot open the output {path}: {exc}") from None
+    return WarcOutput(path, stream, gz) if kind == "warc" else JsonlOutput(path, stream, gz)
+
+
+class _File:
+    def __init__(self, path: str, stream: BinaryIO) -> None:
+        self.path = path
+        self.f = stream
+        self._regular = path != "-"
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def sync(self) -> None:
+        if not self._regular:
+            return
+        try:
+            os.fsync(self.f.fileno())
+        except OSError as exc:  # a pipe or a device (/dev/stdout): nothing to make durable
+            if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
+                raise
+
+    def close(self) -> None:
+        self.flush()
+        self.sync()
+        if self._regular:
+            self.f.close()
+
+
+class JsonlOutput(_File):
+    """One JSON object per fetched response; gzip: one gzip member per flush."""
+
+    def __init__(self, path: str, stream: BinaryIO, gz: bool = False) -> None:
+        super().__init__(path, stream)
+        self.gz = gz
+        self._lines: list[bytes] = []
 
     def write(self, req: Request, r: Fetched, title: str | None, outlinks: int) -> None:
         rec = {"url": req.url, "final_url": r.url, "status": r.status,
@@ -38,20 +133,27 @@ class JsonlOutput:
                "outlinks": outlinks, "elapsed": round(r.elapsed, 4)}
         if r.decode_error:
             rec["decode_error"] = r.decode_error
-        self.f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        line = (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
+        if self.gz:
+            self._lines.append(line)
+        else:
+            self.f.write(line)
 
-    def close(self) -> None:
-        self.f.close()
+    def flush(self) -> None:
+        if self._lines:
+            data, self._lines = b"".join(self._lines), []
+            self.f.write(gzip.compress(data, compresslevel=6, mtime=0))
+        super().flush()
 
 
-class WarcOutput:
+class WarcOutput(_File):
     """Writes a warcinfo record, then a request and a response record per fetch."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, stream: BinaryIO, gz: bool = False) -> None:
         from warcio.warcwriter import WARCWriter
 
-        self.f = open(path, "ab")  # noqa: SIM115
-        self.writer = WARCWriter(self.f, gzip=path.endswith(".gz"))
+        super().__init__(path, stream)
+        self.writer = WARCWriter(stream, gzip=gz)
         info = self.writer.create_warcinfo_record(
             path.rsplit("/", 1)[-1], {"software": f"crawlq/{__version__}",
                                       "format": "WARC File Format 1.1"})
@@ -77,14 +179,95 @@ class WarcOutput:
         self.writer.write_record(request)
         self.writer.write_record(response)
 
-    def close(self) -> None:
-        self.f.close()
+
+# -- torn tails -------------------------------------------------------------------------
+
+def torn_tail(path: str, kind: str, gz: bool) -> int:
+    """Cut a torn record off the end of an existing output; returns the bytes cut.
+
+    Raises :class:`OutputError` when the file does not begin with a complete record of
+    its format: it is not a crawl output, and nothing is appended to (or cut off) it.
+    """
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
+    if size == 0:
+        return 0
+    with open(path, "rb") as f:
+        good = _gzip_end(f) if gz else _warc_end(f) if kind == "warc" else _line_end(f, size)
+    if good == 0:
+        what = "gzip" if gz else "WARC" if kind == "warc" else "JSON Lines"
+        raise OutputError(f"{path} exists and does not begin with a complete {what} "
+                          "record: not appending to it (choose another --out)")
+    if good < size:
+        os.truncate(path, good)
+        log.warning("cut %d bytes of a torn record off the end of %s (a crawl stopped "
+                    "mid-write; its page was not acknowledged and is fetched again)",
+                    size - good, path)
+    return size - good
 
 
-def open_output(path: str, fmt: str | None = None) -> Output:
-    """The writer for ``path``: ``fmt`` if given, else by extension (.warc, .warc.gz)."""
-    if fmt is None:
-        fmt = "warc" if path.endswith((".warc", ".warc.gz")) else "jsonl"
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown output format {fmt!r}; known: {FORMATS}")
-    return WarcOutput(path) if fmt == "warc" else JsonlOutput(path)
+def _line_end(f: IO[bytes], size: int) -> int:
+    """Just past the last newline."""
+    pos = size
+    while pos > 0:
+        start = max(pos - 65536, 0)
+        f.seek(start)
+        i = f.read(pos - start).rfind(b"\n")
+        if i >= 0:
+            return start + i + 1
+        pos = start
+    return 0
+
+
+def _gzip_end(f: IO[bytes]) -> int:
+    """Just past the last complete gzip member (a member's end is known only by
+    inflating it: gzip has no index)."""
+    good = pos = 0
+    d = zlib.decompressobj(31)
+    while chunk := f.read(1 << 20):
+        while chunk:
+            try:
+                d.decompress(chunk, 1 << 16)
+                while d.unconsumed_tail and not d.eof:  # inflate in bounded steps
+                    d.decompress(d.unconsumed_tail, 1 << 16)
+            except zlib.error:
+                return good
+            if not d.eof:
+                pos += len(chunk)
+                break
+            pos += len(chunk) - len(d.unused_data)
+            good, chunk = pos, d.unused_data
+            d = zlib.decompressobj(31)
+    return good
+
+
+def _warc_end(f: IO[bytes]) -> int:
+    """Just past the last complete uncompressed WARC record: its header block, then
+    Content-Length bytes, then CRLF CRLF."""
+    good = 0
+    f.seek(0, os.SEEK_END)
+    size = f.tell()
+    while good < size:
+        f.seek(good)
+        if not f.readline(64).startswith(b"WARC/"):
+            return good
+        length = None
+        while (line := f.readline(65536)) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                try:
+                    length = int(value.strip())
+                except ValueError:
+                    return good
+        if line == b"" or length is None:
+            return good
+        end = f.tell() + length + 4
+        if end > size:
+            return good
+        f.seek(end - 4)
+        if f.read(4) != b"\r\n\r\n":
+            return good
+        good = end
+    return good

@@ -1,0 +1,122 @@
+"""Acknowledgements that wait for the output: a page's lease is acknowledged only once
+its record is durable.
+
+Order matters on a crash. Acknowledge first and write second, and a ``kill -9`` in
+between loses the page: the frontier has it as done, the file never got it. Write,
+fsync, then acknowledge, and the same kill leaves a page that is in the file but still
+leased: its lease runs out, it is fetched again and written a second time. A duplicate
+record can be filtered by whoever reads the output; a lost page cannot be found.
+
+One fsync per page would cost a disk round trip per page, so acknowledgements are
+grouped: while pages keep coming, one flush, one fsync and one frontier call cover all
+the pages written in the last ``interval`` seconds (group commit, as databases do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from ..errors import CrawlqError, StoreError
+from ..frontier import Frontier
+from ..models import Lease, Outcome
+from .output import Output, OutputError
+
+_Key = tuple[Outcome, "str | None", float]
+
+
+class Acks:
+    """Leases to acknowledge once ``out`` is durable (see the module's docstring).
+
+    :meth:`add` holds an acknowledgement; :meth:`run` (a task for the crawl's lifetime)
+    commits every ``interval`` seconds while some are held; :meth:`commit` commits now.
+    ``on_error`` is told when the frontier fails or the output cannot be written (a
+    full disk): nothing held is acknowledged then, and the leases come back after their
+    TTL, so nothing is lost. :meth:`commit` also raises :class:`OutputError`.
+    ``released`` is set each time leases were acknowledged (their hosts may be free).
+
+    ``interval`` 0 (the default) commits as soon as the event loop has nothing else to
+    run: the group is every page written while the last fsync ran.
+    """
+
+    def __init__(self, frontier: Frontier, out: Output,
+                 on_error: Callable[[CrawlqError], None], interval: float = 0.0) -> None:
+        self.frontier = frontier
+        self.out = out
+        self.on_error = on_error
+        self.released = asyncio.Event()
+        self.interval = interval
+        self._held: dict[_Key, tuple[list[Lease], list[float | None]]] = {}
+        self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._committing = 0
+        self.failed: OutputError | None = None
+
+    def __len__(self) -> int:
+        """Leases not acknowledged yet: held, or in the commit under way."""
+        return self._committing + sum(len(leases) for leases, _ in self._held.values())
+
+    def add(self, lease: Lease, outcome: Outcome = Outcome.DONE, *, error: str | None = None,
+            duration: float | None = None, after: float = 0.0) -> None:
+        """Acknowledge ``lease`` (as :meth:`Frontier.done` would) at the next commit."""
+        leases, durations = self._held.setdefault((outcome, error, after), ([], []))
+        leases.append(lease)
+        durations.append(duration)
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Commit what is held, every ``interval`` seconds at most, until cancelled."""
+        while True:
+            await self._wake.wait()
+            await asyncio.sleep(self.interval)  # let the group grow
+            try:
+                await self.commit()
+            except OutputError as exc:
+                self.on_error(exc)
+                return
+
+    async def commit(self) -> None:
+        """Make the output durable, then acknowledge every lease held before."""
+        async with self._lock:
+            self._wake.clear()
+            if self.failed is not None:
+                raise self.failed
+            held, self._held = self._held, {}
+            if not held:
+                return
+            self._committing = sum(len(leases) for leases, _ in held.values())
+            try:
+                await self._commit(held)
+            finally:
+                self._committing = 0
+
+    async def _commit(self, held: dict[_Key, tuple[list[Lease], list[float | None]]]) -> None:
+        try:
+            self.out.flush()  # in the loop: ordered after every write of held pages
+            await asyncio.to_thread(self.out.sync)
+        except OSError as exc:
+            for key, (leases, durations) in held.items():  # still held: see forget()
+                mine = self._held.setdefault(key, ([], []))
+                mine[0].extend(leases)
+                mine[1].extend(durations)
+            self.failed = OutputError(
+                f"cannot write the output {self.out.path}: {exc}; the pages fetched "
+                "since its last good write were not acknowledged and are fetched again "
+                "when the crawl is run again")
+            raise self.failed from None
+        try:
+            for (outcome, error, after), (leases, durations) in held.items():
+                self.frontier.done(leases, outcome, error=error, duration=durations,
+                                   after=after)
+        except StoreError as exc:
+            self.on_error(exc)
+            return
+        self.released.set()  # wakes every waiter now; later waiters wait anew
+        self.released.clear()
+
+    def forget(self) -> list[Lease]:
+        """Drop what is held without acknowledging it, and return those leases: for a
+        crawl that stops because its frontier or output failed."""
+        leases = [le for held, _ in self._held.values() for le in held]
+        self._held.clear()
+        return leases
