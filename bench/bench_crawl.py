@@ -19,6 +19,9 @@ Scrapy runs a CrawlSpider-like spider (LinkExtractor, FEEDS jsonl) with its defa
 scheduler ("scrapy") and with the classic priority queue ("scrapy-classic"),
 with CONCURRENT_REQUESTS, CONCURRENT_REQUESTS_PER_DOMAIN, DOWNLOAD_DELAY set alike and
 ROBOTSTXT_OBEY on. Both resolve ``*.crawlq.test`` to 127.0.0.1 without DNS.
+"bare-aiohttp" is the limit: an aiohttp loop that fetches the known list of the site's
+pages (no robots.txt, no parsing, no frontier, no output) at the same concurrency
+overall and per host; crawlq's target is 0.8x its pages/s.
 
     python bench/bench_crawl.py
     python bench/bench_crawl.py --scenario throughput --hosts 50
@@ -36,7 +39,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-CONTENDERS = ["scrapy", "scrapy-classic", "crawlq"]
+CONTENDERS = ["scrapy", "scrapy-classic", "crawlq", "bare-aiohttp"]
 
 
 def spec_for(scenario: str, hosts: int) -> Any:
@@ -96,6 +99,52 @@ def scrapy_child(seeds: list[str], conc: int, per_host: int, delay: float,
     print(json.dumps({"seconds": marks["close"] - marks["open"]}))
 
 
+def bare_child(urls: list[str], conc: int, per_host: int) -> None:
+    """Fetch ``urls`` with nothing but aiohttp: the ceiling of any crawler here."""
+    import asyncio
+    import socket
+    import time
+
+    import aiohttp
+    from aiohttp.abc import AbstractResolver, ResolveResult
+
+    class Loopback(AbstractResolver):
+        async def resolve(self, host: str, port: int = 0,
+                          family: socket.AddressFamily = socket.AF_INET
+                          ) -> list[ResolveResult]:
+            return [{"hostname": host, "host": "127.0.0.1", "port": port,
+                     "family": socket.AF_INET, "proto": 0, "flags": socket.AI_NUMERICHOST}]
+
+        async def close(self) -> None:
+            pass
+
+    async def main() -> float:
+        todo = list(reversed(urls))
+        connector = aiohttp.TCPConnector(limit=conc, limit_per_host=per_host,
+                                         resolver=Loopback())
+        async with aiohttp.ClientSession(connector=connector) as session:
+
+            async def worker() -> None:
+                while todo:
+                    async with session.get(todo.pop()) as r:
+                        await r.read()
+
+            start = time.monotonic()
+            await asyncio.gather(*(worker() for _ in range(conc)))
+            return time.monotonic() - start
+
+    print(json.dumps({"seconds": asyncio.run(main())}))
+
+
+def run_bare(urls: list[str], conc: int, per_host: int) -> float:
+    out = subprocess.run(
+        [sys.executable, __file__, "--bare", json.dumps([urls, conc, per_host])],
+        capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"the aiohttp loop failed:\n{out.stderr[-2000:]}")
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
+
+
 # -- the parent ----------------------------------------------------------------------------
 
 
@@ -135,9 +184,13 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=200, help="hosts of the throughput site")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--bare", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         scrapy_child(*json.loads(a.child))
+        return
+    if a.bare:
+        bare_child(*json.loads(a.bare))
         return
     from crawlq.testweb import TestWeb, reachable
 
@@ -159,6 +212,10 @@ def main() -> None:
                 try:
                     if contender == "crawlq":
                         seconds = run_crawlq(seeds, conc, per_host, delay, tmp)
+                    elif contender == "bare-aiohttp":
+                        seconds = run_bare([f"http://{h}:{web.port}{p}" for h, p in
+                                            sorted(want, key=lambda hp: hp[::-1])],
+                                           conc, per_host)
                     else:
                         seconds = run_scrapy(seeds, conc, per_host, delay, tmp,
                                              classic=contender == "scrapy-classic")
@@ -179,7 +236,7 @@ def main() -> None:
                 eff = f"{seconds / (busiest * delay):.2f}"
             print(f"{contender:<15} {len(fetched):>7} {twice:>6} {missing:>8} {seconds:>8.1f} "
                   f"{rate:>8.1f} {eff:>11}")
-        for peer in ("scrapy", "scrapy-classic"):
+        for peer in ("scrapy", "scrapy-classic", "bare-aiohttp"):
             if peer in rates and "crawlq" in rates:
                 print(f"  crawlq: {rates['crawlq'] / rates[peer]:.2f}x the pages/s of {peer}")
 

@@ -62,6 +62,9 @@ def test_errors_are_clear_and_exit_2(tmp_path: Path) -> None:
     bad.write_text("not sqlite" * 500)
     r = crawlq(tmp_path, "--store", f"sqlite:///{bad}", "stats")
     assert r.returncode == 2 and "crawlq: error:" in r.stderr and "Traceback" not in r.stderr
+    r = crawlq(tmp_path, "stats")  # read-only: no store made where there was none
+    assert r.returncode == 2 and "no crawl at" in r.stderr
+    assert crawlq(tmp_path, "add", "http://a.example/").returncode == 0
     r = crawlq(tmp_path, "-o", "bogus=1", "stats")
     assert r.returncode == 2 and "unknown option" in r.stderr
     for args in (("next", "-n", "-3"), ("stats", "--queues", "x"), ("queues", "-n", "1.5")):

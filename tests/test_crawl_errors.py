@@ -140,3 +140,74 @@ def test_a_signal_stops_the_crawl_soon_and_it_resumes(tmp_path: Path, sig: int,
         assert spec_done.returncode == 0, spec_done.stderr
         fetched = set(pages(web))
     assert reachable(spec, web.port) | {(spec.host(1), "/slow/1")} <= fetched
+
+
+def test_a_page_that_takes_too_long_to_parse_is_saved_and_does_not_stall_the_crawl(
+        tmp_path: Path) -> None:
+    """80,000 nested <div> take lexbor about ten seconds: the parse budget cuts it off
+    (its worker process is killed) while the other pages are crawled."""
+    spec = SiteSpec(hosts=2, pages=15, special_links=False)
+    out = tmp_path / "p.jsonl"
+    with serve(spec) as web:
+        started = time.monotonic()
+        s = _crawl(web, [web.url(1, "/nested/80000"), web.url(0, "/")],
+                   f"sqlite:///{tmp_path}/f.db", parse_timeout=0.5, concurrency=4,
+                   out=str(out))
+        took = time.monotonic() - started
+        fetched = set(pages(web))
+    assert s.errors["parse-timeout"] == 1 and s.finished
+    assert reachable(spec, web.port) <= fetched
+    assert took < 6, took
+    assert any("/nested/80000" in line for line in out.read_text().splitlines())
+
+
+def test_robots_txt_with_a_byte_order_mark_keeps_its_first_group() -> None:
+    from crawlq.crawler import robots
+
+    body = b"\xef\xbb\xbfUser-agent: *\nDisallow: /private\n"
+    rules = robots.from_response(200, robots.decode(body))
+    assert not rules.allows("http://a.test/private/1", "crawlq")
+    assert rules.allows("http://a.test/public", "crawlq")
+    assert robots.origin("https://a.test:8443/x?y") == "https://a.test:8443"
+
+
+def test_the_store_options_mean_what_they_say(tmp_path: Path) -> None:
+    import os
+
+    spec = SiteSpec(hosts=1, pages=3, special_links=False)
+    with serve(spec) as web:
+        seed = [web.url(0, "/"), *LOCAL, "--allow-private", *FAST]
+        before = cli("--store", f"sqlite:///{tmp_path}/global.db", "crawl", *seed)
+        assert before.returncode == 0, before.stderr
+        env = {**os.environ, "CRAWLQ_STORE": f"sqlite:///{tmp_path}/env.db"}
+        from_env = subprocess.run([sys.executable, "-m", "crawlq.cli", "crawl", *seed],
+                                  capture_output=True, text=True, timeout=60, env=env)
+        assert from_env.returncode == 0, from_env.stderr
+    for name in ("global.db", "env.db"):  # the crawl was kept where it was told
+        with Frontier.open(f"sqlite:///{tmp_path}/{name}") as f:
+            assert f.stats().done > 3, name
+    both = cli("crawl", "http://a.test/", "--state", str(tmp_path / "s"), "--store",
+               f"sqlite:///{tmp_path}/b.db")
+    assert "--state and --store" in one_error(both)
+    twice = cli("--store", "memory://", "crawl", "http://a.test/", "--store",
+                f"sqlite:///{tmp_path}/b.db")
+    assert "two different --store values" in one_error(twice)
+    assert not (tmp_path / "s").exists() and not (tmp_path / "b.db").exists()
+
+
+def test_a_page_in_an_unknown_or_strict_only_charset_decodes_with_replacements() -> None:
+    from crawlq.crawler.links import decode_html
+
+    assert decode_html(b"<p>caf\xc3\xa9 \xff</p>", "idna") == "<p>café \ufffd</p>"
+    assert decode_html(b"<p>x</p>", "no-such-charset") == "<p>x</p>"
+
+
+def test_debug_logging_has_a_line_per_fetch() -> None:
+    spec = SiteSpec(hosts=1, pages=3, special_links=False)
+    with serve(spec) as web:
+        run = cli("crawl", web.url(0, "/"), *LOCAL, "--allow-private", *FAST,
+                  "--log-level", "DEBUG")
+        n = len(pages(web))
+    assert run.returncode == 0, run.stderr
+    lines = [ln for ln in run.stderr.splitlines() if "crawlq.crawl: 200 http://" in ln]
+    assert len(lines) == n and " bytes " in lines[0], run.stderr[-2000:]

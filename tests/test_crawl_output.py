@@ -51,7 +51,8 @@ def test_every_page_is_in_the_output_after_twenty_sigkills(tmp_path: Path, name:
     rng = random.Random(name)
     with serve(spec) as web:
         cmd = cli("crawl", web.url(0, "/"), "--state", str(tmp_path / "state"), *LOCAL,
-                  *FAST, "--concurrency", "4", "--timeout", "2", "--lease-ttl", "1",
+                  *FAST, "--concurrency", "4", "--timeout", "1", "--parse-timeout", "0.5",
+                  "--lease-ttl", "2",
                   "--out", str(out), "--progress", "0")
         kills = 0
         while kills < 20:
@@ -143,7 +144,7 @@ def test_a_full_disk_stops_the_crawl_with_one_error_and_loses_nothing(
         assert len(errors) == 1 and "No space left on device" in errors[0], full.stderr
         assert "Traceback" not in full.stderr
         again = subprocess.run(cli("crawl", web.url(0, "/"), *state, *LOCAL, *FAST,
-                                   "--out", str(tmp_path / "p.jsonl"), "--lease-ttl", "1"),
+                                   "--out", str(tmp_path / "p.jsonl")),
                                capture_output=True, text=True, timeout=60)
         assert again.returncode == 0, again.stderr
         expected = reachable(spec, web.port)

@@ -237,8 +237,8 @@ def test_sigkilled_crawls_resume_and_lose_nothing(tmp_path: Path) -> None:
         cmd = [sys.executable, "-m", "crawlq.cli", "crawl", web.url(0, "/"), "--store", store,
                "--allow-domain", "crawlq.test", "--resolve", "*.crawlq.test=127.0.0.1",
                "--allow-private", "--min-delay", "0", "--max-delay", "0",
-               "--delay-factor", "0", "--concurrency", "3", "--timeout", "2",
-               "--lease-ttl", "2"]
+               "--delay-factor", "0", "--concurrency", "3", "--timeout", "1",
+               "--parse-timeout", "0.5", "--lease-ttl", "2"]
         kills = 0
         for _ in range(4):
             p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -57,7 +57,7 @@ def test_unknown_and_bad_options() -> None:
         Frontier.open("memory://", lease_ttl=0)
     with pytest.raises(ConfigError):
         Frontier.open("memory://", synchronous="full")   # sqlite-only option
-    with pytest.raises(ConfigError, match="bad store option"):
+    with pytest.raises(ConfigError, match="bloom_capacity must be an integer"):
         Frontier.open("memory://", bloom_capacity="lots")
     with pytest.raises(ConfigError):
         Frontier.open("memory://", concurrency=0)

@@ -13,26 +13,39 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from . import __version__
 from .errors import CrawlqError
 from .frontier import Frontier
 from .models import Request, Stats
+from .stores import sqlite_file
 from .stores.dumpfmt import request_from_json, request_to_json
 
 DEFAULT_STORE = "sqlite:///crawlq.db"
+READ_ONLY = ("stats", "queues", "dead", "dump")
+"""Commands that only look: they never create a store."""
 BATCH = 5_000
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one ``crawlq: error:`` line like every other error
+    (argparse prints the usage and ``crawlq crawl: error:``)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.split(" ", 1)[1] + " " if " " in self.prog else ""
+        self.exit(2, f"crawlq: error: {message} (see crawlq {command}--help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="crawlq",
         description="crawlq: a durable, polite crawl frontier. These commands inspect and "
                     "feed a frontier stored at --store.",
@@ -40,8 +53,9 @@ def _parser() -> argparse.ArgumentParser:
                "(gone when the command ends). Docs: docs/cli.md.",
     )
     p.add_argument("--version", action="version", version=f"crawlq {__version__}")
-    p.add_argument("--store", default=os.environ.get("CRAWLQ_STORE", DEFAULT_STORE),
-                   help="store URL (default: $CRAWLQ_STORE or %(default)s)")
+    p.add_argument("--store", default=None,
+                   help=f"store URL (default: $CRAWLQ_STORE or {DEFAULT_STORE}; for crawl: "
+                        "$CRAWLQ_STORE or memory)")
     p.add_argument("-o", "--option", action="append", default=[], metavar="NAME=VALUE",
                    help="a Frontier.open option, e.g. -o min_delay=2 -o concurrency=4 "
                         "(repeatable; see docs/options.md)")
@@ -130,7 +144,7 @@ def _read_requests(args: argparse.Namespace, stdin: IO[str]) -> Iterator[Request
             if line.startswith("{"):
                 try:
                     yield request_from_json(json.loads(line))
-                except (ValueError, CrawlqError) as exc:
+                except (ValueError, TypeError, OverflowError, CrawlqError) as exc:
                     # Keep going: the frontier counts it as rejected, like any bad URL.
                     print(f"crawlq: bad JSON request line: {exc}", file=sys.stderr)
                     yield line
@@ -254,7 +268,12 @@ def run(argv: Sequence[str] | None = None, out: IO[str] | None = None,
 
         return command(args)
     try:
-        with Frontier.open(args.store, **_options(args.option)) as f:
+        store = args.store or os.environ.get("CRAWLQ_STORE") or DEFAULT_STORE
+        path = sqlite_file(store)
+        if args.command in READ_ONLY and path is not None and not os.path.exists(path):
+            # (opening it would create an empty store, and print zeros as if it were one)
+            raise CrawlqError(f"no crawl at {store}: {path} does not exist")
+        with Frontier.open(store, **_options(args.option)) as f:
             cmd = args.command
             if cmd == "add":
                 return _cmd_add(f, args, out, stdin)
@@ -300,9 +319,12 @@ def run(argv: Sequence[str] | None = None, out: IO[str] | None = None,
 
 
 def _cmd_dump(f: Frontier, path: str, out: IO[str]) -> int:
-    sink = out if path == "-" else open(path, "w", encoding="utf-8")  # noqa: SIM115
     try:
-        n = 0
+        sink = out if path == "-" else open(path, "w", encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        raise CrawlqError(f"cannot write the dump to {path}: {exc}") from None
+    n = 0
+    try:
         progress = _Progress("dumping")
         for rec in f.dump():
             sink.write(json.dumps(rec, ensure_ascii=False) + "\n")
@@ -310,30 +332,44 @@ def _cmd_dump(f: Frontier, path: str, out: IO[str]) -> int:
             if n % 10_000 == 0:
                 progress.update(n)
         progress.close()
+        sink.flush()
+    except OSError as exc:
+        raise CrawlqError(f"writing the dump to {path} failed after {n} records: {exc}; "
+                          "the dump is incomplete") from None
     finally:
         if sink is not out:
-            sink.close()
+            with contextlib.suppress(OSError):
+                sink.close()
     if path != "-":
         print(f"dumped {n} records to {path}", file=out)
     return 0
 
 
 def _cmd_load(f: Frontier, path: str, out: IO[str], stdin: IO[str]) -> int:
-    src = stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
+    try:
+        src = stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        raise CrawlqError(f"cannot read {path}: {exc}") from None
     progress = _Progress("loading")
 
     def records() -> Iterator[dict[str, Any]]:
         for i, line in enumerate(src, 1):
             if line.strip():
                 try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
+                    rec = json.loads(line)
+                except (json.JSONDecodeError, RecursionError) as exc:
                     raise CrawlqError(f"{path}:{i}: not JSON: {exc}") from None
+                if not isinstance(rec, dict):
+                    raise CrawlqError(f"{path}:{i}: a dump record is a JSON object, not "
+                                      f"{type(rec).__name__}")
+                yield rec
             if i % 10_000 == 0:
                 progress.update(i)
 
     try:
         n = f.load(records())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CrawlqError(f"cannot read {path}: {exc}") from None
     finally:
         progress.close()
         if src is not stdin:
@@ -343,8 +379,18 @@ def _cmd_load(f: Frontier, path: str, out: IO[str], stdin: IO[str]) -> int:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    sys.exit(run())
+    """Console-script entry point: every error is one ``crawlq: error:`` line."""
+    try:
+        sys.exit(run())
+    except KeyboardInterrupt:
+        print("crawlq: error: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # a bug: still one line (CRAWLQ_TRACEBACK=1 shows it whole)
+        if os.environ.get("CRAWLQ_TRACEBACK"):
+            raise
+        print(f"crawlq: error: internal error, please report it: {type(exc).__name__}: "
+              f"{exc} (CRAWLQ_TRACEBACK=1 shows where)", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

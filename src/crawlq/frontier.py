@@ -127,6 +127,10 @@ class Frontier:
             raise ConfigError(f"schemes must be a list of scheme names, like ['https'], "
                               f"not {schemes!r}")
         schemes = names
+        for name, fn in (("clock", clock), ("priority", priority),
+                         ("fingerprint", fingerprint)):
+            if (fn is not None or name == "clock") and not callable(fn):
+                raise ConfigError(f"{name} must be a function, not {fn!r}")
         source_aware = flag("source_aware", source_aware)
         dedup_post = flag("dedup_post", dedup_post)
         strict_acks = flag("strict_acks", strict_acks)

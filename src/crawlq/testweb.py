@@ -29,6 +29,8 @@ Paths on every host:
 ``/big``                       a page of ``big_bytes`` bytes
 ``/gzip``                      a gzip-encoded page (``Content-Encoding: gzip``)
 ``/error``                     500, always
+``/nested/<n>``                a page of ``n`` nested ``<div>`` around a link to
+                               ``/page/1``: slow to parse (not linked)
 ``/status/<code>``             ``code``, always; ``?retry-after=X`` adds that
                                ``Retry-After`` header (not linked)
 ``/huge-header``               200 with a 100 kB response header (not linked)
@@ -399,6 +401,10 @@ class TestWeb:
                 gzip.compress(_html("gzipped", [("/page/1", False)]).encode())
         if head == "error":
             return 500, html, b"<html><body>server error</body></html>"
+        if head == "nested" and len(parts) == 2 and parts[1].isdigit():
+            n = min(int(parts[1]), 1_000_000)
+            return 200, html, ("<html><body>" + "<div>" * n + '<a href="/page/1">x</a>'
+                               + "</div>" * n + "</body></html>").encode()
         if head == "status" and len(parts) == 2 and parts[1].isdigit():
             headers = [("Content-Type", "text/plain")]
             query = path.partition("?")[2]

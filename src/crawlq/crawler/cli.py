@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
+import os
 import re
 import shutil
 import signal
@@ -29,8 +31,8 @@ def register(sub: Any) -> None:
     _options(c)
     d = sub.add_parser("demo", help="crawl the built-in local test web (no internet needed)",
                        description=DEMO_HELP)
-    d.add_argument("--hosts", type=int, default=4, help="hosts in the test web (default 4)")
-    d.add_argument("--pages", type=int, default=40, help="pages per host (default 40)")
+    d.add_argument("--hosts", type=count(1), default=4, help="hosts in the test web (default 4)")
+    d.add_argument("--pages", type=count(1), default=40, help="pages per host (default 40)")
     d.add_argument("--out", default="demo-pages.jsonl",
                    help="JSON Lines output (default %(default)s)")
     d.add_argument("--state", default="demo-crawl", metavar="DIR",
@@ -43,7 +45,10 @@ def _options(c: argparse.ArgumentParser) -> None:
     g = c.add_argument_group("state")
     g.add_argument("--state", metavar="DIR",
                    help="keep the crawl in DIR/frontier.db (resumable); default: in memory")
-    g.add_argument("--store", help="a store URL instead of --state (e.g. sqlite:///c.db)")
+    g.add_argument("--store", dest="crawl_store", metavar="URL",
+                   help="a store URL instead of --state, e.g. redis://host/0?prefix=crawl "
+                        "to share the crawl (default: $CRAWLQ_STORE, else --state, else in "
+                        "memory)")
     s = c.add_argument_group("scope")
     s.add_argument("--allow-domain", action="append", default=[], metavar="DOMAIN",
                    help="follow links on DOMAIN and its subdomains (repeatable; default: "
@@ -58,19 +63,20 @@ def _options(c: argparse.ArgumentParser) -> None:
     s.add_argument("--target", action="append", default=[], metavar="REGEX",
                    help="save only pages matching REGEX to the output; the others are only "
                         "followed for their links (repeatable; default: save every page)")
-    s.add_argument("--max-depth", type=int, help="links deeper than this are not followed")
-    s.add_argument("--max-pages", type=int, help="stop after fetching this many pages")
-    s.add_argument("--max-per-host", type=int, default=0,
+    s.add_argument("--max-depth", type=count(0), help="links deeper than this are not followed")
+    s.add_argument("--max-pages", type=count(1), help="stop after fetching this many pages")
+    s.add_argument("--max-per-host", type=count(0), default=0,
                    help="accept at most this many URLs per host (spider-trap guard)")
     p = c.add_argument_group("politeness and fetching")
-    p.add_argument("--concurrency", type=int, default=16, help="fetches in flight (default 16)")
-    p.add_argument("--per-host", type=int, default=1,
+    p.add_argument("--concurrency", type=count(1), default=16,
+                   help="fetches in flight (default 16)")
+    p.add_argument("--per-host", type=count(1), default=1,
                    help="fetches in flight per host (default 1)")
-    p.add_argument("--min-delay", type=float, default=1.0,
+    p.add_argument("--min-delay", type=seconds(0), default=1.0,
                    help="shortest pause between fetches from one host, seconds (default 1)")
-    p.add_argument("--max-delay", type=float, default=30.0,
+    p.add_argument("--max-delay", type=seconds(0), default=30.0,
                    help="longest pause, seconds (default 30)")
-    p.add_argument("--delay-factor", type=float, default=5.0,
+    p.add_argument("--delay-factor", type=seconds(0), default=5.0,
                    help="pause = factor x fetch time, clamped (default 5)")
     p.add_argument("--user-agent", default=None, help="User-Agent header and robots.txt name")
     p.add_argument("--ca-file", metavar="PEM",
@@ -88,22 +94,26 @@ def _options(c: argparse.ArgumentParser) -> None:
                         "10.1.0.0/16 (repeatable)")
     p.add_argument("--resolve", action="append", default=[], metavar="HOST=IP",
                    help="resolve HOST (a glob, e.g. *.example.test) to IP (repeatable)")
-    p.add_argument("--timeout", type=float, default=20.0, help="seconds per fetch (default 20)")
-    p.add_argument("--max-redirects", type=int, default=10,
+    p.add_argument("--timeout", type=seconds(0.001), default=20.0,
+                   help="seconds per fetch (default 20)")
+    p.add_argument("--parse-timeout", type=seconds(0.001), default=10.0, metavar="SECONDS",
+                   help="seconds the link extraction of a page may take; a page over it is "
+                        "saved without following its links (default 10)")
+    p.add_argument("--max-redirects", type=count(0), default=10,
                    help="redirect hops followed from one URL (default 10)")
-    p.add_argument("--lease-ttl", type=float, default=None,
+    p.add_argument("--lease-ttl", type=seconds(0.001), default=None,
                    help="seconds before a URL whose crawler died is crawled again "
                         "(default 3 x timeout + 60)")
-    p.add_argument("--max-retries", type=int, default=2,
+    p.add_argument("--max-retries", type=count(0), default=2,
                    help="retries of a failed fetch before it is dead (default 2)")
     p.add_argument("--max-backoff", type=duration, default=86400.0, metavar="TIME",
                    help="longest a host is left alone after a 429 or 503: the wait is its "
                         "Retry-After or the retry backoff, doubled with each failure of the "
                         "URL, at most TIME (default 1d)")
-    p.add_argument("--max-bytes", type=int, default=5_000_000,
+    p.add_argument("--max-bytes", type=count(1), default=5_000_000,
                    help="largest body kept, after decompression (default 5 MB)")
     r = c.add_argument_group("rounds (Spiderman's schedule) and revisits")
-    r.add_argument("--rounds", type=int, default=1, help="crawl rounds (default 1)")
+    r.add_argument("--rounds", type=count(1), default=1, help="crawl rounds (default 1)")
     r.add_argument("--duration", type=duration, metavar="TIME",
                    help="stop each round after TIME (e.g. 90s, 10m, 2h)")
     r.add_argument("--delay", type=duration, default=0.0, metavar="TIME",
@@ -118,13 +128,40 @@ def _options(c: argparse.ArgumentParser) -> None:
     o.add_argument("--format", choices=("jsonl", "warc"),
                    help="output format, when the file name does not tell (gzip if it ends "
                         "in .gz)")
-    o.add_argument("--progress", type=float, metavar="SECONDS",
+    o.add_argument("--progress", type=seconds(0), metavar="SECONDS",
                    help="report progress every SECONDS (default: a live line redrawn every "
                         "0.5 s on a terminal, a log line every 10 s otherwise; 0: never)")
     o.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
 
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def count(least: int) -> Any:
+    """An argparse type: a whole number >= ``least``."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = least - 1
+        if n < least:
+            raise argparse.ArgumentTypeError(f"want a whole number >= {least}, not {text!r}")
+        return n
+    return parse
+
+
+def seconds(least: float) -> Any:
+    """An argparse type: a finite number of seconds >= ``least``."""
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            x = math.nan
+        if not math.isfinite(x) or x < least:
+            raise argparse.ArgumentTypeError(
+                f"want a number of seconds >= {least:g}, not {text!r}")
+        return x
+    return parse
 
 
 def duration(text: str) -> float:
@@ -136,8 +173,8 @@ def duration(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"not a duration: {text!r} (try 30s, 10m, 2h, 1d)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"a duration cannot be negative: {text!r}")
+    if value < 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (try 30s, 10m, 2h, 1d)")
     return value * _UNITS[unit]
 
 
@@ -190,6 +227,12 @@ def command(args: argparse.Namespace) -> int:
                 print(f"crawlq: error: {option}: bad regular expression {pattern!r}: {exc}",
                       file=sys.stderr)
                 return 2
+    least_ttl = args.timeout + args.parse_timeout
+    if args.lease_ttl is not None and args.lease_ttl <= least_ttl:
+        print(f"crawlq: error: --lease-ttl {args.lease_ttl:g} is too short: a page may take "
+              f"--timeout {args.timeout:g} + --parse-timeout {args.parse_timeout:g} seconds, "
+              "and would be handed out again while it is worked on", file=sys.stderr)
+        return 2
     if args.out:
         from .output import OutputError, output_kind
 
@@ -198,7 +241,18 @@ def command(args: argparse.Namespace) -> int:
         except OutputError as exc:
             print(f"crawlq: error: --out: {exc}", file=sys.stderr)
             return 2
-    store = args.store
+    given = {s for s in (args.store, args.crawl_store) if s}  # (before or after 'crawl')
+    if len(given) > 1:
+        print(f"crawlq: error: two different --store values: {' and '.join(sorted(given))}",
+              file=sys.stderr)
+        return 2
+    store = next(iter(given), None)
+    if store and args.state:
+        print("crawlq: error: --state and --store both say where the crawl is kept: give "
+              "one of them", file=sys.stderr)
+        return 2
+    if store is None and not args.state:
+        store = os.environ.get("CRAWLQ_STORE") or None
     if store is None and args.state:
         Path(args.state).mkdir(parents=True, exist_ok=True)
         store = f"sqlite:///{Path(args.state).resolve()}/frontier.db"
@@ -211,13 +265,13 @@ def command(args: argparse.Namespace) -> int:
         max_delay=args.max_delay, delay_factor=args.delay_factor,
         user_agent=args.user_agent or DEFAULT_AGENT, obey_robots=not args.ignore_robots,
         allow_private=args.allow_private, allow_addresses=tuple(args.allow_address),
-        resolve=resolve, timeout=args.timeout,
+        resolve=resolve, timeout=args.timeout, parse_timeout=args.parse_timeout,
         max_bytes=args.max_bytes, max_retries=args.max_retries, lease_ttl=args.lease_ttl,
         max_backoff=args.max_backoff,
         out=args.out, out_format=args.format, rounds=args.rounds, duration=args.duration,
         round_delay=args.delay, revisit_after=args.revisit,
         sitemaps=args.sitemaps, ca_file=args.ca_file)
-    return _run(config, resumable=bool(args.state or args.store), every=args.progress)
+    return _run(config, resumable=bool(args.state or store), every=args.progress)
 
 
 def _run(config: Any, resumable: bool, every: float | None = None) -> int:

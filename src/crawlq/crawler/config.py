@@ -50,6 +50,9 @@ class CrawlConfig:
     ca_file: str | None = None
     """A PEM file of CA certificates trusted for HTTPS, besides the system's."""
     timeout: float = 20.0
+    parse_timeout: float = 10.0
+    """Seconds the link extraction of one page may take (in a worker process, killed
+    after that: the page is saved, its links not followed)."""
     max_bytes: int = 5_000_000
     max_retries: int = 2
     lease_ttl: float | None = None

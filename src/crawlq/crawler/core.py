@@ -19,12 +19,12 @@ from ..errors import CrawlqError, StoreError
 from ..frontier import Frontier
 from ..models import Lease, Outcome, Request
 from . import robots as robots_mod
-from . import sitemaps
 from .commit import Acks
 from .config import BACKOFF_STATUSES, DEFAULT_AGENT, CrawlConfig, Summary, backoff
+from .discover import Links
 from .fetch import Blocked, Fetched, Fetcher, FetchError
-from .links import decode_html, extract
 from .output import Output, OutputError, open_output
+from .parsing import ParseFailed, Parsers, ParseTimeout
 from .scope import Scope
 
 __all__ = ["DEFAULT_AGENT", "EVENTS", "CrawlConfig", "Crawler", "Summary"]
@@ -48,20 +48,18 @@ class Crawler:
             raise ValueError(f"unknown event(s) {sorted(unknown)}; known: {EVENTS}")
         self.config = config
         self.events = dict(events or {})
-        domains = config.allow_domains or [urlsplit(s).hostname or "" for s in config.seeds]
+        domains = config.allow_domains or [_host(s) for s in config.seeds]
         self.scope = Scope(domains, config.include, config.exclude, config.max_depth,
                            priority=config.priority_rules, target=config.target)
         self.summary = Summary()
-        self._robots: dict[str, robots_mod.Robots] = {}
-        self._robot_locks: dict[str, asyncio.Lock] = {}
+        self._robots = robots_mod.RobotsCache(self.summary.errors)
         self._stop = False
         self._fatal: CrawlqError | None = None
         self._acks: Acks | None = None
+        self._parsers = Parsers(config.parse_timeout)
         self.frontier: Frontier | None = None
         """The frontier while :meth:`run` runs (for progress displays)."""
-        # With revisits, a URL may be fetched again once per round at most, however soon
-        # its interval passes: the hashes of canonical URLs offered this round.
-        self._this_round: set[int] = set()
+        self.links = Links(self.scope, self.summary, once_per_round=bool(config.revisit_after))
 
     def stop(self) -> None:
         """Stop soon (Ctrl-C and SIGTERM do this): fetches in flight get
@@ -116,7 +114,7 @@ class Crawler:
             self._revive_seeds(frontier)
             for n in range(1, max(c.rounds, 1) + 1):
                 self.summary.rounds = n
-                self._this_round.clear()
+                self.links.new_round()
                 # Seeds again each round: with revisit_after they are accepted anew once
                 # their interval has passed, and so are the pages they lead to.
                 self._seed(frontier, n)
@@ -138,6 +136,7 @@ class Crawler:
             if committer is not None:
                 committer.cancel()
             await fetcher.close()
+            self._parsers.close()
             try:
                 if acks is not None and self._fatal is None:
                     await acks.commit()  # the last pages written: durable, then acknowledged
@@ -293,37 +292,15 @@ class Crawler:
 
     async def _robots_for(self, fetcher: Fetcher, frontier: Frontier, url: str,
                           queue: str) -> robots_mod.Robots:
-        parts = urlsplit(url)
-        origin = f"{parts.scheme}://{parts.netloc}"
-        lock = self._robot_locks.setdefault(origin, asyncio.Lock())
-        async with lock:
-            rules = self._robots.get(origin)
-            if rules is not None and rules.expires > time.time():
-                return rules
-            rules = await self._fetch_robots(fetcher, origin)
-            self._robots[origin] = rules
+        rules, fresh = await self._robots.rules(fetcher, url)
+        if fresh:  # just fetched: its Crawl-delay and sitemaps take effect
             delay = rules.crawl_delay(self.config.user_agent)
             if delay:
                 frontier.configure_queue(queue, min_delay=delay)
             if self.config.sitemaps and rules.parser is not None:
-                self._add_sitemaps(frontier, list(rules.parser.sitemaps),
-                                   origin + "/robots.txt")
-            return rules
-
-    async def _fetch_robots(self, fetcher: Fetcher, origin: str) -> robots_mod.Robots:
-        url = origin + "/robots.txt"
-        for _ in range(5):  # follow a few redirects, each checked like any fetch
-            try:
-                r = await fetcher.get(url)
-            except FetchError as exc:  # (Blocked goes up: the page itself is blocked)
-                log.warning("robots.txt of %s unreachable: %s", origin, exc)
-                self.summary.errors[f"robots.txt {exc.kind}"] += 1
-                return robots_mod.from_response(None, "", error=str(exc))
-            if r.status in (301, 302, 303, 307, 308) and r.location:
-                url = urljoin(url, r.location)
-                continue
-            return robots_mod.from_response(r.status, r.body.decode("utf-8", "replace"))
-        return robots_mod.from_response(None, "")
+                self.links.add_sitemaps(frontier, list(rules.parser.sitemaps),
+                                        robots_mod.origin(url) + "/robots.txt")
+        return rules
 
     async def _visit(self, frontier: Frontier, fetcher: Fetcher, lease: Lease,
                      out: Output | None) -> None:
@@ -391,6 +368,7 @@ class Crawler:
         except FetchError as exc:
             kind = exc.kind
             s.errors[kind] += 1
+            log.debug("- %s failed: %s", req.url, exc)
             self._emit("error", req, exc)
             self._ack(lease, Outcome.FAILED, error=f"{kind}: {exc}")
             if seed:
@@ -398,6 +376,9 @@ class Crawler:
             return
         s.fetched += 1
         s.statuses[r.status] += 1
+        # the crawl log (as Heritrix's crawl.log): one line per fetch, at DEBUG
+        log.debug("%d %s %d bytes %.3fs depth %d via %s", r.status, req.url, len(r.raw),
+                  r.elapsed, req.depth, req.referrer or "-")
         if seed:
             s.seeds_refused.pop(req.url, None)
         if r.status in BACKOFF_STATUSES:
@@ -417,20 +398,24 @@ class Crawler:
         links: list[str] = []
         title = None
         if req.meta.get("sitemap") and r.status < 300:
-            self._sitemap(frontier, req, r)
+            self.links.sitemap(frontier, req, r, self.config.max_bytes)
         elif r.location and 300 <= r.status < 400:
             hops = int(req.meta.get("redirects", 0)) + 1
             if hops > self.config.max_redirects:
                 s.out_of_scope["too-many-redirects"] += 1
             else:
-                self._follow(frontier, [urljoin(req.url, r.location)], req.depth, req.url,
+                self.links.follow(frontier, [urljoin(req.url, r.location)], req.depth, req.url,
                              {"redirects": hops})
         elif r.content_type in ("text/html", "application/xhtml+xml") and r.status < 300:
-            page = await asyncio.to_thread(
-                extract, decode_html(r.body, r.charset), req.url)
-            links, title = page.links, page.title
+            try:
+                page = await self._parsers.extract(r.body, r.charset, req.url)
+                links, title = page.links, page.title
+            except (ParseTimeout, ParseFailed) as exc:  # saved, its links not followed
+                kind = "parse-timeout" if isinstance(exc, ParseTimeout) else "parse-failed"
+                s.errors[kind] += 1
+                log.warning("%s: %s (saved; its links are not followed)", req.url, exc)
         if links:
-            self._follow(frontier, links, req.depth + 1, req.url)
+            self.links.follow(frontier, links, req.depth + 1, req.url)
         wrote = False
         if self.scope.is_target(req.url):
             wrote = self._write(out, req, r, title, len(links))
@@ -439,52 +424,17 @@ class Crawler:
         self._ack(lease, wrote=wrote, duration=r.elapsed)
         self._emit("page", req, r)
 
-    def _sitemap(self, frontier: Frontier, req: Request, r: Fetched) -> None:
-        try:
-            found = sitemaps.parse(r.body, self.config.max_bytes)
-        except sitemaps.SitemapError as exc:
-            log.warning("sitemap %s: %s", req.url, exc)
-            self.summary.errors["bad-sitemap"] += 1
-            return
-        if found.kind == "sitemapindex":
-            self._add_sitemaps(frontier, found.locs, req.url)
-        else:
-            self.summary.sitemap_urls += len(found.locs)
-            self._follow(frontier, found.locs, req.depth + 1, req.url)
-
-    def _add_sitemaps(self, frontier: Frontier, urls: list[str], referrer: str) -> None:
-        """Queue sitemaps (from robots.txt or an index) that are in scope; at depth 0,
-        as a sitemap is not a page: no depth limit."""
-        self._follow(frontier, urls, 0, referrer, {"sitemap": 1})
-
-    def _follow(self, frontier: Frontier, links: list[str], depth: int, referrer: str,
-                meta: dict[str, Any] | None = None) -> None:
-        new = []
-        once = self._this_round if self.config.revisit_after else None
-        for url in links:
-            why = self.scope.why_not(url, depth)
-            if why is not None:
-                self.summary.out_of_scope[why] += 1
-                continue
-            if once is not None:
-                try:
-                    key = hash(frontier.canonicalize(url))
-                except ValueError:  # invalid: let the frontier say why
-                    key = hash(url)
-                if key in once:
-                    continue
-                once.add(key)
-            new.append(Request(url, depth=depth, referrer=referrer, meta=meta or {},
-                               priority=self.scope.priority(url)))
-        if new:
-            result = frontier.add(new)
-            self.summary.links_added += result.added
-            for rej in result.rejected:
-                self.summary.out_of_scope[rej.reason] += 1
-
     def _write(self, out: Output | None, req: Request, r: Fetched, title: str | None,
                outlinks: int) -> bool:
         if out is None:
             return False
         out.write(req, r, title, outlinks)
         return True
+
+
+def _host(url: str) -> str:
+    """The host of a seed, "" for one that is no URL (reported when it is offered)."""
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""

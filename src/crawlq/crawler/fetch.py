@@ -40,7 +40,8 @@ class FetchError(Exception):
 
 
 class Blocked(Exception):
-    """The URL may not be fetched: ``reason`` is ``private-address`` or ``unresolvable``."""
+    """The URL may not be fetched: ``reason`` is ``private-address``, ``unresolvable``
+    or ``invalid-url``."""
 
     def __init__(self, reason: str, detail: str) -> None:
         self.reason = reason
@@ -175,7 +176,10 @@ class Fetcher:
 
     async def get(self, url: str) -> Fetched:
         """GET ``url``; raises :class:`Blocked` or :class:`FetchError`."""
-        host = urlsplit(url).hostname or ""
+        try:
+            host = urlsplit(url).hostname or ""
+        except ValueError as exc:  # e.g. http://[zzz]/: no address to connect to
+            raise Blocked("invalid-url", f"{url}: {exc}") from None
         ip = await self.address(host)  # refused here, before any connection
         session = self._open()
         start = time.monotonic()

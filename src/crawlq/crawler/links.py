@@ -29,8 +29,8 @@ def decode_html(body: bytes, header_charset: str | None) -> str:
         if charset:
             try:
                 return body.decode(charset, errors="replace")
-            except LookupError:  # an unknown charset name: try the next guess
-                continue
+            except (LookupError, UnicodeError):  # an unknown charset, or one that only
+                continue                          # decodes strictly (idna): the next guess
     return body.decode("utf-8", errors="replace")
 
 

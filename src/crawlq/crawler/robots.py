@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urljoin, urlsplit
 
 from protego import Protego
+
+if TYPE_CHECKING:
+    from .fetch import Fetcher
+
+log = logging.getLogger("crawlq.crawl")
 
 ROBOTS_TTL = 24 * 3600.0
 ERROR_RETRY = 30.0  # robots.txt 5xx/unreachable: ask again this soon
@@ -37,6 +47,12 @@ class Robots:
         return float(d) if d is not None else None
 
 
+def decode(body: bytes) -> str:
+    """robots.txt text: UTF-8 (RFC 9309), a byte order mark dropped (else it would hide
+    the first line's field name, and with it the first group), bad bytes replaced."""
+    return body.decode("utf-8-sig", "replace")
+
+
 def from_response(status: int | None, text: str, now: float | None = None,
                   error: str = "") -> Robots:
     """Rules from a robots.txt fetch: ``status`` None means unreachable (``error``)."""
@@ -49,3 +65,47 @@ def from_response(status: int | None, text: str, now: float | None = None,
     if status >= 300:  # redirects were followed by the fetcher; a leftover 3xx: no rules
         return Robots(None, False, now + ROBOTS_TTL)
     return Robots(Protego.parse(text), False, now + ROBOTS_TTL)
+
+
+def origin(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``: whose robots.txt applies to it."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+class RobotsCache:
+    """The rules of each origin, fetched once while they hold (one fetch at a time per
+    origin); fetch failures are counted in ``errors``."""
+
+    def __init__(self, errors: Counter[str]) -> None:
+        self.errors = errors
+        self._rules: dict[str, Robots] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def rules(self, fetcher: Fetcher, url: str) -> tuple[Robots, bool]:
+        """The rules for ``url``, and whether they were just fetched. Raises
+        :class:`~crawlq.crawler.fetch.Blocked` when the host may not be fetched."""
+        key = origin(url)
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            rules = self._rules.get(key)
+            if rules is not None and rules.expires > time.time():
+                return rules, False
+            rules = self._rules[key] = await self._fetch(fetcher, key)
+            return rules, True
+
+    async def _fetch(self, fetcher: Fetcher, key: str) -> Robots:
+        from .fetch import FetchError
+
+        url = key + "/robots.txt"
+        for _ in range(5):  # follow a few redirects, each checked like any fetch
+            try:
+                r = await fetcher.get(url)
+            except FetchError as exc:  # (Blocked goes up: the page itself is blocked)
+                log.warning("robots.txt of %s unreachable: %s", key, exc)
+                self.errors[f"robots.txt {exc.kind}"] += 1
+                return from_response(None, "", error=str(exc))
+            if r.status in (301, 302, 303, 307, 308) and r.location:
+                url = urljoin(url, r.location)
+                continue
+            return from_response(r.status, decode(r.body))
+        return from_response(None, "")

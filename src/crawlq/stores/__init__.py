@@ -6,7 +6,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigError
-from .base import QueuePolicy, Store, flag
+from .base import QueuePolicy, Store, as_count, flag
 from .bloom import BloomShape
 
 POLICY_OPTIONS = ("concurrency", "min_delay", "max_delay", "delay_factor", "max_queue_urls",
@@ -24,21 +24,32 @@ def open_store(url: str, **options: Any) -> Store:
     lifo = flag("lifo", options.pop("lifo", False))
     capacity = options.pop("bloom_capacity", None)
     error_rate = options.pop("bloom_error_rate", 0.001)
-    bloom = BloomShape(int(capacity), float(error_rate)) if capacity else None
-    parts = urlsplit(url)
+    bloom = None
+    if capacity:
+        if isinstance(capacity, float) and capacity.is_integer():
+            capacity = int(capacity)  # (-o bloom_capacity=1e8 reads as a float)
+        if not isinstance(error_rate, (int, float)) or isinstance(error_rate, bool):
+            raise ConfigError(f"bloom_error_rate must be a number, not {error_rate!r}")
+        bloom = BloomShape(as_count("bloom_capacity", capacity, 1), float(error_rate))
+    if not isinstance(url, str):
+        raise ConfigError(f"a store URL is a string, not {url!r}")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ConfigError(f"not a store URL: {url!r} ({exc})") from None
     scheme = parts.scheme.lower()
     if scheme == "memory":
         _no_more(options, scheme)
         from .memory import MemoryStore
 
-        return MemoryStore(policy, lifo=lifo, bloom=bloom)
+        try:
+            return MemoryStore(policy, lifo=lifo, bloom=bloom)
+        except MemoryError:
+            assert bloom is not None
+            raise ConfigError(f"a Bloom filter for {bloom.capacity:,} URLs takes "
+                              f"{bloom.size_bytes:,} bytes: more memory than there is") from None
     if scheme == "sqlite":
-        path = url[len("sqlite://"):].split("?", 1)[0]
-        if path.startswith("/"):
-            path = path[1:]  # sqlite:///rel.db -> rel.db ; sqlite:////abs.db -> /abs.db
-        if not path:
-            raise ConfigError(f"sqlite URL needs a file path: {url!r} "
-                              "(e.g. sqlite:///crawl.db)")
+        path = _sqlite_path(url, parts.netloc, parts.path)
         query = dict(parse_qsl(parts.query))
         from .sqlite import DEFAULT_CACHE_MB, SQLiteStore
 
@@ -64,9 +75,35 @@ def open_store(url: str, **options: Any) -> Store:
                       "redis://host:port/db?prefix=name")
 
 
+def sqlite_file(url: str) -> str | None:
+    """The file a ``sqlite://`` store URL names; None for other stores. Raises
+    :class:`ConfigError` for a malformed one."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ConfigError(f"not a store URL: {url!r} ({exc})") from None
+    if parts.scheme.lower() != "sqlite":
+        return None
+    return _sqlite_path(url, parts.netloc, parts.path)
+
+
+def _sqlite_path(url: str, netloc: str, path: str) -> str:
+    """The file of ``sqlite:///relative.db`` or ``sqlite:////absolute.db``: exactly those
+    forms, as in SQLAlchemy; anything else (one slash, a host) is an error rather than
+    another file than the user meant."""
+    rest = url.split(":", 1)[1]
+    if not rest.startswith("///") or netloc:
+        raise ConfigError(f"{url!r} is not a sqlite URL: write sqlite:///relative/path.db "
+                          "or sqlite:////absolute/path.db")
+    if not path[1:]:
+        raise ConfigError(f"sqlite URL needs a file path: {url!r} (e.g. sqlite:///crawl.db)")
+    return path[1:]  # "/rel.db" -> rel.db ; "//abs.db" -> /abs.db
+
+
 def _no_more(options: dict[str, Any], scheme: str) -> None:
     if options:
         raise ConfigError(f"option(s) {sorted(options)} do not apply to {scheme}:// stores")
 
 
-__all__ = ["STORE_OPTIONS", "BloomShape", "QueuePolicy", "Store", "open_store"]
+__all__ = ["STORE_OPTIONS", "BloomShape", "QueuePolicy", "Store", "open_store",
+           "sqlite_file"]

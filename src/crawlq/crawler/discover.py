@@ -1,0 +1,80 @@
+"""Where a crawl goes next: the links and sitemap entries a page yields, through the
+crawl's scope, to the frontier (which drops duplicates and says what it rejected)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..frontier import Frontier
+from ..models import Request
+from . import sitemaps
+from .config import Summary
+from .fetch import Fetched
+from .scope import Scope
+
+log = logging.getLogger("crawlq.crawl")
+
+
+class Links:
+    """Queues what pages lead to, counting in ``summary`` what was left out and why.
+
+    With ``once_per_round`` (revisits), a URL is offered at most once per round, however
+    soon its revisit interval passes: :meth:`new_round` starts a round.
+    """
+
+    def __init__(self, scope: Scope, summary: Summary, once_per_round: bool = False) -> None:
+        self.scope = scope
+        self.summary = summary
+        # the hashes of the canonical URLs offered this round
+        self._this_round: set[int] | None = set() if once_per_round else None
+
+    def new_round(self) -> None:
+        """Forget which URLs this round offered."""
+        if self._this_round is not None:
+            self._this_round.clear()
+
+    def sitemap(self, frontier: Frontier, req: Request, r: Fetched, max_bytes: int) -> None:
+        """Queue what a fetched sitemap (or sitemap index) lists."""
+        try:
+            found = sitemaps.parse(r.body, max_bytes)
+        except sitemaps.SitemapError as exc:
+            log.warning("sitemap %s: %s", req.url, exc)
+            self.summary.errors["bad-sitemap"] += 1
+            return
+        if found.kind == "sitemapindex":
+            self.add_sitemaps(frontier, found.locs, req.url)
+        else:
+            self.summary.sitemap_urls += len(found.locs)
+            self.follow(frontier, found.locs, req.depth + 1, req.url)
+
+    def add_sitemaps(self, frontier: Frontier, urls: list[str], referrer: str) -> None:
+        """Queue sitemaps (from robots.txt or an index) that are in scope; at depth 0,
+        as a sitemap is not a page: no depth limit."""
+        self.follow(frontier, urls, 0, referrer, {"sitemap": 1})
+
+    def follow(self, frontier: Frontier, links: list[str], depth: int, referrer: str,
+               meta: dict[str, Any] | None = None) -> None:
+        """Queue the ``links`` in scope, at ``depth``."""
+        new = []
+        once = self._this_round
+        for url in links:
+            why = self.scope.why_not(url, depth)
+            if why is not None:
+                self.summary.out_of_scope[why] += 1
+                continue
+            if once is not None:
+                try:
+                    key = hash(frontier.canonicalize(url))
+                except ValueError:  # invalid: let the frontier say why
+                    key = hash(url)
+                if key in once:
+                    continue
+                once.add(key)
+            new.append(Request(url, depth=depth, referrer=referrer, meta=meta or {},
+                               priority=self.scope.priority(url)))
+        if new:
+            result = frontier.add(new)
+            self.summary.links_added += result.added
+            for rej in result.rejected:
+                self.summary.out_of_scope[rej.reason] += 1
