@@ -136,10 +136,11 @@ def bare_child(urls: list[str], conc: int, per_host: int) -> None:
     print(json.dumps({"seconds": asyncio.run(main())}))
 
 
-def run_bare(urls: list[str], conc: int, per_host: int) -> float:
-    out = subprocess.run(
-        [sys.executable, __file__, "--bare", json.dumps([urls, conc, per_host])],
-        capture_output=True, text=True, timeout=3600)
+def run_bare(urls: list[str], conc: int, per_host: int, tmp: str) -> float:
+    job = Path(tmp) / "bare.json"  # (too long for a command line)
+    job.write_text(json.dumps([urls, conc, per_host]))
+    out = subprocess.run([sys.executable, __file__, "--bare", str(job)],
+                         capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
         raise RuntimeError(f"the aiohttp loop failed:\n{out.stderr[-2000:]}")
     return float(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
@@ -190,7 +191,7 @@ def main() -> None:
         scrapy_child(*json.loads(a.child))
         return
     if a.bare:
-        bare_child(*json.loads(a.bare))
+        bare_child(*json.loads(Path(a.bare).read_text()))
         return
     from crawlq.testweb import TestWeb, reachable
 
@@ -215,7 +216,7 @@ def main() -> None:
                     elif contender == "bare-aiohttp":
                         seconds = run_bare([f"http://{h}:{web.port}{p}" for h, p in
                                             sorted(want, key=lambda hp: hp[::-1])],
-                                           conc, per_host)
+                                           conc, per_host, tmp)
                     else:
                         seconds = run_scrapy(seeds, conc, per_host, delay, tmp,
                                              classic=contender == "scrapy-classic")

@@ -211,3 +211,25 @@ def test_debug_logging_has_a_line_per_fetch() -> None:
     assert run.returncode == 0, run.stderr
     lines = [ln for ln in run.stderr.splitlines() if "crawlq.crawl: 200 http://" in ln]
     assert len(lines) == n and " bytes " in lines[0], run.stderr[-2000:]
+
+
+def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
+    """The parse workers are plain subprocesses: nothing of the caller's script is run
+    again in them (multiprocessing's spawn and forkserver would import it anew)."""
+    script = tmp_path / "crawl_script.py"
+    script.write_text(
+        "import asyncio\n"
+        "from crawlq.crawler import CrawlConfig, Crawler\n"
+        "from crawlq.testweb import SiteSpec, serve\n"
+        "print('script body ran', flush=True)\n"
+        "with serve(SiteSpec(hosts=1, pages=3, big_bytes=60_000)) as web:\n"
+        "    config = CrawlConfig(seeds=[web.url(0, '/big')], allow_private=True,\n"
+        "                         resolve={'*.crawlq.test': '127.0.0.1'}, min_delay=0,\n"
+        "                         max_delay=0, delay_factor=0, max_pages=3)\n"
+        "    s = asyncio.run(Crawler(config).run())\n"
+        "print('fetched', s.fetched, 'errors', dict(s.errors))\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("script body ran") == 1, run.stdout
+    assert "fetched 3 errors {}" in run.stdout, run.stdout

@@ -165,3 +165,50 @@ def test_records_parse_with_the_gzip_module_as_one_stream(tmp_path: Path) -> Non
     lines = gzip.decompress(path.read_bytes()).decode().splitlines()
     assert [json.loads(x)["url"] for x in lines] == [f"http://a.test/{i}" for i in range(5)]
     assert io.BytesIO(path.read_bytes()).read(2) == b"\x1f\x8b"
+
+
+def test_warc_has_robots_txt_sent_headers_and_passes_warcio_check(tmp_path: Path) -> None:
+    spec = SiteSpec(hosts=1, pages=4, special_links=False)
+    out = tmp_path / "crawl.warc.gz"
+    with serve(spec) as web:
+        run = subprocess.run(cli("crawl", web.url(0, "/"), *LOCAL, *FAST, "--out", str(out),
+                                 "--header", "Accept-Language: fr",
+                                 "--header", "X-Crawl: test run"),
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        n = len(pages(web))
+    with open(out, "rb") as f:
+        records = [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI"), r.http_headers)
+                   for r in ArchiveIterator(f)]
+    responses = [uri for kind, uri, _ in records if kind == "response"]
+    assert sum(uri.endswith("/robots.txt") for uri in responses) == 1  # archived too
+    assert len(responses) == n + 1
+    sent = next(h for kind, _, h in records if kind == "request")
+    assert sent.get_header("Accept-Language") == "fr"
+    assert sent.get_header("X-Crawl") == "test run"
+    check = subprocess.run([str(Path(sys.executable).with_name("warcio")), "check", "-v",
+                            str(out)], capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    bad = subprocess.run(cli("crawl", "http://a.test/", "--header", "no colon here"),
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("crawlq: error: --header")
+
+
+def test_jsonl_records_can_carry_the_text_and_the_body(tmp_path: Path) -> None:
+    import base64
+
+    spec = SiteSpec(hosts=1, pages=2, special_links=False)
+    out = tmp_path / "p.jsonl"
+    with serve(spec) as web:
+        run = subprocess.run(cli("crawl", web.url(0, "/"), *LOCAL, *FAST, "--out", str(out),
+                                 "--save", "text", "--save", "body"),
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        refused = subprocess.run(cli("crawl", web.url(0, "/"), "--out", "c.warc",
+                                     "--save", "text"), capture_output=True, text=True,
+                                 cwd=tmp_path)
+    assert refused.returncode == 2 and "--save is for JSON Lines" in refused.stderr
+    for rec in map(json.loads, out.read_text().splitlines()):
+        body = base64.b64decode(rec["body"])
+        assert len(body) == rec["length"] and rec["text"] == body.decode("utf-8")
+        assert "<html" in rec["text"]

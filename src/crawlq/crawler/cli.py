@@ -79,6 +79,9 @@ def _options(c: argparse.ArgumentParser) -> None:
     p.add_argument("--delay-factor", type=seconds(0), default=5.0,
                    help="pause = factor x fetch time, clamped (default 5)")
     p.add_argument("--user-agent", default=None, help="User-Agent header and robots.txt name")
+    p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
+                   help="send this header with every request (repeatable; may replace the "
+                        "User-Agent)")
     p.add_argument("--ca-file", metavar="PEM",
                    help="also trust the CA certificates in PEM for HTTPS (e.g. an internal CA)")
     p.add_argument("--sitemaps", action="store_true",
@@ -125,6 +128,9 @@ def _options(c: argparse.ArgumentParser) -> None:
                    help="write fetched pages to FILE: JSON Lines (.jsonl, .jsonl.gz) or WARC "
                         "(.warc, .warc.gz); - is standard output (JSON Lines). A page is "
                         "acknowledged only once its record is on disk")
+    o.add_argument("--save", action="append", default=[], choices=("text", "body"),
+                   help="JSON Lines records also carry the decoded text of text pages "
+                        "(text) and/or the body in base64 (body); repeatable")
     o.add_argument("--format", choices=("jsonl", "warc"),
                    help="output format, when the file name does not tell (gzip if it ends "
                         "in .gz)")
@@ -227,6 +233,16 @@ def command(args: argparse.Namespace) -> int:
                 print(f"crawlq: error: {option}: bad regular expression {pattern!r}: {exc}",
                       file=sys.stderr)
                 return 2
+    headers = {}
+    for raw in args.header:
+        name, colon, value = raw.partition(":")
+        name, value = name.strip(), value.strip()
+        if (not colon or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name)
+                or any(ch in value for ch in "\r\n\0")):
+            print(f"crawlq: error: --header wants 'NAME: VALUE', got {raw!r}",
+                  file=sys.stderr)
+            return 2
+        headers[name] = value
     least_ttl = args.timeout + args.parse_timeout
     if args.lease_ttl is not None and args.lease_ttl <= least_ttl:
         print(f"crawlq: error: --lease-ttl {args.lease_ttl:g} is too short: a page may take "
@@ -237,7 +253,10 @@ def command(args: argparse.Namespace) -> int:
         from .output import OutputError, output_kind
 
         try:
-            output_kind(args.out, args.format)
+            kind, _ = output_kind(args.out, args.format)
+            if args.save and kind == "warc":
+                raise OutputError("--save is for JSON Lines output: a WARC record already "
+                                  "has the whole response")
         except OutputError as exc:
             print(f"crawlq: error: --out: {exc}", file=sys.stderr)
             return 2
@@ -266,6 +285,7 @@ def command(args: argparse.Namespace) -> int:
         user_agent=args.user_agent or DEFAULT_AGENT, obey_robots=not args.ignore_robots,
         allow_private=args.allow_private, allow_addresses=tuple(args.allow_address),
         resolve=resolve, timeout=args.timeout, parse_timeout=args.parse_timeout,
+        headers=headers, save=tuple(args.save),
         max_bytes=args.max_bytes, max_retries=args.max_retries, lease_ttl=args.lease_ttl,
         max_backoff=args.max_backoff,
         out=args.out, out_format=args.format, rounds=args.rounds, duration=args.duration,

@@ -47,6 +47,11 @@ class CrawlConfig:
     allow_addresses: tuple[str, ...] = ()
     """Special-purpose addresses or CIDR blocks that may be fetched all the same."""
     resolve: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    """Headers sent with every request (e.g. ``{"Accept-Language": "fr"}``)."""
+    save: tuple[str, ...] = ()
+    """What JSON Lines records carry besides the metadata: ``text`` (the decoded text
+    of text pages) and/or ``body`` (the body, base64)."""
     ca_file: str | None = None
     """A PEM file of CA certificates trusted for HTTPS, besides the system's."""
     timeout: float = 20.0

@@ -52,10 +52,11 @@ class Crawler:
         self.scope = Scope(domains, config.include, config.exclude, config.max_depth,
                            priority=config.priority_rules, target=config.target)
         self.summary = Summary()
-        self._robots = robots_mod.RobotsCache(self.summary.errors)
+        self._robots = robots_mod.RobotsCache(self.summary.errors, self._archive)
         self._stop = False
         self._fatal: CrawlqError | None = None
         self._acks: Acks | None = None
+        self._out: Output | None = None
         self._parsers = Parsers(config.parse_timeout)
         self.frontier: Frontier | None = None
         """The frontier while :meth:`run` runs (for progress displays)."""
@@ -89,7 +90,7 @@ class Crawler:
         """
         c = self.config
         started = time.monotonic()
-        out = open_output(c.out, c.out_format) if c.out else None
+        out = open_output(c.out, c.out_format, save=c.save) if c.out else None
         try:
             frontier = Frontier.open(
                 c.store, concurrency=c.per_host, min_delay=c.min_delay,
@@ -105,7 +106,8 @@ class Crawler:
         fetcher = Fetcher(user_agent=c.user_agent, timeout=c.timeout, max_bytes=c.max_bytes,
                           resolve=c.resolve, allow_private=c.allow_private,
                           allow_addresses=c.allow_addresses, connections=c.concurrency,
-                          ca_file=c.ca_file)
+                          ca_file=c.ca_file, headers=c.headers)
+        self._out = out
         acks = self._acks = Acks(frontier, out, self._fail) if out is not None else None
         committer = asyncio.create_task(acks.run()) if acks is not None else None
         inflight: dict[asyncio.Task[None], Lease] = {}
@@ -423,6 +425,13 @@ class Crawler:
             s.not_saved += 1
         self._ack(lease, wrote=wrote, duration=r.elapsed)
         self._emit("page", req, r)
+
+    def _archive(self, url: str, r: Fetched) -> None:
+        """A robots.txt response: into a WARC output too (archives keep what decided
+        what was fetched); a JSON Lines output lists pages only."""
+        out = self._out
+        if out is not None and out.archives_robots:
+            out.write(Request(url), r, None, 0)
 
     def _write(self, out: Output | None, req: Request, r: Fetched, title: str | None,
                outlinks: int) -> bool:

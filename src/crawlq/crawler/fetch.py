@@ -108,7 +108,8 @@ class Fetcher:
     ``allow_addresses`` (these addresses and CIDR blocks) allow them.
     ``timeout`` bounds a whole fetch, connection included. Cookies are not kept.
     HTTPS certificates are checked against the system's CAs, plus ``ca_file`` (a PEM
-    file, e.g. a company's internal CA) when given.
+    file, e.g. a company's internal CA) when given. ``headers`` are sent with every
+    request (after the User-Agent, which they may replace).
     """
 
     DNS_TTL = 300.0
@@ -116,7 +117,8 @@ class Fetcher:
     def __init__(self, *, user_agent: str, timeout: float = 20.0, max_bytes: int = 5_000_000,
                  resolve: Mapping[str, str] | None = None, allow_private: bool = False,
                  allow_addresses: tuple[str, ...] = (),
-                 connections: int = 64, ca_file: str | None = None) -> None:
+                 connections: int = 64, ca_file: str | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
         self.user_agent = user_agent
         self.ssl = ssl.create_default_context()
         if ca_file:
@@ -127,6 +129,7 @@ class Fetcher:
         self.allow_private = allow_private
         self.allowed = networks(allow_addresses)
         self.connections = connections
+        self.headers = {"User-Agent": user_agent, **(headers or {})}
         self._dns: dict[str, tuple[str, float]] = {}
         self._session: aiohttp.ClientSession | None = None
 
@@ -137,7 +140,7 @@ class Fetcher:
                                              use_dns_cache=False, ssl=self.ssl)
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout),
-                headers={"User-Agent": self.user_agent}, auto_decompress=False,
+                headers=self.headers, auto_decompress=False,
                 cookie_jar=aiohttp.DummyCookieJar(), trust_env=False)
         return self._session
 

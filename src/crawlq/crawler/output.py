@@ -11,6 +11,7 @@ of JSON lines): ``zcat`` and every gzip reader read them as one stream.
 
 from __future__ import annotations
 
+import base64
 import errno
 import gzip
 import hashlib
@@ -27,6 +28,7 @@ from .. import __version__
 from ..errors import CrawlqError
 from ..models import Request
 from .fetch import Fetched
+from .links import decode_html
 
 log = logging.getLogger("crawlq.crawl")
 
@@ -45,6 +47,8 @@ class Output(Protocol):
     """Where fetched pages go."""
 
     path: str
+    archives_robots: bool
+    """Whether robots.txt responses go in too (WARC) or pages only (JSON Lines)."""
 
     def write(self, req: Request, r: Fetched, title: str | None, outlinks: int) -> None:
         """Add a page's record (buffered: durable after :meth:`flush` and :meth:`sync`)."""
@@ -76,10 +80,21 @@ def output_kind(path: str, fmt: str | None = None) -> tuple[str, bool]:
                       f"of {', '.join(SUFFIXES)} or --format {{{','.join(FORMATS)}}}")
 
 
-def open_output(path: str, fmt: str | None = None) -> Output:
+SAVE = ("text", "body")
+"""What a JSON Lines record may carry besides the metadata."""
+
+
+def open_output(path: str, fmt: str | None = None, save: tuple[str, ...] = ()) -> Output:
     """The writer for ``path`` (``-``: standard output), appending after any complete
-    records already there (a torn last record is cut off first)."""
+    records already there (a torn last record is cut off first). ``save``: see
+    :data:`SAVE` (JSON Lines only: a WARC record has the whole response)."""
     kind, gz = output_kind(path, fmt)
+    unknown = set(save) - set(SAVE)
+    if unknown:
+        raise OutputError(f"cannot save {sorted(unknown)}; known: {', '.join(SAVE)}")
+    if save and kind == "warc":
+        raise OutputError("--save is for JSON Lines output: a WARC record already has the "
+                          "whole response")
     if path == "-":
         stream: BinaryIO = sys.stdout.buffer
     else:
@@ -88,7 +103,9 @@ def open_output(path: str, fmt: str | None = None) -> Output:
             stream = open(path, "ab")  # noqa: SIM115
         except OSError as exc:
             raise OutputError(f"cannot open the output {path}: {exc}") from None
-    return WarcOutput(path, stream, gz) if kind == "warc" else JsonlOutput(path, stream, gz)
+    if kind == "warc":
+        return WarcOutput(path, stream, gz)
+    return JsonlOutput(path, stream, gz, save)
 
 
 class _File:
@@ -119,9 +136,13 @@ class _File:
 class JsonlOutput(_File):
     """One JSON object per fetched response; gzip: one gzip member per flush."""
 
-    def __init__(self, path: str, stream: BinaryIO, gz: bool = False) -> None:
+    archives_robots = False
+
+    def __init__(self, path: str, stream: BinaryIO, gz: bool = False,
+                 save: tuple[str, ...] = ()) -> None:
         super().__init__(path, stream)
         self.gz = gz
+        self.save = frozenset(save)
         self._lines: list[bytes] = []
 
     def write(self, req: Request, r: Fetched, title: str | None, outlinks: int) -> None:
@@ -133,6 +154,10 @@ class JsonlOutput(_File):
                "outlinks": outlinks, "elapsed": round(r.elapsed, 4)}
         if r.decode_error:
             rec["decode_error"] = r.decode_error
+        if "text" in self.save and r.content_type.startswith(("text/", "application/xhtml")):
+            rec["text"] = decode_html(r.body, r.charset)
+        if "body" in self.save:
+            rec["body"] = base64.b64encode(r.body).decode("ascii")
         line = (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
         if self.gz:
             self._lines.append(line)
@@ -148,6 +173,8 @@ class JsonlOutput(_File):
 
 class WarcOutput(_File):
     """Writes a warcinfo record, then a request and a response record per fetch."""
+
+    archives_robots = True
 
     def __init__(self, path: str, stream: BinaryIO, gz: bool = False) -> None:
         from warcio.warcwriter import WARCWriter

@@ -10,21 +10,34 @@ outlives ``timeout`` is killed and replaced, and the page is reported as
 loop never waits on a parse, and the workers use the machine's cores in parallel.
 
 Why processes and not a library: no HTML parser offers a bounded-time mode, and
-concurrent.futures' process pool cannot kill one task (only break the whole pool).
+concurrent.futures' process pool cannot kill one task (only break the whole pool);
+multiprocessing's forkserver and spawn import the caller's main script again in each
+worker (a script without a ``__main__`` guard would run twice), and fork is unsafe in a
+process with threads. So a worker is a plain ``python -m`` subprocess, spoken to over
+its stdin and stdout with length-prefixed pickles (it is our own child: trusted).
 """
 
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
-from multiprocessing.connection import Connection
-from typing import Any
+import pickle
+import signal
+import struct
+import sys
+from typing import Any, BinaryIO
 
 from .links import Page, decode_html, extract
 
 MAX_LINKS = 10_000
 """Links kept from one page (the size budget of a page's work, with ``--max-bytes``)."""
+
+INLINE_BYTES = 8192
+"""Pages up to this size are parsed in a thread of this process instead: the slowest
+markup measured at that size (``<b class=..><p>`` pairs) takes lexbor about 40 ms, and
+the round trip to a worker costs more than that saves on such small pages."""
+
+_LEN = struct.Struct(">I")
 
 
 class ParseTimeout(Exception):
@@ -32,42 +45,53 @@ class ParseTimeout(Exception):
 
 
 class ParseFailed(Exception):
-    """A worker died while parsing a page (e.g. out of memory)."""
+    """A worker died while parsing a page (e.g. out of memory), or could not start."""
 
 
-def _serve(conn: Connection) -> None:
-    """A worker: parse pages until the parent goes away."""
+def _parse(body: bytes, charset: str | None, url: str) -> Page:
+    page = extract(decode_html(body, charset), url)
+    return Page(page.title, page.links[:MAX_LINKS], page.nofollow)
+
+
+def _serve(src: BinaryIO, dst: BinaryIO) -> None:
+    """A worker: parse framed pages from ``src`` until it ends (the parent went away)."""
     while True:
-        try:
-            body, charset, url = conn.recv()
-        except (EOFError, OSError):
+        head = src.read(4)
+        if len(head) < 4:
             return
+        body, charset, url = pickle.loads(src.read(_LEN.unpack(head)[0]))
         try:
-            page = extract(decode_html(body, charset), url)
-            reply: Any = (page.title, page.links[:MAX_LINKS], page.nofollow)
+            reply: Any = tuple(_parse(body, charset, url))
         except Exception as exc:  # reported to the parent, which counts it
             reply = f"{type(exc).__name__}: {exc}"
-        conn.send(reply)
+        data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        dst.write(_LEN.pack(len(data)) + data)
+        dst.flush()
 
 
 class _Worker:
-    def __init__(self, ctx: Any) -> None:
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child,), daemon=True,
-                                name="crawlq-parse")
-        self.proc.start()
-        child.close()
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        assert proc.stdin is not None and proc.stdout is not None
+        self.stdin = proc.stdin
+        self.stdout = proc.stdout
+
+    async def parse(self, job: bytes) -> Any:
+        self.stdin.write(_LEN.pack(len(job)) + job)
+        await self.stdin.drain()
+        n = _LEN.unpack(await self.stdout.readexactly(4))[0]
+        return pickle.loads(await self.stdout.readexactly(n))
 
     def kill(self) -> None:
-        self.conn.close()
-        self.proc.kill()
-        self.proc.join(5)
+        if self.proc.returncode is None:
+            self.proc.kill()
 
 
 class Parsers:
     """At most ``workers`` pages parsed at once (default: one per CPU), each within
-    ``timeout`` seconds. Workers start on first use (forkserver: safe in a process
-    with threads) and stop at :meth:`close`."""
+    ``timeout`` seconds. Workers (``python -m crawlq.crawler.parsing``: a plain
+    subprocess, so nothing of the caller's program is imported or run again in it)
+    start on first use and stop at :meth:`close`."""
 
     def __init__(self, timeout: float = 10.0, workers: int | None = None) -> None:
         self.timeout = timeout
@@ -75,13 +99,16 @@ class Parsers:
         self._idle: list[_Worker] = []
         self._all: set[_Worker] = set()
         self._slots: asyncio.Semaphore | None = None
-        self._ctx: Any = None
 
-    def _spawn(self) -> _Worker:
-        if self._ctx is None:
-            self._ctx = multiprocessing.get_context("forkserver")
-            self._ctx.set_forkserver_preload(["crawlq.crawler.links"])
-        w = _Worker(self._ctx)
+    async def _spawn(self) -> _Worker:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "crawlq.crawler.parsing",
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                limit=1 << 24)
+        except OSError as exc:
+            raise ParseFailed(f"cannot start a parser process: {exc}") from None
+        w = _Worker(proc)
         self._all.add(w)
         return w
 
@@ -92,36 +119,27 @@ class Parsers:
     async def extract(self, body: bytes, charset: str | None, url: str) -> Page:
         """Title and links of an HTML page; raises :class:`ParseTimeout` or
         :class:`ParseFailed`."""
+        if len(body) <= INLINE_BYTES:
+            try:
+                return await asyncio.to_thread(_parse, body, charset, url)
+            except Exception as exc:
+                raise ParseFailed(f"{type(exc).__name__}: {exc}") from None
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.workers)
+        job = pickle.dumps((body, charset, url), protocol=pickle.HIGHEST_PROTOCOL)
         async with self._slots:
-            w = self._idle.pop() if self._idle else self._spawn()
-            loop = asyncio.get_running_loop()
-            ready: asyncio.Future[None] = loop.create_future()
-
-            def wake() -> None:
-                if not ready.done():
-                    ready.set_result(None)
-
-            fd = w.conn.fileno()
-            loop.add_reader(fd, wake)
+            w = self._idle.pop() if self._idle else await self._spawn()
             try:
-                w.conn.send((body, charset, url))
-                await asyncio.wait_for(ready, self.timeout)
-                reply = w.conn.recv()
+                reply = await asyncio.wait_for(w.parse(job), self.timeout)
             except asyncio.TimeoutError:
-                loop.remove_reader(fd)
                 self._drop(w)
                 raise ParseTimeout(f"parsing took over {self.timeout:g}s") from None
-            except (EOFError, OSError) as exc:
-                loop.remove_reader(fd)
+            except (asyncio.IncompleteReadError, OSError, pickle.UnpicklingError) as exc:
                 self._drop(w)
-                raise ParseFailed(f"the parser process died: {exc}") from None
+                raise ParseFailed(f"the parser process died: {exc!r}") from None
             except BaseException:  # cancelled mid-parse: the worker may be busy
-                loop.remove_reader(fd)
                 self._drop(w)
                 raise
-            loop.remove_reader(fd)
             self._idle.append(w)
         if isinstance(reply, str):
             raise ParseFailed(reply)
@@ -129,7 +147,19 @@ class Parsers:
         return Page(title, links, nofollow)
 
     def close(self) -> None:
-        """Stop every worker."""
+        """Stop every worker (each also stops on its own when its input ends)."""
         for w in list(self._all):
             self._drop(w)
         self._idle.clear()
+
+
+def main() -> None:
+    """The worker's entry point: framed requests on stdin, replies on stdout."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout = sys.stderr  # (nothing else may write to the replies' pipe)
+    _serve(sys.stdin.buffer, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
@@ -13,7 +14,7 @@ from urllib.parse import urljoin, urlsplit
 from protego import Protego
 
 if TYPE_CHECKING:
-    from .fetch import Fetcher
+    from .fetch import Fetched, Fetcher
 
 log = logging.getLogger("crawlq.crawl")
 
@@ -75,10 +76,13 @@ def origin(url: str) -> str:
 
 class RobotsCache:
     """The rules of each origin, fetched once while they hold (one fetch at a time per
-    origin); fetch failures are counted in ``errors``."""
+    origin); fetch failures are counted in ``errors``; each response (redirects
+    included) is handed to ``on_response`` (to be archived)."""
 
-    def __init__(self, errors: Counter[str]) -> None:
+    def __init__(self, errors: Counter[str],
+                 on_response: Callable[[str, Fetched], None] | None = None) -> None:
         self.errors = errors
+        self.on_response = on_response
         self._rules: dict[str, Robots] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -104,6 +108,8 @@ class RobotsCache:
                 log.warning("robots.txt of %s unreachable: %s", key, exc)
                 self.errors[f"robots.txt {exc.kind}"] += 1
                 return from_response(None, "", error=str(exc))
+            if self.on_response is not None:
+                self.on_response(url, r)
             if r.status in (301, 302, 303, 307, 308) and r.location:
                 url = urljoin(url, r.location)
                 continue
