@@ -33,11 +33,12 @@ def cli(*args: str) -> list[str]:
 
 def urls_in(path: Path) -> Counter[str]:
     """URL of every page record in an output, as a reader would see them (a record that
-    does not parse fails the test)."""
+    does not parse fails the test); robots.txt responses (archived in WARC) left out."""
     if ".warc" in path.name:
         with open(path, "rb") as f:
-            return Counter(r.rec_headers.get_header("WARC-Target-URI")
-                           for r in ArchiveIterator(f) if r.rec_type == "response")
+            return Counter(u for r in ArchiveIterator(f) if r.rec_type == "response"
+                           if not (u := r.rec_headers.get_header("WARC-Target-URI")
+                                   ).endswith("/robots.txt"))
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         return Counter(json.loads(line)["url"] for line in f)
@@ -212,3 +213,28 @@ def test_jsonl_records_can_carry_the_text_and_the_body(tmp_path: Path) -> None:
         body = base64.b64decode(rec["body"])
         assert len(body) == rec["length"] and rec["text"] == body.decode("utf-8")
         assert "<html" in rec["text"]
+
+
+def test_warc_keeps_the_response_bytes_as_received_chunked_framing_too(
+        tmp_path: Path) -> None:
+    spec = SiteSpec(hosts=1, pages=2, special_links=False)
+    out = tmp_path / "c.warc"
+    with serve(spec) as web:
+        run = subprocess.run(cli("crawl", web.url(0, "/chunked"), *LOCAL, *FAST, "--out",
+                                 str(out), "--max-pages", "1"),
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+    with open(out, "rb") as f:
+        (rec, block), = [(r, r.http_headers.to_bytes() + r.raw_stream.read())
+                         for r in ArchiveIterator(f)
+                         if r.rec_type == "response" and r.rec_headers.get_header(
+                             "WARC-Target-URI").endswith("/chunked")]
+    assert block.startswith(b"HTTP/1.1 200 OK\r\nServer: BaseHTTP")  # the status line sent
+    assert rec.http_headers.get_header("Transfer-Encoding") == "chunked"
+    body = block.partition(b"\r\n\r\n")[2]
+    assert body.endswith(b"\r\n0\r\n\r\n") and body.count(b"\r\n") >= 7  # the framing, kept
+    sizes = [int(line, 16) for line in body.split(b"\r\n")[0:1]]
+    assert sizes[0] > 1000  # a chunk-size line, not page text
+    check = subprocess.run([str(Path(sys.executable).with_name("warcio")), "check", str(out)],
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr

@@ -189,7 +189,8 @@ def test_warc_output_keeps_the_bytes_as_received(tmp_path: Path) -> None:
         records = [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI"),
                     r.http_headers, r.raw_stream.read()) for r in ArchiveIterator(f)]
     kinds = Counter(k for k, *_ in records)
-    assert kinds["warcinfo"] == 1 and kinds["request"] == kinds["response"] == s.fetched
+    # (and one robots.txt response, archived with its request)
+    assert kinds["warcinfo"] == 1 and kinds["request"] == kinds["response"] == s.fetched + 1
     gz = next(r for r in records if r[0] == "response" and r[1].endswith("/gzip"))
     assert gz[2].get_header("Content-Encoding") == "gzip"
     assert gz[3][:2] == b"\x1f\x8b" and b"gzipped" in gzip.decompress(gz[3])  # as sent

@@ -31,6 +31,8 @@ Paths on every host:
 ``/error``                     500, always
 ``/nested/<n>``                a page of ``n`` nested ``<div>`` around a link to
                                ``/page/1``: slow to parse (not linked)
+``/chunked``                   a page sent with ``Transfer-Encoding: chunked`` (three
+                               chunks; threads engine; not linked)
 ``/status/<code>``             ``code``, always; ``?retry-after=X`` adds that
                                ``Retry-After`` header (not linked)
 ``/huge-header``               200 with a 100 kB response header (not linked)
@@ -322,9 +324,19 @@ class TestWeb:
         h.send_response(status)
         for k, v in headers:
             h.send_header(k, v)
-        h.send_header("Content-Length", str(len(body)))
+        chunked = ("Transfer-Encoding", "chunked") in headers
+        if not chunked:
+            h.send_header("Content-Length", str(len(body)))
         h.end_headers()
-        if not head:
+        if head:
+            return
+        if chunked:  # three chunks, then the last (empty) one
+            third = -(-len(body) // 3)
+            for at in range(0, len(body), third):
+                part = body[at:at + third]
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            h.wfile.write(b"0\r\n\r\n")
+        else:
             h.wfile.write(body)
 
     def _delay(self, i: int | None, path: str) -> float:
@@ -401,6 +413,9 @@ class TestWeb:
                 gzip.compress(_html("gzipped", [("/page/1", False)]).encode())
         if head == "error":
             return 500, html, b"<html><body>server error</body></html>"
+        if head == "chunked":
+            return 200, [*html, ("Transfer-Encoding", "chunked")], \
+                _html("chunked", [("/page/1", False)], "<p>" + "c" * 3000 + "</p>").encode()
         if head == "nested" and len(parts) == 2 and parts[1].isdigit():
             n = min(int(parts[1]), 1_000_000)
             return 200, html, ("<html><body>" + "<div>" * n + '<a href="/page/1">x</a>'

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import functools
 import ipaddress
 import socket
 import ssl
@@ -24,6 +25,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.client_proto import ResponseHandler
 from yarl import URL
 
 from .addresses import networks, refusal
@@ -66,6 +68,9 @@ class Fetched:
     reason: str = ""
     ip: str = ""
     decode_error: str | None = None
+    http_raw: bytes = b""
+    """The whole response as it came off the wire (status line, headers, chunked framing,
+    the body as sent; cut like ``raw``), for WARC; b"" when it could not be had."""
 
     @property
     def content_type(self) -> str:
@@ -78,6 +83,26 @@ class Fetched:
             if k.lower() == "charset" and v:
                 return v.strip("\"' ")
         return None
+
+
+class _Recording(ResponseHandler):
+    """aiohttp's connection protocol, also keeping the bytes of each response as they
+    arrive (aiohttp hands out only the parsed status, headers and de-chunked body).
+    A new response on a kept-alive connection starts a new buffer, so a fetch keeps the
+    one its response began with. Up to ``cap`` bytes are kept per response."""
+
+    cap = 0
+    raw: bytearray
+
+    def set_response_params(self, *args: object, **kwargs: object) -> None:
+        self.raw = bytearray()  # aiohttp calls this before sending each request
+        super().set_response_params(*args, **kwargs)  # type: ignore[arg-type]
+
+    def data_received(self, data: bytes) -> None:
+        raw = getattr(self, "raw", None)
+        if raw is not None and len(raw) < self.cap:
+            raw += data[:self.cap - len(raw)]
+        super().data_received(data)
 
 
 class _Resolver(AbstractResolver):
@@ -97,6 +122,16 @@ class _Resolver(AbstractResolver):
 
     async def close(self) -> None:
         pass
+
+
+def _whole(wire: bytes, body: bytes | bytearray) -> bytes:
+    """``wire`` if it is one whole response ending in the body read (else b"": the WARC
+    writer then rebuilds the record from the parsed response)."""
+    if not wire.startswith(b"HTTP/") or b"\r\n\r\n" not in wire:
+        return b""
+    if b"chunked" not in wire.partition(b"\r\n\r\n")[0].lower() and not wire.endswith(body):
+        return b""
+    return wire
 
 
 class Fetcher:
@@ -138,6 +173,13 @@ class Fetcher:
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self.connections, resolver=_Resolver(self),
                                              use_dns_cache=False, ssl=self.ssl)
+            # The protocol that keeps the bytes received (for WARC). _factory is aiohttp's
+            # private hook for it; if it goes away, Fetched.http_raw stays b"" and WARC
+            # records are rebuilt from the parsed response (the WARC test notices).
+            if hasattr(connector, "_factory"):
+                recording = type("Recording", (_Recording,), {"cap": self.max_bytes + 65536})
+                connector._factory = functools.partial(
+                    recording, loop=asyncio.get_running_loop())
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout),
                 headers=self.headers, auto_decompress=False,
@@ -190,6 +232,8 @@ class Fetcher:
             # encoded=True: the URL goes out exactly as the frontier canonicalized it.
             async with session.get(URL(url, encoded=True), allow_redirects=False,
                                    headers={"Accept-Encoding": ACCEPT_ENCODING}) as r:
+                # (taken now: once the body is read the connection may serve another)
+                wire = getattr(getattr(r, "_protocol", None), "raw", None)
                 raw = bytearray()
                 truncated = False
                 async for chunk in r.content.iter_chunked(65536):  # as sent: WARC keeps them
@@ -204,6 +248,7 @@ class Fetcher:
                                for k, v in r.raw_headers]
                 request_headers = list(r.request_info.headers.items())
                 status, reason = r.status, r.reason or ""
+                http_raw = bytes(wire) if isinstance(wire, bytearray) else b""
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
             kind = "Timeout" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__
             raise FetchError(kind, str(exc)) from exc
@@ -220,7 +265,7 @@ class Fetcher:
             url, status, headers_out, body, elapsed, truncated or cut,
             headers_out.get("location"), raw=bytes(raw), header_list=header_list,
             request_headers=request_headers, reason=reason, ip=ip,
-            decode_error=decode_error)
+            decode_error=decode_error, http_raw=_whole(http_raw, raw))
 
     async def close(self) -> None:
         if self._session is not None:

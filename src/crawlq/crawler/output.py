@@ -196,9 +196,16 @@ class WarcOutput(_File):
         resp_headers = StatusAndHeaders(f"{r.status} {r.reason}".strip(), r.header_list,
                                         protocol="HTTP/1.1")
         warc_headers = {"WARC-IP-Address": r.ip} if r.ip else {}
-        response = self.writer.create_warc_record(
-            req.url, "response", payload=BytesIO(r.raw), length=len(r.raw),
-            http_headers=resp_headers, warc_headers_dict=warc_headers)
+        if r.truncated:
+            warc_headers["WARC-Truncated"] = "length"
+        if r.http_raw:  # the bytes as received: warcio reads the status and headers
+            response = self.writer.create_warc_record(   # from them (and writes them back)
+                req.url, "response", payload=BytesIO(r.http_raw), length=len(r.http_raw),
+                warc_headers_dict=warc_headers)
+        else:
+            response = self.writer.create_warc_record(
+                req.url, "response", payload=BytesIO(r.raw), length=len(r.raw),
+                http_headers=resp_headers, warc_headers_dict=warc_headers)
         request = self.writer.create_warc_record(
             req.url, "request", payload=BytesIO(b""), length=0, http_headers=req_headers,
             warc_headers_dict={"WARC-Concurrent-To":

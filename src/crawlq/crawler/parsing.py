@@ -20,6 +20,7 @@ its stdin and stdout with length-prefixed pickles (it is our own child: trusted)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pickle
 import signal
@@ -158,7 +159,11 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # (nothing else may write to the replies' pipe)
-    _serve(sys.stdin.buffer, out)
+    # the parent gone (killed, or done) ends this worker's work quietly
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError, EOFError):
+        _serve(sys.stdin.buffer, out)
+    with contextlib.suppress(OSError):
+        out.close()
 
 
 if __name__ == "__main__":
