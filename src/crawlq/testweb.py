@@ -31,6 +31,9 @@ Paths on every host:
 ``/error``                     500, always
 ``/nested/<n>``                a page of ``n`` nested ``<div>`` around a link to
                                ``/page/1``: slow to parse (not linked)
+``/cookie/set``                a page that sets the cookie ``visit=1`` (threads
+                               engine; not linked). The threads engine is also an
+                               HTTP proxy for its own hosts (``GET http://host/path``)
 ``/chunked``                   a page sent with ``Transfer-Encoding: chunked`` (three
                                chunks; threads engine; not linked)
 ``/status/<code>``             ``code``, always; ``?retry-after=X`` adds that
@@ -162,6 +165,10 @@ class Hit(NamedTuple):
     path: str
     status: int
     user_agent: str
+    proxied: bool = False
+    """Asked for in absolute form (``GET http://host/path``): through a proxy."""
+    cookie: str = ""
+    """The request's Cookie header."""
 
 
 def _html(title: str, links: list[tuple[str, bool]], extra: str = "") -> str:
@@ -302,9 +309,11 @@ class TestWeb:
         self._server.shutdown()
         self._server.server_close()
 
-    def _record(self, host: str, path: str, status: int, user_agent: str) -> None:
+    def _record(self, host: str, path: str, status: int, user_agent: str,
+                proxied: bool = False, cookie: str = "") -> None:
         with self._lock:
-            self.log.append(Hit(time.time(), host, path, status, user_agent))
+            self.log.append(Hit(time.time(), host, path, status, user_agent, proxied,
+                                cookie))
 
     def _first_time(self, i: int, what: str) -> bool:
         with self._lock:
@@ -315,12 +324,20 @@ class TestWeb:
 
     def _handle(self, h: BaseHTTPRequestHandler, head: bool = False) -> None:
         host = (h.headers.get("Host") or "").split(":")[0].lower()
+        path, proxied = h.path, h.path.startswith("http://")
+        if proxied:  # a proxy's request: this server is a proxy for its own hosts
+            rest = path[len("http://"):]
+            host = rest.split("/", 1)[0].split(":")[0].lower()
+            path = "/" + rest.partition("/")[2]
         i = self.spec.host_index(host)
-        delay = self._delay(i, h.path)
+        delay = self._delay(i, path)
         if delay:
             time.sleep(delay)
-        status, headers, body = self._route(i, h.path)
-        self._record(host, h.path, status, h.headers.get("User-Agent", ""))
+        cookie = h.headers.get("Cookie", "")
+        status, headers, body = self._route(i, path)
+        if path.startswith("/cookie/set"):
+            headers = [*headers, ("Set-Cookie", "visit=1; Path=/")]
+        self._record(host, path, status, h.headers.get("User-Agent", ""), proxied, cookie)
         h.send_response(status)
         for k, v in headers:
             h.send_header(k, v)
@@ -413,6 +430,8 @@ class TestWeb:
                 gzip.compress(_html("gzipped", [("/page/1", False)]).encode())
         if head == "error":
             return 500, html, b"<html><body>server error</body></html>"
+        if head == "cookie":
+            return 200, html, _html("cookie", [("/page/1", False)]).encode()
         if head == "chunked":
             return 200, [*html, ("Transfer-Encoding", "chunked")], \
                 _html("chunked", [("/page/1", False)], "<p>" + "c" * 3000 + "</p>").encode()

@@ -8,12 +8,11 @@ import logging
 import math
 import os
 import re
-import shutil
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 DEMO_HELP = ("Serve the built-in test web on 127.0.0.1 and crawl it with the real crawler: "
              "no internet needed.")
@@ -82,6 +81,14 @@ def _options(c: argparse.ArgumentParser) -> None:
     p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
                    help="send this header with every request (repeatable; may replace the "
                         "User-Agent)")
+    p.add_argument("--proxy", metavar="URL",
+                   help="send every request through this HTTP proxy (http://host:port; "
+                        "it may be at a private address)")
+    p.add_argument("--proxy-from-env", action="store_true",
+                   help="use the proxy HTTP_PROXY / HTTPS_PROXY / NO_PROXY name")
+    p.add_argument("--cookies", action="store_true",
+                   help="keep the cookies sites set and send them back (per host, by the "
+                        "cookie rules); default: no cookies")
     p.add_argument("--ca-file", metavar="PEM",
                    help="also trust the CA certificates in PEM for HTTPS (e.g. an internal CA)")
     p.add_argument("--sitemaps", action="store_true",
@@ -243,6 +250,19 @@ def command(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
         headers[name] = value
+    if args.proxy is not None:
+        try:
+            parts = urlsplit(args.proxy)
+            ok = parts.scheme == "http" and bool(parts.hostname) and parts.port != 0
+        except ValueError:
+            ok = False
+        if not ok:
+            print(f"crawlq: error: --proxy wants http://host:port, got {args.proxy!r}",
+                  file=sys.stderr)
+            return 2
+        if args.proxy_from_env:
+            print("crawlq: error: --proxy and --proxy-from-env: give one", file=sys.stderr)
+            return 2
     least_ttl = args.timeout + args.parse_timeout
     if args.lease_ttl is not None and args.lease_ttl <= least_ttl:
         print(f"crawlq: error: --lease-ttl {args.lease_ttl:g} is too short: a page may take "
@@ -285,7 +305,8 @@ def command(args: argparse.Namespace) -> int:
         user_agent=args.user_agent or DEFAULT_AGENT, obey_robots=not args.ignore_robots,
         allow_private=args.allow_private, allow_addresses=tuple(args.allow_address),
         resolve=resolve, timeout=args.timeout, parse_timeout=args.parse_timeout,
-        headers=headers, save=tuple(args.save),
+        headers=headers, save=tuple(args.save), proxy=args.proxy,
+        proxy_from_env=args.proxy_from_env, cookies=args.cookies,
         max_bytes=args.max_bytes, max_retries=args.max_retries, lease_ttl=args.lease_ttl,
         max_backoff=args.max_backoff,
         out=args.out, out_format=args.format, rounds=args.rounds, duration=args.duration,
@@ -297,9 +318,10 @@ def command(args: argparse.Namespace) -> int:
 def _run(config: Any, resumable: bool, every: float | None = None) -> int:
     from ..errors import CrawlqError, StoreError
     from .core import Crawler
+    from .progress import Progress
 
     crawler = Crawler(config)
-    progress = _Progress(crawler, every)
+    progress = Progress(crawler, every)
     stopped_by: list[int] = []
     report = sys.stderr if config.out == "-" else sys.stdout  # (stdout has the pages)
 
@@ -350,60 +372,6 @@ def _run(config: Any, resumable: bool, every: float | None = None) -> int:
         print(f"crawlq: error: {failure}", file=sys.stderr)
         return 2
     return 0
-
-
-class _Progress:
-    """A live progress line on a terminal (redrawn twice a second), a log line every
-    10 s otherwise: pages, rate, queued and in flight, hosts ready and resting, errors."""
-
-    def __init__(self, crawler: Any, every: float | None = None) -> None:
-        self.crawler = crawler
-        self.tty = sys.stderr.isatty()
-        self.interval = every if every is not None else 0.5 if self.tty else 10.0
-        self.start = time.monotonic()
-        self.last_n, self.last_t = 0, self.start
-
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                self.show()
-            except Exception as exc:  # a display must never stop the crawl
-                print(f"(progress unavailable: {exc})", file=sys.stderr)
-                return
-
-    def line(self) -> str:
-        c = self.crawler
-        s = c.summary
-        now = time.monotonic()
-        rate = (s.fetched - self.last_n) / max(now - self.last_t, 1e-9)  # recent rate
-        self.last_n, self.last_t = s.fetched, now
-        of = f"/{c.config.max_pages}" if c.config.max_pages else ""
-        out = f"pages {s.fetched}{of}  {rate:.1f}/s"
-        frontier = c.frontier
-        if frontier is not None:
-            st = frontier.stats()
-            out += (f"  queued {st.queued}  in flight {st.leased}  hosts ready "
-                    f"{st.queues_ready} resting {st.queues_resting}")
-        errors = sum(s.errors.values()) + sum(s.blocked.values())
-        out += f"  errors {errors}  {_clock(now - self.start)}"
-        return out
-
-    def show(self) -> None:
-        if self.tty:
-            cols = shutil.get_terminal_size((120, 20)).columns
-            print(f"\r\033[K{self.line()[:cols - 1]}", end="", file=sys.stderr, flush=True)
-        else:
-            print(self.line(), file=sys.stderr, flush=True)
-
-    def clear(self) -> None:
-        if self.tty:
-            print("\r\033[K", end="", file=sys.stderr, flush=True)
-
-
-def _clock(seconds: float) -> str:
-    m, sec = divmod(int(seconds), 60)
-    return f"{m // 60}:{m % 60:02d}:{sec:02d}"
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -49,6 +49,12 @@ class CrawlConfig:
     resolve: dict[str, str] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     """Headers sent with every request (e.g. ``{"Accept-Language": "fr"}``)."""
+    proxy: str | None = None
+    """An http:// proxy for every request."""
+    proxy_from_env: bool = False
+    """Use the proxy the standard environment variables name (HTTP_PROXY...)."""
+    cookies: bool = False
+    """Keep cookies (per host, by the cookie rules); off: none are sent."""
     save: tuple[str, ...] = ()
     """What JSON Lines records carry besides the metadata: ``text`` (the decoded text
     of text pages) and/or ``body`` (the body, base64)."""

@@ -106,7 +106,8 @@ class Crawler:
         fetcher = Fetcher(user_agent=c.user_agent, timeout=c.timeout, max_bytes=c.max_bytes,
                           resolve=c.resolve, allow_private=c.allow_private,
                           allow_addresses=c.allow_addresses, connections=c.concurrency,
-                          ca_file=c.ca_file, headers=c.headers)
+                          ca_file=c.ca_file, headers=c.headers, proxy=c.proxy,
+                          proxy_from_env=c.proxy_from_env, cookies=c.cookies)
         self._out = out
         acks = self._acks = Acks(frontier, out, self._fail) if out is not None else None
         committer = asyncio.create_task(acks.run()) if acks is not None else None

@@ -141,7 +141,11 @@ class Fetcher:
     addresses, ahead of the system resolver: the local test web is reached this way.
     Special-purpose addresses are refused unless ``allow_private`` (all of them) or
     ``allow_addresses`` (these addresses and CIDR blocks) allow them.
-    ``timeout`` bounds a whole fetch, connection included. Cookies are not kept.
+    ``timeout`` bounds a whole fetch, connection included. Cookies are kept (per host,
+    by the cookie rules) only with ``cookies``. ``proxy`` (an http:// URL) carries every
+    request, or with ``proxy_from_env`` the standard variables (``HTTP_PROXY``,
+    ``HTTPS_PROXY``, ``NO_PROXY``) say; target names are still resolved and checked
+    here first (the proxy resolves them again).
     HTTPS certificates are checked against the system's CAs, plus ``ca_file`` (a PEM
     file, e.g. a company's internal CA) when given. ``headers`` are sent with every
     request (after the User-Agent, which they may replace).
@@ -153,7 +157,8 @@ class Fetcher:
                  resolve: Mapping[str, str] | None = None, allow_private: bool = False,
                  allow_addresses: tuple[str, ...] = (),
                  connections: int = 64, ca_file: str | None = None,
-                 headers: Mapping[str, str] | None = None) -> None:
+                 headers: Mapping[str, str] | None = None, proxy: str | None = None,
+                 proxy_from_env: bool = False, cookies: bool = False) -> None:
         self.user_agent = user_agent
         self.ssl = ssl.create_default_context()
         if ca_file:
@@ -165,6 +170,12 @@ class Fetcher:
         self.allowed = networks(allow_addresses)
         self.connections = connections
         self.headers = {"User-Agent": user_agent, **(headers or {})}
+        self.proxy = proxy
+        self.proxy_from_env = proxy_from_env
+        self.cookies = cookies
+        # The proxy the user named may be at a special-purpose address (often is: a
+        # proxy on the LAN): its host is not refused. Targets still are.
+        self._proxy_host = urlsplit(proxy).hostname if proxy else None
         self._dns: dict[str, tuple[str, float]] = {}
         self._session: aiohttp.ClientSession | None = None
 
@@ -180,10 +191,12 @@ class Fetcher:
                 recording = type("Recording", (_Recording,), {"cap": self.max_bytes + 65536})
                 connector._factory = functools.partial(
                     recording, loop=asyncio.get_running_loop())
+            jar: aiohttp.abc.AbstractCookieJar = (
+                aiohttp.CookieJar() if self.cookies else aiohttp.DummyCookieJar())
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout),
-                headers=self.headers, auto_decompress=False,
-                cookie_jar=aiohttp.DummyCookieJar(), trust_env=False)
+                headers=self.headers, auto_decompress=False, cookie_jar=jar,
+                trust_env=self.proxy_from_env)
         return self._session
 
     async def address(self, host: str) -> str:
@@ -196,7 +209,7 @@ class Fetcher:
         else:
             ip = await self._lookup(host)
             self._dns[host] = (ip, now + self.DNS_TTL)
-        if not self.allow_private:
+        if not self.allow_private and host != self._proxy_host:
             why = refusal(ip, self.allowed)
             if why is not None:
                 raise Blocked("private-address", f"{host}: {why} (use --allow-address "
@@ -231,7 +244,8 @@ class Fetcher:
         try:
             # encoded=True: the URL goes out exactly as the frontier canonicalized it.
             async with session.get(URL(url, encoded=True), allow_redirects=False,
-                                   headers={"Accept-Encoding": ACCEPT_ENCODING}) as r:
+                                   headers={"Accept-Encoding": ACCEPT_ENCODING},
+                                   proxy=self.proxy) as r:
                 # (taken now: once the body is read the connection may serve another)
                 wire = getattr(getattr(r, "_protocol", None), "raw", None)
                 raw = bytearray()
