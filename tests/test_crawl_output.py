@@ -238,3 +238,33 @@ def test_warc_keeps_the_response_bytes_as_received_chunked_framing_too(
     check = subprocess.run([str(Path(sys.executable).with_name("warcio")), "check", str(out)],
                            capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.parametrize("name", ["pages.jsonl.gz", "crawl.warc.gz"])
+def test_outputs_rotate_by_size_and_a_resumed_crawl_appends(tmp_path: Path,
+                                                            name: str) -> None:
+    spec = SiteSpec(hosts=2, pages=12, special_links=False)
+    state = ["--state", str(tmp_path / "state")]
+    with serve(spec) as web:
+        base = [*LOCAL, *FAST, *state, "--out", str(tmp_path / name), "--rotate", "2K"]
+        first = subprocess.run(cli("crawl", web.url(0, "/"), *base, "--max-pages", "10"),
+                               capture_output=True, text=True, timeout=60)
+        assert first.returncode == 0, first.stderr
+        files_then = sorted(tmp_path.glob("*-0*.*gz"))
+        second = subprocess.run(cli("crawl", web.url(0, "/"), *base),
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 0, second.stderr
+        expected = {f"http://{h}:{web.port}{p}" for h, p in reachable(spec, web.port)}
+    files = sorted(tmp_path.glob("*-0*.*gz"))
+    stem = name.split(".")[0]
+    assert [f.name for f in files] == [f"{stem}-{i:05d}.{name.split('.', 1)[1]}"
+                                       for i in range(len(files))]
+    assert len(files) > len(files_then) >= 2
+    assert all(f.stat().st_size >= 2048 for f in files[:-1])  # full, then the next
+    got: Counter[str] = Counter()
+    for f in files:  # each file stands alone: complete records only
+        got += urls_in(f)
+    assert set(got) == expected and max(got.values()) == 1
+    bad = subprocess.run(cli("crawl", "http://a.test/", "--out", "-", "--rotate", "1M"),
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "cannot be rotated" in bad.stderr

@@ -135,6 +135,9 @@ def _options(c: argparse.ArgumentParser) -> None:
                    help="write fetched pages to FILE: JSON Lines (.jsonl, .jsonl.gz) or WARC "
                         "(.warc, .warc.gz); - is standard output (JSON Lines). A page is "
                         "acknowledged only once its record is on disk")
+    o.add_argument("--rotate", type=size, default=0, metavar="SIZE",
+                   help="start a new output file (NAME-00001.EXT...) once one holds SIZE "
+                        "(e.g. 1G, 500M); default: one file")
     o.add_argument("--save", action="append", default=[], choices=("text", "body"),
                    help="JSON Lines records also carry the decoded text of text pages "
                         "(text) and/or the body in base64 (body); repeatable")
@@ -161,6 +164,19 @@ def count(least: int) -> Any:
             raise argparse.ArgumentTypeError(f"want a whole number >= {least}, not {text!r}")
         return n
     return parse
+
+
+def size(text: str) -> int:
+    """An argparse type: bytes, with an optional K, M or G (powers of 1024)."""
+    t = text.strip().upper().removesuffix("B")
+    scale = 1024 ** (" KMG".index(t[-1])) if t and t[-1] in "KMG" else 1
+    try:
+        n = int(float(t[:-1] if scale > 1 else t) * scale)
+    except (ValueError, OverflowError):
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"want a size like 500M or 1G, not {text!r}")
+    return n
 
 
 def seconds(least: float) -> Any:
@@ -274,6 +290,8 @@ def command(args: argparse.Namespace) -> int:
 
         try:
             kind, _ = output_kind(args.out, args.format)
+            if args.rotate and args.out == "-":
+                raise OutputError("standard output cannot be rotated")
             if args.save and kind == "warc":
                 raise OutputError("--save is for JSON Lines output: a WARC record already "
                                   "has the whole response")
@@ -309,7 +327,8 @@ def command(args: argparse.Namespace) -> int:
         proxy_from_env=args.proxy_from_env, cookies=args.cookies,
         max_bytes=args.max_bytes, max_retries=args.max_retries, lease_ttl=args.lease_ttl,
         max_backoff=args.max_backoff,
-        out=args.out, out_format=args.format, rounds=args.rounds, duration=args.duration,
+        out=args.out, out_format=args.format, out_rotate=args.rotate, rounds=args.rounds,
+        duration=args.duration,
         round_delay=args.delay, revisit_after=args.revisit,
         sitemaps=args.sitemaps, ca_file=args.ca_file)
     return _run(config, resumable=bool(args.state or store), every=args.progress)

@@ -15,6 +15,7 @@ the pages written in the last ``interval`` seconds (group commit, as databases d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 from ..errors import CrawlqError, StoreError
@@ -90,15 +91,28 @@ class Acks:
             finally:
                 self._committing = 0
 
+    def _hold_again(self, held: dict[_Key, tuple[list[Lease], list[float | None]]]) -> None:
+        for key, (leases, durations) in held.items():
+            mine = self._held.setdefault(key, ([], []))
+            mine[0].extend(leases)
+            mine[1].extend(durations)
+
+    async def stop(self, task: asyncio.Task[None]) -> None:
+        """Stop :meth:`run`'s ``task`` between two commits (never inside one)."""
+        async with self._lock:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
     async def _commit(self, held: dict[_Key, tuple[list[Lease], list[float | None]]]) -> None:
         try:
             self.out.flush()  # in the loop: ordered after every write of held pages
             await asyncio.to_thread(self.out.sync)
+        except asyncio.CancelledError:
+            self._hold_again(held)  # not known durable: held for the next commit
+            raise
         except OSError as exc:
-            for key, (leases, durations) in held.items():  # still held: see forget()
-                mine = self._held.setdefault(key, ([], []))
-                mine[0].extend(leases)
-                mine[1].extend(durations)
+            self._hold_again(held)  # still held: see forget()
             self.failed = OutputError(
                 f"cannot write the output {self.out.path}: {exc}; the pages fetched "
                 "since its last good write were not acknowledged and are fetched again "
@@ -111,6 +125,12 @@ class Acks:
         except StoreError as exc:
             self.on_error(exc)
             return
+        try:
+            self.out.rotate_if_full()  # (between commits: no record is cut in two)
+        except OSError as exc:
+            self.failed = OutputError(f"cannot start the next output file after "
+                                      f"{self.out.path}: {exc}")
+            self.on_error(self.failed)
         self.released.set()  # wakes every waiter now; later waiters wait anew
         self.released.clear()
 

@@ -74,6 +74,8 @@ class CrawlConfig:
     max_backoff: float = 86400.0
     """Longest a host is backed off after a 429 or 503 (a longer Retry-After is cut)."""
     out: str | None = None
+    out_rotate: int = 0
+    """> 0: size-rotated output files of about that many bytes (see output.Rotating)."""
     out_format: str | None = None
     """``jsonl`` or ``warc``; default: from the file name (see ``output.SUFFIXES``)."""
     rounds: int = 1

@@ -90,7 +90,8 @@ class Crawler:
         """
         c = self.config
         started = time.monotonic()
-        out = open_output(c.out, c.out_format, save=c.save) if c.out else None
+        out = (open_output(c.out, c.out_format, save=c.save, rotate=c.out_rotate)
+               if c.out else None)
         try:
             frontier = Frontier.open(
                 c.store, concurrency=c.per_host, min_delay=c.min_delay,
@@ -136,8 +137,8 @@ class Crawler:
         finally:
             for t in inflight:
                 t.cancel()
-            if committer is not None:
-                committer.cancel()
+            if committer is not None and acks is not None:
+                await acks.stop(committer)  # (a commit under way finishes first)
             await fetcher.close()
             self._parsers.close()
             try:

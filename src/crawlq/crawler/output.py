@@ -46,9 +46,12 @@ class OutputError(CrawlqError):
 class Output(Protocol):
     """Where fetched pages go."""
 
-    path: str
     archives_robots: bool
     """Whether robots.txt responses go in too (WARC) or pages only (JSON Lines)."""
+
+    @property
+    def path(self) -> str:
+        """The file written now."""
 
     def write(self, req: Request, r: Fetched, title: str | None, outlinks: int) -> None:
         """Add a page's record (buffered: durable after :meth:`flush` and :meth:`sync`)."""
@@ -59,6 +62,9 @@ class Output(Protocol):
 
     def sync(self) -> None:
         """Make what :meth:`flush` handed over durable (fsync; may run in a thread)."""
+
+    def rotate_if_full(self) -> None:
+        """After a commit: start the next file if this one is full (size rotation)."""
 
     def close(self) -> None: ...
 
@@ -84,11 +90,21 @@ SAVE = ("text", "body")
 """What a JSON Lines record may carry besides the metadata."""
 
 
-def open_output(path: str, fmt: str | None = None, save: tuple[str, ...] = ()) -> Output:
+def open_output(path: str, fmt: str | None = None, save: tuple[str, ...] = (),
+                rotate: int = 0) -> Output:
     """The writer for ``path`` (``-``: standard output), appending after any complete
     records already there (a torn last record is cut off first). ``save``: see
-    :data:`SAVE` (JSON Lines only: a WARC record has the whole response)."""
+    :data:`SAVE` (JSON Lines only: a WARC record has the whole response). ``rotate``
+    > 0: files of about that many bytes, see :class:`Rotating`."""
     kind, gz = output_kind(path, fmt)
+    if rotate:
+        if path == "-":
+            raise OutputError("standard output cannot be rotated")
+        return Rotating(path, fmt, save, rotate)
+    return _open_one(path, kind, gz, save)
+
+
+def _open_one(path: str, kind: str, gz: bool, save: tuple[str, ...]) -> Output:
     unknown = set(save) - set(SAVE)
     if unknown:
         raise OutputError(f"cannot save {sorted(unknown)}; known: {', '.join(SAVE)}")
@@ -126,11 +142,78 @@ class _File:
             if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
                 raise
 
+    def rotate_if_full(self) -> None:
+        pass
+
     def close(self) -> None:
         self.flush()
         self.sync()
         if self._regular:
             self.f.close()
+
+
+class Rotating:
+    """Size-rotated output files, ``NAME-00000.EXT``, ``NAME-00001.EXT``... (the serial
+    goes before the format's ending): the next file starts once the current one holds
+    ``max_bytes`` or more, checked after each commit, so a record never spans two
+    files. A resumed crawl appends to the highest-numbered file."""
+
+    def __init__(self, path: str, fmt: str | None, save: tuple[str, ...],
+                 max_bytes: int) -> None:
+        self.base = path
+        self.kind, self.gz = output_kind(path, fmt)
+        self.save = save
+        self.max_bytes = max_bytes
+        stem, ending = _split_ending(path)
+        self._stem, self._ending = stem, ending
+        taken = []
+        folder = os.path.dirname(path) or "."
+        prefix = os.path.basename(stem) + "-"
+        for name in os.listdir(folder) if os.path.isdir(folder) else []:
+            serial = name[len(prefix):len(name) - len(ending)]
+            if name.startswith(prefix) and name.endswith(ending) and len(serial) == 5 \
+                    and serial.isdigit():
+                taken.append(int(serial))
+        self.serial = max(taken, default=0)
+        self.current = _open_one(self.name(self.serial), self.kind, self.gz, save)
+        self.archives_robots = self.current.archives_robots
+
+    @property
+    def path(self) -> str:
+        return self.current.path
+
+    def name(self, serial: int) -> str:
+        """The file of a serial number."""
+        return f"{self._stem}-{serial:05d}{self._ending}"
+
+    def write(self, req: Request, r: Fetched, title: str | None, outlinks: int) -> None:
+        self.current.write(req, r, title, outlinks)
+
+    def flush(self) -> None:
+        self.current.flush()
+
+    def sync(self) -> None:
+        self.current.sync()
+
+    def rotate_if_full(self) -> None:
+        if os.path.getsize(self.current.path) >= self.max_bytes:
+            self.current.close()  # (flushed and fsynced: what it holds is durable)
+            self.serial += 1
+            self.current = _open_one(self.name(self.serial), self.kind, self.gz, self.save)
+
+    def close(self) -> None:
+        self.current.close()
+
+
+def _split_ending(path: str) -> tuple[str, str]:
+    """``("dir/pages", ".jsonl.gz")`` for ``dir/pages.jsonl.gz``: the known ending, else
+    the last extension."""
+    low = path.lower()
+    for suffix in sorted(SUFFIXES, key=len, reverse=True):
+        if low.endswith(suffix):
+            return path[:-len(suffix)], path[-len(suffix):]
+    root, ext = os.path.splitext(path)
+    return root, ext
 
 
 class JsonlOutput(_File):
