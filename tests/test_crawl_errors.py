@@ -233,3 +233,14 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert run.stdout.count("script body ran") == 1, run.stdout
     assert "fetched 3 errors {}" in run.stdout, run.stdout
+
+
+def test_a_page_slower_than_the_lease_is_renewed_not_fetched_twice(tmp_path: Path) -> None:
+    spec = SiteSpec(hosts=1, pages=3, special_links=False, slow_seconds=2.5)
+    with serve(spec) as web:
+        s = _crawl(web, [web.url(0, "/slow/1"), web.url(0, "/")], f"sqlite:///{tmp_path}/f.db",
+                   lease_ttl=0.9, timeout=10, concurrency=4, per_host=2, duration=20)
+        slow = [h for h in web.hits() if h.path == "/slow/1"]
+    assert s.finished and len(slow) == 1, slow  # its lease was renewed while it waited
+    with Frontier.open(f"sqlite:///{tmp_path}/f.db") as f:
+        assert f.stats().redelivered == 0

@@ -426,6 +426,25 @@ class Frontier:
             raise ConfigError(f"unknown outcome {outcome!r}")
         return self._release(acks, now)
 
+    def renew(self, leases: _Leases, ttl: float | None = None) -> list[Lease]:
+        """Extend leases still held (a page still being worked on) to ``ttl`` seconds
+        from now (default ``lease_ttl``); returns them with their new ``expires_at``.
+        Leases expired or answered are left out (with ``strict_acks`` a
+        :class:`LeaseError` is raised for them). The SQLite store keeps one expiry per
+        ``next()`` call: renewing one of its leases extends its unanswered siblings too.
+        """
+        if isinstance(leases, Lease):
+            leases = (leases,)
+        leases = list(leases)
+        ttl = self.lease_ttl if ttl is None else as_seconds("ttl", ttl, positive=True)
+        now = self.clock()
+        expires = now + ttl
+        held = self.store.renew([le.token for le in leases], expires, now)
+        if self.strict_acks and not all(held):
+            raise LeaseError([le.token for le, ok in zip(leases, held) if not ok])
+        return [Lease(le.token, le.request, le.queue, le.leased_at, expires)
+                for le, ok in zip(leases, held) if ok]
+
     def retry(self, leases: _Leases, after: float = 0.0, *,
               duration: float | None = None) -> int:
         """Put leased requests back to be fetched ``after`` seconds from now, no failure."""

@@ -518,6 +518,35 @@ class FrontierContract:
         (lease,) = f.next(1)
         assert lease.request.retries == 0 and f.stats().dead == 0
 
+    def test_a_renewed_lease_outlives_its_first_ttl(self, env: _Env) -> None:
+        """renew() extends a lease still held (a page still being worked on); one not
+        renewed expires as before; a lease expired or answered cannot be renewed."""
+        f = env.open(lease_ttl=10, **FAST)
+        f.add(["https://a.example/1", "https://b.example/1", "https://c.example/1"])
+        (la,) = f.next(1)  # (separate next() calls: SQLite renews per call)
+        (lb,) = f.next(1)
+        env.clock.advance(8)
+        (renewed,) = f.renew([la])
+        assert (renewed.token, renewed.expires_at) == (la.token, env.clock() + 10)
+        env.clock.advance(4)  # 12 s: lb has expired, la holds until 18 s
+        f = env.checkpoint()
+        got = {le.request.url: le for le in f.next(1) + f.next(1)}  # (two calls again)
+        assert set(got) == {"https://b.example/1", "https://c.example/1"}
+        assert f.next(5) == []  # a is still leased
+        assert f.renew([lb]) == []  # expired: it went to someone else
+        assert f.done(la) == 1 and f.stats().late_acks == 0
+        assert f.renew([la]) == []  # answered
+        lc = got["https://c.example/1"]
+        f.renew(lc, ttl=100)
+        env.clock.advance(50)
+        f = env.checkpoint()
+        (again,) = f.next(5)  # b, not answered, came back; c is renewed
+        assert again.request.url == "https://b.example/1"
+        f.done(again)
+        env.clock.advance(60)  # past the renewal: c comes back
+        assert [le.request.url for le in f.next(5)] == ["https://c.example/1"]
+        assert f.stats().redelivered == 3
+
     def test_a_request_given_up_dies_at_once(self, env: _Env) -> None:
         f = env.open(max_retries=5, **FAST)
         f.add(["https://a.example/private", "https://b.example/ok"])

@@ -111,9 +111,10 @@ def _options(c: argparse.ArgumentParser) -> None:
                         "saved without following its links (default 10)")
     p.add_argument("--max-redirects", type=count(0), default=10,
                    help="redirect hops followed from one URL (default 10)")
-    p.add_argument("--lease-ttl", type=seconds(0.001), default=None,
-                   help="seconds before a URL whose crawler died is crawled again "
-                        "(default 3 x timeout + 60)")
+    p.add_argument("--lease-ttl", type=seconds(0.5), default=None,
+                   help="seconds before a URL whose crawler died is crawled again; the "
+                        "crawl renews the leases of the pages it works on every third of "
+                        "it (default 3 x timeout + 60)")
     p.add_argument("--max-retries", type=count(0), default=2,
                    help="retries of a failed fetch before it is dead (default 2)")
     p.add_argument("--max-backoff", type=duration, default=86400.0, metavar="TIME",
@@ -279,12 +280,6 @@ def command(args: argparse.Namespace) -> int:
         if args.proxy_from_env:
             print("crawlq: error: --proxy and --proxy-from-env: give one", file=sys.stderr)
             return 2
-    least_ttl = args.timeout + args.parse_timeout
-    if args.lease_ttl is not None and args.lease_ttl <= least_ttl:
-        print(f"crawlq: error: --lease-ttl {args.lease_ttl:g} is too short: a page may take "
-              f"--timeout {args.timeout:g} + --parse-timeout {args.parse_timeout:g} seconds, "
-              "and would be handed out again while it is worked on", file=sys.stderr)
-        return 2
     if args.out:
         from .output import OutputError, output_kind
 

@@ -51,11 +51,17 @@ class Acks:
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._committing = 0
+        self._in_commit: list[Lease] = []
         self.failed: OutputError | None = None
 
     def __len__(self) -> int:
         """Leases not acknowledged yet: held, or in the commit under way."""
         return self._committing + sum(len(leases) for leases, _ in self._held.values())
+
+    def held(self) -> list[Lease]:
+        """The leases waiting for a commit (those of a commit under way included)."""
+        out = [le for leases, _ in self._held.values() for le in leases]
+        return out + self._in_commit
 
     def add(self, lease: Lease, outcome: Outcome = Outcome.DONE, *, error: str | None = None,
             duration: float | None = None, after: float = 0.0) -> None:
@@ -85,11 +91,13 @@ class Acks:
             held, self._held = self._held, {}
             if not held:
                 return
-            self._committing = sum(len(leases) for leases, _ in held.values())
+            self._in_commit = [le for leases, _ in held.values() for le in leases]
+            self._committing = len(self._in_commit)
             try:
                 await self._commit(held)
             finally:
                 self._committing = 0
+                self._in_commit = []
 
     def _hold_again(self, held: dict[_Key, tuple[list[Lease], list[float | None]]]) -> None:
         for key, (leases, durations) in held.items():

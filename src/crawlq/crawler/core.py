@@ -113,6 +113,7 @@ class Crawler:
         acks = self._acks = Acks(frontier, out, self._fail) if out is not None else None
         committer = asyncio.create_task(acks.run()) if acks is not None else None
         inflight: dict[asyncio.Task[None], Lease] = {}
+        renewer = asyncio.create_task(self._renew(frontier, inflight))
         try:
             self._emit("start", self)
             self._revive_seeds(frontier)
@@ -135,6 +136,7 @@ class Crawler:
                 while not self._stop and time.monotonic() < pause_until:
                     await asyncio.sleep(min(0.2, pause_until - time.monotonic()))
         finally:
+            renewer.cancel()
             for t in inflight:
                 t.cancel()
             if committer is not None and acks is not None:
@@ -271,6 +273,24 @@ class Crawler:
         inflight.clear()
         if back and not isinstance(self._fatal, StoreError):
             self._put_back(frontier, back)
+
+    async def _renew(self, frontier: Frontier,
+                     inflight: dict[asyncio.Task[None], Lease]) -> None:
+        """Renew the leases of the pages still worked on (fetched, parsed, or written
+        and waiting for their commit) every third of the lease time: a slow page or a
+        slow disk does not let its lease expire and the page go to another crawler."""
+        every = frontier.lease_ttl / 3
+        while True:
+            await asyncio.sleep(every)
+            leases = list(inflight.values())
+            if self._acks is not None:
+                leases += self._acks.held()
+            if leases and self._fatal is None:
+                try:
+                    frontier.renew(leases)
+                except StoreError as exc:
+                    self._fail(exc)
+                    return
 
     def _fail(self, exc: CrawlqError) -> None:
         """The frontier (e.g. Redis gone past its retry deadline) or the output (a full

@@ -214,6 +214,12 @@ class Store(Protocol):
         """
         ...
 
+    def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
+        """Extend the leases still held among ``tokens`` to ``expires`` (never
+        shortened); per token, whether it was still held. Leases whose time has passed
+        go back to their queues first, as in :meth:`lease`, and are not renewed."""
+        ...
+
     def next_ready_at(self, now: float) -> float | None:
         """When something may next be leased: ``now`` if a queue is ready; else the
         earliest rest end, scheduled time or lease expiry; ``None`` when nothing is

@@ -355,9 +355,10 @@ class MemoryStore:
             elif expiry and expiry[0][0] <= now:
                 at, _, tokens = heapq.heappop(expiry)
                 for token in tokens:
-                    held = self._leases.pop(token, None)
-                    if held is None:
+                    held = self._leases.get(token)
+                    if held is None or held[2] > at:  # answered, or renewed since
                         continue
+                    del self._leases[token]
                     q, item, _ = held
                     q.inflight -= 1
                     self._counters["redelivered"] += 1
@@ -385,6 +386,21 @@ class MemoryStore:
             if out:
                 # One expiry record per call: the leases of a call expire together.
                 heapq.heappush(self._expiry, (expires, out[0][0], [le[0] for le in out]))
+        return out
+
+    def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
+        """See :meth:`Store.renew`."""
+        out = []
+        with self._lock:
+            self._check_open()
+            self._wake(now)
+            leases = self._leases
+            for token in tokens:
+                held = leases.get(token)
+                out.append(held is not None)
+                if held is not None and expires > held[2]:
+                    leases[token] = (held[0], held[1], expires)
+                    heapq.heappush(self._expiry, (expires, token, [token]))
         return out
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:

@@ -42,7 +42,7 @@ CHUNK = 2000
 to stall other clients of the server."""
 
 _QREC = struct.Struct("<9d")  # a queue's record, P:qm:<key> (see common.lua)
-_SCRIPTS = ("add", "lease", "release", "ready_at", "queue_op", "maintain")
+_SCRIPTS = ("add", "lease", "release", "ready_at", "queue_op", "maintain", "renew")
 _T = TypeVar("_T")
 _COUNTERS = ("seen", "added", "done", "failed", "retried", "redelivered", "late_acks",
              "duplicates")
@@ -304,6 +304,12 @@ class RedisStore:
         """See :meth:`Store.next_ready_at`."""
         r = self._run("ready_at", now)
         return None if r is None else float(r)
+
+    def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
+        """See :meth:`Store.renew`."""
+        if not tokens:
+            return []
+        return [bool(x) for x in self._run("renew", now, expires, *tokens)]
 
     def block(self, queue: str, until: float, now: float) -> None:
         """See :meth:`Store.block`."""

@@ -1081,6 +1081,12 @@ class SQLiteStore:
                 "UNION ALL SELECT min(expires) FROM lease_calls)").fetchone()
             return None if at is None else float(at)
 
+    def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
+        """See :meth:`Store.renew` (per ``next()`` call: see sqlite_leases.renew)."""
+        with self._tx() as c:
+            self._wake(c, now)
+            return sqlite_leases.renew(c, tokens, expires)
+
     def block(self, queue: str, until: float, now: float) -> None:
         """See :meth:`Store.block`."""
         with self._tx() as c:

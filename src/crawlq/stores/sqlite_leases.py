@@ -155,6 +155,27 @@ def answer(c: sqlite3.Connection, tokens: Iterable[int], full: set[int] | frozen
     return held, rows
 
 
+def renew(c: sqlite3.Connection, tokens: Sequence[int], expires: float) -> list[bool]:
+    """Extend the calls holding the open leases among ``tokens`` to ``expires`` (a call
+    has one expiry: its other open leases are extended too); per token, whether it was
+    open. Expired calls must have been closed first (:func:`expire`)."""
+    out = []
+    calls: set[int] = set()
+    for t in tokens:
+        call = c.execute("SELECT last, first, acked FROM lease_calls WHERE last >= ? "
+                         "ORDER BY last LIMIT 1", (t,)).fetchone()
+        held = False
+        if call is not None and call[1] <= t:
+            k = t - call[1]
+            held = call[2] is None or not call[2][k >> 3] & (1 << (k & 7))
+            if held:
+                calls.add(call[0])
+        out.append(held)
+    c.executemany("UPDATE lease_calls SET expires = max(expires, ?) WHERE last = ?",
+                  [(expires, last) for last in calls])
+    return out
+
+
 def _open_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]
                ) -> Iterator[tuple[int, float, LeaseRow]]:
     """The open leases (last of their call, its expiry, entry) of the calls ``where``

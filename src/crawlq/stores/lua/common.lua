@@ -15,7 +15,7 @@
 --               P:rest zset resting queues -> ready_at; P:qk set of queue keys
 --               P:sc zset id -> not_before, P:scd hash id -> (key, prio, item)
 --               P:ls hash token -> (key, prio, item), P:lx zset "first:last" token
---                 range of one lease call -> expires_at
+--                 range of one lease call -> expires_at ("t:t" for a renewed lease)
 --               P:dead hash id -> record, P:dz zset id; P:rv hash fp -> t
 --               P:sb:<n> hash fp -> '' (the exact seen-set's buckets; see sb_add)
 --               P:bl:<n> Bloom blocks; P:rej hash reason -> count
@@ -288,7 +288,10 @@ local function wake(now)
       for t = lo, math.min(lo + 999, last) do toks[#toks + 1] = t end
       local recs = redis.call('HMGET', P .. ':ls', unpack(toks))
       for j, rec in ipairs(recs) do
-        if rec then
+        -- (a lease renewed since has an expiry record of its own, "t:t": see renew.lua)
+        local own = first ~= last and rec and
+          redis.call('ZSCORE', P .. ':lx', toks[j] .. ':' .. toks[j])
+        if rec and not (own and tonumber(own) > now) then
           local key, prio, item = cmsgpack.unpack(rec)
           events[#events + 1] = {at, 1, toks[j], key, prio, item}
           redis.call('HDEL', P .. ':ls', toks[j])
