@@ -244,3 +244,17 @@ def test_a_page_slower_than_the_lease_is_renewed_not_fetched_twice(tmp_path: Pat
     assert s.finished and len(slow) == 1, slow  # its lease was renewed while it waited
     with Frontier.open(f"sqlite:///{tmp_path}/f.db") as f:
         assert f.stats().redelivered == 0
+
+
+def test_one_bad_loc_in_a_sitemap_leaves_the_others() -> None:
+    from crawlq.crawler.config import Summary
+    from crawlq.crawler.discover import Links
+    from crawlq.crawler.scope import Scope
+
+    scope = Scope(["a.test"], [], [], None)
+    assert scope.why_not("http://[zzz]/", 1) == "bad-url"
+    summary = Summary()
+    with Frontier.open("memory://") as f:  # what a sitemap's <loc>s go through
+        Links(scope, summary).follow(f, ["http://a.test/1", "http://[zzz]/",
+                                         "http://a.test/2"], 1, "http://a.test/map.xml")
+        assert f.stats().queued == 2 and summary.out_of_scope["bad-url"] == 1

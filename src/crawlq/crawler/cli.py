@@ -63,7 +63,9 @@ def _options(c: argparse.ArgumentParser) -> None:
                    help="save only pages matching REGEX to the output; the others are only "
                         "followed for their links (repeatable; default: save every page)")
     s.add_argument("--max-depth", type=count(0), help="links deeper than this are not followed")
-    s.add_argument("--max-pages", type=count(1), help="stop after fetching this many pages")
+    s.add_argument("--max-pages", type=count(1),
+                   help="stop after fetching this many pages (in this run: a resumed crawl "
+                        "counts afresh)")
     s.add_argument("--max-per-host", type=count(0), default=0,
                    help="accept at most this many URLs per host (spider-trap guard)")
     p = c.add_argument_group("politeness and fetching")

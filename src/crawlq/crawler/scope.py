@@ -42,14 +42,18 @@ class Scope:
             return "url-too-long"
         if self.max_depth is not None and depth > self.max_depth:
             return "too-deep"
-        host = (urlsplit(url).hostname or "").lower()
+        try:
+            parts = urlsplit(url)
+            host = (parts.hostname or "").lower()
+        except ValueError:  # e.g. http://[zzz]/ in a sitemap: this URL only is left out
+            return "bad-url"
         if self.domains and not any(host == d or host.endswith("." + d) for d in self.domains):
             return "off-domain"
         if self.include and not any(p.search(url) for p in self.include):
             return "not-included"
         if any(p.search(url) for p in self.exclude):
             return "excluded"
-        segments = [s for s in urlsplit(url).path.split("/") if s]
+        segments = [s for s in parts.path.split("/") if s]
         if segments and max(segments.count(s) for s in set(segments)) > self.max_repeats:
             return "repeated-path"
         return None
