@@ -19,6 +19,7 @@ from ..errors import CrawlqError, StoreError
 from ..frontier import Frontier
 from ..models import Lease, Outcome, Request
 from . import robots as robots_mod
+from . import seeds
 from .commit import Acks
 from .config import BACKOFF_STATUSES, DEFAULT_AGENT, CrawlConfig, Summary, backoff
 from .discover import Links
@@ -116,13 +117,13 @@ class Crawler:
         renewer = asyncio.create_task(self._renew(frontier, inflight))
         try:
             self._emit("start", self)
-            self._revive_seeds(frontier)
+            seeds.revive(frontier, c.seeds)
             for n in range(1, max(c.rounds, 1) + 1):
                 self.summary.rounds = n
                 self.links.new_round()
                 # Seeds again each round: with revisit_after they are accepted anew once
                 # their interval has passed, and so are the pages they lead to.
-                self._seed(frontier, n)
+                seeds.offer(frontier, c.seeds, self.scope, self.summary, report=n == 1)
                 self._emit("round_start", n)
                 deadline = time.monotonic() + c.duration if c.duration else None
                 self.summary.finished = await self._round(frontier, fetcher, out, inflight,
@@ -159,39 +160,6 @@ class Crawler:
                 self.summary.seconds = time.monotonic() - started
                 self._emit("shutdown", self.summary)
         return self.summary
-
-    def _seed(self, frontier: Frontier, round_no: int) -> None:
-        """Offer the seeds; the first round reports those refused and those known."""
-        c = self.config
-        result = frontier.add([Request(s, priority=self.scope.priority(s)) for s in c.seeds])
-        if round_no > 1:
-            return
-        self.summary.seeds_known = result.duplicates
-        for rej in result.rejected:
-            why = f"{rej.reason}" + (f" ({rej.detail})" if rej.detail else "")
-            self._refuse_seed(rej.url, why)
-
-    def _refuse_seed(self, url: str, why: str) -> None:
-        if url not in self.summary.seeds_refused:
-            log.warning("seed %s not crawled: %s", url, why)
-        self.summary.seeds_refused[url] = why
-
-    def _revive_seeds(self, frontier: Frontier) -> None:
-        """Seeds named again on the command line get another chance if an earlier run
-        gave them up (dead): e.g. a blocked address, run again with the option that
-        allows it. (Other dead URLs stay dead: ``crawlq requeue`` revives them.)"""
-        if not frontier.stats().dead:
-            return
-        seeds = set()
-        for s in self.config.seeds:
-            try:
-                seeds.add(frontier.canonicalize(s))
-            except ValueError:
-                continue
-        ids = [d.id for d in frontier.dead(100_000) if d.request.url in seeds]
-        if ids:
-            log.info("%d seed(s) given up by an earlier run are tried again", len(ids))
-            frontier.requeue_dead(ids)
 
     def _limit_left(self, inflight: Mapping[asyncio.Task[None], Lease]) -> int | None:
         if self.config.max_pages is None:
@@ -373,7 +341,7 @@ class Crawler:
                         why = "robots.txt disallows it (--ignore-robots to crawl anyway)"
                         self._ack(lease)
                     if seed:
-                        self._refuse_seed(req.url, why)
+                        seeds.refuse(self.summary, req.url, why)
                     return
             r = await fetcher.get(req.url)
             if self._fatal is not None:  # the frontier is gone: the lease will come back
@@ -387,7 +355,7 @@ class Crawler:
                 s.given_up[exc.reason] += 1  # option revives a seed, see _revive_seeds)
                 self._ack(lease, Outcome.DEAD, error=str(exc))
             if seed:
-                self._refuse_seed(req.url, str(exc))
+                seeds.refuse(self.summary, req.url, str(exc))
             return
         except FetchError as exc:
             kind = exc.kind
@@ -396,7 +364,7 @@ class Crawler:
             self._emit("error", req, exc)
             self._ack(lease, Outcome.FAILED, error=f"{kind}: {exc}")
             if seed:
-                self._refuse_seed(req.url, str(exc))
+                seeds.refuse(self.summary, req.url, str(exc))
             return
         s.fetched += 1
         s.statuses[r.status] += 1
