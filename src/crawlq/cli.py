@@ -76,20 +76,20 @@ def _parser() -> argparse.ArgumentParser:
                        description="Lease up to N ready requests and print them as JSON "
                                    "lines. Without --ack they stay leased until the lease "
                                    "expires (then they return to their queues).")
-    n.add_argument("-n", type=_count, default=1, help="how many (default 1)")
+    n.add_argument("-n", type=count(0), default=1, help="how many (default 1)")
     n.add_argument("--ack", action="store_true", help="mark them done right away")
 
     s = sub.add_parser("stats", help="show counters and queue states")
     s.add_argument("--json", action="store_true", help="print JSON")
-    s.add_argument("--queues", type=_count, default=0, metavar="N",
+    s.add_argument("--queues", type=count(0), default=0, metavar="N",
                    help="also list the N largest queues")
 
     q = sub.add_parser("queues", help="list queues, largest first")
-    q.add_argument("-n", type=_count, default=20, help="how many (default 20)")
+    q.add_argument("-n", type=count(0), default=20, help="how many (default 20)")
     q.add_argument("--json", action="store_true", help="print JSON lines")
 
     d = sub.add_parser("dead", help="list requests that ran out of retries")
-    d.add_argument("-n", type=_count, default=20, help="how many (default 20)")
+    d.add_argument("-n", type=count(0), default=20, help="how many (default 20)")
     sub.add_parser("requeue-dead", help="give every dead request a fresh start")
 
     du = sub.add_parser("dump", help="export the whole state as JSON lines",
@@ -107,15 +107,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _count(text: str) -> int:
-    """argparse type: a whole number >= 0 (a usage error naming the flag otherwise)."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, not {text!r}")
-    return n
+def count(least: int) -> Any:
+    """An argparse type: a whole number >= ``least`` (a usage error naming the flag
+    otherwise)."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = least - 1
+        if n < least:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number >= {least}, not {text!r}")
+        return n
+    return parse
 
 
 def _options(pairs: Sequence[str]) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..cli import count
+
 DEMO_HELP = ("Serve the built-in test web on 127.0.0.1 and crawl it with the real crawler: "
              "no internet needed.")
 
@@ -156,19 +158,6 @@ def _options(c: argparse.ArgumentParser) -> None:
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
-def count(least: int) -> Any:
-    """An argparse type: a whole number >= ``least``."""
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            n = least - 1
-        if n < least:
-            raise argparse.ArgumentTypeError(f"want a whole number >= {least}, not {text!r}")
-        return n
-    return parse
-
-
 def size(text: str) -> int:
     """An argparse type: bytes, with an optional K, M or G (powers of 1024)."""
     t = text.strip().upper().removesuffix("B")
@@ -286,12 +275,7 @@ def command(args: argparse.Namespace) -> int:
         from .output import OutputError, output_kind
 
         try:
-            kind, _ = output_kind(args.out, args.format)
-            if args.rotate and args.out == "-":
-                raise OutputError("standard output cannot be rotated")
-            if args.save and kind == "warc":
-                raise OutputError("--save is for JSON Lines output: a WARC record already "
-                                  "has the whole response")
+            output_kind(args.out, args.format, tuple(args.save), args.rotate)
         except OutputError as exc:
             print(f"crawlq: error: --out: {exc}", file=sys.stderr)
             return 2

@@ -50,18 +50,19 @@ class Acks:
         self._held: dict[_Key, tuple[list[Lease], list[float | None]]] = {}
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
-        self._committing = 0
         self._in_commit: list[Lease] = []
         self.failed: OutputError | None = None
 
     def __len__(self) -> int:
         """Leases not acknowledged yet: held, or in the commit under way."""
-        return self._committing + sum(len(leases) for leases, _ in self._held.values())
+        return len(self._in_commit) + sum(len(leases) for leases, _ in self._held.values())
 
     def held(self) -> list[Lease]:
         """The leases waiting for a commit (those of a commit under way included)."""
-        out = [le for leases, _ in self._held.values() for le in leases]
-        return out + self._in_commit
+        return self._waiting() + self._in_commit
+
+    def _waiting(self) -> list[Lease]:
+        return [le for leases, _ in self._held.values() for le in leases]
 
     def add(self, lease: Lease, outcome: Outcome = Outcome.DONE, *, error: str | None = None,
             duration: float | None = None, after: float = 0.0) -> None:
@@ -92,11 +93,9 @@ class Acks:
             if not held:
                 return
             self._in_commit = [le for leases, _ in held.values() for le in leases]
-            self._committing = len(self._in_commit)
             try:
                 await self._commit(held)
             finally:
-                self._committing = 0
                 self._in_commit = []
 
     def _hold_again(self, held: dict[_Key, tuple[list[Lease], list[float | None]]]) -> None:
@@ -145,6 +144,6 @@ class Acks:
     def forget(self) -> list[Lease]:
         """Drop what is held without acknowledging it, and return those leases: for a
         crawl that stops because its frontier or output failed."""
-        leases = [le for held, _ in self._held.values() for le in held]
+        leases = self._waiting()
         self._held.clear()
         return leases

@@ -315,12 +315,8 @@ class Crawler:
         if wrote and self._acks is not None:
             self._acks.add(lease, outcome, error=error, duration=duration)
         else:
-            self._frontier_done(lease, outcome, error, duration)
-
-    def _frontier_done(self, lease: Lease, outcome: Outcome, error: str | None,
-                       duration: float | None) -> None:
-        assert self.frontier is not None
-        self.frontier.done(lease, outcome, error=error, duration=duration)
+            assert self.frontier is not None  # (set while run() runs)
+            self.frontier.done(lease, outcome, error=error, duration=duration)
 
     async def _fetch_one(self, frontier: Frontier, fetcher: Fetcher, lease: Lease,
                          out: Output | None) -> None:

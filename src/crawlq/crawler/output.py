@@ -37,6 +37,8 @@ SUFFIXES = {".jsonl": ("jsonl", False), ".ndjson": ("jsonl", False),
             ".jsonl.gz": ("jsonl", True), ".ndjson.gz": ("jsonl", True),
             ".warc": ("warc", False), ".warc.gz": ("warc", True)}
 """File name endings and the (format, gzip) they mean; any other needs ``--format``."""
+SAVE = ("text", "body")
+"""What a JSON Lines record may carry besides the metadata."""
 
 
 class OutputError(CrawlqError):
@@ -69,25 +71,34 @@ class Output(Protocol):
     def close(self) -> None: ...
 
 
-def output_kind(path: str, fmt: str | None = None) -> tuple[str, bool]:
+def output_kind(path: str, fmt: str | None = None, save: tuple[str, ...] = (),
+                rotate: int = 0) -> tuple[str, bool]:
     """``(format, gzip)`` for an output path: ``fmt`` if given (gzip when the name ends in
-    .gz), else by the name's ending; raises :class:`OutputError` for an unknown one."""
+    .gz), else by the name's ending. Raises :class:`OutputError` for an unknown one, or
+    options that do not apply to it (``save`` to WARC, ``rotate`` to standard output)."""
     if fmt is not None:
         if fmt not in FORMATS:
             raise OutputError(f"unknown output format {fmt!r}; known: {', '.join(FORMATS)}")
-        return fmt, path.endswith(".gz")
-    name = path.lower()
-    for suffix, kind in SUFFIXES.items():
-        if name.endswith(suffix):
-            return kind
-    if path == "-":
-        return "jsonl", False
-    raise OutputError(f"cannot tell the output format of {path!r} from its name: use one "
-                      f"of {', '.join(SUFFIXES)} or --format {{{','.join(FORMATS)}}}")
-
-
-SAVE = ("text", "body")
-"""What a JSON Lines record may carry besides the metadata."""
+        kind = (fmt, path.endswith(".gz"))
+    elif path == "-":
+        kind = ("jsonl", False)
+    else:
+        name = path.lower()
+        found = [k for suffix, k in SUFFIXES.items() if name.endswith(suffix)]
+        if not found:
+            raise OutputError(f"cannot tell the output format of {path!r} from its name: "
+                              f"use one of {', '.join(SUFFIXES)} or --format "
+                              f"{{{','.join(FORMATS)}}}")
+        kind = found[0]
+    unknown = set(save) - set(SAVE)
+    if unknown:
+        raise OutputError(f"cannot save {sorted(unknown)}; known: {', '.join(SAVE)}")
+    if save and kind[0] == "warc":
+        raise OutputError("--save is for JSON Lines output: a WARC record already has the "
+                          "whole response")
+    if rotate and path == "-":
+        raise OutputError("standard output cannot be rotated")
+    return kind
 
 
 def open_output(path: str, fmt: str | None = None, save: tuple[str, ...] = (),
@@ -96,21 +107,13 @@ def open_output(path: str, fmt: str | None = None, save: tuple[str, ...] = (),
     records already there (a torn last record is cut off first). ``save``: see
     :data:`SAVE` (JSON Lines only: a WARC record has the whole response). ``rotate``
     > 0: files of about that many bytes, see :class:`Rotating`."""
-    kind, gz = output_kind(path, fmt)
+    kind, gz = output_kind(path, fmt, save, rotate)
     if rotate:
-        if path == "-":
-            raise OutputError("standard output cannot be rotated")
         return Rotating(path, fmt, save, rotate)
     return _open_one(path, kind, gz, save)
 
 
 def _open_one(path: str, kind: str, gz: bool, save: tuple[str, ...]) -> Output:
-    unknown = set(save) - set(SAVE)
-    if unknown:
-        raise OutputError(f"cannot save {sorted(unknown)}; known: {', '.join(SAVE)}")
-    if save and kind == "warc":
-        raise OutputError("--save is for JSON Lines output: a WARC record already has the "
-                          "whole response")
     if path == "-":
         stream: BinaryIO = sys.stdout.buffer
     else:
