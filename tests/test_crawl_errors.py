@@ -258,3 +258,36 @@ def test_one_bad_loc_in_a_sitemap_leaves_the_others() -> None:
         Links(scope, summary).follow(f, ["http://a.test/1", "http://[zzz]/",
                                          "http://a.test/2"], 1, "http://a.test/map.xml")
         assert f.stats().queued == 2 and summary.out_of_scope["bad-url"] == 1
+
+
+def test_a_page_that_kills_its_crawler_is_dead_after_its_redeliveries(tmp_path: Path) -> None:
+    """The crawler dies (SIGKILL) each time it is fetching /slow/1; after
+    --max-redeliveries expired leases that URL is dead with the reason, and the crawl
+    finishes the other pages instead of handing it out for ever."""
+    spec = SiteSpec(hosts=1, pages=3, special_links=False, slow_seconds=4)
+    state = tmp_path / "state"
+    with serve(spec) as web:
+        cmd = [sys.executable, "-m", "crawlq.cli", "crawl", web.url(0, "/"),
+               "--state", str(state), *LOCAL, *FAST, "--allow-address", "127.0.0.1",
+               "--lease-ttl", "0.6", "--max-redeliveries", "2", "--timeout", "10"]
+        for _ in range(3):
+            before = web.started("/slow/1")
+            # (named as a seed in these runs only: a seed named again is tried again)
+            p = subprocess.Popen([*cmd[:4], web.url(0, "/slow/1"), *cmd[4:]],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 30
+            while web.started("/slow/1") == before:  # until it is fetching the page
+                assert p.poll() is None and time.monotonic() < deadline
+                time.sleep(0.02)
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            time.sleep(0.7)  # past its lease
+        final = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert final.returncode == 0, final.stderr
+        assert "frontier empty" in final.stdout
+        assert {"/", "/page/0", "/page/1", "/page/2"} <= {p for _, p in pages(web)}
+        assert web.started("/slow/1") == 3  # not once more after it died
+    dead = cli("--store", f"sqlite:///{state}/frontier.db", "dead")
+    assert dead.returncode == 0, dead.stderr
+    assert "/slow/1" in dead.stdout
+    assert "lease expired unanswered 3 times (max_redeliveries 2)" in dead.stdout

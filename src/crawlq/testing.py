@@ -547,6 +547,41 @@ class FrontierContract:
         assert [le.request.url for le in f.next(5)] == ["https://c.example/1"]
         assert f.stats().redelivered == 3
 
+    def test_a_lease_that_keeps_expiring_dies(self, env: _Env) -> None:
+        """A request whose lease expires unanswered more than ``max_redeliveries`` times
+        (a page that crashes or stalls every fetcher it reaches) is kept as dead with the
+        reason, instead of being handed out for ever. Answers in between (a retry) do not
+        reset its count; a request answered done leaves nothing behind."""
+        f = env.open(lease_ttl=10, max_redeliveries=2, max_retries=5, **FAST)
+        f.add(["https://a.example/poison", "https://b.example/slow"])
+        for round_ in range(3):
+            got = {le.request.url: le for le in f.next(5)}
+            assert set(got) == {"https://a.example/poison", "https://b.example/slow"}, round_
+            if round_ == 1:
+                f.retry(got["https://b.example/slow"])  # answered once, then expires again
+            env.clock.advance(11)
+            f = env.checkpoint()
+        # a: three expiries, dies; b: two expiries and a retry: it is served again
+        (lb,) = f.next(5)
+        assert lb.request.url == "https://b.example/slow" and lb.request.retries == 0
+        s = f.stats()
+        assert (s.redelivered, s.dead, s.failed, s.leased, s.queued) == (4, 1, 1, 1, 0)
+        (dead,) = f.dead()
+        assert dead.request.url == "https://a.example/poison"
+        assert dead.error == "lease expired unanswered 3 times (max_redeliveries 2)"
+        f.done(lb)
+        assert f.requeue_dead() == 1
+        f = env.checkpoint()
+        for _ in range(2):
+            (la,) = f.next(5)
+            env.clock.advance(11)
+        (la,) = f.next(5)  # a third lease: requeued, its count began afresh
+        f.done(la)
+        s = f.stats()
+        assert (s.done, s.dead, s.queued, s.leased, s.redelivered) == (2, 0, 0, 0, 6)
+        with pytest.raises(ConfigError):
+            env.open_other(max_redeliveries=-1)
+
     def test_a_request_given_up_dies_at_once(self, env: _Env) -> None:
         f = env.open(max_retries=5, **FAST)
         f.add(["https://a.example/private", "https://b.example/ok"])

@@ -203,6 +203,7 @@ class TestWeb:
         self.log: list[Hit] = []
         self._lock = threading.Lock()
         self._once: set[tuple[int, str]] = set()
+        self._started: dict[str, int] = {}  # path -> requests received, answered or not
         web = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -288,6 +289,12 @@ class TestWeb:
         ctx.load_cert_chain(str(folder / "server.pem"))
         return ctx
 
+    def started(self, path: str) -> int:
+        """How many requests for ``path`` arrived so far, answered or not (a slow page
+        being waited on counts here before it is in :meth:`hits`)."""
+        with self._lock:
+            return self._started.get(path, 0)
+
     def hits(self, host: int | str | None = None) -> list[Hit]:
         """The requests answered so far, optionally for one host."""
         with self._lock:
@@ -357,7 +364,10 @@ class TestWeb:
             h.wfile.write(body)
 
     def _delay(self, i: int | None, path: str) -> float:
-        """Seconds the server waits before it answers ``path`` (slow pages, latency)."""
+        """Seconds the server waits before it answers ``path`` (slow pages, latency);
+        called as each request arrives."""
+        with self._lock:
+            self._started[path] = self._started.get(path, 0) + 1
         head = path.split("?")[0].strip("/").split("/")[0]
         if i is None:
             return 0.0

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..cli import count
+from ..stores.base import MAX_REDELIVERIES
 
 DEMO_HELP = ("Serve the built-in test web on 127.0.0.1 and crawl it with the real crawler: "
              "no internet needed.")
@@ -121,6 +122,10 @@ def _options(c: argparse.ArgumentParser) -> None:
                         "it (default 3 x timeout + 60)")
     p.add_argument("--max-retries", type=count(0), default=2,
                    help="retries of a failed fetch before it is dead (default 2)")
+    p.add_argument("--max-redeliveries", type=count(0), default=MAX_REDELIVERIES,
+                   help="times a URL may be handed out again after its crawler died "
+                        "with it before it is dead: a page that kills or stalls the "
+                        f"crawler stops coming back (default {MAX_REDELIVERIES})")
     p.add_argument("--max-backoff", type=duration, default=86400.0, metavar="TIME",
                    help="longest a host is left alone after a 429 or 503: the wait is its "
                         "Retry-After or the retry backoff, doubled with each failure of the "
@@ -307,7 +312,7 @@ def command(args: argparse.Namespace) -> int:
         headers=headers, save=tuple(args.save), proxy=args.proxy,
         proxy_from_env=args.proxy_from_env, cookies=args.cookies,
         max_bytes=args.max_bytes, max_retries=args.max_retries, lease_ttl=args.lease_ttl,
-        max_backoff=args.max_backoff,
+        max_redeliveries=args.max_redeliveries, max_backoff=args.max_backoff,
         out=args.out, out_format=args.format, out_rotate=args.rotate, rounds=args.rounds,
         duration=args.duration,
         round_delay=args.delay, revisit_after=args.revisit,

@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ..stores.base import MAX_REDELIVERIES
 from .fetch import Fetched
 
 DEFAULT_AGENT = "crawlq/0.1 (+https://pypi.org/project/crawlq/)"
@@ -69,6 +70,9 @@ class CrawlConfig:
     lease_ttl: float | None = None
     """How long a fetch may take before its URL is handed out again (after a crash);
     default ``3 * timeout + 60``."""
+    max_redeliveries: int = MAX_REDELIVERIES
+    """Times a URL may be handed out again after its lease expired (its crawler died
+    with it) before it is dead."""
     retry_backoff: float = 5.0
     """Seconds before the first retry of a failed fetch; doubles with each failure."""
     max_backoff: float = 86400.0

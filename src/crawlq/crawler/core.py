@@ -99,7 +99,7 @@ class Crawler:
                 max_delay=c.max_delay, delay_factor=c.delay_factor,
                 max_queue_urls=c.max_per_host, max_retries=c.max_retries,
                 retry_backoff=c.retry_backoff, lease_ttl=c.lease_ttl or c.timeout * 3 + 60,
-                revisit_after=c.revisit_after)
+                revisit_after=c.revisit_after, max_redeliveries=c.max_redeliveries)
         except BaseException:
             if out is not None:
                 out.close()

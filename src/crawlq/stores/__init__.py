@@ -6,14 +6,14 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigError
-from .base import QueuePolicy, Store, as_count, flag
+from .base import MAX_REDELIVERIES, QueuePolicy, Store, as_count, flag
 from .bloom import BloomShape
 
 POLICY_OPTIONS = ("concurrency", "min_delay", "max_delay", "delay_factor", "max_queue_urls",
                   "session_budget", "session_rest")
 STORE_OPTIONS = frozenset(
-    (*POLICY_OPTIONS, "lifo", "bloom_capacity", "bloom_error_rate", "synchronous",
-     "busy_timeout", "cache_mb", "prefix", "retry_deadline")
+    (*POLICY_OPTIONS, "lifo", "max_redeliveries", "bloom_capacity", "bloom_error_rate",
+     "synchronous", "busy_timeout", "cache_mb", "prefix", "retry_deadline")
 )
 """Keyword options of ``Frontier.open`` that configure the store."""
 
@@ -22,6 +22,8 @@ def open_store(url: str, **options: Any) -> Store:
     """Open the store named by ``url`` with the given store options."""
     policy = QueuePolicy(**{k: options.pop(k) for k in POLICY_OPTIONS if k in options})
     lifo = flag("lifo", options.pop("lifo", False))
+    redeliveries = as_count("max_redeliveries",
+                            options.pop("max_redeliveries", MAX_REDELIVERIES))
     capacity = options.pop("bloom_capacity", None)
     error_rate = options.pop("bloom_error_rate", 0.001)
     bloom = None
@@ -43,7 +45,8 @@ def open_store(url: str, **options: Any) -> Store:
         from .memory import MemoryStore
 
         try:
-            return MemoryStore(policy, lifo=lifo, bloom=bloom)
+            return MemoryStore(policy, lifo=lifo, bloom=bloom,
+                               max_redeliveries=redeliveries)
         except MemoryError:
             assert bloom is not None
             raise ConfigError(f"a Bloom filter for {bloom.capacity:,} URLs takes "
@@ -62,7 +65,8 @@ def open_store(url: str, **options: Any) -> Store:
             raise ConfigError(f"cache_mb must be a number of MiB, not {cache_mb!r}") from None
         _no_more(options, scheme)
         return SQLiteStore(path, policy, lifo=lifo, bloom=bloom, synchronous=synchronous,
-                           busy_timeout=busy, cache_mb=cache_mb)
+                           busy_timeout=busy, cache_mb=cache_mb,
+                           max_redeliveries=redeliveries)
     if scheme in ("redis", "rediss", "unix"):
         from .redis_store import RedisStore
 
@@ -70,7 +74,8 @@ def open_store(url: str, **options: Any) -> Store:
         prefix = options.pop("prefix", None)
         _no_more(options, scheme)
         return RedisStore(url, policy, lifo=lifo, bloom=bloom, prefix=prefix,
-                          retry_deadline=None if deadline is None else float(deadline))
+                          retry_deadline=None if deadline is None else float(deadline),
+                          max_redeliveries=redeliveries)
     raise ConfigError(f"unknown store URL {url!r}: use memory://, sqlite:///path.db or "
                       "redis://host:port/db?prefix=name")
 

@@ -36,6 +36,18 @@ PRIORITY_MAX = 2**31 - 1
 """Priorities must lie in [-PRIORITY_MAX, PRIORITY_MAX]."""
 RETRIES_MAX = 2**16 - 1
 
+MAX_REDELIVERIES = 5
+"""How many times a request's lease may expire unanswered (a fetcher that crashed,
+stalled or was killed) before the store keeps it as dead: a page that kills every
+fetcher it reaches stops being handed out. Counted over the request's life; a store
+option (``max_redeliveries``)."""
+
+
+def expired_error(times: int, cap: int) -> str:
+    """The error of a request kept as dead after ``times`` expired leases (the Redis
+    store's Lua writes the same words: the contract suite checks them)."""
+    return f"lease expired unanswered {times} times (max_redeliveries {cap})"
+
 
 # The three records of the hot paths are plain tuples, not NamedTuples: building a
 # NamedTuple costs ten times as much, and there is one per URL per call.

@@ -21,8 +21,10 @@ from . import dumpfmt
 from .base import (
     ACK_DEAD,
     ACK_DONE,
+    ACK_REQUEUE,
     ADDED,
     DUPLICATE,
+    MAX_REDELIVERIES,
     OVER_BUDGET,
     Ack,
     DeadEntry,
@@ -30,6 +32,7 @@ from .base import (
     Leased,
     QueuePolicy,
     check_settings,
+    expired_error,
     queue_state,
 )
 from .bloom import BloomShape, MemoryBloom
@@ -56,6 +59,10 @@ def _item(priority: int, seq: int, retries: int, payload: bytes) -> bytes:
 
 def _item_priority(item: bytes) -> int:
     return _PRIO_BIAS - int.from_bytes(item[:4], "big")
+
+
+def _item_retries(item: bytes) -> int:
+    return int.from_bytes(item[10:12], "big")
 
 
 def _add_entries(store: MemoryStore, entries: Sequence[Entry], now: float,
@@ -212,9 +219,14 @@ class MemoryStore:
         *,
         lifo: bool = False,
         bloom: BloomShape | None = None,
+        max_redeliveries: int = MAX_REDELIVERIES,
     ) -> None:
         self.policy = policy or QueuePolicy()
         self.lifo = lifo
+        self.max_redeliveries = max_redeliveries
+        # an entry's sequence bytes (item[4:10]) -> how many of its leases expired;
+        # only entries that had one are here (see _wake)
+        self._expired: dict[bytes, int] = {}
         self._lock = threading.RLock()
         # The exact seen-set: a FingerprintSet where the C extension is built (about 30
         # bytes per fingerprint against ~90 in a set of bytes, and not walked by the
@@ -258,6 +270,14 @@ class MemoryStore:
             None if loops is None else loops.release)
 
     # -- helpers -----------------------------------------------------------------
+
+    def _bury(self, q: _Queue, item: bytes, retries: int, error: str, now: float) -> None:
+        """Keep a leased entry of ``q`` as dead (counted as a failure)."""
+        self._counters["dead"] += 1
+        self._counters["failed"] += 1
+        did = next(self._dead_ids)
+        self._dead[did] = DeadEntry(did, q.key, _item_priority(item), retries, item[12:],
+                                    error, now)
 
     def _next_seq(self) -> int:
         self._seq_n += -1 if self.lifo else 1
@@ -361,8 +381,16 @@ class MemoryStore:
                     del self._leases[token]
                     q, item, _ = held
                     q.inflight -= 1
-                    self._counters["redelivered"] += 1
-                    heapq.heappush(q.heap, item)  # its old place: the head of its queue
+                    seq = item[4:10]
+                    n = self._expired.get(seq, 0) + 1
+                    if n > self.max_redeliveries:
+                        del self._expired[seq]
+                        self._bury(q, item, _item_retries(item),
+                                   expired_error(n, self.max_redeliveries), at)
+                    else:
+                        self._expired[seq] = n
+                        self._counters["redelivered"] += 1
+                        heapq.heappush(q.heap, item)  # its old place: the head of its queue
                     self._settle(q, at)
             else:
                 break
@@ -411,8 +439,9 @@ class MemoryStore:
             c = self._counters
             # Plain acknowledgements (all ACK_DONE) in C where built: the loop below, the
             # same steps; it returns None, having changed nothing, for any other batch.
+            # (not while an entry has expired leases: their counts end with them below)
             res = (None if self._release is None or acks.__class__ not in (list, tuple)
-                   else self._release(self, acks, now, out))
+                   or self._expired else self._release(self, acks, now, out))
             if res is not None:
                 c["done"] += res[0]
                 c["late_acks"] += res[1]
@@ -427,6 +456,8 @@ class MemoryStore:
                     continue
                 q, item, _ = held
                 q.inflight -= 1
+                if self._expired and kind != ACK_REQUEUE:
+                    self._expired.pop(item[4:10], None)
                 if delay is not None:
                     rest = delay
                 elif duration is None:
@@ -439,11 +470,7 @@ class MemoryStore:
                 if kind == ACK_DONE:
                     c["done"] += 1
                 elif kind == ACK_DEAD:
-                    c["dead"] += 1
-                    c["failed"] += 1
-                    did = next(self._dead_ids)
-                    self._dead[did] = DeadEntry(
-                        did, q.key, _item_priority(item), retries, item[12:], error or "", now)
+                    self._bury(q, item, retries, error or "", now)
                 else:
                     if failed:
                         c["failed"] += 1

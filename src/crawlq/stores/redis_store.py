@@ -34,7 +34,16 @@ import msgpack
 from ..errors import ConfigError, StoreError
 from ..models import QueueInfo, Stats
 from . import dumpfmt
-from .base import Ack, DeadEntry, Entry, Leased, QueuePolicy, check_settings, queue_state
+from .base import (
+    MAX_REDELIVERIES,
+    Ack,
+    DeadEntry,
+    Entry,
+    Leased,
+    QueuePolicy,
+    check_settings,
+    queue_state,
+)
 from .bloom import BLOCK_BYTES, BloomShape
 
 CHUNK = 2000
@@ -72,6 +81,7 @@ class RedisStore:
         bloom: BloomShape | None = None,
         prefix: str | None = None,
         retry_deadline: float | None = None,
+        max_redeliveries: int = MAX_REDELIVERIES,
     ) -> None:
         try:
             import redis
@@ -81,6 +91,7 @@ class RedisStore:
         self._redis = redis
         self.policy = policy or QueuePolicy()
         self.lifo = lifo
+        self.max_redeliveries = max_redeliveries
         self.bloom = bloom
         parts = urlsplit(url)
         query = parse_qsl(parts.query)
@@ -123,7 +134,7 @@ class RedisStore:
         p = self.policy
         self._pargs: list[Any] = [p.concurrency, p.min_delay, p.max_delay, p.delay_factor,
                                   p.max_queue_urls, p.session_budget, p.session_rest,
-                                  1 if lifo else 0]
+                                  1 if lifo else 0, max_redeliveries]
         self._closed = False
         self._check_shape()
 

@@ -26,8 +26,10 @@ from . import dumpfmt, sqlite_leases
 from .base import (
     ACK_DEAD,
     ACK_DONE,
+    ACK_REQUEUE,
     ADDED,
     DUPLICATE,
+    MAX_REDELIVERIES,
     OVER_BUDGET,
     QUEUE_SETTINGS,
     Ack,
@@ -36,6 +38,7 @@ from .base import (
     Leased,
     QueuePolicy,
     check_settings,
+    expired_error,
     queue_state,
 )
 from .bloom import BLOCK_BYTES, BloomShape, test_and_set
@@ -305,6 +308,7 @@ class SQLiteStore:
         synchronous: str = "normal",
         busy_timeout: float = 60.0,
         cache_mb: float = DEFAULT_CACHE_MB,
+        max_redeliveries: int = MAX_REDELIVERIES,
     ) -> None:
         if synchronous.lower() not in ("normal", "full", "off"):
             raise ConfigError("synchronous must be 'normal', 'full' or 'off'")
@@ -321,6 +325,10 @@ class SQLiteStore:
         self.path = path
         self.policy = policy or QueuePolicy()
         self.lifo = lifo
+        self.max_redeliveries = max_redeliveries
+        # Whether the expiries table may have rows (None: unknown, another connection
+        # wrote): while it has none, answering a lease need not look there.
+        self._expiries: bool | None = None
         self._bloom = bloom
         self._lock = threading.RLock()
         self._qids: dict[str, int] = {}
@@ -392,6 +400,7 @@ class SQLiteStore:
                 if version != self._version:  # another connection committed
                     self._rows.clear()
                     self._forget_ahead()
+                    self._expiries = None
                     self._version = version
                 yield c
                 if self._stale:
@@ -833,24 +842,62 @@ class SQLiteStore:
         events = [(r[0], 0, r[1:]) for r in c.execute(
             "DELETE FROM scheduled WHERE due <= ? RETURNING due, qid, nprio, ord, retries, "
             "payload", (now,)).fetchall()]
-        events += [(at, 1, row) for at, row in sqlite_leases.expire(c, now)]
+        n_due = len(events)
+        expired = sqlite_leases.expire(c, now)
+        if expired:
+            events += self._expired(c, expired)  # (2: buried, after max_redeliveries)
         if events:
             events.sort(key=lambda e: (e[0], e[1]))
-            n_expired = sum(e[1] for e in events)
             for at, same in itertools.groupby(events, key=lambda e: e[0]):
                 group = list(same)
                 deltas: dict[int, _Delta] = {}
                 for kind in (0, 1):
                     self._to_level0(c, [e[2] for e in group if e[1] == kind], deltas,
                                     kind == 1)
+                for e in group:
+                    if e[1] == 2:
+                        qid = e[2][0]
+                        (deltas.get(qid) or deltas.setdefault(qid, _Delta())).inflight -= 1
                 self._apply(c, deltas, at)
-            if n_expired:
-                self._count(c, redelivered=n_expired, leased=-n_expired, queued=n_expired)
-            if len(events) > n_expired:
-                self._count(c, scheduled=n_expired - len(events))
+            n_back = sum(e[1] == 1 for e in events)
+            n_buried = len(events) - n_due - n_back
+            self._count(c, redelivered=n_back, leased=-n_back - n_buried, queued=n_back,
+                        dead=n_buried, failed=n_buried, scheduled=-n_due)
         self._forget_queues(r[0] for r in c.execute(
             "UPDATE queues SET state=0, since=ready_at WHERE state=2 AND ready_at <= ? "
             "RETURNING qid", (now,)).fetchall())
+
+    def _expired(self, c: sqlite3.Connection,
+                 expired: list[tuple[float, sqlite_leases.LeaseRow]]
+                 ) -> list[tuple[float, int, sqlite_leases.LeaseRow]]:
+        """Each expired lease (when, entry) as a wake event: back to its queue (1), or,
+        past ``max_redeliveries`` expiries, kept as dead (2). An entry's count is a row
+        of ``expiries`` under its key (qid, nprio, ord), which it keeps for life."""
+        cap = self.max_redeliveries
+        out: list[tuple[float, int, sqlite_leases.LeaseRow]] = []
+        counts: list[tuple[int, int, int, int]] = []
+        gone: list[tuple[int, int, int]] = []
+        dead_rows: list[tuple[Any, ...]] = []
+        for at, row in expired:
+            key = (row[0], row[1], row[2])
+            got = c.execute("SELECT n FROM expiries WHERE qid=? AND nprio=? AND ord=?",
+                            key).fetchone()
+            n = (got[0] if got else 0) + 1
+            if n > cap:
+                gone.append(key)
+                dead_rows.append((row[0], -row[1], row[3], bytearray(row[4]),
+                                  expired_error(n, cap), at))
+                out.append((at, 2, row))
+            else:
+                counts.append((*key, n))
+                out.append((at, 1, row))
+        c.executemany("INSERT OR REPLACE INTO expiries VALUES (?,?,?,?)", counts)
+        c.executemany("DELETE FROM expiries WHERE qid=? AND nprio=? AND ord=?", gone)
+        c.executemany("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
+                      "VALUES (?,?,?,?,?,?)", dead_rows)
+        if counts:
+            self._expiries = True
+        return out
 
     # -- the contract ----------------------------------------------------------------------
 
@@ -1012,8 +1059,18 @@ class SQLiteStore:
             # token -> (qid, nprio) of each open lease among them, now closed; the whole
             # entry of those that go back, die or wait (a token answered twice in one
             # call: its first answer wins, the second finds it closed)
+            if self._expiries is None:
+                self._expiries = c.execute(
+                    "SELECT EXISTS (SELECT 1 FROM expiries)").fetchone()[0] == 1
+            tokens = [a[0] for a in acks]
             held, entries = sqlite_leases.answer(
-                c, [a[0] for a in acks], {a[0] for a in acks if a[1] != ACK_DONE})
+                c, tokens, set(tokens) if self._expiries
+                else {a[0] for a in acks if a[1] != ACK_DONE})
+            if self._expiries:
+                # Entries done or dead end their expiry counts (retried ones keep them).
+                ended = {a[0] for a in acks if a[1] != ACK_REQUEUE}
+                c.executemany("DELETE FROM expiries WHERE qid=? AND nprio=? AND ord=?",
+                              [e[:3] for t, e in entries.items() if t in ended])
             out: list[bool] = []
             deltas: dict[int, _Delta] = {}
             dead_rows: list[tuple[Any, ...]] = []

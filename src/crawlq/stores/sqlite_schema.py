@@ -140,6 +140,13 @@ CREATE TABLE IF NOT EXISTS scheduled (
     payload BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS scheduled_due ON scheduled (due);
+CREATE TABLE IF NOT EXISTS expiries (
+    qid INTEGER NOT NULL,
+    nprio INTEGER NOT NULL,
+    ord INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (qid, nprio, ord)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS dead (
     id INTEGER PRIMARY KEY,
     qid INTEGER NOT NULL,

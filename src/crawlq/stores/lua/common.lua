@@ -2,8 +2,9 @@
 --
 -- KEYS[1] is the crawl's meta hash "{prefix}:m"; every other key starts with the same
 -- "{prefix}" hash tag, so the whole crawl lives in one hash slot (Redis Cluster safe).
--- ARGV[1..8] is the default policy: concurrency, min_delay, max_delay, delay_factor,
--- max_queue_urls, session_budget, session_rest, lifo (0/1). Script arguments follow.
+-- ARGV[1..9] is the default policy: concurrency, min_delay, max_delay, delay_factor,
+-- max_queue_urls, session_budget, session_rest, lifo (0/1), then max_redeliveries.
+-- Script arguments follow.
 --
 -- Per queue K:  P:qm:K  string  struct '<ddddddddd': n inf ra si acc ses st rp hs
 --                 (rp: the ready level it is listed under, NONE if none; hs: 1 when
@@ -17,6 +18,7 @@
 --               P:ls hash token -> (key, prio, item), P:lx zset "first:last" token
 --                 range of one lease call -> expires_at ("t:t" for a renewed lease)
 --               P:dead hash id -> record, P:dz zset id; P:rv hash fp -> t
+--               P:ex hash entry id (see entry_id) -> how many of its leases expired
 --               P:sb:<n> hash fp -> '' (the exact seen-set's buckets; see sb_add)
 --               P:bl:<n> Bloom blocks; P:rej hash reason -> count
 
@@ -30,7 +32,8 @@ local DEF = {
   session_rest = tonumber(ARGV[7]),
 }
 local LIFO = ARGV[8] == '1'
-local A0 = 8  -- script arguments start at ARGV[A0 + 1]
+local MAX_REDELIVERIES = tonumber(ARGV[9])
+local A0 = 9  -- script arguments start at ARGV[A0 + 1]
 local SETTINGS = {'concurrency', 'min_delay', 'max_delay', 'delay_factor',
                   'max_queue_urls', 'session_budget', 'session_rest'}
 
@@ -253,6 +256,20 @@ local function set_retries(item, retries)
   return string.char(math.floor(retries / 256) % 256, retries % 256) .. string.sub(item, 3)
 end
 
+-- An entry's name in P:ex: its queue and payload (an item's retries change, those not).
+local function entry_id(key, item)
+  return redis.sha1hex(key .. '\0' .. string.sub(item, 3))
+end
+
+-- Keep a leased entry as dead (counted as a failure).
+local function bury(key, prio, item, err, at)
+  count('failed', 1)
+  local id = redis.call('HINCRBY', M, 'deadid', 1)
+  redis.call('HSET', P .. ':dead', id, cmsgpack.pack(key, prio, string.byte(item, 1) * 256 +
+             string.byte(item, 2), string.sub(item, 3), err, f17(at)))
+  redis.call('ZADD', P .. ':dz', id, id)
+end
+
 -- Move due scheduled entries, expired leases and rested queues to ready. Due entries
 -- and expired leases are settled in time order, each at its own time (due entries first
 -- at equal times, as the other stores take them): a queue they make ready has waited
@@ -319,8 +336,17 @@ local function wake(now)
         push(q, e[5], e[6], false)
       else
         q.inf = q.inf - 1
-        count('redelivered', 1)
-        back[#back + 1] = {e[3], q, e[5], e[6]}  -- its old place: the head
+        local id = entry_id(e[4], e[6])
+        local n = (tonumber(redis.call('HGET', P .. ':ex', id)) or 0) + 1
+        if n > MAX_REDELIVERIES then
+          redis.call('HDEL', P .. ':ex', id)
+          bury(e[4], e[5], e[6], string.format(
+            'lease expired unanswered %d times (max_redeliveries %d)', n, MAX_REDELIVERIES), at)
+        else
+          redis.call('HSET', P .. ':ex', id, n)
+          count('redelivered', 1)
+          back[#back + 1] = {e[3], q, e[5], e[6]}  -- its old place: the head
+        end
       end
       group[e[4]] = q
       i = i + 1

@@ -23,6 +23,7 @@ for n = 1, #acks do
 end
 prefetch(keys)
 local taken = {}
+local counted = redis.call('EXISTS', P .. ':ex') == 1  -- entries with expired leases
 local back = {}  -- requeued at once: {token, q, prio, item} (see push_back)
 for n, a in ipairs(acks) do
   local tok, kind, duration, nb = a[1], a[2], a[3], a[4]
@@ -49,14 +50,13 @@ for n, a in ipairs(acks) do
       q.ra = math.max(q.ra, now + rest)
       q.ses = 0
     end
+    if counted and kind ~= 1 then  -- done or dead: its expiry count ends with it
+      redis.call('HDEL', P .. ':ex', entry_id(key, item))
+    end
     if kind == 0 then
       count('done', 1)
     elseif kind == 2 then
-      count('failed', 1)
-      local id = redis.call('HINCRBY', M, 'deadid', 1)
-      redis.call('HSET', P .. ':dead', id, cmsgpack.pack(key, prio, retries,
-                 string.sub(item, 3), err, f17(now)))
-      redis.call('ZADD', P .. ':dz', id, id)
+      bury(key, prio, set_retries(item, retries), err, now)
     else
       if failed then count('failed', 1) end
       count('retried', 1)
