@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from crawlq import Frontier
 from crawlq.crawler import CrawlConfig, Crawler, Summary
 from crawlq.redislocal import LocalRedis
 from crawlq.testweb import SiteSpec, TestWeb, pages, reachable, serve
@@ -55,9 +56,10 @@ def test_politeness_per_host_spacing() -> None:
 def test_robots_rules_traps_redirects_and_backoff(tmp_path: Path) -> None:
     spec = SiteSpec(hosts=3, pages=12, slow_seconds=0.05, big_bytes=100_000)
     out = tmp_path / "pages.jsonl"
+    store = f"sqlite:///{tmp_path}/frontier.db"
     with serve(spec) as web:
         s = crawl(web, **FAST, concurrency=6, max_per_host=40, max_retries=1,
-                  retry_backoff=0.2, out=str(out))
+                  retry_backoff=0.2, out=str(out), store=store)
         hits = web.hits()
         assert s.finished
         # robots.txt: /private/ is off limits where robots.txt says so (site2 has none)
@@ -65,6 +67,8 @@ def test_robots_rules_traps_redirects_and_backoff(tmp_path: Path) -> None:
                     and h.host != spec.host(2)]
         assert [h for h in hits if h.path.startswith("/private/") and h.host == spec.host(2)]
         assert s.robots_denied > 0
+        with Frontier.open(store) as f:  # counted in the store too, with its reason
+            assert f.stats().rejected["robots-denied"] == s.robots_denied
         # Crawl-delay 0.2 on site1
         t1 = sorted(h.at for h in web.hits(1) if h.path != "/robots.txt")
         assert min(b - a for a, b in itertools.pairwise(t1)) >= 0.19
@@ -130,6 +134,9 @@ def test_a_stopped_crawl_resumes_without_refetching(tmp_path: Path) -> None:
         fetched = pages(web)
         assert Counter(fetched).most_common(1)[0][1] == 1
         assert set(fetched) == reachable(spec, web.port)
+        # robots.txt is kept in the store: the second run did not fetch it again
+        robots = Counter(h.host for h in web.hits() if h.path == "/robots.txt")
+        assert robots == {spec.host(0): 1, spec.host(1): 1}
 
 
 def test_a_failing_event_hook_does_not_stop_the_crawl() -> None:

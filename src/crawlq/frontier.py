@@ -290,6 +290,36 @@ class Frontier:
             rejected.sort(key=lambda r: r.index)
         return AddResult(added, dups, tuple(rejected), tuple(flags))
 
+    def put_value(self, name: str, value: bytes, ttl: float | None = None) -> None:
+        """Keep ``value`` under ``name`` for every process sharing the store, for
+        ``ttl`` seconds (None: for good); see :meth:`get_value`. For what a crawler
+        learns about a host once (``crawlq crawl`` keeps each origin's robots.txt
+        here); values are not part of a dump."""
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"a value's name is a non-empty string, not {name!r}")
+        if not isinstance(value, bytes):
+            raise ConfigError(f"a value is bytes, not {type(value).__name__}")
+        expires = None if ttl is None else self.clock() + as_seconds("ttl", ttl,
+                                                                     positive=True)
+        self.store.put_values([(name, value, expires)])
+
+    def get_value(self, name: str) -> bytes | None:
+        """The value kept under ``name`` (:meth:`put_value`); None if there is none or
+        its time is up."""
+        if not isinstance(name, str):
+            raise ConfigError(f"a value's name is a string, not {name!r}")
+        return self.store.get_values([name], self.clock())[0]
+
+    def count_rejected(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` requests refused for ``reason`` after they were accepted (e.g.
+        ``robots-denied``): they appear in ``stats().rejected`` with those refused at
+        :meth:`add`."""
+        if not isinstance(reason, str) or not reason:
+            raise ConfigError(f"a reason is a non-empty string, not {reason!r}")
+        n = as_count("count_rejected()", n)
+        if n:
+            self.store.count_rejected({reason: n})
+
     def count_duplicates(self, n: int) -> None:
         """Count ``n`` duplicates the caller recognized itself, without offering them.
 

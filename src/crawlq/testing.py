@@ -582,6 +582,31 @@ class FrontierContract:
         with pytest.raises(ConfigError):
             env.open_other(max_redeliveries=-1)
 
+    def test_named_values_are_kept_until_they_expire(self, env: _Env) -> None:
+        """put_value/get_value: bytes under a name, for every process of the crawl, until
+        their time to live ends; a value put again replaces the old one."""
+        f = env.open(**FAST)
+        f.put_value("robots:https://a.example", b"User-agent: *\nDisallow: /x", ttl=100)
+        f.put_value("note", b"\x00\xffbinary", ttl=None)
+        f.put_value("short", b"1", ttl=10)
+        f = env.checkpoint()
+        assert f.get_value("robots:https://a.example") == b"User-agent: *\nDisallow: /x"
+        assert f.get_value("note") == b"\x00\xffbinary"
+        assert f.get_value("never") is None
+        env.clock.advance(50)
+        assert f.get_value("short") is None
+        f.put_value("robots:https://a.example", b"", ttl=100)
+        env.clock.advance(60)  # the first robots value would have expired by now
+        f = env.checkpoint()
+        assert f.get_value("robots:https://a.example") == b""
+        env.clock.advance(10**6)
+        assert f.get_value("robots:https://a.example") is None
+        assert f.get_value("note") == b"\x00\xffbinary"
+        for bad in ((1, b"x"), ("n", "text"), ("n", b"x", -1.0), ("", b"x")):
+            with pytest.raises(ConfigError):
+                f.put_value(*bad)
+        assert f.stats().queued == 0  # values are not requests
+
     def test_a_request_given_up_dies_at_once(self, env: _Env) -> None:
         f = env.open(max_retries=5, **FAST)
         f.add(["https://a.example/private", "https://b.example/ok"])

@@ -284,7 +284,7 @@ class Crawler:
 
     async def _robots_for(self, fetcher: Fetcher, frontier: Frontier, url: str,
                           queue: str) -> robots_mod.Robots:
-        rules, fresh = await self._robots.rules(fetcher, url)
+        rules, fresh = await self._robots.rules(fetcher, url, frontier)
         if fresh:  # just fetched: its Crawl-delay and sitemaps take effect
             delay = rules.crawl_delay(self.config.user_agent)
             if delay:
@@ -335,6 +335,7 @@ class Crawler:
                         self._ack(lease, Outcome.FAILED, error=why)
                     else:
                         why = "robots.txt disallows it (--ignore-robots to crawl anyway)"
+                        frontier.count_rejected("robots-denied")  # (in crawlq stats)
                         self._ack(lease)
                     if seed:
                         seeds.refuse(self.summary, req.url, why)

@@ -1,8 +1,10 @@
-"""robots.txt: fetched once per host, cached, parsed with protego (Google's rules)."""
+"""robots.txt: fetched once per origin while it holds, kept in the frontier's store for
+every process of the crawl, parsed with protego (Google's rules)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections import Counter
@@ -14,6 +16,7 @@ from urllib.parse import urljoin, urlsplit
 from protego import Protego
 
 if TYPE_CHECKING:
+    from ..frontier import Frontier
     from .fetch import Fetched, Fetcher
 
 log = logging.getLogger("crawlq.crawl")
@@ -68,6 +71,20 @@ def from_response(status: int | None, text: str, now: float | None = None,
     return Robots(Protego.parse(text), False, now + ROBOTS_TTL)
 
 
+def _freeze(fetched_at: float, status: int | None, text: str, error: str) -> bytes:
+    """A robots.txt answer as kept in the store: enough to parse it again."""
+    return json.dumps([fetched_at, status, error, text]).encode()
+
+
+def _thaw(value: bytes) -> Robots | None:
+    """Rules from a kept answer; None for a value this code cannot read."""
+    try:
+        fetched_at, status, error, text = json.loads(value)
+        return from_response(status, text, float(fetched_at), error)
+    except (ValueError, TypeError):
+        return None
+
+
 def origin(url: str) -> str:
     """``scheme://host[:port]`` of ``url``: whose robots.txt applies to it."""
     parts = urlsplit(url)
@@ -86,18 +103,33 @@ class RobotsCache:
         self._rules: dict[str, Robots] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def rules(self, fetcher: Fetcher, url: str) -> tuple[Robots, bool]:
-        """The rules for ``url``, and whether they were just fetched. Raises
+    async def rules(self, fetcher: Fetcher, url: str, frontier: Frontier | None = None
+                    ) -> tuple[Robots, bool]:
+        """The rules for ``url``, and whether they were just fetched. With a
+        ``frontier``, rules another process (or an earlier run) fetched are taken from
+        its store while they hold, and rules fetched here are kept there. Raises
         :class:`~crawlq.crawler.fetch.Blocked` when the host may not be fetched."""
         key = origin(url)
         async with self._locks.setdefault(key, asyncio.Lock()):
             rules = self._rules.get(key)
             if rules is not None and rules.expires > time.time():
                 return rules, False
-            rules = self._rules[key] = await self._fetch(fetcher, key)
+            name = "robots:" + key
+            kept = frontier.get_value(name) if frontier is not None else None
+            rules = _thaw(kept) if kept is not None else None
+            if rules is not None and rules.expires > time.time():
+                self._rules[key] = rules
+                return rules, False
+            now = time.time()
+            status, text, error = await self._fetch(fetcher, key)
+            rules = self._rules[key] = from_response(status, text, now, error)
+            if frontier is not None:
+                frontier.put_value(name, _freeze(now, status, text, error),
+                                   ttl=max(rules.expires - now, 1.0))
             return rules, True
 
-    async def _fetch(self, fetcher: Fetcher, key: str) -> Robots:
+    async def _fetch(self, fetcher: Fetcher, key: str) -> tuple[int | None, str, str]:
+        """(status, text, error) of the origin's robots.txt; status None: unreachable."""
         from .fetch import FetchError
 
         url = key + "/robots.txt"
@@ -107,11 +139,11 @@ class RobotsCache:
             except FetchError as exc:  # (Blocked goes up: the page itself is blocked)
                 log.warning("robots.txt of %s unreachable: %s", key, exc)
                 self.errors[f"robots.txt {exc.kind}"] += 1
-                return from_response(None, "", error=str(exc))
+                return None, "", str(exc)
             if self.on_response is not None:
                 self.on_response(url, r)
             if r.status in (301, 302, 303, 307, 308) and r.location:
                 url = urljoin(url, r.location)
                 continue
-            return from_response(r.status, decode(r.body))
-        return from_response(None, "")
+            return r.status, decode(r.body), ""
+        return None, "", "too many redirects"

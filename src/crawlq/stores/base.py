@@ -251,6 +251,16 @@ class Store(Protocol):
         """Add to the durable counters of rejected requests by reason."""
         ...
 
+    def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
+        """Keep named values ``(name, value, expires_at)`` for every process of the crawl
+        (``expires_at`` None: for good), replacing older ones: what a crawler learned
+        about a host (its robots.txt) and wants to learn once, not once per process."""
+        ...
+
+    def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
+        """The values kept under ``names``; None for those never kept or expired."""
+        ...
+
     def count_duplicates(self, n: int) -> None:
         """Add ``n`` to the durable duplicates counter: duplicates a caller recognized
         from its own record of what the store has seen, without offering them."""

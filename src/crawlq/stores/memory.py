@@ -252,6 +252,7 @@ class MemoryStore:
             ("seen", "added", "done", "failed", "retried", "dead", "redelivered",
              "late_acks", "duplicates"), 0)
         self._rejected: dict[str, int] = {}
+        self._values: dict[str, tuple[bytes, float | None]] = {}  # name -> (value, expires)
         self._closed = False
         # add's, lease's and release's loops in C where built (their twins: _add_entries,
         # _lease_rounds and release's loop); add's only for an exact seen-set (a Bloom
@@ -548,6 +549,24 @@ class MemoryStore:
         """See :meth:`Store.count_duplicates`."""
         with self._lock:
             self._counters["duplicates"] += n
+
+    def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
+        """See :meth:`Store.put_values`."""
+        with self._lock:
+            self._check_open()
+            for name, value, expires in items:
+                self._values[name] = (value, expires)
+
+    def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
+        """See :meth:`Store.get_values`."""
+        with self._lock:
+            self._check_open()
+            out: list[bytes | None] = []
+            for name in names:
+                got = self._values.get(name)
+                out.append(None if got is None or (got[1] is not None and got[1] <= now)
+                           else got[0])
+            return out
 
     def _info(self, q: _Queue, now: float) -> QueueInfo:
         return QueueInfo(q.key, len(q.heap), q.inflight, q.ready_at, q.accepted,

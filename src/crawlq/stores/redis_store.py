@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import math
 import os
 import struct
 import time
@@ -45,6 +46,9 @@ from .base import (
     queue_state,
 )
 from .bloom import BLOCK_BYTES, BloomShape
+
+_EXPIRES = struct.Struct("<d")
+"""A kept value's expiry, before its bytes (see RedisStore.put_values)."""
 
 CHUNK = 2000
 """Entries per script call: big enough to amortize a call, small enough (a few ms) not
@@ -348,6 +352,23 @@ class RedisStore:
     def count_duplicates(self, n: int) -> None:
         """See :meth:`Store.count_duplicates`."""
         self._retrying(lambda: self._client.hincrby(self._m, "duplicates", n))
+
+    def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
+        """See :meth:`Store.put_values`. One hash, ``{prefix}:kv``: name -> expiry (a
+        little-endian double, +inf for none) then the value. (Redis's own expiry counts
+        on the server's clock; stores take the time from their caller.)"""
+        if items:
+            mapping = {n: _EXPIRES.pack(math.inf if e is None else e) + v
+                       for n, v, e in items}
+            self._retrying(lambda: self._client.hset(f"{self._p}:kv", mapping=mapping))
+
+    def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
+        """See :meth:`Store.get_values`."""
+        if not names:
+            return []
+        got = self._retrying(lambda: self._client.hmget(f"{self._p}:kv", list(names)))
+        return [None if g is None or _EXPIRES.unpack_from(g)[0] <= now else g[8:]
+                for g in got]
 
     def stats(self, now: float, per_queue: int = 0) -> Stats:
         """See :meth:`Store.stats`."""

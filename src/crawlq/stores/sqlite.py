@@ -1179,6 +1179,22 @@ class SQLiteStore:
         with self._tx() as c:
             self._count(c, duplicates=n)
 
+    def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
+        """See :meth:`Store.put_values`."""
+        with self._tx() as c:
+            c.executemany("INSERT OR REPLACE INTO vals VALUES (?,?,?)",
+                          [(n, bytearray(v), e) for n, v, e in items])
+
+    def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
+        """See :meth:`Store.get_values`."""
+        with self._tx() as c:
+            got: dict[str, bytes] = {}
+            for part in _chunks(list(names)):
+                got.update((n, bytes(v)) for n, v in c.execute(
+                    f"SELECT name, value FROM vals WHERE name IN ({_marks(len(part))}) "
+                    "AND (expires IS NULL OR expires > ?)", (*part, now)))
+        return [got.get(n) for n in names]
+
     def stats(self, now: float, per_queue: int = 0) -> Stats:
         """See :meth:`Store.stats`."""
         with self._tx() as c:

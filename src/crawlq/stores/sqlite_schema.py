@@ -140,6 +140,11 @@ CREATE TABLE IF NOT EXISTS scheduled (
     payload BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS scheduled_due ON scheduled (due);
+CREATE TABLE IF NOT EXISTS vals (
+    name TEXT PRIMARY KEY,
+    value BLOB NOT NULL,
+    expires REAL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS expiries (
     qid INTEGER NOT NULL,
     nprio INTEGER NOT NULL,
