@@ -255,8 +255,11 @@ def test_one_bad_loc_in_a_sitemap_leaves_the_others() -> None:
     assert scope.why_not("http://[zzz]/", 1) == "bad-url"
     summary = Summary()
     with Frontier.open("memory://") as f:  # what a sitemap's <loc>s go through
-        Links(scope, summary).follow(f, ["http://a.test/1", "http://[zzz]/",
-                                         "http://a.test/2"], 1, "http://a.test/map.xml")
+        links = Links(scope, summary)
+        links.follow(f, ["http://a.test/1", "http://[zzz]/", "http://a.test/2"], 1,
+                     "http://a.test/map.xml")
+        assert f.stats().queued == 0  # (offered at the next flush)
+        links.flush(f)
         assert f.stats().queued == 2 and summary.out_of_scope["bad-url"] == 1
 
 

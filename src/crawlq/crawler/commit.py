@@ -41,10 +41,14 @@ class Acks:
     """
 
     def __init__(self, frontier: Frontier, out: Output,
-                 on_error: Callable[[CrawlqError], None], interval: float = 0.0) -> None:
+                 on_error: Callable[[CrawlqError], None], interval: float = 0.0,
+                 before_done: Callable[[], None] | None = None) -> None:
         self.frontier = frontier
         self.out = out
         self.on_error = on_error
+        self.before_done = before_done
+        """Called before leases are acknowledged (the crawler offers the links of the
+        pages it acknowledges)."""
         self.released = asyncio.Event()
         self.interval = interval
         self._held: dict[_Key, tuple[list[Lease], list[float | None]]] = {}
@@ -126,6 +130,8 @@ class Acks:
                 "when the crawl is run again")
             raise self.failed from None
         try:
+            if self.before_done is not None:
+                self.before_done()
             for (outcome, error, after), (leases, durations) in held.items():
                 self.frontier.done(leases, outcome, error=error, duration=durations,
                                    after=after)

@@ -111,7 +111,9 @@ class Crawler:
                           ca_file=c.ca_file, headers=c.headers, proxy=c.proxy,
                           proxy_from_env=c.proxy_from_env, cookies=c.cookies)
         self._out = out
-        acks = self._acks = Acks(frontier, out, self._fail) if out is not None else None
+        acks = self._acks = (Acks(frontier, out, self._fail,
+                                  before_done=lambda: self.links.flush(frontier))
+                             if out is not None else None)
         committer = asyncio.create_task(acks.run()) if acks is not None else None
         inflight: dict[asyncio.Task[None], Lease] = {}
         renewer = asyncio.create_task(self._renew(frontier, inflight))
@@ -147,6 +149,8 @@ class Crawler:
             try:
                 if acks is not None and self._fatal is None:
                     await acks.commit()  # the last pages written: durable, then acknowledged
+                if self._fatal is None:
+                    self.links.flush(frontier)
             finally:
                 if out is not None:
                     try:
@@ -182,6 +186,7 @@ class Crawler:
             if free <= 0 and inflight:  # every slot busy: wait for one to free up
                 await self._wait(inflight, None)
                 continue
+            self.links.flush(frontier)  # (what the last pages found is leasable too)
             leases = frontier.next(free) if free > 0 else []
             for lease in leases:
                 task = asyncio.create_task(self._visit(frontier, fetcher, lease, out))
@@ -316,6 +321,7 @@ class Crawler:
             self._acks.add(lease, outcome, error=error, duration=duration)
         else:
             assert self.frontier is not None  # (set while run() runs)
+            self.links.flush(self.frontier)  # (never done while its links are not queued)
             self.frontier.done(lease, outcome, error=error, duration=duration)
 
     async def _fetch_one(self, frontier: Frontier, fetcher: Fetcher, lease: Lease,

@@ -19,6 +19,11 @@ log = logging.getLogger("crawlq.crawl")
 class Links:
     """Queues what pages lead to, counting in ``summary`` what was left out and why.
 
+    Links in scope wait in a buffer until :meth:`flush` offers them all to the frontier
+    in one call (one store transaction for many pages, not one per page). The crawler
+    flushes before it acknowledges a page (so a page is never done while its links are
+    not in the frontier) and before it asks the frontier for work.
+
     With ``once_per_round`` (revisits), a URL is offered at most once per round, however
     soon its revisit interval passes: :meth:`new_round` starts a round.
     """
@@ -26,6 +31,7 @@ class Links:
     def __init__(self, scope: Scope, summary: Summary, once_per_round: bool = False) -> None:
         self.scope = scope
         self.summary = summary
+        self._pending: list[Request] = []
         # the hashes of the canonical URLs offered this round
         self._this_round: set[int] | None = set() if once_per_round else None
 
@@ -55,7 +61,7 @@ class Links:
 
     def follow(self, frontier: Frontier, links: list[str], depth: int, referrer: str,
                meta: dict[str, Any] | None = None) -> None:
-        """Queue the ``links`` in scope, at ``depth``."""
+        """Queue the ``links`` in scope, at ``depth`` (offered at the next :meth:`flush`)."""
         new = []
         once = self._this_round
         for url in links:
@@ -73,8 +79,14 @@ class Links:
                 once.add(key)
             new.append(Request(url, depth=depth, referrer=referrer, meta=meta or {},
                                priority=self.scope.priority(url)))
-        if new:
-            result = frontier.add(new)
-            self.summary.links_added += result.added
-            for rej in result.rejected:
-                self.summary.out_of_scope[rej.reason] += 1
+        self._pending += new
+
+    def flush(self, frontier: Frontier) -> None:
+        """Offer the links waiting in the buffer to the frontier."""
+        if not self._pending:
+            return
+        new, self._pending = self._pending, []
+        result = frontier.add(new)
+        self.summary.links_added += result.added
+        for rej in result.rejected:
+            self.summary.out_of_scope[rej.reason] += 1
