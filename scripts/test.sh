@@ -53,6 +53,19 @@ fi
 .venv/scrapy-tests/bin/python -m pip install --quiet -e '.[all]' "scrapy==$SCRAPY_VERSION" \
     pytest pytest-twisted pytest-timeout pyftpdlib attrs pexpect testfixtures
 
+# Public robots.txt test data (tests/test_robots_conformance.py): the corpus of real
+# robots.txt files in protego's sdist, and Google's test cases in robotspy's sdist.
+ROBOTS_DATA=.venv/robots-sdist
+for pkg in protego==0.7.0 robotspy==0.13.0; do
+    name=${pkg%%==*}-${pkg##*==}
+    if [ ! -d "$ROBOTS_DATA/$name/tests" ]; then
+        mkdir -p "$ROBOTS_DATA"
+        .venv/bin/python -m pip download --quiet --no-deps --no-binary :all: \
+            -d "$ROBOTS_DATA" "$pkg"
+        tar -xzf "$ROBOTS_DATA/$name.tar.gz" -C "$ROBOTS_DATA"
+    fi
+done
+
 echo "== ruff"
 .venv/bin/python -m ruff check src tests bench
 echo "== mypy"

@@ -165,9 +165,9 @@ def test_robots_txt_with_a_byte_order_mark_keeps_its_first_group() -> None:
     from crawlq.crawler import robots
 
     body = b"\xef\xbb\xbfUser-agent: *\nDisallow: /private\n"
-    rules = robots.from_response(200, robots.decode(body))
-    assert not rules.allows("http://a.test/private/1", "crawlq")
-    assert rules.allows("http://a.test/public", "crawlq")
+    rules = robots.from_response(200, robots.decode(body), "crawlq/1.0")
+    assert not rules.allows("http://a.test/private/1")
+    assert rules.allows("http://a.test/public")
     assert robots.origin("https://a.test:8443/x?y") == "https://a.test:8443"
 
 

@@ -53,7 +53,8 @@ class Crawler:
         self.scope = Scope(domains, config.include, config.exclude, config.max_depth,
                            priority=config.priority_rules, target=config.target)
         self.summary = Summary()
-        self._robots = robots_mod.RobotsCache(self.summary.errors, self._archive)
+        self._robots = robots_mod.RobotsCache(config.user_agent, self.summary.errors,
+                                              self._archive)
         self._stop = False
         self._fatal: CrawlqError | None = None
         self._acks: Acks | None = None
@@ -291,11 +292,11 @@ class Crawler:
                           queue: str) -> robots_mod.Robots:
         rules, fresh = await self._robots.rules(fetcher, url, frontier)
         if fresh:  # just fetched: its Crawl-delay and sitemaps take effect
-            delay = rules.crawl_delay(self.config.user_agent)
+            delay = rules.crawl_delay
             if delay:
                 frontier.configure_queue(queue, min_delay=delay)
-            if self.config.sitemaps and rules.parser is not None:
-                self.links.add_sitemaps(frontier, list(rules.parser.sitemaps),
+            if self.config.sitemaps and rules.sitemaps:
+                self.links.add_sitemaps(frontier, rules.sitemaps,
                                         robots_mod.origin(url) + "/robots.txt")
         return rules
 
@@ -332,7 +333,7 @@ class Crawler:
         try:
             if self.config.obey_robots:
                 rules = await self._robots_for(fetcher, frontier, req.url, lease.queue)
-                if not rules.allows(req.url, self.config.user_agent):
+                if not rules.allows(req.url):
                     s.robots_denied += 1
                     if rules.disallow_all:
                         # robots.txt 5xx or unreachable: nothing may be fetched for now

@@ -1,5 +1,5 @@
 """robots.txt: fetched once per origin while it holds, kept in the frontier's store for
-every process of the crawl, parsed with protego (Google's rules)."""
+every process of the crawl, decided as Google's matcher decides (see robotstxt)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
-from protego import Protego
+from .robotstxt import RobotsTxt, product_token
 
 if TYPE_CHECKING:
     from ..frontier import Frontier
@@ -29,7 +29,7 @@ ERROR_RETRY = 30.0  # robots.txt 5xx/unreachable: ask again this soon
 class Robots:
     """The rules of one host and until when they hold."""
 
-    parser: Protego | None
+    parser: RobotsTxt | None
     """None: no rules (4xx: everything allowed)."""
     disallow_all: bool
     """5xx or unreachable: nothing may be fetched until ``expires`` (Google's spec)."""
@@ -37,18 +37,21 @@ class Robots:
     reason: str = ""
     """Why robots.txt could not be had (with ``disallow_all``): status or network error."""
 
-    def allows(self, url: str, agent: str) -> bool:
-        """May ``agent`` fetch ``url``?"""
+    def allows(self, url: str) -> bool:
+        """May the crawler (the agent the rules were parsed for) fetch ``url``?"""
         if self.disallow_all:
             return False
-        return self.parser is None or bool(self.parser.can_fetch(url, agent))
+        return self.parser is None or self.parser.allows(url)
 
-    def crawl_delay(self, agent: str) -> float | None:
-        """The Crawl-delay for ``agent``, if any."""
-        if self.parser is None:
-            return None
-        d = self.parser.crawl_delay(agent)
-        return float(d) if d is not None else None
+    @property
+    def crawl_delay(self) -> float | None:
+        """The Crawl-delay of the agent's group, if any."""
+        return None if self.parser is None else self.parser.crawl_delay
+
+    @property
+    def sitemaps(self) -> list[str]:
+        """The file's ``Sitemap:`` URLs."""
+        return [] if self.parser is None else self.parser.sitemaps
 
 
 def decode(body: bytes) -> str:
@@ -57,9 +60,10 @@ def decode(body: bytes) -> str:
     return body.decode("utf-8-sig", "replace")
 
 
-def from_response(status: int | None, text: str, now: float | None = None,
+def from_response(status: int | None, text: str, agent: str, now: float | None = None,
                   error: str = "") -> Robots:
-    """Rules from a robots.txt fetch: ``status`` None means unreachable (``error``)."""
+    """Rules for ``agent`` (a user agent) from a robots.txt fetch: ``status`` None means
+    unreachable (``error``)."""
     now = time.time() if now is None else now
     if status is None or status >= 500 or status == 429:
         reason = error or (f"HTTP {status}" if status else "unreachable")
@@ -68,7 +72,7 @@ def from_response(status: int | None, text: str, now: float | None = None,
         return Robots(None, False, now + ROBOTS_TTL)
     if status >= 300:  # redirects were followed by the fetcher; a leftover 3xx: no rules
         return Robots(None, False, now + ROBOTS_TTL)
-    return Robots(Protego.parse(text), False, now + ROBOTS_TTL)
+    return Robots(RobotsTxt.parse(text, product_token(agent)), False, now + ROBOTS_TTL)
 
 
 def _freeze(fetched_at: float, status: int | None, text: str, error: str) -> bytes:
@@ -76,11 +80,11 @@ def _freeze(fetched_at: float, status: int | None, text: str, error: str) -> byt
     return json.dumps([fetched_at, status, error, text]).encode()
 
 
-def _thaw(value: bytes) -> Robots | None:
+def _thaw(value: bytes, agent: str) -> Robots | None:
     """Rules from a kept answer; None for a value this code cannot read."""
     try:
         fetched_at, status, error, text = json.loads(value)
-        return from_response(status, text, float(fetched_at), error)
+        return from_response(status, text, agent, float(fetched_at), error)
     except (ValueError, TypeError):
         return None
 
@@ -92,12 +96,13 @@ def origin(url: str) -> str:
 
 
 class RobotsCache:
-    """The rules of each origin, fetched once while they hold (one fetch at a time per
-    origin); fetch failures are counted in ``errors``; each response (redirects
+    """The rules of each origin for ``agent``, fetched once while they hold (one fetch
+    at a time per origin); fetch failures are counted in ``errors``; each response (redirects
     included) is handed to ``on_response`` (to be archived)."""
 
-    def __init__(self, errors: Counter[str],
+    def __init__(self, agent: str, errors: Counter[str],
                  on_response: Callable[[str, Fetched], None] | None = None) -> None:
+        self.agent = agent
         self.errors = errors
         self.on_response = on_response
         self._rules: dict[str, Robots] = {}
@@ -116,13 +121,13 @@ class RobotsCache:
                 return rules, False
             name = "robots:" + key
             kept = frontier.get_value(name) if frontier is not None else None
-            rules = _thaw(kept) if kept is not None else None
+            rules = _thaw(kept, self.agent) if kept is not None else None
             if rules is not None and rules.expires > time.time():
                 self._rules[key] = rules
                 return rules, False
             now = time.time()
             status, text, error = await self._fetch(fetcher, key)
-            rules = self._rules[key] = from_response(status, text, now, error)
+            rules = self._rules[key] = from_response(status, text, self.agent, now, error)
             if frontier is not None:
                 frontier.put_value(name, _freeze(now, status, text, error),
                                    ttl=max(rules.expires - now, 1.0))
