@@ -127,3 +127,27 @@ def test_the_core_install_runs_every_command_but_crawl(tmp_path: Path) -> None:
     r = core("--store", store, "crawl", "https://example.com/")
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert r.stderr.startswith("crawlq: error:") and "crawlq[crawl]" in r.stderr
+
+
+def test_check_finds_damage_and_says_so_on_one_line(tmp_path: Path) -> None:
+    import random
+
+    store = f"sqlite:///{tmp_path}/c.db"
+    for i in range(3):
+        assert crawlq(tmp_path, "add", f"https://a{i}.example/", store=store).returncode == 0
+    ok = crawlq(tmp_path, "check", store=store)
+    assert ok.returncode == 0 and "no damage found" in ok.stdout
+    db = tmp_path / "c.db"
+    data = bytearray(db.read_bytes())
+    rng = random.Random(7)
+    for page in range(3, len(data) // 4096):  # scribble over every b-tree page's cells
+        data[page * 4096 + 8:page * 4096 + 60] = bytes(rng.randrange(256) for _ in range(52))
+    db.write_bytes(bytes(data))
+    bad = crawlq(tmp_path, "check", store=store)
+    lines = bad.stderr.strip().splitlines()
+    assert bad.returncode == 2 and len(lines) == 1, bad.stderr
+    assert lines[0].startswith("crawlq: error:") and "is damaged" in lines[0]
+    assert "problem(s)" in lines[0]
+    gone = crawlq(tmp_path, "check", store=f"sqlite:///{tmp_path}/none.db")
+    assert gone.returncode == 2 and "does not exist" in gone.stderr
+    assert not (tmp_path / "none.db").exists()

@@ -955,3 +955,33 @@ def test_sqlite_queue_rows_cached_by_one_process_follow_another(tmp_path: Path) 
         s = a.stats(per_queue=5)
         assert (s.leased, s.done, s.queued) == (0, 3, 2)
         assert s.per_queue[0].leased == 0 and s.per_queue[0].queued == 2
+
+
+def test_a_locked_full_or_read_only_store_is_not_called_damaged(tmp_path: Path) -> None:
+    """Each says what it is (a user told "damaged" might delete a healthy crawl), and
+    the store is intact afterwards."""
+    from crawlq import StoreBusy, StoreFull, StoreReadOnly
+
+    path = tmp_path / "f.db"
+    url = f"sqlite:///{path}"
+    with Frontier.open(url, **FAST) as f:
+        f.add("https://a.example/1")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process in the middle of a write
+    try:
+        with pytest.raises(StoreBusy, match="locked by another connection"), \
+                Frontier.open(url, busy_timeout=0.2, **FAST) as f:
+            f.add("https://a.example/2")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with Frontier.open(url, **FAST) as f:
+        f.store._conn.execute("PRAGMA max_page_count=1")  # type: ignore[attr-defined]
+        with pytest.raises(StoreFull, match="the disk is full"):  # (as a full disk does)
+            f.add([f"https://b.example/{i}" for i in range(5000)])
+        f.store._conn.execute("PRAGMA query_only=1")  # type: ignore[attr-defined]
+        with pytest.raises(StoreReadOnly, match="cannot be written"):
+            f.add("https://c.example/")
+    with Frontier.open(url, **FAST) as f:  # nothing of the failed calls was kept
+        s = f.stats()
+        assert (s.seen, s.queued) == (1, 1)

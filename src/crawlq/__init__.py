@@ -16,8 +16,11 @@ from .errors import (
     CrawlqError,
     InvalidURL,
     LeaseError,
+    StoreBusy,
     StoreCorrupt,
     StoreError,
+    StoreFull,
+    StoreReadOnly,
 )
 from .frontier import Frontier
 from .models import (
@@ -53,7 +56,10 @@ __all__ = [
     "Rejection",
     "Request",
     "Stats",
+    "StoreBusy",
     "StoreCorrupt",
     "StoreError",
+    "StoreFull",
+    "StoreReadOnly",
     "__version__",
 ]

@@ -23,14 +23,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any, NoReturn
 
 from . import __version__
-from .errors import CrawlqError
+from .errors import CrawlqError, StoreCorrupt
 from .frontier import Frontier
 from .models import Request, Stats
 from .stores import sqlite_file
 from .stores.dumpfmt import request_from_json, request_to_json
+from .stores.sqlite_schema import check
 
 DEFAULT_STORE = "sqlite:///crawlq.db"
-READ_ONLY = ("stats", "queues", "dead", "dump")
+READ_ONLY = ("stats", "queues", "dead", "dump", "check")
 """Commands that only look: they never create a store."""
 BATCH = 5_000
 
@@ -100,6 +101,10 @@ def _parser() -> argparse.ArgumentParser:
     lo = sub.add_parser("load", help="import JSON lines written by dump",
                         description="Merge a dump into the store (in one transaction).")
     lo.add_argument("file", nargs="?", default="-", help="input file (default: stdin)")
+
+    sub.add_parser("check", help="look for damage in a SQLite store",
+                   description="Run SQLite's integrity check on the store's file (read "
+                               "only) and check that it is a crawlq store.")
 
     from .crawler.cli import register
 
@@ -277,6 +282,16 @@ def run(argv: Sequence[str] | None = None, out: IO[str] | None = None,
         if args.command in READ_ONLY and path is not None and not os.path.exists(path):
             # (opening it would create an empty store, and print zeros as if it were one)
             raise CrawlqError(f"no crawl at {store}: {path} does not exist")
+        if args.command == "check":  # (before opening it: a damaged file cannot be)
+            if path is None:
+                raise CrawlqError(f"check reads sqlite:// stores, not {store}")
+            problems = check(path)
+            if problems:
+                raise StoreCorrupt(f"{path} is damaged: {'; '.join(problems[:3])} "
+                                   f"({len(problems)} problem(s); a dump may save what is "
+                                   "readable)")
+            print(f"{path}: no damage found (SQLite's integrity check)", file=out)
+            return 0
         with Frontier.open(store, **_options(args.option)) as f:
             cmd = args.command
             if cmd == "add":

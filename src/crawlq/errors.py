@@ -7,7 +7,10 @@ Every error crawlq raises on purpose derives from :class:`CrawlqError`::
     ├── InvalidURL         a URL the canonicalizer refuses (``reason`` says why)
     ├── LeaseError         acknowledging a lease the store no longer holds (strict mode)
     └── StoreError         the backing store failed (I/O, corruption, lost connection)
-        └── StoreCorrupt   the store file is not a crawlq store or is damaged
+        ├── StoreCorrupt   the store file is not a crawlq store or is damaged
+        ├── StoreBusy      another connection holds the store locked (past busy_timeout)
+        ├── StoreFull      the disk (or the store's size limit) is full
+        └── StoreReadOnly  the store cannot be written (permissions, read-only mount)
 
 Driver exceptions (sqlite3, redis) are wrapped into :class:`StoreError` so callers
 need to know only this tree.
@@ -62,3 +65,17 @@ class StoreError(CrawlqError):
 
 class StoreCorrupt(StoreError):
     """The store's file or keys are not a crawlq store, or are damaged."""
+
+
+class StoreBusy(StoreError):
+    """Another connection kept the store locked longer than the busy timeout; the store
+    is fine: try again, or give ``busy_timeout`` more time."""
+
+
+class StoreFull(StoreError):
+    """The disk holding the store (or the store's own size limit) is full; the call
+    that failed changed nothing."""
+
+
+class StoreReadOnly(StoreError):
+    """The store cannot be written: a read-only file, directory or mount."""

@@ -20,7 +20,7 @@ from itertools import chain
 from typing import Any, TypeVar
 
 from .._native import native
-from ..errors import ConfigError, StoreCorrupt, StoreError
+from ..errors import ConfigError, StoreError
 from ..models import QueueInfo, Stats
 from . import dumpfmt, sqlite_leases
 from .base import (
@@ -55,6 +55,7 @@ from .sqlite_schema import (
     SLICES,
     head_of,
     initialize,
+    store_error,
 )
 
 MIN_SQLITE = (3, 35, 0)
@@ -357,9 +358,9 @@ class SQLiteStore:
             self._conn.execute("PRAGMA journal_size_limit=67108864")
             initialize(self._conn, path,
                        None if bloom is None else (bloom.capacity, bloom.error_rate), lifo)
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
             self._conn.close()
-            raise StoreCorrupt(f"{path} is not a usable crawlq store: {exc}") from exc
+            raise store_error(path, exc, "is not a usable crawlq store") from exc
         except BaseException:
             self._conn.close()
             raise
@@ -394,7 +395,7 @@ class SQLiteStore:
             try:
                 c.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: cannot start a transaction: {exc}") from exc
+                raise store_error(self.path, exc) from exc
             try:
                 (version,) = c.execute("PRAGMA data_version").fetchone()
                 if version != self._version:  # another connection committed
@@ -407,12 +408,9 @@ class SQLiteStore:
                     self._rows.clear()
                     self._stale = False
                 c.execute("COMMIT")
-            except sqlite3.DatabaseError as exc:
-                self._rollback()
-                raise StoreCorrupt(f"{self.path}: {exc}") from exc
             except sqlite3.Error as exc:
                 self._rollback()
-                raise StoreError(f"{self.path}: {exc}") from exc
+                raise store_error(self.path, exc) from exc
             except BaseException:
                 self._rollback()
                 raise
@@ -1305,6 +1303,8 @@ class SQLiteStore:
                     for level, t in enumerate(SEEN_LEVELS))):
                 yield dumpfmt.seen(fp, revisit_at)
             conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise store_error(self.path, exc) from exc
         finally:
             conn.close()
 

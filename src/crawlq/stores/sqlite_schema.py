@@ -61,7 +61,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 
-from ..errors import StoreCorrupt
+from ..errors import StoreBusy, StoreCorrupt, StoreError, StoreFull, StoreReadOnly
 from . import sqlite_leases
 
 SCHEMA_VERSION = 5
@@ -182,6 +182,32 @@ def head_of(cursors: dict[int, tuple[str, str]]) -> str:
         for level in CURSOR_LEVELS) + ")"
 
 
+def store_error(path: str, exc: sqlite3.Error, corrupt: str = "is damaged") -> StoreError:
+    """The crawlq error that says what a driver error means for the store at ``path``
+    (``corrupt``: how to say that the file is damaged or not a store). A locked, full or
+    read-only store is not a damaged one: a user told so might delete a healthy crawl."""
+    code = getattr(exc, "sqlite_errorcode", None)  # (Python 3.11+; else the message)
+    primary = code & 0xFF if isinstance(code, int) else None
+    msg = str(exc).lower()
+    if primary in (5, 6) or (primary is None and ("locked" in msg or "busy" in msg)):
+        return StoreBusy(
+            f"{path} is locked by another connection (a process still using it, or one "
+            f"that is writing) and stayed locked past busy_timeout: {exc}; the store is "
+            "fine: run again when it is free, or raise busy_timeout")
+    if primary == 13 or (primary is None and "is full" in msg):
+        return StoreFull(f"{path}: the disk is full ({exc}); the call that failed changed "
+                         "nothing: free some space and run again")
+    if primary == 8 or (primary is None and "readonly" in msg):
+        return StoreReadOnly(f"{path} cannot be written ({exc}): check the permissions of "
+                             "the file and its directory, and that the disk is writable")
+    if primary == 10 or (primary is None and "i/o" in msg):
+        return StoreError(f"{path}: the disk failed to read or write ({exc})")
+    if primary in (11, 26) or (primary is None and isinstance(exc, sqlite3.DatabaseError)
+                               and not isinstance(exc, sqlite3.OperationalError)):
+        return StoreCorrupt(f"{path} {corrupt}: {exc} (crawlq check tells more)")
+    return StoreError(f"{path}: {exc}")
+
+
 def _statements(script: str) -> Iterator[str]:
     """The statements of ``script`` (a trigger's body holds semicolons of its own)."""
     stmt = ""
@@ -198,8 +224,8 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
     """Create the schema in a new file, or check that an existing file is a crawlq store."""
     try:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except sqlite3.DatabaseError as exc:
-        raise StoreCorrupt(f"{path} is not a usable SQLite file: {exc}") from exc
+    except sqlite3.Error as exc:
+        raise store_error(path, exc, "is not a usable SQLite file") from exc
     if names and "meta" not in names:
         raise StoreCorrupt(f"{path} is an SQLite database but not a crawlq store "
                            f"(tables: {sorted(names)[:5]})")
@@ -246,11 +272,41 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
                     f"{path} was created with bloom={stored[0] if stored else None!r}; "
                     f"opened with bloom={want!r}: reopen with the same seen-set options")
         conn.execute("COMMIT")
-    except sqlite3.DatabaseError as exc:
+    except sqlite3.Error as exc:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-        raise StoreCorrupt(f"{path}: cannot initialize the crawlq schema: {exc}") from exc
+        raise store_error(path, exc, "cannot hold the crawlq schema") from exc
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def check(path: str) -> list[str]:
+    """What SQLite's integrity check and a look at crawlq's own tables find wrong with
+    the store file at ``path`` (read only); empty when nothing."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        return [f"cannot open it: {exc}"]
+    try:
+        problems = [line for r in conn.execute("PRAGMA integrity_check(100)")
+                    for line in str(r[0]).splitlines()
+                    if line != "ok" and not line.startswith("*** in database")]
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        missing = sorted({"meta", "queues", "entries", "dead"} - names)
+        if missing:
+            problems.append(f"not a crawlq store: no table {', '.join(missing)}")
+        return problems
+    except sqlite3.Error as exc:
+        return problems_of(exc)
+    finally:
+        conn.close()
+
+
+def problems_of(exc: sqlite3.Error) -> list[str]:
+    """A driver error met while checking, as a problem (a lock is not damage)."""
+    err = store_error("the store", exc)
+    if isinstance(err, StoreCorrupt):
+        return [str(exc)]
+    raise err
