@@ -10,7 +10,9 @@ from __future__ import annotations
 import functools
 import gc
 import itertools
+import math
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from hashlib import blake2b
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -31,11 +33,13 @@ from .models import (
 from .policies.canonical import DEFAULT_MAX_LENGTH, Canonicalizer
 from .policies.fingerprint import Fingerprinter, FingerprintFunction
 from .policies.queueing import QueueKeyFunction, host_key, resolve_queue_key
+from .stores import dumpfmt
 from .stores.base import (
     ACK_DEAD,
     ACK_DONE,
     ACK_REQUEUE,
     ADDED,
+    DEPTH_MAX,
     DUPLICATE,
     PRIORITY_MAX,
     RETRIES_MAX,
@@ -359,11 +363,21 @@ class Frontier:
                                      f"priority must be an int within ±{PRIORITY_MAX}: {prio!r}")
                 retries = req.retries
                 nb = req.not_before
-                if (retries.__class__ is not int or not 0 <= retries <= RETRIES_MAX
-                        or (nb is not None and nb.__class__ not in (float, int))
-                        or req.body.__class__ is not bytes):
-                    raise ConfigError(_bad_fields(req))
+                ref = req.referrer
+                depth = req.depth
                 revisit = req.revisit_after
+                if (retries.__class__ is not int or not 0 <= retries <= RETRIES_MAX
+                        or (nb is not None and (nb.__class__ not in (float, int)
+                                                or not math.isfinite(nb)))
+                        or req.body.__class__ is not bytes
+                        or (ref is not None and ref.__class__ is not str)
+                        or depth.__class__ is not int or not 0 <= depth <= DEPTH_MAX
+                        or req.method.__class__ is not str or not req.method
+                        or req.dont_filter.__class__ is not bool
+                        or not isinstance(req.meta, Mapping)
+                        or (revisit is not None and (revisit.__class__ not in (float, int)
+                                                     or not 0 < revisit < math.inf))):
+                    raise ConfigError(request_problem(req) or "invalid request")
                 if revisit is None:
                     revisit = default_revisit
                 return (fp, key, prio, req.to_payload(key), nb,
@@ -582,12 +596,42 @@ class Frontier:
         return self.store.requeue_dead(ids, self.clock())
 
     def dump(self) -> Iterator[dict[str, Any]]:
-        """The whole state as JSON-friendly records (for ``crawlq dump``)."""
-        return self.store.dump()
+        """The whole state as JSON-friendly records (for ``crawlq dump``), after a header
+        with the dump's id."""
+        yield dumpfmt.header(uuid.uuid4().hex, self.clock())
+        yield from self.store.dump()
 
     def load(self, records: Iterable[Mapping[str, Any]]) -> int:
-        """Merge records from :meth:`dump`; returns how many were applied."""
-        return self.store.load(dict(r) for r in records)
+        """Merge records from :meth:`dump`; returns how many were applied. Each request
+        is checked as :meth:`add` checks it (a bad one raises :class:`ConfigError`
+        before anything reaches the store). A dump is loaded once: loading one whose
+        header says it was loaded into this store already raises ConfigError and
+        changes nothing."""
+        it = iter(records)
+        first = next(it, None)
+        if first is None:
+            return 0
+        marker = None
+        if first.get("type") == "dump" and first.get("id"):
+            marker = f"crawlq:loaded:{first['id']}"
+            if self.get_value(marker) is not None:
+                raise ConfigError(f"this dump (id {first['id']}) was loaded into this store "
+                                  "already; loading it again would queue its requests twice")
+
+        def checked() -> Iterator[dict[str, Any]]:
+            for rec in itertools.chain((first,), it):
+                rec = dict(rec)
+                if rec.get("type") in ("entry", "dead"):
+                    req = dumpfmt.request_from_json(rec.get("request") or {})
+                    problem = request_problem(req)
+                    if problem is not None:
+                        raise ConfigError(f"a {rec['type']} record of {req.url!r}: {problem}")
+                yield rec
+            if marker is not None:  # (in the same transaction, where the store has one)
+                yield dumpfmt.value(marker, repr(self.clock()).encode(), None)
+
+        n = self.store.load(checked())
+        return n - 1 if marker is not None else n  # (the marker is not the dump's)
 
     def close(self) -> None:
         """Close the store; the frontier cannot be used afterwards."""
@@ -663,10 +707,32 @@ def _url_of(req: object) -> str:
     return url if isinstance(url, str) else repr(url)
 
 
-def _bad_fields(req: Request) -> str:
-    """Say which field of a request has the wrong type or range."""
+def request_problem(req: Request) -> str | None:
+    """What is wrong with a request's fields (types, ranges), or None: the rules of
+    :meth:`Frontier.add` (which checks the same inline, on its hot path, and asks here
+    what failed) and of :meth:`Frontier.load`."""
+    if req.url.__class__ is not str:
+        return f"url must be a string, not {req.url!r}"
+    if req.priority.__class__ is not int or not -PRIORITY_MAX <= req.priority <= PRIORITY_MAX:
+        return f"priority must be an int within ±{PRIORITY_MAX}: {req.priority!r}"
     if req.retries.__class__ is not int or not 0 <= req.retries <= RETRIES_MAX:
         return f"retries must be an int in [0, {RETRIES_MAX}], not {req.retries!r}"
     if req.body.__class__ is not bytes:
         return f"body must be bytes, not {type(req.body).__name__}"
-    return f"not_before must be a number of epoch seconds, not {req.not_before!r}"
+    if req.referrer is not None and req.referrer.__class__ is not str:
+        return f"referrer must be a URL (a string) or None, not {req.referrer!r}"
+    if req.depth.__class__ is not int or not 0 <= req.depth <= DEPTH_MAX:
+        return f"depth must be an int in [0, {DEPTH_MAX}], not {req.depth!r}"
+    if req.method.__class__ is not str or not req.method:
+        return f"method must be a non-empty string, not {req.method!r}"
+    if req.dont_filter.__class__ is not bool:
+        return f"dont_filter must be True or False, not {req.dont_filter!r}"
+    if not isinstance(req.meta, Mapping):
+        return f"meta must be a mapping, not {type(req.meta).__name__}"
+    ra = req.revisit_after
+    if ra is not None and (ra.__class__ not in (float, int) or not 0 < ra < math.inf):
+        return f"revisit_after must be a number of seconds > 0, not {ra!r}"
+    nb = req.not_before
+    if nb is not None and (nb.__class__ not in (float, int) or not math.isfinite(nb)):
+        return f"not_before must be a finite number of epoch seconds, not {nb!r}"
+    return None

@@ -35,6 +35,8 @@ ACK_DEAD = 2
 PRIORITY_MAX = 2**31 - 1
 """Priorities must lie in [-PRIORITY_MAX, PRIORITY_MAX]."""
 RETRIES_MAX = 2**16 - 1
+DEPTH_MAX = 2**32 - 1
+"""A request's depth must lie in [0, DEPTH_MAX]."""
 
 MAX_REDELIVERIES = 5
 """How many times a request's lease may expire unanswered (a fetcher that crashed,

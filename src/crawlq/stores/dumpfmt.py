@@ -1,10 +1,13 @@
 """The JSON Lines format of ``crawlq dump`` / ``crawlq load``: one record per line.
 
-Records (``type`` field): ``counters``, ``queue`` (key, accepted, ready_at, settings),
-``entry`` (a queued, scheduled or leased request; leases are dumped as queued),
-``dead`` (a buried request and its error), ``seen`` (a fingerprint, hex, with its
-revisit time) and ``bloom`` (the filter's bits, base64). Requests are plain JSON with
-the body base64-encoded, so a dump can be read and edited by hand.
+Records (``type`` field): ``dump`` (first: the dump's id, so that loading it twice can
+be refused), ``counters``, ``queue`` (key, accepted, ready_at, settings), ``entry`` (a
+queued, scheduled or leased request; leases are dumped as queued), ``dead`` (a buried
+request and its error), ``seen`` (a fingerprint, hex, with its revisit time) and
+``bloom`` (the filter's bits, base64); ``value`` (a named value, base64) is written by
+``load`` itself. Requests are plain JSON with the body base64-encoded, so a dump can be
+read and edited by hand; in ``meta``, bytes are ``{"$bytes": base64}`` and a mapping
+whose keys are not all strings is ``{"$map": [[key, value], ...]}``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ def request_to_json(req: Request) -> dict[str, Any]:
     if req.referrer is not None:
         d["referrer"] = req.referrer
     if req.meta:
-        d["meta"] = dict(req.meta)
+        d["meta"] = to_json(dict(req.meta))
     if req.dont_filter:
         d["dont_filter"] = True
     if req.not_before is not None:
@@ -51,13 +54,61 @@ def request_from_json(d: Mapping[str, Any]) -> Request:
             url=str(d["url"]), method=str(d.get("method", "GET")),
             body=base64.b64decode(d["body_b64"]) if d.get("body_b64") else b"",
             priority=int(d.get("priority", 0)), depth=int(d.get("depth", 0)),
-            referrer=d.get("referrer"), meta=dict(d.get("meta") or {}),
+            referrer=d.get("referrer"), meta=from_json(dict(d.get("meta") or {})),
             dont_filter=bool(d.get("dont_filter", False)),
             not_before=d.get("not_before"), retries=int(d.get("retries", 0)),
             revisit_after=d.get("revisit_after"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"malformed request record {dict(d)!r}: {exc}") from exc
+
+
+def to_json(value: Any) -> Any:
+    """``value`` (what msgpack keeps: bytes, mappings with any keys...) as JSON values;
+    :func:`from_json` undoes it."""
+    if isinstance(value, (bytes, bytearray)):
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, Mapping):
+        if all(isinstance(k, str) for k in value) and not (
+                len(value) == 1 and next(iter(value)) in _TAGS):
+            return {k: to_json(v) for k, v in value.items()}
+        return {"$map": [[to_json(k), to_json(v)] for k, v in value.items()]}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    return value
+
+
+def from_json(value: Any) -> Any:
+    """The inverse of :func:`to_json`."""
+    if isinstance(value, dict):
+        if len(value) == 1:
+            tag, inner = next(iter(value.items()))
+            if tag == "$bytes":
+                return base64.b64decode(inner)
+            if tag == "$map":
+                return {_hashable(from_json(k)): from_json(v) for k, v in inner}
+        return {k: from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_json(v) for v in value]
+    return value
+
+
+_TAGS = ("$bytes", "$map")
+
+
+def _hashable(key: Any) -> Any:
+    return tuple(key) if isinstance(key, list) else key
+
+
+def header(dump_id: str, created: float) -> dict[str, Any]:
+    """The first record of a dump."""
+    return {"type": "dump", "id": dump_id, "created": created}
+
+
+def value(name: str, data: bytes, expires: float | None) -> dict[str, Any]:
+    """A named value record."""
+    return {"type": "value", "name": name, "value_b64": base64.b64encode(data).decode("ascii"),
+            "expires": expires}
 
 
 def _payload_json(payload: bytes, priority: int, retries: int, key: str) -> dict[str, Any]:
@@ -117,6 +168,7 @@ class Loadable(Protocol):
                    error: str, died_at: float) -> None: ...
     def _load_counters(self, counters: Mapping[str, int],
                        rejected: Mapping[str, int]) -> None: ...
+    def _load_value(self, name: str, data: bytes, expires: float | None) -> None: ...
 
 
 def apply(store: Loadable, rec: Mapping[str, Any]) -> int:
@@ -141,6 +193,12 @@ def apply(store: Loadable, rec: Mapping[str, Any]) -> int:
             store._load_counters(rec.get("counters") or {}, rec.get("rejected") or {})
         elif kind == "bloom":
             store._load_bloom(base64.b64decode(rec["bits_b64"]))
+        elif kind == "value":
+            expires = rec.get("expires")
+            store._load_value(str(rec["name"]), base64.b64decode(rec["value_b64"]),
+                              None if expires is None else float(expires))
+        elif kind == "dump":
+            return 0  # (the header: Frontier.load reads it)
         else:
             raise ConfigError(f"unknown record type {kind!r}")
     except (KeyError, TypeError, ValueError) as exc:

@@ -706,6 +706,9 @@ class MemoryStore:
         for r, v in rejected.items():
             self._rejected[r] = self._rejected.get(r, 0) + int(v)
 
+    def _load_value(self, name: str, data: bytes, expires: float | None) -> None:
+        self._values[name] = (data, expires)
+
     def _check_open(self) -> None:
         if self._closed:
             from ..errors import StoreError

@@ -50,6 +50,13 @@ from .bloom import BLOCK_BYTES, BloomShape
 _EXPIRES = struct.Struct("<d")
 """A kept value's expiry, before its bytes (see RedisStore.put_values)."""
 
+
+
+def _kv(data: bytes, expires: float | None) -> bytes:
+    """A kept value as stored in ``{prefix}:kv``: its expiry, then its bytes."""
+    return _EXPIRES.pack(math.inf if expires is None else expires) + data
+
+
 CHUNK = 2000
 """Entries per script call: big enough to amortize a call, small enough (a few ms) not
 to stall other clients of the server."""
@@ -358,8 +365,7 @@ class RedisStore:
         little-endian double, +inf for none) then the value. (Redis's own expiry counts
         on the server's clock; stores take the time from their caller.)"""
         if items:
-            mapping = {n: _EXPIRES.pack(math.inf if e is None else e) + v
-                       for n, v, e in items}
+            mapping = {n: _kv(v, e) for n, v, e in items}
             self._retrying(lambda: self._client.hset(f"{self._p}:kv", mapping=mapping))
 
     def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
@@ -549,6 +555,8 @@ class RedisStore:
                     pipe.setbit(args[0], args[1], 1)
                 elif op == "hincrby":
                     pipe.hincrby(*args)
+                elif op == "hset":
+                    pipe.hset(*args)
                 else:
                     script(keys=self._keys, args=[*self._pargs, 0.0, op, *args],
                            client=target)
@@ -605,6 +613,9 @@ class RedisStore:
                 self._pending.append(("hincrby", (self._m, k, int(v))))
         for k, v in rejected.items():
             self._pending.append(("hincrby", (f"{self._p}:rej", k, int(v))))
+
+    def _load_value(self, name: str, data: bytes, expires: float | None) -> None:
+        self._pending.append(("hset", (f"{self._p}:kv", name, _kv(data, expires))))
 
     def destroy(self) -> int:
         """Delete every key of this crawl (its prefix); returns how many were deleted."""

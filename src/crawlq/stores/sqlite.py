@@ -1678,6 +1678,10 @@ class _Loader:
         if rejected:
             self.store._reject(self.c, {r: int(v) for r, v in rejected.items()})
 
+    def _load_value(self, name: str, data: bytes, expires: float | None) -> None:
+        self.c.execute("INSERT OR REPLACE INTO vals VALUES (?,?,?)",
+                       (name, bytearray(data), expires))
+
     def finish(self) -> None:
         if self.seen is not None:
             self.seen.flush()
