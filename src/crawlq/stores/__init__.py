@@ -76,8 +76,33 @@ def open_store(url: str, **options: Any) -> Store:
         return RedisStore(url, policy, lifo=lifo, bloom=bloom, prefix=prefix,
                           retry_deadline=None if deadline is None else float(deadline),
                           max_redeliveries=redeliveries)
-    raise ConfigError(f"unknown store URL {url!r}: use memory://, sqlite:///path.db or "
-                      "redis://host:port/db?prefix=name")
+    factory = _registered(scheme)
+    if factory is not None:
+        return factory(url, policy=policy, lifo=lifo, bloom=bloom,  # type: ignore[no-any-return]
+                       max_redeliveries=redeliveries, **options)
+    raise ConfigError(f"unknown store URL {url!r}: use memory://, sqlite:///path.db, "
+                      "redis://host:port/db?prefix=name or the scheme of a store installed "
+                      f"under the {ENTRY_POINTS!r} entry points")
+
+
+ENTRY_POINTS = "crawlq.stores"
+"""The entry point group where other packages register stores: the name is the URL
+scheme, the object a callable ``(url, *, policy, lifo, bloom, max_redeliveries,
+**options) -> Store`` (options: the other store options given to ``Frontier.open``)."""
+
+
+def _registered(scheme: str) -> Any:
+    """The store factory another package registered for ``scheme``, or None."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINTS):
+        if ep.name == scheme:
+            try:
+                return ep.load()
+            except Exception as exc:  # a broken plugin: say which
+                raise ConfigError(f"the store registered for {scheme}:// ({ep.value}) "
+                                  f"cannot be loaded: {exc!r}") from None
+    return None
 
 
 def sqlite_file(url: str) -> str | None:
@@ -110,5 +135,5 @@ def _no_more(options: dict[str, Any], scheme: str) -> None:
         raise ConfigError(f"option(s) {sorted(options)} do not apply to {scheme}:// stores")
 
 
-__all__ = ["STORE_OPTIONS", "BloomShape", "QueuePolicy", "Store", "open_store",
+__all__ = ["ENTRY_POINTS", "STORE_OPTIONS", "BloomShape", "QueuePolicy", "Store", "open_store",
            "sqlite_file"]
