@@ -61,7 +61,7 @@ def test_the_registered_factory_gets_the_url_and_a_broken_one_is_named() -> None
     import mystore_plugin  # type: ignore[import-not-found]
 
     with Frontier.open("mystore://somewhere", concurrency=3) as f:
-        assert f.store.policy.concurrency == 3  # type: ignore[attr-defined]
+        assert f.store.policy.concurrency == 3
     assert mystore_plugin.OPENED[-1] == "mystore://somewhere"
     with pytest.raises(ConfigError, match=r"registered for brokenstore:// .* cannot be"):
         Frontier.open("brokenstore://x")
