@@ -100,7 +100,8 @@ def test_cli_on_redis_then_dump_into_sqlite(tmp_path: Path, redis_server: LocalR
 
 _CORE_ONLY = """
 import sys
-EXTRAS = {"aiohttp", "jwm", "selectolax", "warcio", "brotli", "scrapy", "redis"}
+EXTRAS = {"aiohttp", "jwm", "prometheus_client", "selectolax", "warcio", "brotli", "scrapy",
+          "redis"}
 class NotInstalled:
     def find_spec(self, name, path=None, target=None):
         if name.partition(".")[0] in EXTRAS:

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -22,7 +21,8 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any, NoReturn
 
-from . import __version__
+from . import __version__, handles
+from .cli_state import Progress, cmd_answer, cmd_dump, cmd_load
 from .errors import CrawlqError, StoreCorrupt
 from .frontier import Frontier
 from .models import Request, Stats
@@ -102,13 +102,27 @@ def _parser() -> argparse.ArgumentParser:
                         description="Merge a dump into the store (in one transaction).")
     lo.add_argument("file", nargs="?", default="-", help="input file (default: stdin)")
 
+    for name, what in (("done", "fetched"), ("fail", "failed: retried with backoff, then "
+                                              "dead"), ("retry", "back to its queue")):
+        an = sub.add_parser(name, help=f"answer leases taken by next: {what}",
+                            description=f"Answer leases (their 'lease' handle, as next prints "
+                                        f"it; '-' reads next's JSON lines): {what}.")
+        an.add_argument("leases", nargs="+", metavar="LEASE", help="a lease handle, or -")
+        if name == "fail":
+            an.add_argument("--error", default="failed", help="the error to keep")
+        if name == "retry":
+            an.add_argument("--after", type=float, default=0.0, metavar="SECONDS",
+                            help="not before this many seconds (default 0)")
+
     sub.add_parser("check", help="look for damage in a SQLite store",
                    description="Run SQLite's integrity check on the store's file (read "
                                "only) and check that it is a crawlq store.")
 
     from .crawler.cli import register
+    from .serve import register as register_serve
 
     register(sub)
+    register_serve(sub)
     return p
 
 
@@ -172,30 +186,10 @@ def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield batch
 
 
-class _Progress:
-    """A one-line progress counter on standard error, only when it is a terminal."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self.on = sys.stderr.isatty()
-        self.start = self.last = time.monotonic()
-
-    def update(self, n: int) -> None:
-        now = time.monotonic()
-        if self.on and now - self.last > 0.2:
-            self.last = now
-            rate = n / max(now - self.start, 1e-9)
-            print(f"\r{self.what}: {n:,} ({rate:,.0f}/s)", end="", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.on:
-            print("\r\033[K", end="", file=sys.stderr, flush=True)
-
-
 def _cmd_add(f: Frontier, args: argparse.Namespace, out: IO[str], stdin: IO[str]) -> int:
     added = dups = offered = 0
     reasons: dict[str, int] = {}
-    progress = _Progress("adding")
+    progress = Progress("adding")
     for batch in _batches(_read_requests(args, stdin), BATCH):
         r = f.add(batch)
         offered += len(batch)
@@ -218,9 +212,7 @@ def _cmd_add(f: Frontier, args: argparse.Namespace, out: IO[str], stdin: IO[str]
 def _cmd_next(f: Frontier, args: argparse.Namespace, out: IO[str]) -> int:
     leases = f.next(args.n)
     for le in leases:
-        rec = {"token": le.token, "queue": le.queue, "expires_at": le.expires_at,
-               **request_to_json(le.request)}
-        print(json.dumps(rec, ensure_ascii=False), file=out)
+        print(json.dumps(handles.record(le), ensure_ascii=False), file=out)
     if args.ack and leases:
         f.done(leases)
     if not leases:
@@ -292,8 +284,14 @@ def run(argv: Sequence[str] | None = None, out: IO[str] | None = None,
                                    "readable)")
             print(f"{path}: no damage found (SQLite's integrity check)", file=out)
             return 0
+        if args.command == "serve":
+            from .serve import command as serve
+
+            return serve(args, store, _options(args.option))
         with Frontier.open(store, **_options(args.option)) as f:
             cmd = args.command
+            if cmd in ("done", "fail", "retry"):
+                return cmd_answer(f, args, out, stdin)
             if cmd == "add":
                 return _cmd_add(f, args, out, stdin)
             if cmd == "next":
@@ -326,75 +324,15 @@ def run(argv: Sequence[str] | None = None, out: IO[str] | None = None,
                 print(f"requeued {f.requeue_dead()}", file=out)
                 return 0
             if cmd == "dump":
-                return _cmd_dump(f, args.file, out)
+                return cmd_dump(f, args.file, out)
             if cmd == "load":
-                return _cmd_load(f, args.file, out, stdin)
+                return cmd_load(f, args.file, out, stdin)
     except CrawlqError as exc:
         print(f"crawlq: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
     raise AssertionError(f"unhandled command {args.command}")
-
-
-def _cmd_dump(f: Frontier, path: str, out: IO[str]) -> int:
-    try:
-        sink = out if path == "-" else open(path, "w", encoding="utf-8")  # noqa: SIM115
-    except OSError as exc:
-        raise CrawlqError(f"cannot write the dump to {path}: {exc}") from None
-    n = 0
-    try:
-        progress = _Progress("dumping")
-        for rec in f.dump():
-            sink.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            n += 1
-            if n % 10_000 == 0:
-                progress.update(n)
-        progress.close()
-        sink.flush()
-    except OSError as exc:
-        raise CrawlqError(f"writing the dump to {path} failed after {n} records: {exc}; "
-                          "the dump is incomplete") from None
-    finally:
-        if sink is not out:
-            with contextlib.suppress(OSError):
-                sink.close()
-    if path != "-":
-        print(f"dumped {n} records to {path}", file=out)
-    return 0
-
-
-def _cmd_load(f: Frontier, path: str, out: IO[str], stdin: IO[str]) -> int:
-    try:
-        src = stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
-    except OSError as exc:
-        raise CrawlqError(f"cannot read {path}: {exc}") from None
-    progress = _Progress("loading")
-
-    def records() -> Iterator[dict[str, Any]]:
-        for i, line in enumerate(src, 1):
-            if line.strip():
-                try:
-                    rec = json.loads(line)
-                except (json.JSONDecodeError, RecursionError) as exc:
-                    raise CrawlqError(f"{path}:{i}: not JSON: {exc}") from None
-                if not isinstance(rec, dict):
-                    raise CrawlqError(f"{path}:{i}: a dump record is a JSON object, not "
-                                      f"{type(rec).__name__}")
-                yield rec
-            if i % 10_000 == 0:
-                progress.update(i)
-
-    try:
-        n = f.load(records())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CrawlqError(f"cannot read {path}: {exc}") from None
-    finally:
-        progress.close()
-        if src is not stdin:
-            src.close()
-    print(f"loaded {n} records", file=out)
-    return 0
 
 
 def main() -> None:

@@ -1,0 +1,40 @@
+"""Leases outside the process that took them: a lease as JSON, and the handle that
+answers it later (from the CLI, or a client of ``crawlq serve``).
+
+A handle is ``"<token>.<retries>"``: the token names the lease in the store; the
+request's failures so far are all :meth:`~crawlq.Frontier.done` needs besides it (to
+back off a failure or bury it after ``max_retries``), so nothing needs to be remembered
+between the call that leased and the one that answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import ConfigError
+from .models import Lease, Request
+from .stores.dumpfmt import request_to_json
+
+
+def handle(lease: Lease) -> str:
+    """The handle that answers ``lease``."""
+    return f"{lease.token}.{lease.request.retries}"
+
+
+def lease_of(text: object) -> Lease:
+    """The lease a handle stands for (enough of it to answer it); ConfigError for
+    anything that is not one."""
+    if not isinstance(text, str):
+        raise ConfigError(f"a lease handle is a string like '17.0', not {text!r}")
+    token, dot, retries = text.partition(".")
+    if not (token.isdigit() and token.isascii() and (not dot or (retries.isdigit()
+                                                                and retries.isascii()))):
+        raise ConfigError(f"not a lease handle: {text!r} (the 'lease' of a leased record, "
+                          "like '17.0')")
+    return Lease(int(token), Request("about:lease", retries=int(retries or 0)), "", 0.0, 0.0)
+
+
+def record(lease: Lease) -> dict[str, Any]:
+    """A lease as JSON: its handle, token, queue, expiry and request."""
+    return {"lease": handle(lease), "token": lease.token, "queue": lease.queue,
+            "expires_at": lease.expires_at, **request_to_json(lease.request)}

@@ -1,0 +1,176 @@
+"""``crawlq serve``: a real server process on a free loopback port, called with a real
+HTTP client (urllib); and the CLI's done / fail / retry on the leases next prints."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@contextmanager
+def server(store: str, *args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    p = subprocess.Popen([sys.executable, "-m", "crawlq.cli", "--store", store, *args,
+                          "serve", "--port", "0"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        assert "on http://127.0.0.1:" in line, (line, p.stderr.read() if p.stderr else "")
+        yield line.split(" on ", 1)[1].split()[0].rstrip("/"), p
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            p.wait(10)
+
+
+def call(base: str, path: str, body: Any = None, token: str | None = None,
+         raw: bytes | None = None) -> tuple[int, Any]:
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    req = urllib.request.Request(base + path, data=data, method="POST" if data else "GET")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            text = r.read().decode()
+            status = r.status
+    except urllib.error.HTTPError as exc:
+        text, status = exc.read().decode(), exc.code
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
+def test_the_json_api_adds_leases_and_answers(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/s.db"
+    with server(store, "-o", "min_delay=0", "-o", "max_delay=0") as (base, _):
+        status, r = call(base, "/v1/add", {"requests": [
+            "https://a.example/1", "https://b.example/1", {"url": "https://c.example/1",
+                                                          "priority": 5}, "ftp://x/"]})
+        assert status == 200 and r["added"] == 3
+        assert [x["reason"] for x in r["rejected"]] == ["bad-scheme"]
+        status, r = call(base, "/v1/next", {"n": 2})
+        leases = r["leases"]
+        assert status == 200 and len(leases) == 2
+        assert leases[0]["url"] == "https://c.example/1"  # the highest priority first
+        status, r = call(base, "/v1/ack", {"leases": [leases[0]["lease"]]})
+        assert (status, r["held"]) == (200, 1)
+        status, r = call(base, "/v1/ack", {"leases": [leases[1]["lease"]],
+                                           "outcome": "failed", "error": "HTTP 500"})
+        assert (status, r["held"]) == (200, 1)
+        status, r = call(base, "/v1/ack", {"leases": [leases[0]["lease"]]})
+        assert (status, r["held"], r["late"]) == (200, 0, 1)  # answered before
+        status, s = call(base, "/v1/stats")
+        assert (s["done"], s["failed"], s["queued"], s["leased"]) == (1, 1, 2, 0)
+        status, qs = call(base, "/v1/queues?n=5")
+        assert status == 200 and {q["key"] for q in qs["queues"]} >= {"a.example"}
+        # Bad input: a clear status and error, and nothing changed.
+        for path, body, want in (
+                ("/v1/ack", {"leases": ["nonsense"]}, 400),
+                ("/v1/ack", {"leases": ["1.0"], "outcome": "maybe"}, 400),
+                ("/v1/next", {"n": 10**9}, 413),
+                ("/v1/next", {"n": -1}, 400),
+                ("/v1/add", {"requests": [{"url": "https://d.example/", "depth": "x"}]}, 400),
+                ("/v1/add", {"requests": "https://d.example/"}, 400),
+                ("/v1/nowhere", {}, 404)):
+            status, r = call(base, path, body)
+            assert status == want and "error" in r, (path, status, r)
+        status, r = call(base, "/v1/add", raw=b"{not json")
+        assert status == 400 and "not JSON" in r["error"]
+        status, text = call(base, "/metrics")
+        assert status == 200
+        assert "crawlq_done_total 1.0" in text and "crawlq_queued 2.0" in text
+        assert 'crawlq_call_seconds_count{call="add"}' in text
+        assert 'crawlq_rejected_total{reason="bad-scheme"} 1.0' in text
+        assert call(base, "/v1/stats")[1]["added"] == 3  # (the bad calls added nothing)
+
+
+def test_leases_outlive_a_killed_server_and_a_locked_store_is_a_503(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/s.db"
+    with server(store, "-o", "busy_timeout=0.3") as (base, p):
+        call(base, "/v1/add", {"requests": ["https://a.example/1", "https://b.example/1"]})
+        (lease,) = call(base, "/v1/next", {"n": 1})[1]["leases"]
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    with server(store, "-o", "busy_timeout=0.3") as (base, _):
+        s = call(base, "/v1/stats")[1]
+        assert (s["leased"], s["queued"]) == (1, 1)  # the lease survived the kill
+        assert call(base, "/v1/ack", {"leases": [lease["lease"]]})[1]["held"] == 1
+        holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            status, r = call(base, "/v1/next", {"n": 1})
+            assert status == 503 and "locked" in r["error"]
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        status, r = call(base, "/v1/next", {"n": 1})  # the server is still up
+        assert status == 200 and r["leases"][0]["url"] == "https://b.example/1"
+
+
+def test_a_token_is_needed_when_one_is_set(tmp_path: Path) -> None:
+    env_token = "s3cret"
+    p = subprocess.Popen([sys.executable, "-m", "crawlq.cli", "--store", "memory://",
+                          "serve", "--port", "0"], stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "CRAWLQ_SERVE_TOKEN": env_token})
+    try:
+        assert p.stdout is not None
+        base = p.stdout.readline().split(" on ", 1)[1].split()[0].rstrip("/")
+        status, r = call(base, "/v1/stats")
+        assert status == 401 and "Bearer" in r["error"]
+        assert call(base, "/v1/stats", token="wrong")[0] == 401
+        assert call(base, "/v1/stats", token=env_token)[0] == 200
+        assert call(base, "/metrics")[0] == 401
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(10)
+
+
+def test_the_cli_answers_what_it_leased(tmp_path: Path) -> None:
+    env = {**os.environ, "CRAWLQ_STORE": f"sqlite:///{tmp_path}/c.db"}
+
+    def crawlq(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "crawlq.cli", *args], input=stdin,
+                              capture_output=True, text=True, env=env, timeout=60)
+
+    assert crawlq("-o", "min_delay=0", "add", "https://a.example/1", "https://b.example/1",
+                  "https://c.example/1").returncode == 0
+    out = crawlq("next", "-n", "3").stdout.splitlines()
+    recs = {json.loads(line)["url"]: json.loads(line) for line in out}
+    done = crawlq("done", recs["https://a.example/1"]["lease"])
+    assert done.returncode == 0 and "answered 1 lease" in done.stdout
+    failed = crawlq("fail", "-", "--error", "HTTP 503",
+                    stdin=json.dumps(recs["https://b.example/1"]) + "\n")
+    assert failed.returncode == 0 and "answered 1" in failed.stdout
+    retried = crawlq("retry", recs["https://c.example/1"]["lease"], "--after", "0")
+    assert retried.returncode == 0
+    again = crawlq("done", recs["https://a.example/1"]["lease"])
+    assert "had expired or were answered before" in again.stdout
+    bad = crawlq("done", "not-a-lease")
+    assert bad.returncode == 2 and bad.stderr.startswith("crawlq: error: not a lease handle")
+    s = json.loads(crawlq("stats", "--json").stdout)
+    assert (s["done"], s["failed"], s["retried"], s["leased"]) == (1, 1, 2, 0)
+
+
+@pytest.mark.parametrize("missing", ["aiohttp", "prometheus_client"])
+def test_serve_without_its_extra_says_which_to_install(missing: str) -> None:
+    code = (f"import sys\nclass No:\n    def find_spec(self, name, path=None, target=None):\n"
+            f"        if name.partition('.')[0] == {missing!r}:\n"
+            f"            raise ModuleNotFoundError(name)\n"
+            f"sys.meta_path.insert(0, No())\nfrom crawlq.cli import main\n"
+            f"sys.argv = ['crawlq', '--store', 'memory://', 'serve']\nmain()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "pip install 'crawlq[serve]'" in r.stderr, r.stderr
