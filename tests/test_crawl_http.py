@@ -50,3 +50,43 @@ def test_cookies_are_kept_only_when_asked() -> None:
         assert cli("crawl", seed, *local, "--cookies").returncode == 0
         later = [h for h in web.hits()[first:] if h.path not in ("/cookie/set", "/robots.txt")]
     assert later and all(h.cookie == "visit=1" for h in later), later
+
+
+def test_the_crawl_serves_its_own_metrics() -> None:
+    """Pages by status, bytes, fetch latency and errors, scraped over HTTP from the
+    prometheus-client server the crawl runs (CrawlMetrics, as --metrics starts it)."""
+    import asyncio
+    import urllib.request
+
+    from crawlq.crawler import CrawlConfig, Crawler
+    from crawlq.crawler.metrics import CrawlMetrics
+
+    spec = SiteSpec(hosts=1, pages=6, special_links=False)
+    metrics = CrawlMetrics(0)
+    try:
+        with serve(spec) as web:
+            config = CrawlConfig(seeds=[web.url(0, "/"), web.url(0, "/status/404")],
+                                 resolve={"*.crawlq.test": "127.0.0.1"}, allow_private=True,
+                                 allow_domains=["crawlq.test"], min_delay=0, max_delay=0,
+                                 delay_factor=0)
+            s = asyncio.run(Crawler(config, events=metrics.events()).run())
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics.port}/metrics",
+                                    timeout=10) as r:
+            text = r.read().decode()
+    finally:
+        metrics.close()
+    assert f'crawlq_crawl_pages_total{{status="200"}} {float(s.statuses[200])}' in text
+    assert 'crawlq_crawl_pages_total{status="404"} 1.0' in text
+    assert f"crawlq_crawl_fetch_seconds_count {float(s.fetched)}" in text
+    assert "crawlq_crawl_bytes_total" in text
+
+
+def test_crawl_metrics_flag_says_where() -> None:
+    spec = SiteSpec(hosts=1, pages=2, special_links=False)
+    with serve(spec) as web:
+        r = subprocess.run([sys.executable, "-m", "crawlq.cli", "crawl", web.url(0, "/"),
+                            "--allow-domain", "crawlq.test", "--allow-private", "--resolve",
+                            "*.crawlq.test=127.0.0.1", "--metrics", "0", "--progress", "0"],
+                           capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "metrics on http://127.0.0.1:" in r.stderr

@@ -120,6 +120,10 @@ def _options(c: argparse.ArgumentParser) -> None:
                    help="seconds before a URL whose crawler died is crawled again; the "
                         "crawl renews the leases of the pages it works on every third of "
                         "it (default 3 x timeout + 60)")
+    p.add_argument("--metrics", type=count(0), default=None, metavar="PORT",
+                   help="serve the crawl's Prometheus metrics (pages by status, bytes, "
+                        "fetch latency, errors) at http://127.0.0.1:PORT/metrics "
+                        "(needs crawlq[serve]; 0 picks a free port)")
     p.add_argument("--max-retries", type=count(0), default=2,
                    help="retries of a failed fetch before it is dead (default 2)")
     p.add_argument("--max-redeliveries", type=count(0), default=MAX_REDELIVERIES,
@@ -317,15 +321,28 @@ def command(args: argparse.Namespace) -> int:
         duration=args.duration,
         round_delay=args.delay, revisit_after=args.revisit,
         sitemaps=args.sitemaps, ca_file=args.ca_file)
-    return _run(config, resumable=bool(args.state or store), every=args.progress)
+    return _run(config, resumable=bool(args.state or store), every=args.progress,
+                metrics_port=args.metrics)
 
 
-def _run(config: Any, resumable: bool, every: float | None = None) -> int:
+def _run(config: Any, resumable: bool, every: float | None = None,
+         metrics_port: int | None = None) -> int:
     from ..errors import CrawlqError, StoreError
     from .core import Crawler
     from .progress import Progress
 
-    crawler = Crawler(config)
+    metrics = None
+    if metrics_port is not None:
+        from .metrics import CrawlMetrics
+
+        try:
+            metrics = CrawlMetrics(metrics_port)
+        except CrawlqError as exc:
+            print(f"crawlq: error: {exc}", file=sys.stderr)
+            return 2
+        print(f"metrics on http://127.0.0.1:{metrics.port}/metrics", file=sys.stderr,
+              flush=True)
+    crawler = Crawler(config, events=metrics.events() if metrics is not None else None)
     progress = Progress(crawler, every)
     stopped_by: list[int] = []
     report = sys.stderr if config.out == "-" else sys.stdout  # (stdout has the pages)
@@ -348,6 +365,8 @@ def _run(config: Any, resumable: bool, every: float | None = None) -> int:
         finally:
             if ticker is not None:
                 ticker.cancel()
+            if metrics is not None:
+                metrics.close()
 
     try:
         summary = asyncio.run(main())
