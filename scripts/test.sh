@@ -3,6 +3,7 @@
 #   - a virtualenv in .venv with crawlq and every extra and dev tool (PyPI)
 #   - redis-server and redis-cli (Debian/Ubuntu package redis-server, installed with
 #     apt-get when missing and run as root): the Redis tests start their own servers
+#   - chromium (Debian/Ubuntu package, the same way): the dashboard's test runs it headless
 #   - checks: ruff (lint), mypy (types), then pytest (the whole suite)
 # Extra arguments go to pytest, e.g.  bash scripts/test.sh -k sqlite -x
 set -euo pipefail
@@ -22,6 +23,18 @@ if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; th
     else
         echo "redis-server is missing: install it (apt-get install redis-server) or the" \
              "Redis tests will fail" >&2
+    fi
+fi
+# A headless browser for the dashboard's test (Debian/Ubuntu package chromium).
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "== installing chromium (apt-get)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+            || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+                 apt-get install -y -qq chromium >/dev/null; }
+    else
+        echo "chromium is missing: install it (apt-get install chromium) or the" \
+             "dashboard test will fail" >&2
     fi
 fi
 if [ ! -x .venv/bin/python ]; then

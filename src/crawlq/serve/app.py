@@ -15,6 +15,7 @@ import hmac
 import json
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -30,6 +31,11 @@ MAX_BATCH = 10_000
 """Most requests one add, leases one next, or handles one ack may carry."""
 MAX_BODY = 64 * 1024 * 1024
 """Largest request body accepted, in bytes."""
+
+ACTIVE = "crawlq:serve:active"
+"""The store value of the active flag (b"0": paused; absent: active): kept in the store,
+so it holds across restarts and for every server on the store."""
+_STATIC = Path(__file__).with_name("static")
 
 _OUTCOMES = {"done": Outcome.DONE, "failed": Outcome.FAILED, "retry": Outcome.RETRY,
              "dead": Outcome.DEAD}
@@ -55,7 +61,7 @@ def make_app(frontier: Frontier, token: str | None = None) -> web.Application:
         started = time.perf_counter()
         name = request.match_info.route.name or "unknown"
         try:
-            if token is not None:
+            if token is not None and name != "dashboard":  # (the page holds no data)
                 given = request.headers.get("Authorization", "")
                 if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
                     raise HTTPProblem(401, "a bearer token is needed (Authorization: "
@@ -82,6 +88,9 @@ def make_app(frontier: Frontier, token: str | None = None) -> web.Application:
     app.router.add_get("/v1/dead", api.dead, name="dead")
     app.router.add_post("/v1/requeue-dead", api.requeue_dead, name="requeue-dead")
     app.router.add_get("/metrics", api.metrics, name="metrics")
+    app.router.add_get("/v1/active", api.get_active, name="active")
+    app.router.add_post("/v1/active", api.set_active, name="set-active")
+    app.router.add_get("/", api.dashboard, name="dashboard")
     return app
 
 
@@ -151,8 +160,26 @@ class _Api:
 
     async def next(self, request: web.Request) -> web.Response:
         n = _count((await _body(request)).get("n"), "n", 1)
+        if not await asyncio.to_thread(self._active):
+            return web.json_response({"leases": [], "paused": True})
         leases = await asyncio.to_thread(self.f.next, n)
         return web.json_response({"leases": [record(le) for le in leases]})
+
+    def _active(self) -> bool:
+        return self.f.get_value(ACTIVE) != b"0"
+
+    async def get_active(self, request: web.Request) -> web.Response:
+        return web.json_response({"active": await asyncio.to_thread(self._active)})
+
+    async def set_active(self, request: web.Request) -> web.Response:
+        active = (await _body(request)).get("active")
+        if not isinstance(active, bool):
+            raise HTTPProblem(400, "active must be true or false")
+        await asyncio.to_thread(self.f.put_value, ACTIVE, b"1" if active else b"0")
+        return web.json_response({"active": active})
+
+    async def dashboard(self, request: web.Request) -> web.FileResponse:
+        return web.FileResponse(_STATIC / "dashboard.html")
 
     async def ack(self, request: web.Request) -> web.Response:
         body = await _body(request)
