@@ -239,3 +239,34 @@ def test_the_dashboard_shows_what_the_api_reports_in_a_real_browser(tmp_path: Pa
         assert call(base, "/v1/active", {"active": True})[1] == {"active": True}
         # (c.example/2 waits for c.example/1, still leased: nothing else is left)
         assert call(base, "/v1/next", {"n": 5})[1] == {"leases": []}
+
+
+def test_serve_over_https_with_a_given_certificate(tmp_path: Path) -> None:
+    import ssl
+
+    from crawlq.testweb import SiteSpec, TestWeb
+
+    web = TestWeb(SiteSpec(hosts=1), tls=True)  # (only for its CA and certificate)
+    assert web.ca_file is not None
+    pem = str(Path(web.ca_file).with_name("server.pem"))  # certificate and key
+    p = subprocess.Popen([sys.executable, "-m", "crawlq.cli", "--store", "memory://",
+                          "serve", "--port", "0", "--tls-cert", pem],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        assert "on https://127.0.0.1:" in line, line
+        base = line.split(" on ", 1)[1].split()[0].rstrip("/")
+        ctx = ssl.create_default_context(cafile=web.ca_file)
+        ctx.check_hostname = False  # (the certificate names *.crawlq.test; the CA is checked)
+        with urllib.request.urlopen(base + "/v1/stats", context=ctx, timeout=30) as r:
+            assert json.loads(r.read())["queued"] == 0
+        with pytest.raises(urllib.error.URLError):  # a client that does not trust it
+            urllib.request.urlopen(base + "/v1/stats", timeout=30)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(10)
+    bad = subprocess.run([sys.executable, "-m", "crawlq.cli", "--store", "memory://",
+                          "serve", "--tls-cert", str(tmp_path / "none.pem")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("crawlq: error: cannot use the TLS")

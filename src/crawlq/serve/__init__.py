@@ -29,6 +29,10 @@ def register(sub: Any) -> None:
                    help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=count(0), default=DEFAULT_PORT,
                    help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--tls-cert", metavar="PEM", default=None,
+                   help="serve HTTPS with this certificate chain (PEM; with --tls-key)")
+    p.add_argument("--tls-key", metavar="PEM", default=None,
+                   help="the private key of --tls-cert (PEM; may be the same file)")
     p.add_argument("--token", default=None,
                    help="require 'Authorization: Bearer TOKEN' on every call (default: "
                         "$CRAWLQ_SERVE_TOKEN, else none)")
@@ -47,13 +51,28 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
     from ..frontier import Frontier
 
     token = args.token or os.environ.get("CRAWLQ_SERVE_TOKEN") or None
+    tls = None
+    if args.tls_cert or args.tls_key:
+        import ssl
+
+        if not args.tls_cert:
+            print("crawlq: error: --tls-key needs --tls-cert", file=sys.stderr)
+            return 2
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            tls.load_cert_chain(args.tls_cert, args.tls_key)
+        except (OSError, ssl.SSLError) as exc:
+            print(f"crawlq: error: cannot use the TLS certificate {args.tls_cert}: {exc}",
+                  file=sys.stderr)
+            return 2
+    scheme = "https" if tls is not None else "http"
     with Frontier.open(store, **options) as frontier:
         app = make_app(frontier, token)
 
         def ready(runner: Any) -> None:  # (the port chosen, for --port 0 and scripts)
             for address in runner.addresses:
                 host, port = address[:2]
-                print(f"crawlq serve: {store} on http://{host}:{port}/ (Ctrl-C stops)",
+                print(f"crawlq serve: {store} on {scheme}://{host}:{port}/ (Ctrl-C stops)",
                       flush=True)
 
         import asyncio
@@ -61,7 +80,7 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
         async def main() -> None:
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
-            site = web.TCPSite(runner, args.host, args.port)
+            site = web.TCPSite(runner, args.host, args.port, ssl_context=tls)
             try:
                 await site.start()
             except OSError as exc:
