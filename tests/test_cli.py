@@ -152,3 +152,10 @@ def test_check_finds_damage_and_says_so_on_one_line(tmp_path: Path) -> None:
     gone = crawlq(tmp_path, "check", store=f"sqlite:///{tmp_path}/none.db")
     assert gone.returncode == 2 and "does not exist" in gone.stderr
     assert not (tmp_path / "none.db").exists()
+
+
+def test_load_of_a_missing_file_creates_no_store(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/new.db"
+    r = crawlq(tmp_path, "load", str(tmp_path / "missing.jsonl"), store=store)
+    assert r.returncode == 2 and r.stderr.startswith("crawlq: error: cannot read")
+    assert not (tmp_path / "new.db").exists()

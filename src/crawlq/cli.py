@@ -284,6 +284,12 @@ def run(argv: Sequence[str] | None = None, out: IO[str] | None = None,
                                    "readable)")
             print(f"{path}: no damage found (SQLite's integrity check)", file=out)
             return 0
+        if args.command == "load" and args.file != "-":  # (before a store is created)
+            try:
+                with open(args.file, "rb"):
+                    pass
+            except OSError as exc:
+                raise CrawlqError(f"cannot read {args.file}: {exc.strerror or exc}") from None
         if args.command == "serve":
             from .serve import command as serve
 
