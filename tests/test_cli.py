@@ -159,3 +159,16 @@ def test_load_of_a_missing_file_creates_no_store(tmp_path: Path) -> None:
     r = crawlq(tmp_path, "load", str(tmp_path / "missing.jsonl"), store=store)
     assert r.returncode == 2 and r.stderr.startswith("crawlq: error: cannot read")
     assert not (tmp_path / "new.db").exists()
+
+
+def test_commands_that_look_never_create_a_redis_crawl(tmp_path: Path,
+                                                       redis_server: LocalRedis) -> None:
+    import redis
+
+    store = f"{redis_server.url}?prefix=nothing-here"
+    for command in (["stats"], ["queues"], ["dead"], ["dump"]):
+        r = crawlq(tmp_path, *command, store=store)
+        assert r.returncode == 2 and "no crawl at" in r.stderr, (command, r.stderr)
+    assert redis.Redis.from_url(redis_server.url).keys("{nothing-here}*") == []
+    assert crawlq(tmp_path, "add", "https://a.example/", store=store).returncode == 0
+    assert crawlq(tmp_path, "stats", store=store).returncode == 0  # now there is one

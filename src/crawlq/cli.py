@@ -271,12 +271,11 @@ def run(argv: Sequence[str] | None = None, out: IO[str] | None = None,
     try:
         store = args.store or os.environ.get("CRAWLQ_STORE") or DEFAULT_STORE
         path = sqlite_file(store)
-        if args.command in READ_ONLY and path is not None and not os.path.exists(path):
-            # (opening it would create an empty store, and print zeros as if it were one)
-            raise CrawlqError(f"no crawl at {store}: {path} does not exist")
         if args.command == "check":  # (before opening it: a damaged file cannot be)
             if path is None:
                 raise CrawlqError(f"check reads sqlite:// stores, not {store}")
+            if not os.path.exists(path):
+                raise CrawlqError(f"no crawl at {store}: {path} does not exist")
             problems = check(path)
             if problems:
                 raise StoreCorrupt(f"{path} is damaged: {'; '.join(problems[:3])} "
@@ -294,7 +293,11 @@ def run(argv: Sequence[str] | None = None, out: IO[str] | None = None,
             from .serve import command as serve
 
             return serve(args, store, _options(args.option))
-        with Frontier.open(store, **_options(args.option)) as f:
+        options = _options(args.option)
+        if args.command in READ_ONLY:
+            # (opening it would create an empty store, and print zeros as if it were one)
+            options["create"] = False
+        with Frontier.open(store, **options) as f:
             cmd = args.command
             if cmd in ("done", "fail", "retry"):
                 return cmd_answer(f, args, out, stdin)

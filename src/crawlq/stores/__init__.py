@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 from .base import MAX_REDELIVERIES, QueuePolicy, Store, as_count, flag
 from .bloom import BloomShape
 
@@ -13,7 +14,7 @@ POLICY_OPTIONS = ("concurrency", "min_delay", "max_delay", "delay_factor", "max_
                   "session_budget", "session_rest")
 STORE_OPTIONS = frozenset(
     (*POLICY_OPTIONS, "lifo", "max_redeliveries", "bloom_capacity", "bloom_error_rate",
-     "synchronous", "busy_timeout", "cache_mb", "prefix", "retry_deadline")
+     "create", "synchronous", "busy_timeout", "cache_mb", "prefix", "retry_deadline")
 )
 """Keyword options of ``Frontier.open`` that configure the store."""
 
@@ -22,6 +23,9 @@ def open_store(url: str, **options: Any) -> Store:
     """Open the store named by ``url`` with the given store options."""
     policy = QueuePolicy(**{k: options.pop(k) for k in POLICY_OPTIONS if k in options})
     lifo = flag("lifo", options.pop("lifo", False))
+    # create=False: open a crawl that exists, never make an empty one (commands that
+    # only look would otherwise report zeros for a mistyped name)
+    create = flag("create", options.pop("create", True))
     redeliveries = as_count("max_redeliveries",
                             options.pop("max_redeliveries", MAX_REDELIVERIES))
     capacity = options.pop("bloom_capacity", None)
@@ -53,6 +57,8 @@ def open_store(url: str, **options: Any) -> Store:
                               f"{bloom.size_bytes:,} bytes: more memory than there is") from None
     if scheme == "sqlite":
         path = _sqlite_path(url, parts.netloc, parts.path)
+        if not create and not os.path.exists(path):
+            raise StoreError(f"no crawl at {url}: {path} does not exist")
         query = dict(parse_qsl(parts.query))
         from .sqlite import DEFAULT_CACHE_MB, SQLiteStore
 
@@ -75,7 +81,7 @@ def open_store(url: str, **options: Any) -> Store:
         _no_more(options, scheme)
         return RedisStore(url, policy, lifo=lifo, bloom=bloom, prefix=prefix,
                           retry_deadline=None if deadline is None else float(deadline),
-                          max_redeliveries=redeliveries)
+                          max_redeliveries=redeliveries, create=create)
     factory = _registered(scheme)
     if factory is not None:
         return factory(url, policy=policy, lifo=lifo, bloom=bloom,  # type: ignore[no-any-return]

@@ -93,6 +93,7 @@ class RedisStore:
         prefix: str | None = None,
         retry_deadline: float | None = None,
         max_redeliveries: int = MAX_REDELIVERIES,
+        create: bool = True,
     ) -> None:
         try:
             import redis
@@ -147,7 +148,10 @@ class RedisStore:
                                   p.max_queue_urls, p.session_budget, p.session_rest,
                                   1 if lifo else 0, max_redeliveries]
         self._closed = False
-        self._check_shape()
+        if not create and not self._retrying(lambda: self._client.exists(self._m)):
+            raise StoreError(f"no crawl at {self._where} under the prefix {prefix!r} (its "
+                             f"key {self._m} does not exist)")
+        self._check_shape(create)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -198,13 +202,15 @@ class RedisStore:
 
         return self._retrying(go)
 
-    def _check_shape(self) -> None:
-        """Refuse to mix a Bloom seen-set of one shape with another (or exact) one."""
+    def _check_shape(self, create: bool = True) -> None:
+        """Refuse to mix a Bloom seen-set of one shape with another (or exact) one (and
+        record this one's for a new crawl, unless ``create`` is False)."""
         # "exact-sb": fingerprints in linear-hashing buckets (see common.lua); "exact" was
         # one set, written by crawlq before 0.1's bucketed layout.
         shape = ("exact-sb" if self.bloom is None
                  else f"bloom:{self.bloom.capacity}:{self.bloom.error_rate!r}")
-        stored = self._retrying(lambda: (self._client.hsetnx(self._m, "seenset", shape),
+        stored = self._retrying(lambda: (create and self._client.hsetnx(self._m, "seenset",
+                                                                         shape),
                                          self._client.hget(self._m, "seenset"))[1])
         if stored == b"exact" and shape == "exact-sb":
             raise ConfigError("this crawl was written by an earlier crawlq (one seen-set "
