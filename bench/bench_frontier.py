@@ -2,7 +2,7 @@
 """crawlq's frontier against Scrapy's own scheduler, on the reference workload, in one run.
 
 Each contender runs in a fresh subprocess (so its memory is its own) on the same
-generated requests (../shared/bench/workload.py: N offered requests over H hosts with a
+generated requests (bench/workload.py: N offered requests over H hosts with a
 Zipf host skew, ~25% duplicates, priorities in [-5, 5]). Each one: add every request
 (batches of --batch), then take and acknowledge until empty; the unique count must
 equal the workload's. Reported: add rate, next+done rate, combined rate (offered
@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SHARED = Path(os.environ.get("CRAWLQ_SHARED", HERE.parent.parent / "shared"))
 
 
 def rss_bytes() -> int:
@@ -59,8 +58,7 @@ def dir_size(path: Path) -> int:
 
 
 def workload(n: int, hosts: int, seed: int) -> tuple[list[str], list[int], int]:
-    sys.path.insert(0, str(SHARED / "bench"))
-    from workload import generate  # type: ignore[import-not-found]
+    from workload import generate  # (bench/workload.py)
 
     return generate(n, hosts, seed)  # type: ignore[no-any-return]
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """crawlq's Redis store with 1, 2 and 3 client processes sharing one crawl, in one run.
 
-The reference workload (../shared/bench/workload.py) is split round-robin between the
+The workload (bench/workload.py) is split round-robin between the
 clients. All clients add their share at once (batches of --batch), wait for each
 other, then all lease and acknowledge (next(1000)/done) until the crawl is finished
 for everyone. Reported: wall time of each phase, combined aggregate rate (offered
@@ -17,14 +17,12 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SHARED = Path(os.environ.get("CRAWLQ_SHARED", HERE.parent.parent / "shared"))
 
 
 def _client(url: str, urls: list[str], prios: list[int], batch: int, barrier: Any,
@@ -80,8 +78,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, action="append",
                     help="client process counts to run (default: 1, 2, 3)")
     a = ap.parse_args()
-    sys.path.insert(0, str(SHARED / "bench"))
-    from workload import generate  # type: ignore[import-not-found]
+    from workload import generate  # (bench/workload.py)
 
     urls, prios, unique = generate(a.n, a.hosts, a.seed)
     server = None

@@ -25,14 +25,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
-
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 def crawl(n: int, hosts: int, store: str) -> int:
-    sys.path.insert(0, str(SHARED / "bench"))
-    from workload import generate  # type: ignore[import-not-found]
+    from workload import generate  # (bench/workload.py)
 
     from crawlq import Frontier, Request
     from crawlq.stores import sqlite as sqlite_store

@@ -22,7 +22,6 @@ import argparse
 import collections
 import re
 import sqlite3
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,7 +29,6 @@ from typing import Any
 
 from crawlq import Frontier, Request
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 TIMES: collections.defaultdict[str, float] = collections.defaultdict(float)
 CALLS: collections.Counter[str] = collections.Counter()
 
@@ -95,8 +93,7 @@ def main() -> None:
         reqs = [Request(f"https://host-{(i * 2654435761) % a.hosts}.example/p/{i}?id={i * 7}",
                         priority=i % 11 - 5) for i in range(a.start, a.start + a.window)]
     else:
-        sys.path.insert(0, str(SHARED / "bench"))
-        from workload import generate  # type: ignore[import-not-found]
+        from workload import generate  # (bench/workload.py)
 
         urls, prios, _ = generate(200_000, 5_000, 42)
         reqs = [Request(u, priority=p) for u, p in zip(urls, prios)]

@@ -28,10 +28,8 @@ import sqlite3
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 _HEAD = ("SELECT * FROM (SELECT qid, nprio, seq, payload FROM entries WHERE qid=?{} "
          "ORDER BY nprio, seq LIMIT 1)")
 
@@ -46,8 +44,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200_000, help="offered requests")
     ap.add_argument("--hosts", type=int, default=5_000)
     a = ap.parse_args()
-    sys.path.insert(0, str(SHARED / "bench"))
-    from workload import generate  # type: ignore[import-not-found]
+    from workload import generate  # (bench/workload.py)
 
     from crawlq import Frontier, Request
 
