@@ -5,6 +5,9 @@ from __future__ import annotations
 import gc
 import re
 import sqlite3
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -894,12 +897,20 @@ def test_damaged_lease_data_is_store_corrupt(tmp_path: Path) -> None:
         leases = f.next(3)
     with sqlite3.connect(db) as c:
         c.execute("UPDATE lease_data SET ints = substr(ints, 1, 40)")
-    with Frontier.open(f"sqlite:///{db}", **opts) as f:
+    with Frontier.open(f"sqlite:///{db}", group_commit=0, **opts) as f:
         with pytest.raises(StoreCorrupt, match=r"lease data of a next\(\) call is damaged"):
             f.done(leases)
         now[0] += 11
         with pytest.raises(StoreCorrupt, match="damaged: 40 bytes where 96"):
             f.next(3)
+    # With group commit (the default) the answer is held, and the damage is reported by
+    # the call that commits it (here next(); close() too: nothing is dropped quietly).
+    f = Frontier.open(f"sqlite:///{db}", **opts)
+    f.done(leases)
+    with pytest.raises(StoreCorrupt, match=r"lease data of a next\(\) call is damaged"):
+        f.next(3)
+    with pytest.raises(StoreCorrupt):
+        f.close()
 
 
 def test_sqlite_schema_3_leases_survive_the_upgrade(tmp_path: Path) -> None:
@@ -985,3 +996,36 @@ def test_a_locked_full_or_read_only_store_is_not_called_damaged(tmp_path: Path) 
     with Frontier.open(url, **FAST) as f:  # nothing of the failed calls was kept
         s = f.stats()
         assert (s.seen, s.queued) == (1, 1)
+
+
+def test_small_acknowledgements_are_committed_together_and_soon(tmp_path: Path) -> None:
+    """One done() per lease (group commit): another connection sees the answers within
+    the group_commit delay, without any further call; a process that dies with answers
+    held loses only those answers (the pages come back), never a request."""
+    url = f"sqlite:///{tmp_path}/g.db"
+    with Frontier.open(url, lease_ttl=1, **FAST) as f:
+        f.add([f"https://h{i}.example/" for i in range(4)])
+        leases = f.next(4)
+        assert [f.done(le) for le in leases[:2]] == [1, 1]
+        assert f.done(leases[0]) == 0  # answered twice: once
+        with Frontier.open(url, **FAST) as other:
+            deadline = time.monotonic() + 5
+            while other.stats().done < 2:  # (the timer commits them: no call of f)
+                assert time.monotonic() < deadline, "held answers were never committed"
+                time.sleep(0.01)
+            assert other.stats().late_acks == 1
+    time.sleep(1.1)  # (the other two leases expire: the process below takes them)
+    code = (
+        "import os, sys\nfrom crawlq import Frontier\n"
+        f"f = Frontier.open({url!r}, lease_ttl=1, group_commit=1.0, min_delay=0, "
+        "max_delay=0, delay_factor=0)\n"
+        "leases = f.next(2)\nfor le in leases: f.done(le)\n"
+        "print(len(leases), flush=True)\nos._exit(0)  # (dies with the answers held)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60)
+    assert r.stdout.strip() == "2", r.stderr
+    time.sleep(1.1)  # past their leases
+    with Frontier.open(url, **FAST) as f:
+        s = f.stats()
+        assert (s.done, s.leased, s.queued) == (2, 0, 2)  # the two came back
+        assert len(f.next(5)) == 2

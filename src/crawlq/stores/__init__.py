@@ -14,7 +14,8 @@ POLICY_OPTIONS = ("concurrency", "min_delay", "max_delay", "delay_factor", "max_
                   "session_budget", "session_rest")
 STORE_OPTIONS = frozenset(
     (*POLICY_OPTIONS, "lifo", "max_redeliveries", "bloom_capacity", "bloom_error_rate",
-     "create", "synchronous", "busy_timeout", "cache_mb", "prefix", "retry_deadline")
+     "create", "synchronous", "busy_timeout", "group_commit", "cache_mb", "prefix",
+     "retry_deadline")
 )
 """Keyword options of ``Frontier.open`` that configure the store."""
 
@@ -60,11 +61,19 @@ def open_store(url: str, **options: Any) -> Store:
         if not create and not os.path.exists(path):
             raise StoreError(f"no crawl at {url}: {path} does not exist")
         query = dict(parse_qsl(parts.query))
-        from .sqlite import DEFAULT_CACHE_MB, SQLiteStore
+        from .sqlite import DEFAULT_CACHE_MB, GROUP_COMMIT, SQLiteStore
 
         synchronous = options.pop("synchronous", query.get("synchronous", "normal"))
         busy = float(options.pop("busy_timeout", query.get("busy_timeout", 60.0)))
         cache_mb = options.pop("cache_mb", query.get("cache_mb", DEFAULT_CACHE_MB))
+        group = options.pop("group_commit", query.get("group_commit", GROUP_COMMIT))
+        try:
+            group = float(group)
+        except (TypeError, ValueError):
+            raise ConfigError(f"group_commit must be a number of seconds, not {group!r}"
+                              ) from None
+        if not 0 <= group <= 1:
+            raise ConfigError(f"group_commit is at most 1 s (0: off), not {group!r}")
         try:
             cache_mb = float(cache_mb)
         except (TypeError, ValueError):
@@ -72,7 +81,7 @@ def open_store(url: str, **options: Any) -> Store:
         _no_more(options, scheme)
         return SQLiteStore(path, policy, lifo=lifo, bloom=bloom, synchronous=synchronous,
                            busy_timeout=busy, cache_mb=cache_mb,
-                           max_redeliveries=redeliveries)
+                           max_redeliveries=redeliveries, group_commit=group)
     if scheme in ("redis", "rediss", "unix"):
         from .redis_store import RedisStore
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import os
 import sqlite3
 import threading
@@ -58,6 +59,8 @@ from .sqlite_schema import (
     store_error,
 )
 
+log = logging.getLogger("crawlq.store")
+
 MIN_SQLITE = (3, 35, 0)
 """The oldest SQLite the store runs on: it uses RETURNING (3.35), upserts (3.24) and row
 values (3.15)."""
@@ -66,6 +69,10 @@ _CACHED_QUEUES = 200_000  # queue rows kept in memory at most (about 450 bytes e
 _AHEAD = 16  # entries read ahead per queue and level (see SQLiteStore._fill_ahead)
 _AHEAD_ROWS = 65_536  # entries read ahead and kept, at most (~220 bytes each)
 _AHEAD_RENEW = 1024  # lease calls after which all entries read ahead are dropped
+GROUP_COMMIT = 0.005
+"""Default longest wait of a small acknowledgement for others to share its transaction
+(seconds; the ``group_commit`` store option, 0: every call commits on its own)."""
+_GROUP_MAX = 1000  # acknowledgements held at most before they are committed at once
 _AHEAD_FROM = 4  # entries queued in a queue, at least, for reading ahead (many queues)
 _SEQ_MAX = 2**48
 DEFAULT_CACHE_MB = 6.0
@@ -310,6 +317,7 @@ class SQLiteStore:
         busy_timeout: float = 60.0,
         cache_mb: float = DEFAULT_CACHE_MB,
         max_redeliveries: int = MAX_REDELIVERIES,
+        group_commit: float = GROUP_COMMIT,
     ) -> None:
         if synchronous.lower() not in ("normal", "full", "off"):
             raise ConfigError("synchronous must be 'normal', 'full' or 'off'")
@@ -327,6 +335,14 @@ class SQLiteStore:
         self.policy = policy or QueuePolicy()
         self.lifo = lifo
         self.max_redeliveries = max_redeliveries
+        # Group commit of small acknowledgements (see release): held here until a
+        # transaction takes them (any call's, first thing) or the timer commits them.
+        self.group_commit = group_commit
+        self._held_acks: list[Ack] = []
+        self._held_tokens: set[int] = set()
+        self._held_now = 0.0
+        self._taken: tuple[list[Ack], float] | None = None  # (in the open transaction)
+        self._timer: threading.Timer | None = None
         # Whether the expiries table may have rows (None: unknown, another connection
         # wrote): while it has none, answering a lease need not look there.
         self._expiries: bool | None = None
@@ -403,11 +419,16 @@ class SQLiteStore:
                     self._forget_ahead()
                     self._expiries = None
                     self._version = version
+                if self._held_acks:  # every call sees the acknowledgements made before it
+                    acks, now = self._taken = (self._held_acks, self._held_now)
+                    self._held_acks, self._held_tokens, self._held_now = [], set(), 0.0
+                    self._release(c, acks, now)
                 yield c
                 if self._stale:
                     self._rows.clear()
                     self._stale = False
                 c.execute("COMMIT")
+                self._taken = None
             except sqlite3.Error as exc:
                 self._rollback()
                 raise store_error(self.path, exc) from exc
@@ -416,6 +437,12 @@ class SQLiteStore:
                 raise
 
     def _rollback(self) -> None:
+        if self._taken is not None:  # not committed: held again, for the next call
+            acks, now = self._taken
+            self._taken = None
+            self._held_acks[:0] = acks
+            self._held_tokens.update(a[0] for a in acks)
+            self._held_now = max(self._held_now, now)
         self._rows.clear()  # it may hold changes that were not committed
         self._forget_ahead()
         self._stale = False
@@ -1050,78 +1077,128 @@ class SQLiteStore:
         return out
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
-        """See :meth:`Store.release`."""
+        """See :meth:`Store.release`.
+
+        Group commit: a small call (one ``done()`` per fetched page, as a crawler's loop
+        makes them) is answered from a read of its leases and held, to be applied at the
+        start of the next transaction (any call's) or by a timer after ``group_commit``
+        seconds, whichever comes first; a crash in between undoes those
+        acknowledgements (their leases expire and the pages are fetched again), never
+        an add. Rests start from the latest of the held calls' times."""
         if not acks:
             return []
-        with self._tx() as c:
-            # token -> (qid, nprio) of each open lease among them, now closed; the whole
-            # entry of those that go back, die or wait (a token answered twice in one
-            # call: its first answer wins, the second finds it closed)
-            if self._expiries is None:
-                self._expiries = c.execute(
-                    "SELECT EXISTS (SELECT 1 FROM expiries)").fetchone()[0] == 1
-            tokens = [a[0] for a in acks]
-            held, entries = sqlite_leases.answer(
-                c, tokens, set(tokens) if self._expiries
-                else {a[0] for a in acks if a[1] != ACK_DONE})
-            if self._expiries:
-                # Entries done or dead end their expiry counts (retried ones keep them).
-                ended = {a[0] for a in acks if a[1] != ACK_REQUEUE}
-                c.executemany("DELETE FROM expiries WHERE qid=? AND nprio=? AND ord=?",
-                              [e[:3] for t, e in entries.items() if t in ended])
-            out: list[bool] = []
-            deltas: dict[int, _Delta] = {}
-            dead_rows: list[tuple[Any, ...]] = []
-            back: list[tuple[Any, ...]] = []
-            later: list[tuple[Any, ...]] = []
-            n_done = n_failed = n_retried = n_dead = late = 0
-            for token, kind, duration, not_before, retries, error, failed, delay in acks:
-                h = held.pop(token, None)
-                if h is None:
-                    out.append(False)
-                    late += 1
-                    continue
-                out.append(True)
-                qid, nprio = h
-                d = deltas.get(qid)
-                if d is None:
-                    d = deltas[qid] = _Delta()
-                d.inflight -= 1
-                # (the longest wins; comparisons, not max(): once per acknowledgement)
-                if delay is not None:
-                    if d.explicit_delay is None or delay > d.explicit_delay:
-                        d.explicit_delay = delay
-                elif d.duration is None or (duration or 0.0) > d.duration:
-                    d.duration = duration or 0.0
-                if kind == ACK_DONE:
-                    n_done += 1
-                elif kind == ACK_DEAD:
-                    e = entries[token]
-                    dead_rows.append((qid, -nprio, retries, bytearray(e[4]), error or "", now))
-                    n_dead += 1
-                    n_failed += 1
+        if self.group_commit <= 0 or len(acks) >= _GROUP_MAX:
+            with self._tx() as c:
+                return self._release(c, acks, now)
+        with self._lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+            try:
+                open_now = sqlite_leases.open_tokens(self._conn, [a[0] for a in acks])
+            except sqlite3.Error as exc:
+                raise store_error(self.path, exc) from exc
+            out = []
+            for a, ok in zip(acks, open_now):
+                ok = ok and a[0] not in self._held_tokens  # (answered twice: once)
+                if ok:
+                    self._held_tokens.add(a[0])
+                out.append(ok)
+            self._held_acks.extend(acks)  # (the others count as late at the commit)
+            self._held_now = max(self._held_now, now)
+            if len(self._held_acks) >= _GROUP_MAX:
+                self._commit_held()
+            elif self._timer is None:
+                self._timer = threading.Timer(self.group_commit, self._commit_later)
+                self._timer.daemon = True
+                self._timer.start()
+            return out
+
+    def _commit_held(self) -> None:
+        """Commit the held acknowledgements now (an empty transaction takes them)."""
+        with self._tx():
+            pass
+
+    def _commit_later(self) -> None:
+        with self._lock:
+            self._timer = None
+            if self._closed or not self._held_acks:
+                return
+            try:
+                self._commit_held()
+            except StoreError:  # (held again: the next call retries, and says why)
+                log.warning("committing held acknowledgements of %s failed", self.path,
+                            exc_info=True)
+
+    def _release(self, c: sqlite3.Connection, acks: Sequence[Ack], now: float) -> list[bool]:
+        """Apply ``acks`` in the transaction ``c``."""
+        # token -> (qid, nprio) of each open lease among them, now closed; the whole
+        # entry of those that go back, die or wait (a token answered twice in one
+        # call: its first answer wins, the second finds it closed)
+        if self._expiries is None:
+            self._expiries = c.execute(
+                "SELECT EXISTS (SELECT 1 FROM expiries)").fetchone()[0] == 1
+        tokens = [a[0] for a in acks]
+        held, entries = sqlite_leases.answer(
+            c, tokens, set(tokens) if self._expiries
+            else {a[0] for a in acks if a[1] != ACK_DONE})
+        if self._expiries:
+            # Entries done or dead end their expiry counts (retried ones keep them).
+            ended = {a[0] for a in acks if a[1] != ACK_REQUEUE}
+            c.executemany("DELETE FROM expiries WHERE qid=? AND nprio=? AND ord=?",
+                          [e[:3] for t, e in entries.items() if t in ended])
+        out: list[bool] = []
+        deltas: dict[int, _Delta] = {}
+        dead_rows: list[tuple[Any, ...]] = []
+        back: list[tuple[Any, ...]] = []
+        later: list[tuple[Any, ...]] = []
+        n_done = n_failed = n_retried = n_dead = late = 0
+        for token, kind, duration, not_before, retries, error, failed, delay in acks:
+            h = held.pop(token, None)
+            if h is None:
+                out.append(False)
+                late += 1
+                continue
+            out.append(True)
+            qid, nprio = h
+            d = deltas.get(qid)
+            if d is None:
+                d = deltas[qid] = _Delta()
+            d.inflight -= 1
+            # (the longest wins; comparisons, not max(): once per acknowledgement)
+            if delay is not None:
+                if d.explicit_delay is None or delay > d.explicit_delay:
+                    d.explicit_delay = delay
+            elif d.duration is None or (duration or 0.0) > d.duration:
+                d.duration = duration or 0.0
+            if kind == ACK_DONE:
+                n_done += 1
+            elif kind == ACK_DEAD:
+                e = entries[token]
+                dead_rows.append((qid, -nprio, retries, bytearray(e[4]), error or "", now))
+                n_dead += 1
+                n_failed += 1
+            else:
+                n_retried += 1
+                n_failed += failed
+                e = entries[token]
+                if not_before is not None and not_before > now:
+                    later.append((not_before, qid, nprio, e[2], retries, bytearray(e[4])))
                 else:
-                    n_retried += 1
-                    n_failed += failed
-                    e = entries[token]
-                    if not_before is not None and not_before > now:
-                        later.append((not_before, qid, nprio, e[2], retries, bytearray(e[4])))
-                    else:
-                        back.append((qid, nprio, e[2], retries, e[4]))
-            if dead_rows:
-                c.executemany("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
-                              "VALUES (?,?,?,?,?,?)", dead_rows)
-            self._to_level0(c, back, deltas, False)  # (inflight counted above)
-            if later:
-                c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
-                              "VALUES (?,?,?,?,?,?)", later)
-            requeue = back + later
-            n_sched = len(later)
-            self._apply(c, deltas, now)
-            n_held = n_done + n_dead + len(requeue)
-            self._count(c, done=n_done, failed=n_failed, retried=n_retried, dead=n_dead,
-                        late_acks=late, leased=-n_held, queued=len(requeue),
-                        scheduled=n_sched)
+                    back.append((qid, nprio, e[2], retries, e[4]))
+        if dead_rows:
+            c.executemany("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
+                          "VALUES (?,?,?,?,?,?)", dead_rows)
+        self._to_level0(c, back, deltas, False)  # (inflight counted above)
+        if later:
+            c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
+                          "VALUES (?,?,?,?,?,?)", later)
+        requeue = back + later
+        n_sched = len(later)
+        self._apply(c, deltas, now)
+        n_held = n_done + n_dead + len(requeue)
+        self._count(c, done=n_done, failed=n_failed, retried=n_retried, dead=n_dead,
+                    late_acks=late, leased=-n_held, queued=len(requeue),
+                    scheduled=n_sched)
         return out
 
     def next_ready_at(self, now: float) -> float | None:
@@ -1267,6 +1344,8 @@ class SQLiteStore:
         with self._lock:
             if self._closed:
                 raise StoreError("the store is closed")
+            if self._held_acks:
+                self._commit_held()
         conn = sqlite3.connect(self.path, isolation_level=None)
         try:
             conn.execute("BEGIN")
@@ -1318,11 +1397,18 @@ class SQLiteStore:
         return n
 
     def close(self) -> None:
-        """See :meth:`Store.close`."""
+        """See :meth:`Store.close` (held acknowledgements are committed first)."""
         with self._lock:
             if not self._closed:
-                self._closed = True
-                self._conn.close()
+                if self._timer is not None:
+                    self._timer.cancel()
+                    self._timer = None
+                try:
+                    if self._held_acks:
+                        self._commit_held()
+                finally:
+                    self._closed = True
+                    self._conn.close()
 
 
 def _why_unopenable(path: str) -> str | None:

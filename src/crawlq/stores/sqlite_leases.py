@@ -155,6 +155,25 @@ def answer(c: sqlite3.Connection, tokens: Iterable[int], full: set[int] | frozen
     return held, rows
 
 
+def _open_call(c: sqlite3.Connection, token: int) -> int | None:
+    """The call (its ``last``) holding ``token`` while it is open (not answered, its
+    call not closed), else None."""
+    call = c.execute("SELECT last, first, acked FROM lease_calls WHERE last >= ? "
+                     "ORDER BY last LIMIT 1", (token,)).fetchone()
+    if call is None or call[1] > token:
+        return None
+    k = token - call[1]
+    if call[2] is not None and call[2][k >> 3] & (1 << (k & 7)):
+        return None
+    return int(call[0])
+
+
+def open_tokens(c: sqlite3.Connection, tokens: Sequence[int]) -> list[bool]:
+    """Per token, whether its lease is open (a read: for answers held to be committed
+    later, see SQLiteStore.release)."""
+    return [_open_call(c, t) is not None for t in tokens]
+
+
 def renew(c: sqlite3.Connection, tokens: Sequence[int], expires: float) -> list[bool]:
     """Extend the calls holding the open leases among ``tokens`` to ``expires`` (a call
     has one expiry: its other open leases are extended too); per token, whether it was
@@ -162,15 +181,10 @@ def renew(c: sqlite3.Connection, tokens: Sequence[int], expires: float) -> list[
     out = []
     calls: set[int] = set()
     for t in tokens:
-        call = c.execute("SELECT last, first, acked FROM lease_calls WHERE last >= ? "
-                         "ORDER BY last LIMIT 1", (t,)).fetchone()
-        held = False
-        if call is not None and call[1] <= t:
-            k = t - call[1]
-            held = call[2] is None or not call[2][k >> 3] & (1 << (k & 7))
-            if held:
-                calls.add(call[0])
-        out.append(held)
+        last = _open_call(c, t)
+        if last is not None:
+            calls.add(last)
+        out.append(last is not None)
     c.executemany("UPDATE lease_calls SET expires = max(expires, ?) WHERE last = ?",
                   [(expires, last) for last in calls])
     return out
