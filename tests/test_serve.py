@@ -3,6 +3,7 @@ HTTP client (urllib); and the CLI's done / fail / retry on the leases next print
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from crawlq.redislocal import LocalRedis
 
 
 @contextmanager
@@ -270,3 +273,49 @@ def test_serve_over_https_with_a_given_certificate(tmp_path: Path) -> None:
                           "serve", "--tls-cert", str(tmp_path / "none.pem")],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("crawlq: error: cannot use the TLS")
+
+
+def test_two_servers_on_one_redis_crawl_keep_each_host_polite(
+        redis_server: LocalRedis) -> None:
+    """Two ``crawlq serve`` processes front one Redis crawl; two clients take and answer
+    leases through them at once. Every URL is handed out once, and a host is never
+    leased again before its rest after the last answer has passed, whichever server
+    handed it out."""
+    import threading
+    import time
+
+    store = f"{redis_server.url}?prefix=two-servers"
+    opts = ("-o", "min_delay=0.3", "-o", "max_delay=0.3", "-o", "delay_factor=0")
+    with server(store, *opts) as (one, _), server(store, *opts) as (two, _):
+        urls = [f"https://h{i % 3}.example/{i}" for i in range(18)]
+        assert call(one, "/v1/add", {"requests": urls})[1]["added"] == 18
+        got: list[tuple[str, float, float]] = []  # (url, leased at, answered at)
+        lock = threading.Lock()
+
+        def client(base: str) -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                leases = call(base, "/v1/next", {"n": 3})[1]["leases"]
+                if not leases:
+                    if call(base, "/v1/stats")[1]["finished"]:
+                        return
+                    time.sleep(0.02)
+                    continue
+                leased = time.monotonic()
+                time.sleep(0.05)  # (fetching)
+                answered = time.monotonic()
+                with lock:  # (noted before the answer: the host may rest from then on)
+                    got.extend((le["url"], leased, answered) for le in leases)
+                assert call(base, "/v1/ack", {"leases": [le["lease"] for le in leases],
+                                              "duration": 0.05})[1]["held"] == len(leases)
+
+        threads = [threading.Thread(target=client, args=(b,)) for b in (one, two)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+    assert sorted(u for u, _, _ in got) == sorted(urls)  # each once
+    for host in ("h0", "h1", "h2"):
+        spans = sorted((a, b) for u, a, b in got if f"//{host}." in u)
+        for (_, end), (start, _) in itertools.pairwise(spans):
+            assert start >= end + 0.25, (host, spans)  # its rest (0.3 s, less slack)
