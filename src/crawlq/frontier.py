@@ -29,6 +29,7 @@ from .models import (
     Rejection,
     Request,
     Stats,
+    request_problem,
 )
 from .policies.canonical import DEFAULT_MAX_LENGTH, Canonicalizer
 from .policies.fingerprint import Fingerprinter, FingerprintFunction
@@ -618,19 +619,13 @@ class Frontier:
                 raise ConfigError(f"this dump (id {first['id']}) was loaded into this store "
                                   "already; loading it again would queue its requests twice")
 
-        def checked() -> Iterator[dict[str, Any]]:
-            for rec in itertools.chain((first,), it):
-                rec = dict(rec)
-                if rec.get("type") in ("entry", "dead"):
-                    req = dumpfmt.request_from_json(rec.get("request") or {})
-                    problem = request_problem(req)
-                    if problem is not None:
-                        raise ConfigError(f"a {rec['type']} record of {req.url!r}: {problem}")
-                yield rec
+        def records_then_marker() -> Iterator[dict[str, Any]]:
+            # (each request is checked by dumpfmt.apply, as the store applies it)
+            yield from (dict(rec) for rec in itertools.chain((first,), it))
             if marker is not None:  # (in the same transaction, where the store has one)
                 yield dumpfmt.value(marker, repr(self.clock()).encode(), None)
 
-        n = self.store.load(checked())
+        n = self.store.load(records_then_marker())
         return n - 1 if marker is not None else n  # (the marker is not the dump's)
 
     def close(self) -> None:
@@ -705,34 +700,3 @@ def _queue_override(queue: object) -> str:
 def _url_of(req: object) -> str:
     url = getattr(req, "url", req)
     return url if isinstance(url, str) else repr(url)
-
-
-def request_problem(req: Request) -> str | None:
-    """What is wrong with a request's fields (types, ranges), or None: the rules of
-    :meth:`Frontier.add` (which checks the same inline, on its hot path, and asks here
-    what failed) and of :meth:`Frontier.load`."""
-    if req.url.__class__ is not str:
-        return f"url must be a string, not {req.url!r}"
-    if req.priority.__class__ is not int or not -PRIORITY_MAX <= req.priority <= PRIORITY_MAX:
-        return f"priority must be an int within ±{PRIORITY_MAX}: {req.priority!r}"
-    if req.retries.__class__ is not int or not 0 <= req.retries <= RETRIES_MAX:
-        return f"retries must be an int in [0, {RETRIES_MAX}], not {req.retries!r}"
-    if req.body.__class__ is not bytes:
-        return f"body must be bytes, not {type(req.body).__name__}"
-    if req.referrer is not None and req.referrer.__class__ is not str:
-        return f"referrer must be a URL (a string) or None, not {req.referrer!r}"
-    if req.depth.__class__ is not int or not 0 <= req.depth <= DEPTH_MAX:
-        return f"depth must be an int in [0, {DEPTH_MAX}], not {req.depth!r}"
-    if req.method.__class__ is not str or not req.method:
-        return f"method must be a non-empty string, not {req.method!r}"
-    if req.dont_filter.__class__ is not bool:
-        return f"dont_filter must be True or False, not {req.dont_filter!r}"
-    if not isinstance(req.meta, Mapping):
-        return f"meta must be a mapping, not {type(req.meta).__name__}"
-    ra = req.revisit_after
-    if ra is not None and (ra.__class__ not in (float, int) or not 0 < ra < math.inf):
-        return f"revisit_after must be a number of seconds > 0, not {ra!r}"
-    nb = req.not_before
-    if nb is not None and (nb.__class__ not in (float, int) or not math.isfinite(nb)):
-        return f"not_before must be a finite number of epoch seconds, not {nb!r}"
-    return None

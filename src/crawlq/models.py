@@ -19,6 +19,12 @@ from .errors import ConfigError
 
 _PAYLOAD_VERSION = 1
 _NO_META: Mapping[str, Any] = MappingProxyType({})  # shared: no dict per request
+
+PRIORITY_MAX = 2**31 - 1
+"""Priorities must lie in [-PRIORITY_MAX, PRIORITY_MAX]."""
+RETRIES_MAX = 2**16 - 1
+DEPTH_MAX = 2**32 - 1
+"""A request's depth must lie in [0, DEPTH_MAX]."""
 _packb = msgpack.packb  # (a shared Packer would be faster but is not thread-safe)
 
 
@@ -205,6 +211,12 @@ class QueueInfo:
     state: str
     settings: Mapping[str, float] = field(default_factory=dict, hash=False)
 
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-friendly dict of every field (``ready_at`` None for never)."""
+        return {**{k: getattr(self, k) for k in self.__dataclass_fields__},
+                "ready_at": None if math.isinf(self.ready_at) else self.ready_at,
+                "settings": dict(self.settings)}
+
 
 @dataclass(frozen=True, slots=True)
 class DeadRequest:
@@ -262,12 +274,38 @@ class Stats:
             if name == "rejected":
                 v = dict(v)
             elif name == "per_queue":
-                v = [
-                    {**{k: getattr(q, k) for k in q.__dataclass_fields__},
-                     "ready_at": None if math.isinf(q.ready_at) else q.ready_at,
-                     "settings": dict(q.settings)}
-                    for q in v
-                ]
+                v = [q.as_dict() for q in v]
             d[name] = v
         d["finished"] = self.finished
         return d
+
+
+def request_problem(req: Request) -> str | None:
+    """What is wrong with a request's fields (types, ranges), or None: the rules of
+    ``Frontier.add`` (which checks the same inline, on its hot path, and asks here what
+    failed) and of a dump's records (``dumpfmt.apply``, under every store's load)."""
+    if req.url.__class__ is not str:
+        return f"url must be a string, not {req.url!r}"
+    if req.priority.__class__ is not int or not -PRIORITY_MAX <= req.priority <= PRIORITY_MAX:
+        return f"priority must be an int within ±{PRIORITY_MAX}: {req.priority!r}"
+    if req.retries.__class__ is not int or not 0 <= req.retries <= RETRIES_MAX:
+        return f"retries must be an int in [0, {RETRIES_MAX}], not {req.retries!r}"
+    if req.body.__class__ is not bytes:
+        return f"body must be bytes, not {type(req.body).__name__}"
+    if req.referrer is not None and req.referrer.__class__ is not str:
+        return f"referrer must be a URL (a string) or None, not {req.referrer!r}"
+    if req.depth.__class__ is not int or not 0 <= req.depth <= DEPTH_MAX:
+        return f"depth must be an int in [0, {DEPTH_MAX}], not {req.depth!r}"
+    if req.method.__class__ is not str or not req.method:
+        return f"method must be a non-empty string, not {req.method!r}"
+    if req.dont_filter.__class__ is not bool:
+        return f"dont_filter must be True or False, not {req.dont_filter!r}"
+    if not isinstance(req.meta, Mapping):
+        return f"meta must be a mapping, not {type(req.meta).__name__}"
+    ra = req.revisit_after
+    if ra is not None and (ra.__class__ not in (float, int) or not 0 < ra < math.inf):
+        return f"revisit_after must be a number of seconds > 0, not {ra!r}"
+    nb = req.not_before
+    if nb is not None and (nb.__class__ not in (float, int) or not math.isfinite(nb)):
+        return f"not_before must be a finite number of epoch seconds, not {nb!r}"
+    return None

@@ -20,6 +20,9 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple, Protocol
 
 from ..errors import ConfigError
+from ..models import DEPTH_MAX as DEPTH_MAX  # (the request rules live in models)
+from ..models import PRIORITY_MAX as PRIORITY_MAX
+from ..models import RETRIES_MAX as RETRIES_MAX
 from ..models import QueueInfo, Stats
 
 # add() status codes, one per entry.
@@ -32,11 +35,6 @@ ACK_DONE = 0
 ACK_REQUEUE = 1  # back to the queue (retry after failure, or retry-later); see Ack.failed
 ACK_DEAD = 2
 
-PRIORITY_MAX = 2**31 - 1
-"""Priorities must lie in [-PRIORITY_MAX, PRIORITY_MAX]."""
-RETRIES_MAX = 2**16 - 1
-DEPTH_MAX = 2**32 - 1
-"""A request's depth must lie in [0, DEPTH_MAX]."""
 
 MAX_REDELIVERIES = 5
 """How many times a request's lease may expire unanswered (a fetcher that crashed,

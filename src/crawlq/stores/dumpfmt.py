@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ..errors import ConfigError
-from ..models import Request
+from ..models import Request, request_problem
 from .base import DeadEntry
 
 
@@ -179,6 +179,9 @@ def apply(store: Loadable, rec: Mapping[str, Any]) -> int:
             store._load_seen(bytes.fromhex(rec["fp"]), rec.get("revisit_at"))
         elif kind == "entry" or kind == "dead":
             req = request_from_json(rec["request"])
+            problem = request_problem(req)  # (what add() refuses, load refuses too)
+            if problem is not None:
+                raise ConfigError(f"a {kind} record of {req.url!r}: {problem}")
             payload = req.to_payload(str(rec["queue"]))
             if kind == "entry":
                 store._load_entry(str(rec["queue"]), req.priority, req.retries, payload,
