@@ -289,11 +289,11 @@ def run(argv: Sequence[str] | None = None, out: IO[str] | None = None,
                     pass
             except OSError as exc:
                 raise CrawlqError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+        options = _options(args.option)
         if args.command == "serve":
             from .serve import command as serve
 
-            return serve(args, store, _options(args.option))
-        options = _options(args.option)
+            return serve(args, store, options)
         if args.command in READ_ONLY:
             # (opening it would create an empty store, and print zeros as if it were one)
             options["create"] = False
@@ -316,10 +316,7 @@ def run(argv: Sequence[str] | None = None, out: IO[str] | None = None,
                 qs = f.queues(args.n)
                 if args.json:
                     for q in qs:
-                        print(json.dumps({"key": q.key, "queued": q.queued, "leased": q.leased,
-                                          "accepted": q.accepted, "state": q.state,
-                                          "ready_at": q.ready_at,
-                                          "settings": dict(q.settings)}), file=out)
+                        print(json.dumps(q.as_dict()), file=out)
                 else:
                     _print_queues(qs, out)
                 return 0

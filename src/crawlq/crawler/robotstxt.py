@@ -31,12 +31,15 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from jwm.robotstxt import googlebot
 
 _EXTRACT = re.compile(r"[A-Za-z_-]*")
 _PRODUCT = re.compile(r"[^/\s]*")
 _C_SPACE = " \t\n\v\f\r"
+_PATH_START = re.compile(r"[/?;]")
+_ASCII = "".join(map(chr, range(128)))  # (kept as they are: only the rest is encoded)
 
 
 def extract_user_agent(value: str) -> str:
@@ -60,30 +63,23 @@ def path_params_query(url: str) -> str:
     fragment; ``/`` when empty (Google's ``GetPathParamsQuery``), with characters
     outside ASCII percent-encoded as UTF-8 (Google expects an encoded URL)."""
     start = 2 if url.startswith("//") else 0
-    early = _find_first(url, "/?;", start)
+    early = _PATH_START.search(url, start)
     proto = url.find("://", start)
-    if proto < 0 or (0 <= early < proto):
+    if proto < 0 or (early is not None and early.start() < proto):
         proto = start
     else:
         proto += 3
-    at = _find_first(url, "/?;", proto)
-    if at < 0:
+    found = _PATH_START.search(url, proto)
+    if found is None:
         return "/"
+    at = found.start()
     hash_at = url.find("#", start)
     if 0 <= hash_at < at:
         return "/"
     path = url[at:hash_at] if hash_at >= 0 else url[at:]
     if path[0] != "/":
         path = "/" + path
-    if not path.isascii():
-        path = "".join(c if c < "\x80" else "".join(f"%{b:02X}" for b in c.encode())
-                       for c in path)
-    return path
-
-
-def _find_first(s: str, chars: str, start: int) -> int:
-    found = [i for i in (s.find(c, start) for c in chars) if i >= 0]
-    return min(found) if found else -1
+    return path if path.isascii() else quote(path, safe=_ASCII)
 
 
 @dataclass

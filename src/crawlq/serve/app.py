@@ -204,10 +204,7 @@ class _Api:
     async def queues(self, request: web.Request) -> web.Response:
         n = _count(request.query.get("n"), "n", 20, 1000)
         qs = await asyncio.to_thread(self.f.queues, n)
-        return web.json_response({"queues": [
-            {"key": q.key, "queued": q.queued, "leased": q.leased, "accepted": q.accepted,
-             "state": q.state, "ready_at": q.ready_at if q.ready_at < float("inf") else None,
-             "settings": dict(q.settings)} for q in qs]})
+        return web.json_response({"queues": [q.as_dict() for q in qs]})
 
     async def dead(self, request: web.Request) -> web.Response:
         n = _count(request.query.get("n"), "n", 20, MAX_BATCH)

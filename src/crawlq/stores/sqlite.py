@@ -73,6 +73,7 @@ GROUP_COMMIT = 0.005
 """Default longest wait of a small acknowledgement for others to share its transaction
 (seconds; the ``group_commit`` store option, 0: every call commits on its own)."""
 _GROUP_MAX = 1000  # acknowledgements held at most before they are committed at once
+_PUT_VALUE = "INSERT OR REPLACE INTO vals VALUES (?,?,?)"  # (put_values, and load)
 _AHEAD_FROM = 4  # entries queued in a queue, at least, for reading ahead (many queues)
 _SEQ_MAX = 2**48
 DEFAULT_CACHE_MB = 6.0
@@ -1257,8 +1258,7 @@ class SQLiteStore:
     def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
         """See :meth:`Store.put_values`."""
         with self._tx() as c:
-            c.executemany("INSERT OR REPLACE INTO vals VALUES (?,?,?)",
-                          [(n, bytearray(v), e) for n, v, e in items])
+            c.executemany(_PUT_VALUE, [(n, bytearray(v), e) for n, v, e in items])
 
     def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
         """See :meth:`Store.get_values`."""
@@ -1765,8 +1765,7 @@ class _Loader:
             self.store._reject(self.c, {r: int(v) for r, v in rejected.items()})
 
     def _load_value(self, name: str, data: bytes, expires: float | None) -> None:
-        self.c.execute("INSERT OR REPLACE INTO vals VALUES (?,?,?)",
-                       (name, bytearray(data), expires))
+        self.c.execute(_PUT_VALUE, (name, bytearray(data), expires))
 
     def finish(self) -> None:
         if self.seen is not None:

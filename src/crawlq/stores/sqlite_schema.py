@@ -299,14 +299,9 @@ def check(path: str) -> list[str]:
             problems.append(f"not a crawlq store: no table {', '.join(missing)}")
         return problems
     except sqlite3.Error as exc:
-        return problems_of(exc)
+        err = store_error(path, exc)
+        if not isinstance(err, StoreCorrupt):  # (a lock or a full disk is no damage)
+            raise err from exc
+        return [str(exc)]
     finally:
         conn.close()
-
-
-def problems_of(exc: sqlite3.Error) -> list[str]:
-    """A driver error met while checking, as a problem (a lock is not damage)."""
-    err = store_error("the store", exc)
-    if isinstance(err, StoreCorrupt):
-        return [str(exc)]
-    raise err
