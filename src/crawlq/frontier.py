@@ -54,6 +54,8 @@ from .stores.base import (
 )
 
 _Leases = Lease | Iterable[Lease]
+_FORM = "crawlq:canonical-form"
+"""The store value holding the canonical form of a crawl's URLs."""
 _PART = 1000
 """Requests per part of a batch handed to a store's ``add_begin`` (see Frontier.add)."""
 
@@ -116,6 +118,7 @@ class Frontier:
         strict_acks: bool = False,
         pause_gc: bool = True,
         clock: Callable[[], float] = time.time,
+        _check_form: bool = True,
     ) -> None:
         # (checked here, not where they are used: a bad retry_backoff would otherwise
         # raise only at the first failed fetch, deep into a crawl)
@@ -145,12 +148,12 @@ class Frontier:
             self.canonicalize: Callable[[str], str] = Canonicalizer(
                 schemes=schemes, max_length=max_url_length)
         elif canonicalize is False:
-            # Every step off, but still validated: scheme, host, length, control chars.
+            # crawlq's steps off: the URL as the WHATWG parser serializes it (what the
+            # fetcher requests), validated (scheme, host, length).
             self.canonicalize = Canonicalizer(
-                lowercase=False, drop_default_port=False, drop_fragment=False,
-                normalize_percent=False, normalize_path=False, sort_query=False,
-                drop_params=(), drop_prefixes=(), drop_session_in_path=False,
-                schemes=schemes, max_length=max_url_length)
+                drop_fragment=False, normalize_percent=False, sort_query=False,
+                drop_params=(), drop_prefixes=(), session_params=(),
+                drop_session_in_path=False, schemes=schemes, max_length=max_url_length)
         elif callable(canonicalize):
             self.canonicalize = canonicalize
         else:
@@ -180,20 +183,8 @@ class Frontier:
         self.pause_gc = pause_gc
         self.clock = clock
         self._fast = _fast_add(self)
-        if self._fast is not None:
-            # Requests the C path does not take whole (with meta, a named queue...) still
-            # get its canonical form: the same definition as for plain requests, where
-            # the C canonicalizer takes the URL (it leaves the unusual ones to Python).
-            c_split, py_split = self._fast.canonical, self._split
-
-            def fast_split(url: str) -> tuple[str, str]:
-                if url.__class__ is str:
-                    hit: tuple[str, str] | None = c_split(url)
-                    if hit is not None:
-                        return hit
-                return py_split(url)
-
-            self._split = fast_split
+        if _check_form:
+            self._check_canonical_form()
 
     @classmethod
     def open(cls, url: str = "memory://", **options: Any) -> Frontier:
@@ -217,6 +208,9 @@ class Frontier:
             raise
         except (TypeError, ValueError) as exc:  # e.g. concurrency="four"
             raise ConfigError(f"bad store option: {exc}") from None
+        # (commands that only look, opened with create=False, may read a crawl of
+        # another canonical form: `crawlq dump` is how it moves to this one)
+        frontier_opts["_check_form"] = store_opts.get("create", True) is not False
         try:
             return cls(store, **frontier_opts)
         except TypeError as exc:
@@ -596,18 +590,59 @@ class Frontier:
             ids = [as_count("a dead request's id", i, 1) for i in ids]
         return self.store.requeue_dead(ids, self.clock())
 
+    @property
+    def canonical_form(self) -> str | None:
+        """The version of the canonical form this frontier gives URLs
+        (:attr:`Canonicalizer.version`), or None for a canonicalize function of the
+        user's own (whose forms crawlq cannot tell apart)."""
+        canon = self.canonicalize
+        return canon.version if isinstance(canon, Canonicalizer) else None
+
+    def _check_canonical_form(self) -> None:
+        """Record this frontier's canonical form with a new crawl; refuse a crawl whose
+        URLs were canonicalized another way (mixed, the same page would be queued once
+        per form and the seen-set would miss)."""
+        form = self.canonical_form
+        if form is None:
+            return
+        stored = self.store.get_values([_FORM], self.clock())[0]
+        if stored is None:
+            st = self.store.stats(self.clock(), 0)
+            if not (st.seen or st.added or st.queued or st.dead):  # a new crawl
+                self.store.put_values([(_FORM, form.encode(), None)])
+                return
+            theirs = "1"  # written before crawlq recorded forms (its RFC 3986 parser)
+        else:
+            theirs = stored.decode("utf-8", "replace")
+        if theirs != form:
+            raise ConfigError(
+                f"this crawl's URLs are in canonical form {theirs}, this frontier's are in "
+                f"form {form} (another crawlq version or canonicalizer steps): move it with "
+                "`crawlq dump` and `crawlq load` into a new store, which re-fingerprints "
+                "its requests, or open it with the same steps")
+
     def dump(self) -> Iterator[dict[str, Any]]:
         """The whole state as JSON-friendly records (for ``crawlq dump``), after a header
-        with the dump's id."""
-        yield dumpfmt.header(uuid.uuid4().hex, self.clock())
+        with the dump's id and the crawl's canonical form."""
+        yield dumpfmt.header(uuid.uuid4().hex, self.clock(), self._stored_form())
         yield from self.store.dump()
+
+    def _stored_form(self) -> str | None:
+        stored = self.store.get_values([_FORM], self.clock())[0]
+        if stored is not None:
+            return stored.decode("utf-8", "replace")
+        st = self.store.stats(self.clock(), 0)
+        return "1" if (st.seen or st.added or st.queued or st.dead) else self.canonical_form
 
     def load(self, records: Iterable[Mapping[str, Any]]) -> int:
         """Merge records from :meth:`dump`; returns how many were applied. Each request
         is checked as :meth:`add` checks it (a bad one raises :class:`ConfigError`
         before anything reaches the store). A dump is loaded once: loading one whose
         header says it was loaded into this store already raises ConfigError and
-        changes nothing."""
+        changes nothing. A dump of another canonical form (its header says which) is
+        re-fingerprinted: each queued and dead request is also marked seen under this
+        frontier's form. (Fetched URLs are in the dump only as fingerprints: one whose
+        canonical spelling changed between the forms may be fetched once more.)"""
         it = iter(records)
         first = next(it, None)
         if first is None:
@@ -619,14 +654,27 @@ class Frontier:
                 raise ConfigError(f"this dump (id {first['id']}) was loaded into this store "
                                   "already; loading it again would queue its requests twice")
 
+        form = first.get("canonical_form") if first.get("type") == "dump" else None
+        refingerprint = form is not None and form != self.canonical_form
+        fingerprint_of = self.fingerprint_of
+        extra = [0 if marker is None else 1]  # records of ours, not the dump's
+
         def records_then_marker() -> Iterator[dict[str, Any]]:
             # (each request is checked by dumpfmt.apply, as the store applies it)
-            yield from (dict(rec) for rec in itertools.chain((first,), it))
+            for rec in itertools.chain((first,), it):
+                yield dict(rec)
+                if refingerprint and rec.get("type") in ("entry", "dead"):
+                    # A dump of another canonical form: each request it holds is known
+                    # by its fingerprint in this frontier's form too, so offering it
+                    # again is a duplicate, as it was in the crawl dumped.
+                    fp = fingerprint_of(dumpfmt.request_from_json(rec["request"]))
+                    if fp is not None:
+                        extra[0] += 1
+                        yield dumpfmt.seen(fp, None)
             if marker is not None:  # (in the same transaction, where the store has one)
                 yield dumpfmt.value(marker, repr(self.clock()).encode(), None)
 
-        n = self.store.load(records_then_marker())
-        return n - 1 if marker is not None else n  # (the marker is not the dump's)
+        return self.store.load(records_then_marker()) - extra[0]
 
     def close(self) -> None:
         """Close the store; the frontier cannot be used afterwards."""
@@ -657,25 +705,19 @@ def _per_lease_durations(leases: Iterable[Lease], durations: object,
 def _fast_add(frontier: Frontier) -> Any:
     """The C fast path of :meth:`Frontier.add` (crawlq._speedups.FastAdd), or None.
 
-    It knows only the default rules: the default Canonicalizer (any parameters to drop
-    and schemes), host queues, the default fingerprint and no priority function. Set
+    It knows only the default rules: a Canonicalizer (called for each URL), host
+    queues, the default fingerprint and no priority function. Set
     ``CRAWLQ_PURE_PYTHON=1`` to run without it (the results are the same).
     """
-    canon = frontier.canonicalize
     fp = frontier.fingerprint
-    if (type(canon) is not Canonicalizer
-            or not canon.default_steps or frontier.queue_key is not host_key
+    if (not isinstance(frontier.canonicalize, Canonicalizer)
+            or frontier.queue_key is not host_key
             or type(fp) is not Fingerprinter or fp.source_aware
             or frontier.priority is not None):
         return None
     FastAdd = native("FastAdd")
-    if FastAdd is None:
-        return None
-    try:
-        return FastAdd(Request, _NO_META, canon.schemes, sorted(canon.drop_params),
-                       canon.drop_prefixes, canon.max_length, PRIORITY_MAX)
-    except ValueError:  # e.g. a non-ASCII parameter name to drop: Python handles it
-        return None
+    return None if FastAdd is None else FastAdd(Request, _NO_META, frontier._split,
+                                                PRIORITY_MAX)
 
 
 def _lease_maker() -> Any:

@@ -98,7 +98,7 @@ class FrontierContract:
         f = env.open(**FAST)
         r = f.add(["ftp://example.com/", "https://", "https://ok.example/",
                    "https://example.com/" + "a" * 50_000, "http://exa mple.com/",
-                   "https://example.com/\x00x", "mailto:someone@example.com", ""])
+                   "https://exa\x00mple.com/", "mailto:someone@example.com", ""])
         assert r.added == 1
         reasons = {x.index: x.reason for x in r.rejected}
         assert reasons == {0: "bad-scheme", 1: "no-host", 3: "too-long", 4: "bad-host",

@@ -1,11 +1,16 @@
-"""Link extraction from HTML with lexbor (selectolax): fast, forgiving of broken markup."""
+"""Link extraction from HTML with lexbor (selectolax): fast, forgiving of broken markup.
+
+Links are resolved against the page as a browser resolves them: by the WHATWG URL
+Standard (ada, through the ``ada-url`` binding's ``join_url``; the faster ``can_ada``
+binding that canonical URLs use has no resolution against a base).
+"""
 
 from __future__ import annotations
 
 import re
 from typing import NamedTuple
-from urllib.parse import urldefrag, urljoin
 
+from ada_url import join_url
 from selectolax.lexbor import LexborHTMLParser
 
 _SELECTOR = "a[href], area[href], iframe[src], frame[src], link[href]"
@@ -46,7 +51,7 @@ def extract(html: str, base_url: str, *, follow_nofollow: bool = False) -> Page:
     title = title_node.text(strip=True) if title_node is not None else None
     base = tree.css_first("base[href]")
     if base is not None:
-        base_url = urljoin(base_url, base.attributes.get("href") or "")
+        base_url = resolve(base_url, base.attributes.get("href") or "") or base_url
     seen: set[str] = set()
     links: list[str] = []
     nofollow = 0
@@ -60,11 +65,19 @@ def extract(html: str, base_url: str, *, follow_nofollow: bool = False) -> Page:
         raw = attrs.get("href") if node.tag in ("a", "area", "link") else attrs.get("src")
         if not raw:
             continue
-        try:
-            url = urldefrag(urljoin(base_url, raw.strip()))[0]
-        except ValueError:  # e.g. a malformed IPv6 literal: not a link we can follow
+        url = resolve(base_url, raw)
+        if url is None:  # e.g. a malformed IPv6 literal: not a link we can follow
             continue
+        url = url.partition("#")[0]
         if url.startswith(("http://", "https://")) and url not in seen:
             seen.add(url)
             links.append(url)
     return Page(title, links, nofollow)
+
+
+def resolve(base: str, ref: str) -> str | None:
+    """``ref`` resolved against ``base`` by the WHATWG rules, or None where they fail."""
+    try:
+        return str(join_url(base, ref))
+    except ValueError:
+        return None

@@ -100,9 +100,11 @@ def _hashable(key: Any) -> Any:
     return tuple(key) if isinstance(key, list) else key
 
 
-def header(dump_id: str, created: float) -> dict[str, Any]:
-    """The first record of a dump."""
-    return {"type": "dump", "id": dump_id, "created": created}
+def header(dump_id: str, created: float, canonical_form: str | None) -> dict[str, Any]:
+    """The first record of a dump: its id, when it was made and the canonical form of
+    the crawl's URLs (None: a canonicalize function of the user's)."""
+    return {"type": "dump", "id": dump_id, "created": created,
+            "canonical_form": canonical_form}
 
 
 def value(name: str, data: bytes, expires: float | None) -> dict[str, Any]:
