@@ -5,6 +5,8 @@ and w3lib's.)"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from crawlq import Canonicalizer, Fingerprinter, InvalidURL, Request
@@ -175,3 +177,42 @@ def test_inlined_fingerprint_matches_the_fingerprinter() -> None:
         slow.add(url)
         fast.add(url)
         assert [e["fp"] for e in fast.dump() if e["type"] == "seen"] == [seen[0].hex()]
+
+
+def test_a_crawl_keeps_its_canonical_form(tmp_path: Path) -> None:
+    from crawlq import ConfigError, Frontier
+
+    store = f"sqlite:///{tmp_path}/crawl.db"
+    other = Canonicalizer(sort_query=False)
+    with Frontier.open(store) as f:
+        f.add(["https://a.example/p?b=1&a=2", "https://b.example/"])
+        assert f.canonical_form == Canonicalizer().version
+    with pytest.raises(ConfigError, match=r"crawlq dump.*crawlq load"):
+        Frontier.open(store, canonicalize=other)
+    with Frontier.open(store) as f:  # the same form: fine
+        assert f.stats().queued == 2
+    with Frontier.open(store, canonicalize=other, create=False) as f:  # only looking
+        records = list(f.dump())
+    assert records[0]["canonical_form"] == Canonicalizer().version
+    # Moved into a crawl of the other form: its requests are known in that form too.
+    with Frontier.open(f"sqlite:///{tmp_path}/moved.db", canonicalize=other) as g:
+        assert g.load(records) == len(records) - 1  # (the header is not applied)
+        r = g.add(["https://a.example/p?b=1&a=2", "https://b.example/"])
+        assert r.duplicates == 2
+        assert g.stats().queued == 2
+
+
+def test_a_crawl_from_before_forms_is_form_1(tmp_path: Path) -> None:
+    import sqlite3
+
+    from crawlq import ConfigError, Frontier
+
+    db = tmp_path / "old.db"
+    with Frontier.open(f"sqlite:///{db}") as f:
+        f.add("https://a.example/")
+    with sqlite3.connect(db) as conn:  # as crawlq wrote it before it recorded forms
+        conn.execute("DELETE FROM vals")
+    with pytest.raises(ConfigError, match="canonical form 1"):
+        Frontier.open(f"sqlite:///{db}")
+    with Frontier.open(f"sqlite:///{db}", create=False) as f:
+        assert next(iter(f.dump()))["canonical_form"] == "1"
