@@ -76,9 +76,12 @@ def test_every_page_is_in_the_output_after_twenty_sigkills(tmp_path: Path, name:
     written = urls_in(out)
     assert set(fetched) == expected                     # the crawl lost nothing...
     assert {u for u in written} == {f"http://{h}:{web.port}{p}" for h, p in expected}
-    assert max(written.values()) <= 2                   # ...and the output neither:
-    twice = sum(1 for n in written.values() if n == 2)  # only pages in flight at a kill
-    assert twice <= kills * 4, (twice, kills)           # are written twice
+    # ...and the output neither. A page is written again only when a kill came between
+    # its write and its acknowledgement (its lease then ends and it is fetched anew), so
+    # each extra copy stands for one kill, and a kill makes at most one per fetcher slot
+    # (--concurrency 4). A page in flight at two kills is written three times.
+    extra = sum(n - 1 for n in written.values())
+    assert extra <= kills * 4, (extra, kills)
 
 
 def test_a_torn_record_is_cut_off_and_a_foreign_file_refused(tmp_path: Path) -> None:
