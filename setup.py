@@ -29,7 +29,10 @@ def compiled_python() -> list[Extension]:
         print("crawlq: mypyc is not installed: canonical.py runs as Python", file=sys.stderr)
         return []
     try:
-        extensions = mypycify(["src/crawlq/policies/canonical.py"], opt_level="3")
+        # (mypy reads the rest of crawlq only for types, without reporting on it: the
+        # build environment need not have the optional extras it imports, like redis)
+        extensions = mypycify(["--follow-imports=silent", "--ignore-missing-imports",
+                               "src/crawlq/policies/canonical.py"], opt_level="3")
     except (Exception, SystemExit) as exc:  # (mypyc exits on a type error)
         print(f"crawlq: mypyc failed ({exc}): canonical.py runs as Python", file=sys.stderr)
         return []
