@@ -118,8 +118,30 @@ class SemanticsSpider(SiteSpider):
         self.crawler.stats.inc_value(f"err/{what}")
 
 
+class LiveSpider(SiteSpider):
+    """Marks every request it yields with an attribute that no serialization keeps;
+    counts the responses whose request still has it (``got/live``: the very object the
+    spider yielded) and those whose request was rebuilt from the store (``got/rebuilt``)."""
+
+    name = "live"
+
+    def parse(self, response: scrapy.http.Response, **kw: Any) -> Any:
+        assert self.crawler.stats is not None
+        live = getattr(response.request, "crawlq_test_mark", False)
+        self.crawler.stats.inc_value("got/live" if live else "got/rebuilt")
+        for request in super().parse(response, **kw):
+            marked = MarkedRequest(request.url, callback=request.callback,
+                                   cb_kwargs=request.cb_kwargs)
+            marked.crawlq_test_mark = True
+            yield marked
+
+
+class MarkedRequest(scrapy.Request):
+    """A request that can carry an attribute of its own (Request has slots)."""
+
+
 SPIDERS = {"site": SiteSpider, "priorities": PrioritySpider, "bad": BadSpider,
-           "semantics": SemanticsSpider}
+           "semantics": SemanticsSpider, "live": LiveSpider}
 
 
 def main() -> None:

@@ -187,6 +187,34 @@ def test_a_memory_store_keeps_requests_live_as_scrapy_does() -> None:
     assert stats["finish_reason"] == "finished"
 
 
+def test_a_durable_store_hands_back_the_live_requests_this_process_added(
+        tmp_path: Path) -> None:
+    """On SQLite every request is serialized (another process, or this one after a
+    crash, reads that copy), yet the process that added a request gets the very object
+    back, as from Scrapy's memory queues: up to CRAWLQ_LIVE_CACHE of them, the oldest
+    then read back from the store. Every page is fetched once either way."""
+    spec = SiteSpec(hosts=2, pages=30, special_links=False)
+    with serve(spec) as web:
+        runs = {}
+        for cache in (10_000, 3, 0):
+            n = len(web.hits())
+            runs[cache] = run_spider(f"sqlite:///{tmp_path}/l{cache}.db", web, spider="live",
+                                     CRAWLQ_LIVE_CACHE=cache)
+            got = Counter((h.host, h.path) for h in web.hits()[n:])
+            assert set(got) == reachable(spec, web.port) and set(got.values()) == {1}
+    pages_ = len(reachable(spec, web.port))
+    everything, few, none = runs[10_000], runs[3], runs[0]
+    assert everything.get("got/rebuilt", 0) == 1  # the start URL (from start_urls)
+    assert everything["got/live"] == pages_ - 1
+    assert none.get("got/live", 0) == 0 and none["got/rebuilt"] == pages_
+    assert 0 < few["got/live"] < pages_ - 1 and few["got/rebuilt"] > 1
+    bad = subprocess.run([sys.executable, RUNNER, f"sqlite:///{tmp_path}/bad.db",
+                          "http://site0.crawlq.test:1/", "--spider", "live", "--settings",
+                          json.dumps({"CRAWLQ_LIVE_CACHE": -1})],
+                         capture_output=True, text=True, timeout=120)
+    assert "ConfigError: CRAWLQ_LIVE_CACHE must be >= 0, not -1" in bad.stderr
+
+
 @pytest.mark.parametrize("fingerprints", ["crawlq", "scrapy"])
 def test_fingerprint_choice(tmp_path: Path, fingerprints: str) -> None:
     spec = SiteSpec(hosts=2, pages=8, special_links=False)

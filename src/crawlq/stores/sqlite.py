@@ -394,6 +394,7 @@ class SQLiteStore:
         self._ahead: dict[int, tuple[list[tuple[Any, ...]], bool]] = {}
         self._ahead_rows = 0  # how many entries it holds
         self._ahead_calls = 0  # lease calls since it was last emptied
+        self._ahead_spoiled: set[int] = set()  # queues not read ahead (_before_level0)
         self._applier = _applier(self)
         # _admit in C: for an exact seen-set only (a Bloom filter takes the Python code)
         self._admit = native("admit") if bloom is None else None
@@ -669,6 +670,9 @@ class SQLiteStore:
                 else:
                     del ahead[r[0]]
                     self._ahead_rows -= len(e[0])
+                    # (new rows keep landing before those read ahead, as in a LIFO
+                    # crawl: reading ahead there wastes the read, until the renewal)
+                    self._ahead_spoiled.add(r[0])
         if queue_rows is None:
             queue_rows = self._queue_rows(c, sorted({r[0] for r in rows}))
         at = _CURSORS_AT + 2 * CURSOR_LEVELS.index(0)
@@ -737,8 +741,10 @@ class SQLiteStore:
                     cursor: Mapping[int, Sequence[int]], after: dict[int, Any],
                     queue_rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
         """As _take_heads, from the entries read ahead: read for the queues that have
-        none left, at least _AHEAD_FROM queued (``queue_rows``) and while there is room
-        (_room_ahead), with the heads statement for the others. A queue's next head is
+        none left, at least _AHEAD_FROM queued (``queue_rows``), not spoiled (an add put
+        rows before those read ahead: the read was wasted, and in a LIFO crawl would be
+        every time) and while there is room (_room_ahead), with the heads statement for
+        the others. A queue's next head is
         the entry after the one taken."""
         ahead = self._ahead
         need = [qid for qid in want if not ahead.get(qid, _NONE_AHEAD)[0]]
@@ -748,7 +754,9 @@ class SQLiteStore:
             if room:
                 # (a queue with few entries left gains little from a read that costs
                 # more than the heads statement's)
-                big = {r[0] for r in queue_rows if r[5] >= _AHEAD_FROM}
+                spoiled = self._ahead_spoiled
+                big = {r[0] for r in queue_rows if r[5] >= _AHEAD_FROM
+                       and r[0] not in spoiled}
                 fill = [qid for qid in need if qid in big][:room]
             else:
                 fill = []
@@ -817,6 +825,7 @@ class SQLiteStore:
         self._ahead = {}
         self._ahead_rows = 0
         self._ahead_calls = 0
+        self._ahead_spoiled = set()
 
     def _fill_ahead(self, c: sqlite3.Connection, qids: Sequence[int],
                     cursor: Mapping[int, Sequence[int]]) -> None:

@@ -26,9 +26,10 @@ BLOB = "scrapy"
 """``meta`` key of a frontier request that holds a whole Scrapy request."""
 
 LIVE = "scrapy_live"
-"""``meta`` key of a frontier request whose Scrapy request stays a live object in the
-scheduler (a ``memory://`` store lives and dies with the process: nothing to
-serialize)."""
+"""``meta`` key of the handle under which the scheduler that added a request keeps the
+live Scrapy request object: an int on a ``memory://`` store (it lives and dies with
+the process: nothing is serialized); on a durable store a string unique to that
+scheduler, next to the serialized request, which any other process reads instead."""
 
 FEED_META = "crawlq_meta"
 """``meta`` key under which :func:`feed_request` passes a fed request's own meta."""
@@ -102,12 +103,12 @@ def _method_name(spider: Spider, func: Any) -> str | None:
 
 def to_crawlq(request: ScrapyRequest, spider: Spider, *, queue: str,
               start_rank: int | None, dont_filter: bool,
-              fingerprint: bytes | None, handle: int | None = None) -> CrawlqRequest:
+              fingerprint: bytes | None, handle: int | str | None = None) -> CrawlqRequest:
     """The frontier request that carries ``request``, filed in ``queue``: the whole
-    request serialized, or only ``handle``, the number under which the scheduler keeps
-    the live object."""
+    request serialized, with ``handle`` (a str) when the scheduler also keeps the live
+    object; or only ``handle`` (an int: the object is kept, nothing serialized)."""
     cmeta: dict[str, Any]
-    if handle is not None:
+    if isinstance(handle, int):
         cmeta = {LIVE: handle}
     else:
         d = request_dict(request, spider)
@@ -116,7 +117,7 @@ def to_crawlq(request: ScrapyRequest, spider: Spider, *, queue: str,
             d["meta"] = {k: v for k, v in meta.items() if k != TOKEN}
         # Pickle, as Scrapy's JOBDIR does: what a spider puts in meta is arbitrary Python.
         blob = base64.b64encode(pickle.dumps(d, protocol=4)).decode("ascii")
-        cmeta = {BLOB: blob}
+        cmeta = {BLOB: blob} if handle is None else {BLOB: blob, LIVE: handle}
     if fingerprint is not None:
         cmeta["fp"] = fingerprint.hex()
     depth = request.meta.get("depth", 0)

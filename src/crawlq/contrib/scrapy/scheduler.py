@@ -6,6 +6,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import os
+import secrets
 import time
 from collections import deque
 from hashlib import blake2b
@@ -16,11 +18,10 @@ from scrapy import Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.dupefilters import RFPDupeFilter
 from scrapy.exceptions import IgnoreRequest
-from scrapy.http import Response
 from scrapy.utils.misc import build_from_crawler, load_object
 from twisted.python.failure import Failure
 
-from ...errors import CrawlqError
+from ...errors import ConfigError, CrawlqError
 from ...frontier import Frontier
 from ...models import Lease, Outcome
 from ...models import Request as CrawlqRequest
@@ -79,7 +80,8 @@ class Scheduler:
         self.df: Any = (RFPDupeFilter(debug=s.getbool("DUPEFILTER_DEBUG"),
                                       fingerprinter=crawler.request_fingerprinter)
                         if self.own_dupefilter else build_from_crawler(df_cls, crawler))
-        self.batch = s.getint("CRAWLQ_LEASE_BATCH", 8)
+        # As many as the engine may download at once: one store call can fill them all.
+        self.batch = s.getint("CRAWLQ_LEASE_BATCH") or max(s.getint("CONCURRENT_REQUESTS"), 1)
         self.poll = s.getfloat("CRAWLQ_POLL", 1.0)
         self.frontier: Frontier | None = None
         self.spider: Spider | None = None
@@ -90,11 +92,19 @@ class Scheduler:
         self._replaced: set[int] = set()  # held tokens that a redirect/retry replaced
         self._memory: list[tuple[int, int, ScrapyRequest]] = []  # heap: not in the frontier
         self._seq = itertools.count()
-        # A memory:// store lives and dies with this process: its requests stay the
-        # live objects Scrapy gave (as with Scrapy's memory queues), kept here by
-        # number until finished; nothing is serialized.
-        self._live: dict[int, ScrapyRequest] | None = (
-            {} if self.store_url.partition(":")[0].lower() == "memory" else None)
+        # Requests handed back as the live objects Scrapy gave (as Scrapy's memory
+        # queues do), by handle. A memory:// store lives and dies with this process:
+        # its requests are kept here until finished and never serialized. A durable
+        # store gets each request serialized, and the newest CRAWLQ_LIVE_CACHE of
+        # them stay here too, so that this process need not rebuild the requests it
+        # added itself (~50 µs each: Request() re-parses the URL); any other process,
+        # or this one after a restart, reads the serialized copy.
+        self._memory_store = self.store_url.partition(":")[0].lower() == "memory"
+        self._live_max = s.getint("CRAWLQ_LIVE_CACHE", 10_000)
+        if self._live_max < 0:
+            raise ConfigError(f"CRAWLQ_LIVE_CACHE must be >= 0, not {self._live_max}")
+        self._live: dict[int | str, ScrapyRequest] = {}
+        self._live_prefix = f"{os.getpid()}.{secrets.token_hex(4)}."  # (unique: see LIVE)
         self._logged_unserializable = False
         self._redelivered0 = 0
         self._acks: list[_Ack] = []  # to send
@@ -134,7 +144,6 @@ class Scheduler:
                         s.seen, s.queued, s.leased, s.done, s.dead)
         else:
             logger.info("crawlq: a new crawl in %s (%s)", self.store_url, self.choice.origin)
-        self.crawler.signals.connect(self._response_received, signals.response_received)
         self._attach(self.crawler.engine)
         return self.df.open()
 
@@ -161,9 +170,15 @@ class Scheduler:
         enqueue_scrape = scraper.enqueue_scrape
 
         def scrape(result: Any, request: ScrapyRequest, *args: Any, **kw: Any) -> Any:
+            # (a response or a failure of the download; here rather than from the
+            # response_received signal, whose dispatch costs more than the rest)
             token = request.meta.get(TOKEN)
-            if isinstance(result, Failure) and token in self._held:
-                self._failures[token] = result
+            if token in self._held:
+                if isinstance(result, Failure):
+                    self._failures[token] = result
+                else:
+                    latency = request.meta.get("download_latency")
+                    self._latency[token] = float(latency or 0.0)
             return enqueue_scrape(result, request, *args, **kw)
 
         scraper.enqueue_scrape = scrape
@@ -191,8 +206,7 @@ class Scheduler:
             self._ready.clear()
             self._held.clear()
             self._memory.clear()
-            if self._live is not None:
-                self._live.clear()
+            self._live.clear()
             self.frontier = None
             if self.choice.persist:
                 f.close()
@@ -351,20 +365,25 @@ class Scheduler:
     def _restore(self, creq: CrawlqRequest) -> ScrapyRequest:
         """The Scrapy request a leased frontier request stands for."""
         handle = creq.meta.get(LIVE)
-        if self._live is not None and isinstance(handle, int):
+        if self._memory_store and isinstance(handle, int):
             request = self._live.get(handle)
             if request is None:
                 raise LookupError(f"live request {handle} is already finished")
             return request
+        if isinstance(handle, str):
+            # Ours if this scheduler added it and still has it; handed out once (a
+            # lease that expired and comes back reads the serialized copy instead).
+            request = self._live.pop(handle, None)
+            if request is not None:
+                return request
         assert self.spider is not None
         return from_crawlq(creq, self.spider)
 
     def _forget(self, creq: CrawlqRequest) -> None:
         """Let go of a live request that is finished (or never queued)."""
-        if self._live is not None:
-            handle = creq.meta.get(LIVE)
-            if isinstance(handle, int):
-                self._live.pop(handle, None)
+        handle = creq.meta.get(LIVE)
+        if handle is not None and self._live:
+            self._live.pop(handle, None)
 
     # -- requests the frontier does not keep ----------------------------------------------
 
@@ -396,13 +415,20 @@ class Scheduler:
 
     def _to_crawlq(self, request: ScrapyRequest, fp: bytes | None) -> CrawlqRequest:
         assert self.spider is not None
-        handle = None if self._live is None else next(self._seq)
+        handle: int | str | None = None
+        if self._memory_store:
+            handle = next(self._seq)
+        elif self._live_max:
+            handle = self._live_prefix + str(next(self._seq))
         creq = to_crawlq(request, self.spider, queue=self._slot_key(request),
                          start_rank=self._start_rank(request),
                          dont_filter=request.dont_filter or not self.own_dupefilter,
                          fingerprint=fp, handle=handle)
-        if self._live is not None and handle is not None:  # kept once it is filed
-            self._live[handle] = request
+        if handle is not None:  # (let go of by _forget if it is not filed)
+            live = self._live
+            live[handle] = request
+            if not self._memory_store and len(live) > self._live_max:
+                del live[next(iter(live))]  # the oldest: read back from the store
         return creq
 
     def _start_rank(self, request: ScrapyRequest) -> int | None:
@@ -440,12 +466,6 @@ class Scheduler:
         for lease, _, error in acks:
             if error is not None:
                 f.done(lease, Outcome.FAILED, error=error)
-
-    def _response_received(self, response: Response, request: ScrapyRequest,
-                           spider: Spider) -> None:
-        token = request.meta.get(TOKEN)
-        if token in self._held:
-            self._latency[token] = float(response.meta.get("download_latency") or 0.0)
 
     def _finished(self, request: ScrapyRequest) -> None:
         token = request.meta.get(TOKEN)
