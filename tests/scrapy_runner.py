@@ -139,6 +139,8 @@ class LiveSpider(SiteSpider):
 class MarkedRequest(scrapy.Request):
     """A request that can carry an attribute of its own (Request has slots)."""
 
+    crawlq_test_mark = False
+
 
 SPIDERS = {"site": SiteSpider, "priorities": PrioritySpider, "bad": BadSpider,
            "semantics": SemanticsSpider, "live": LiveSpider}
