@@ -22,8 +22,10 @@ Each contender builds its own request objects from (url, priority) inside the ti
 add phase, as a spider would (crawlq.Request, scrapy.Request): that is the cost of
 offering a request to that scheduler, and how the reference figures were measured.
 crawlq runs with politeness delays
-off; "conc=N" is the per-queue concurrency cap (1 is the polite default: a host's
-requests then come one per next() call, which makes the Zipf head host a long tail).
+off; "conc=1" is the per-queue concurrency cap of the polite default (a host's requests
+then come one per next() call, which makes the Zipf head host a long tail), else there
+is none. Leases are taken with next(1000) and answered with one done() per batch, or,
+"per-call", with one done() per lease as README's loop does.
 
     python bench/bench_frontier.py                 # 200,000 requests, 5,000 hosts
     python bench/bench_frontier.py --n 50000 --only crawlq-memory
@@ -67,7 +69,7 @@ def workload(n: int, hosts: int, seed: int) -> tuple[list[str], list[int], int]:
 
 
 def run_crawlq(kind: str, conc: int, urls: list[str], prios: list[int], batch: int,
-               tmp: Path) -> dict[str, Any]:
+               tmp: Path, per_call: bool = False) -> dict[str, Any]:
     from crawlq import Frontier, Request
 
     if kind == "redis":
@@ -103,7 +105,11 @@ def run_crawlq(kind: str, conc: int, urls: list[str], prios: list[int], batch: i
         if not leases:
             break
         taken += len(leases)
-        f.done(leases)
+        if per_call:  # README's loop: one done() as each fetch completes
+            for lease in leases:
+                f.done(lease)
+        else:
+            f.done(leases)
     t2 = time.perf_counter()
     s = f.stats()
     if kind == "redis":
@@ -231,18 +237,25 @@ def run_scrapy(jobdir: bool, urls: list[str], prios: list[int], batch: int,
             "disk": disk if jobdir else None, "heap": heap}
 
 
-CONTENDERS = {
+CONTENDERS: dict[str, Any] = {
     "scrapy-memory": lambda u, p, b, t: run_scrapy(False, u, p, b, t),
     "scrapy-jobdir": lambda u, p, b, t: run_scrapy(True, u, p, b, t),
     "scrapy-memory dl-aware": lambda u, p, b, t: run_scrapy(
         False, u, p, b, t, "scrapy.pqueues.DownloaderAwarePriorityQueue"),
-    "crawlq-memory": lambda u, p, b, t: run_crawlq("memory", 1_000_000, u, p, b, t),
-    "crawlq-sqlite": lambda u, p, b, t: run_crawlq("sqlite", 1_000_000, u, p, b, t),
-    "crawlq-redis": lambda u, p, b, t: run_crawlq("redis", 1_000_000, u, p, b, t),
     "scrapy-redis": lambda u, p, b, t: run_scrapy_redis(u, p),
-    "crawlq-memory conc=1": lambda u, p, b, t: run_crawlq("memory", 1, u, p, b, t),
-    "crawlq-sqlite conc=1": lambda u, p, b, t: run_crawlq("sqlite", 1, u, p, b, t),
 }
+
+
+def _crawlq_contender(kind: str, conc: int, per_call: bool) -> Any:
+    return lambda u, p, b, t: run_crawlq(kind, conc, u, p, b, t, per_call)
+
+
+for _kind in ("memory", "sqlite", "redis"):
+    for _conc in (1_000_000, 1):
+        for _per_call in (False, True):
+            CONTENDERS[f"crawlq-{_kind}" + (" conc=1" if _conc == 1 else "")
+                       + (" per-call" if _per_call else "")] = _crawlq_contender(
+                _kind, _conc, _per_call)
 
 
 _REF_SCRAPY = 12_700
@@ -342,6 +355,22 @@ def main() -> None:
                 print(f"  {name:<20} {got:>9,.0f}/s against {target * scale:>9,.0f}/s "
                       f"({target:,}/s at the reference): "
                       f"{'met' if got >= target * scale else 'not met'}")
+    pairs = [(name, name + " per-call") for name in results
+             if name.startswith("crawlq-") and name + " per-call" in results]
+    if pairs:
+        print("one done() per lease against one done() per next(1000) batch:")
+        for batch_name, call_name in pairs:
+            rate = {k: a.n / (results[k]["add_s"] + results[k]["drain_s"])
+                    for k in (batch_name, call_name)}
+            drain = {k: results[k]["unique"] / results[k]["drain_s"]
+                     for k in (batch_name, call_name)}
+            jobdir = results.get("scrapy-jobdir")
+            vs = ""
+            if jobdir:
+                jrate = a.n / (jobdir["add_s"] + jobdir["drain_s"])
+                vs = f"; per-call {rate[call_name] / jrate:.2f}x Scrapy's JOBDIR"
+            print(f"  {batch_name:<20} combined {rate[call_name] / rate[batch_name]:.2f}x, "
+                  f"next+done {drain[call_name] / drain[batch_name]:.2f}x{vs}")
     if "crawlq-redis" in results and "scrapy-redis" in results:
         rates = {k: a.n / (results[k]["add_s"] + results[k]["drain_s"])
                  for k in ("crawlq-redis", "scrapy-redis")}

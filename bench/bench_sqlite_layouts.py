@@ -14,7 +14,7 @@ Layouts:
 
 - ``one``: one table. Each batch dirties about one page per row once the table is much
   larger than a batch: what slowed the SQLite store's add down at 10M URLs
-  (docs/benchmarks.md#scale).
+  (docs/benchmarks.md#why-the-sqlite-store-is-built-as-it-is).
 - ``three``: L0, merged into L1 every --l0 rows; each such merge also moves one of
   --slices slices of the key space from L1 into L2 (the layout the store has). Lookups
   read all three levels.

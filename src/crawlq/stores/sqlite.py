@@ -367,7 +367,7 @@ class SQLiteStore:
             self._conn.execute("PRAGMA secure_delete=FAST")
             # (negative: KiB) A batch's level-0 pages and the seek paths of its
             # fingerprints do not fit SQLite's default 2 MiB, and each page that fell out
-            # is read back from the WAL (docs/benchmarks.md, session 17).
+            # is read back from the WAL (docs/benchmarks.md, "why the SQLite store").
             self._conn.execute(f"PRAGMA cache_size={-max(1, round(cache_mb * 1024))}")
             # Batches rewrite the same hot pages (queue heads, lease rows) over and over;
             # checkpointing less often writes each of them to the file once, not 5 times.
@@ -1579,7 +1579,7 @@ def _seen_lookup(n: int) -> str:
 
     The fingerprints come as a VALUES list joined to each level, which SQLite walks in
     order, one primary-key seek each; ``fp IN (?, ...)`` built an ephemeral index of the
-    list for every level first (10% slower: docs/benchmarks.md, session 17).
+    list for every level first (10% slower, measured when this was made).
     """
     values = ",".join(f"(?{i})" for i in range(1, n + 1))
     return f"WITH k(fp) AS (VALUES {values}) " + " UNION ALL ".join(

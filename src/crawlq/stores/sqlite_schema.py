@@ -9,16 +9,16 @@ a batch taken from a queue dirties few pages.
 
 Queued entries and the exact seen-set are each log-structured in three levels of the
 same shape, because a batch of new rows spread over a big B-tree rewrites about one
-random page per row (docs/benchmarks.md#scale). New rows go to level 0 (``entries0``,
-``seen0``), which stays small, so a batch rewrites only its few hundred pages. Every
-``L0_ROWS`` rows (in a big store, 1/50 of its rows, up to 4 x ``L0_ROWS``: fewer, bigger
-merges), level 0 is merged in key order into level 1 (``entries1``,
-``seen1``), and one of ``SLICES`` slices of the key space (a rotating cursor: queue-id
-ranges, fingerprint first bytes) moves from level 1 into level 2 (``entries``,
-``seen``): the big table is written one contiguous key range at a time. Readers look
-at all three levels: a queue's head is the best of its three heads; a fingerprint's
-newest level wins (seen0, then seen1, then seen), since a revisit writes a new
-``revisit_at`` while the old row waits in an older level. The merges run inside the
+random page per row (docs/benchmarks.md#why-the-sqlite-store-is-built-as-it-is). New
+rows go to level 0 (``entries0``, ``seen0``), which stays small, so a batch rewrites
+only its few hundred pages. Every ``L0_ROWS`` rows (in a big store, 1/50 of its rows, up
+to 4 x ``L0_ROWS``: fewer, bigger merges), level 0 is merged in key order into level 1
+(``entries1``, ``seen1``), and one of ``SLICES`` slices of the key space (a rotating
+cursor: queue-id ranges, fingerprint first bytes) moves from level 1 into level 2
+(``entries``, ``seen``): the big table is written one contiguous key range at a time.
+Readers look at all three levels: a queue's head is the best of its three heads; a
+fingerprint's newest level wins (seen0, then seen1, then seen), since a revisit writes a
+new ``revisit_at`` while the old row waits in an older level. The merges run inside the
 ``add`` that fills level 0, so they are atomic like every other step.
 
 Leasing deletes nothing from the levels: a batch of leases takes the heads of many
