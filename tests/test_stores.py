@@ -1010,7 +1010,7 @@ def test_small_acknowledgements_are_committed_together_and_soon(tmp_path: Path) 
         assert f.done(leases[0]) == 0  # answered twice: once
         with Frontier.open(url, **FAST) as other:
             deadline = time.monotonic() + 5
-            while other.stats().done < 2:  # (the timer commits them: no call of f)
+            while other.stats().done < 2:  # (the flusher thread commits them: no call of f)
                 assert time.monotonic() < deadline, "held answers were never committed"
                 time.sleep(0.01)
             assert other.stats().late_acks == 1
