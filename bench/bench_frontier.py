@@ -355,20 +355,22 @@ def main() -> None:
                 print(f"  {name:<20} {got:>9,.0f}/s against {target * scale:>9,.0f}/s "
                       f"({target:,}/s at the reference): "
                       f"{'met' if got >= target * scale else 'not met'}")
+    def combined_rate(name: str) -> float:
+        return a.n / (results[name]["add_s"] + results[name]["drain_s"])
+
     pairs = [(name, name + " per-call") for name in results
              if name.startswith("crawlq-") and name + " per-call" in results]
     if pairs:
         print("one done() per lease against one done() per next(1000) batch:")
         for batch_name, call_name in pairs:
-            rate = {k: a.n / (results[k]["add_s"] + results[k]["drain_s"])
-                    for k in (batch_name, call_name)}
+            rate = {k: combined_rate(k) for k in (batch_name, call_name)}
             drain = {k: results[k]["unique"] / results[k]["drain_s"]
                      for k in (batch_name, call_name)}
             jobdir = results.get("scrapy-jobdir")
             vs = ""
             if jobdir:
-                jrate = a.n / (jobdir["add_s"] + jobdir["drain_s"])
-                vs = f"; per-call {rate[call_name] / jrate:.2f}x Scrapy's JOBDIR"
+                vs = (f"; per-call {rate[call_name] / combined_rate('scrapy-jobdir'):.2f}x "
+                      "Scrapy's JOBDIR")
             print(f"  {batch_name:<20} combined {rate[call_name] / rate[batch_name]:.2f}x, "
                   f"next+done {drain[call_name] / drain[batch_name]:.2f}x{vs}")
     if "crawlq-redis" in results and "scrapy-redis" in results:

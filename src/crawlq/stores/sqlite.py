@@ -749,8 +749,7 @@ class SQLiteStore:
         none left, at least _AHEAD_FROM queued (``queue_rows``), not spoiled (an add put
         rows before those read ahead: the read was wasted, and in a LIFO crawl would be
         every time) and while there is room (_room_ahead), with the heads statement for
-        the others. A queue's next head is
-        the entry after the one taken."""
+        the others. A queue's next head is the entry after the one taken."""
         ahead = self._ahead
         need = [qid for qid in want if not ahead.get(qid, _NONE_AHEAD)[0]]
         heads: list[tuple[Any, ...]] = []
