@@ -25,8 +25,8 @@ from crawlq.redislocal import LocalRedis
 @contextmanager
 def server(store: str, *args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     p = subprocess.Popen([sys.executable, "-m", "crawlq.cli", "--store", store, *args,
-                          "serve", "--port", "0"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                          "serve", "--port", "0", "--grpc-port", "0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout is not None
         line = p.stdout.readline()
@@ -126,7 +126,8 @@ def test_leases_outlive_a_killed_server_and_a_locked_store_is_a_503(tmp_path: Pa
 def test_a_token_is_needed_when_one_is_set(tmp_path: Path) -> None:
     env_token = "s3cret"
     p = subprocess.Popen([sys.executable, "-m", "crawlq.cli", "--store", "memory://",
-                          "serve", "--port", "0"], stdout=subprocess.PIPE, text=True,
+                          "serve", "--port", "0", "--grpc-port", "0"],
+                         stdout=subprocess.PIPE, text=True,
                          env={**os.environ, "CRAWLQ_SERVE_TOKEN": env_token})
     try:
         assert p.stdout is not None
@@ -167,7 +168,7 @@ def test_the_cli_answers_what_it_leased(tmp_path: Path) -> None:
     assert (s["done"], s["failed"], s["retried"], s["leased"]) == (1, 1, 2, 0)
 
 
-@pytest.mark.parametrize("missing", ["aiohttp", "prometheus_client"])
+@pytest.mark.parametrize("missing", ["aiohttp", "prometheus_client", "grpc", "grpc_tools"])
 def test_serve_without_its_extra_says_which_to_install(missing: str) -> None:
     code = (f"import sys\nclass No:\n    def find_spec(self, name, path=None, target=None):\n"
             f"        if name.partition('.')[0] == {missing!r}:\n"
@@ -253,7 +254,7 @@ def test_serve_over_https_with_a_given_certificate(tmp_path: Path) -> None:
     assert web.ca_file is not None
     pem = str(Path(web.ca_file).with_name("server.pem"))  # certificate and key
     p = subprocess.Popen([sys.executable, "-m", "crawlq.cli", "--store", "memory://",
-                          "serve", "--port", "0", "--tls-cert", pem],
+                          "serve", "--port", "0", "--grpc-port", "0", "--tls-cert", pem],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout is not None

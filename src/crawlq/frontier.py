@@ -390,16 +390,17 @@ class Frontier:
     # -- leasing --------------------------------------------------------------------
 
     @_gc_paused
-    def next(self, n: int = 1) -> list[Lease]:
+    def next(self, n: int = 1, *, ttl: float | None = None) -> list[Lease]:
         """Lease up to ``n`` requests that may be fetched now (an empty list: none ready).
 
-        Each lease must be answered with :meth:`done` or :meth:`retry` before
-        ``lease_ttl`` seconds; otherwise its request returns to its queue.
+        Each lease must be answered with :meth:`done` or :meth:`retry` before ``ttl``
+        seconds (default ``lease_ttl``); otherwise its request returns to its queue.
         """
         if n.__class__ is not int:
             raise ConfigError(f"next() takes an int, not {n!r}")
+        ttl = self.lease_ttl if ttl is None else as_seconds("ttl", ttl, positive=True)
         now = self.clock()
-        leased = self.store.lease(now, n, self.lease_ttl)
+        leased = self.store.lease(now, n, ttl)
         if _LEASES is not None and leased.__class__ is list:
             return _LEASES(leased, now)  # type: ignore[no-any-return]
         from_payload = Request.from_payload

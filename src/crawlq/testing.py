@@ -202,6 +202,20 @@ class FrontierContract:
         f = env.checkpoint()
         assert [le.queue for le in f.next(2)] == ["old.example", "new.example"]
 
+    def test_a_lease_lasts_the_ttl_its_call_asked_for(self, env: _Env) -> None:
+        """``next(n, ttl=S)`` leases for S seconds instead of ``lease_ttl``."""
+        f = env.open(lease_ttl=100, **FAST)
+        f.add(["https://a.example/1", "https://b.example/1"])
+        now = env.clock()
+        (short,) = f.next(1, ttl=5)
+        (long,) = f.next(1)
+        assert (short.expires_at, long.expires_at) == (now + 5, now + 100)
+        env.clock.advance(6)
+        f = env.checkpoint()
+        assert [le.request.url for le in f.next(2)] == [short.request.url]
+        with pytest.raises(ConfigError):
+            f.next(1, ttl=0)
+
     def test_waiting_counts_from_when_a_queue_could_go(self, env: _Env) -> None:
         """A queue whose lease expired, or whose request came due, has waited since
         then, however late the frontier notices: it goes before a queue that became

@@ -1,7 +1,8 @@
 """``crawlq serve``: the frontier as a service (needs ``crawlq[serve]``).
 
-Today: a JSON API over HTTP and Prometheus metrics (see :mod:`crawlq.serve.app` and
-docs/serve.md). The server listens on 127.0.0.1 unless told otherwise.
+One process serves a JSON API over HTTP with Prometheus metrics and a dashboard
+(:mod:`crawlq.serve.app`), and URLFrontier's gRPC API (:mod:`crawlq.serve.grpc_server`)
+on the same store; see docs/serve.md. It listens on 127.0.0.1 unless told otherwise.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import sys
 from typing import Any
 
 DEFAULT_PORT = 7072
-"""The JSON API's port (URLFrontier's gRPC port is 7071)."""
+"""The JSON API's port."""
+GRPC_PORT = 7071
+"""The URLFrontier gRPC API's port (URLFrontier's own default)."""
 
 
 def register(sub: Any) -> None:
@@ -21,21 +24,29 @@ def register(sub: Any) -> None:
     from ..cli import count
 
     p = sub.add_parser(
-        "serve", help="serve the frontier over HTTP (JSON API, Prometheus metrics)",
-        description="Serve the store named by --store to other processes: a JSON API "
-                    "(add, next, ack, stats, queues, dead, requeue-dead under /v1/) and "
-                    "Prometheus metrics at /metrics. See docs/serve.md.")
+        "serve", help="serve the frontier (URLFrontier gRPC, JSON API, metrics, dashboard)",
+        description="Serve the store named by --store to other processes: URLFrontier's "
+                    "gRPC API (any URLFrontier client; crawl IDs are stores beside this "
+                    "one), a JSON API (add, next, ack, stats, queues, dead, requeue-dead "
+                    "under /v1/), Prometheus metrics at /metrics and a dashboard at /. "
+                    "See docs/serve.md.")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=count(0), default=DEFAULT_PORT,
                    help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--grpc-port", type=count(0), default=GRPC_PORT,
+                   help=f"URLFrontier gRPC port (default {GRPC_PORT}, URLFrontier's; 0 "
+                        "picks a free one)")
+    p.add_argument("--no-grpc", action="store_true",
+                   help="serve the JSON API only (no URLFrontier gRPC)")
     p.add_argument("--tls-cert", metavar="PEM", default=None,
-                   help="serve HTTPS with this certificate chain (PEM; with --tls-key)")
+                   help="serve HTTPS and gRPC over TLS with this certificate chain "
+                        "(PEM; with --tls-key)")
     p.add_argument("--tls-key", metavar="PEM", default=None,
                    help="the private key of --tls-cert (PEM; may be the same file)")
     p.add_argument("--token", default=None,
-                   help="require 'Authorization: Bearer TOKEN' on every call (default: "
-                        "$CRAWLQ_SERVE_TOKEN, else none)")
+                   help="require 'Authorization: Bearer TOKEN' on every call, HTTP header "
+                        "or gRPC metadata (default: $CRAWLQ_SERVE_TOKEN, else none)")
 
 
 def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> int:
@@ -44,6 +55,11 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
         from aiohttp import web
 
         from .app import make_app
+        from .metrics import Metrics
+        if not args.no_grpc:
+            import grpc_tools  # noqa: F401  (grpcio-tools compiles the proto at start)
+
+            from . import grpc_server
     except ImportError as exc:
         print(f"crawlq: error: serve needs the serve extra: pip install 'crawlq[serve]' "
               f"({exc})", file=sys.stderr)
@@ -66,8 +82,21 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
                   file=sys.stderr)
             return 2
     scheme = "https" if tls is not None else "http"
+    pem = None
+    if tls is not None:
+        try:
+            with open(args.tls_cert, "rb") as fh:
+                chain = fh.read()
+            with open(args.tls_key or args.tls_cert, "rb") as fh:
+                key = fh.read()
+        except OSError as exc:
+            print(f"crawlq: error: cannot read {exc.filename}: {exc.strerror}",
+                  file=sys.stderr)
+            return 2
+        pem = (key, chain)
     with Frontier.open(store, **options) as frontier:
-        app = make_app(frontier, token)
+        metrics = Metrics(frontier)
+        app = make_app(frontier, token, metrics)
 
         def ready(runner: Any) -> None:  # (the port chosen, for --port 0 and scripts)
             for address in runner.addresses:
@@ -86,13 +115,32 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
             except OSError as exc:
                 raise SystemExit(f"crawlq: error: cannot listen on {args.host}:{args.port}: "
                                  f"{exc.strerror or exc}") from None
+            grpc = crawls = None
+            if not args.no_grpc:
+                from .crawls import Crawls
+
+                crawls = Crawls(store, frontier, lambda url: Frontier.open(url, **options))
+                try:
+                    grpc, bound = await grpc_server.start(
+                        crawls, metrics, args.host, args.grpc_port, token, pem)
+                except OSError as exc:
+                    await runner.cleanup()
+                    raise SystemExit(f"crawlq: error: gRPC: {exc}") from None
             ready(runner)
+            if grpc is not None:
+                how = "TLS" if pem else "plaintext"
+                print(f"crawlq serve: URLFrontier gRPC on {args.host}:{bound} ({how})",
+                      flush=True)
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
             await stop.wait()
+            if grpc is not None:
+                await grpc.stop(grace=2.0)
             await runner.cleanup()
+            if crawls is not None:
+                crawls.close()
 
         asyncio.run(main())
     return 0

@@ -37,6 +37,16 @@ ACTIVE = "crawlq:serve:active"
 so it holds across restarts and for every server on the store."""
 _STATIC = Path(__file__).with_name("static")
 
+
+def is_active(frontier: Frontier) -> bool:
+    """The active flag: False while paused (``next`` and GetURLs hand out nothing)."""
+    return frontier.get_value(ACTIVE) != b"0"
+
+
+def set_active(frontier: Frontier, active: bool) -> None:
+    """Pause (False) or resume (True) every server on ``frontier``'s store."""
+    frontier.put_value(ACTIVE, b"1" if active else b"0")
+
 _OUTCOMES = {"done": Outcome.DONE, "failed": Outcome.FAILED, "retry": Outcome.RETRY,
              "dead": Outcome.DEAD}
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -50,10 +60,11 @@ class HTTPProblem(Exception):
         self.status = status
 
 
-def make_app(frontier: Frontier, token: str | None = None) -> web.Application:
+def make_app(frontier: Frontier, token: str | None = None,
+             metrics: Metrics | None = None) -> web.Application:
     """The API on ``frontier``; with ``token``, every call needs ``Authorization:
-    Bearer <token>``."""
-    metrics = Metrics(frontier)
+    Bearer <token>``. ``metrics``: the figures to serve (shared with the gRPC API)."""
+    metrics = metrics or Metrics(frontier)
     api = _Api(frontier, metrics)
 
     @web.middleware
@@ -160,22 +171,19 @@ class _Api:
 
     async def next(self, request: web.Request) -> web.Response:
         n = _count((await _body(request)).get("n"), "n", 1)
-        if not await asyncio.to_thread(self._active):
+        if not await asyncio.to_thread(is_active, self.f):
             return web.json_response({"leases": [], "paused": True})
         leases = await asyncio.to_thread(self.f.next, n)
         return web.json_response({"leases": [record(le) for le in leases]})
 
-    def _active(self) -> bool:
-        return self.f.get_value(ACTIVE) != b"0"
-
     async def get_active(self, request: web.Request) -> web.Response:
-        return web.json_response({"active": await asyncio.to_thread(self._active)})
+        return web.json_response({"active": await asyncio.to_thread(is_active, self.f)})
 
     async def set_active(self, request: web.Request) -> web.Response:
         active = (await _body(request)).get("active")
         if not isinstance(active, bool):
             raise HTTPProblem(400, "active must be true or false")
-        await asyncio.to_thread(self.f.put_value, ACTIVE, b"1" if active else b"0")
+        await asyncio.to_thread(set_active, self.f, active)
         return web.json_response({"active": active})
 
     async def dashboard(self, request: web.Request) -> web.FileResponse:

@@ -120,6 +120,27 @@ def _registered(scheme: str) -> Any:
     return None
 
 
+def destroy_store(store: Any) -> None:
+    """Delete all state of an open store and close it: a Redis store's keys under its
+    prefix, a SQLite store's file (with its -wal and -shm); a memory store is just
+    closed."""
+    destroy = getattr(store, "destroy", None)
+    path = getattr(store, "path", None)
+    try:
+        if callable(destroy):
+            destroy()
+    finally:
+        store.close()
+    if not callable(destroy) and isinstance(path, str) and path != ":memory:":
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.remove(path + suffix)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StoreError(f"cannot delete {path + suffix}: {exc.strerror}") from exc
+
+
 def sqlite_file(url: str) -> str | None:
     """The file a ``sqlite://`` store URL names; None for other stores. Raises
     :class:`ConfigError` for a malformed one."""
@@ -150,5 +171,5 @@ def _no_more(options: dict[str, Any], scheme: str) -> None:
         raise ConfigError(f"option(s) {sorted(options)} do not apply to {scheme}:// stores")
 
 
-__all__ = ["ENTRY_POINTS", "STORE_OPTIONS", "BloomShape", "QueuePolicy", "Store", "open_store",
-           "sqlite_file"]
+__all__ = ["ENTRY_POINTS", "STORE_OPTIONS", "BloomShape", "QueuePolicy", "Store",
+           "destroy_store", "open_store", "sqlite_file"]

@@ -23,6 +23,7 @@ import contextlib
 import heapq
 import math
 import os
+import re
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -622,6 +623,17 @@ class RedisStore:
 
     def _load_value(self, name: str, data: bytes, expires: float | None) -> None:
         self._pending.append(("hset", (f"{self._p}:kv", name, _kv(data, expires))))
+
+    def prefixes_under(self, start: str) -> list[str]:
+        """The prefixes of the crawls on this server whose prefix begins with ``start``
+        (found by their main key, with SCAN: for listing, not for hot paths)."""
+        pattern = "{" + re.sub(r"([*?\[\]\\])", r"\\\1", start) + "*}:m"
+
+        def go() -> list[str]:
+            return sorted({k.decode("utf-8", "replace")[1:-3]
+                           for k in self._client.scan_iter(match=pattern, count=1000)})
+
+        return self._retrying(go)
 
     def destroy(self) -> int:
         """Delete every key of this crawl (its prefix); returns how many were deleted."""

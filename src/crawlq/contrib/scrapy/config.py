@@ -3,7 +3,6 @@ and its fingerprints (docs/scrapy.md has the table)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -52,22 +51,6 @@ def store_choice(settings: Any) -> StoreChoice:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return StoreChoice("sqlite:///" + path, "JOBDIR", persist, flush)
     return StoreChoice("memory://", "default", True, False)
-
-
-def flush_store(store: Any) -> None:
-    """Delete all state of an open store (Redis: its prefix's keys; SQLite: its file),
-    and close it. Used by the persistence settings only."""
-    destroy = getattr(store, "destroy", None)
-    path = getattr(store, "path", None)
-    try:
-        if callable(destroy):
-            destroy()
-    finally:
-        store.close()
-    if not callable(destroy) and isinstance(path, str) and path != ":memory:":
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path + suffix)
 
 
 def frontier_options(settings: Any) -> dict[str, Any]:

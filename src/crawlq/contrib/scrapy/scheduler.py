@@ -25,10 +25,10 @@ from ...errors import ConfigError, CrawlqError
 from ...frontier import Frontier
 from ...models import Lease, Outcome
 from ...models import Request as CrawlqRequest
+from ...stores import destroy_store
 from .codec import BAND, LIVE, TOKEN, from_crawlq, to_crawlq
 from .config import (
     fingerprint_choice,
-    flush_store,
     frontier_options,
     slot_overrides,
     start_order,
@@ -132,7 +132,7 @@ class Scheduler:
         if self.fingerprints == "scrapy":
             opts["fingerprint"] = _fingerprint_from_meta
         if self.choice.flush_on_start:
-            flush_store(Frontier.open(self.store_url, **opts).store)
+            destroy_store(Frontier.open(self.store_url, **opts).store)
         self.frontier = Frontier.open(self.store_url, **opts)
         for key, policy in slot_overrides(self.crawler.settings).items():
             self.frontier.configure_queue(key, **policy)
@@ -211,7 +211,7 @@ class Scheduler:
             if self.choice.persist:
                 f.close()
             else:
-                flush_store(f.store)
+                destroy_store(f.store)
         return self.df.close(reason)
 
     # -- the interface ------------------------------------------------------------------

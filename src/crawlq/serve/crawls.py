@@ -1,0 +1,148 @@
+"""The crawls a server holds: URLFrontier's crawl IDs as crawlq stores.
+
+The crawl ``DEFAULT`` (also named by an empty crawl ID) is the store ``crawlq serve``
+was given. Every other crawl is a store of the same kind beside it, made when a URL is
+first put into it, so that crawls share nothing (their seen-sets, queues, politeness
+and counters are apart, and deleting one is deleting its store):
+
+- ``sqlite:///dir/name.db``: the file ``dir/name.crawl-<ID>.db``;
+- ``redis://…?prefix=P``: the key prefix ``P/crawl/<ID>``;
+- ``memory://``: another memory store in this server.
+
+A crawl ID is 1-64 letters, digits, ``_`` or ``-`` (it becomes part of a file name or
+a key); anything else is refused before any store is touched.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..errors import ConfigError
+from ..frontier import Frontier
+from ..stores import destroy_store, sqlite_file
+
+DEFAULT = "DEFAULT"
+"""The crawl ID of the store the server was given (URLFrontier's default crawl)."""
+
+_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_SQLITE_MARK = ".crawl-"
+_REDIS_MARK = "/crawl/"
+
+
+def crawl_id(value: str) -> str:
+    """``value`` as a crawl ID (empty: DEFAULT); ConfigError for one crawlq cannot keep."""
+    if not value:
+        return DEFAULT
+    if not _ID.fullmatch(value):
+        raise ConfigError(f"bad crawl ID {value!r}: 1-64 letters, digits, '_' or '-'")
+    return value
+
+
+class Crawls:
+    """The frontiers of a server's crawls, opened on first use and kept open.
+
+    ``opener(url)`` opens a frontier with the server's options; thread-safe.
+    """
+
+    def __init__(self, store_url: str, default: Frontier,
+                 opener: Callable[[str], Frontier]) -> None:
+        self.store_url = store_url
+        self.default = default
+        self._opener = opener
+        self._open: dict[str, Frontier] = {DEFAULT: default}
+        self._lock = threading.Lock()
+        self._scheme = urlsplit(store_url).scheme.lower()
+
+    def get(self, crawl: str, *, create: bool) -> Frontier | None:
+        """The frontier of ``crawl``; None when it does not exist and ``create`` is off."""
+        crawl = crawl_id(crawl)
+        with self._lock:
+            frontier = self._open.get(crawl)
+            if frontier is not None:
+                return frontier
+            url = self._url_of(crawl)
+            if not create and not self._exists(crawl, url):
+                return None
+            frontier = self._opener(url)
+            self._open[crawl] = frontier
+            return frontier
+
+    def names(self) -> list[str]:
+        """Every crawl ID: DEFAULT, then the others sorted (those of other servers on the
+        same store too: they are found in the store, not in this server's memory)."""
+        found = set(self._open)
+        if self._scheme == "sqlite":
+            base = self._sqlite_stem()
+            for path in glob.glob(glob.escape(base) + _SQLITE_MARK + "*.db"):
+                name = path[len(base) + len(_SQLITE_MARK):-3]
+                if _ID.fullmatch(name):
+                    found.add(name)
+        elif self._scheme in ("redis", "rediss", "unix"):
+            store: Any = self.default.store
+            for prefix in store.prefixes_under(store.prefix + _REDIS_MARK):
+                name = prefix[len(store.prefix) + len(_REDIS_MARK):]
+                if _ID.fullmatch(name):
+                    found.add(name)
+        found.discard(DEFAULT)
+        return [DEFAULT, *sorted(found)]
+
+    def delete(self, crawl: str) -> int:
+        """Delete a crawl other than DEFAULT; returns how many URLs it held (queued,
+        leased and dead). Deleting a crawl that does not exist returns 0."""
+        crawl = crawl_id(crawl)
+        if crawl == DEFAULT:
+            raise ConfigError("the DEFAULT crawl is the store crawlq serve was given: "
+                              "the server does not delete it (delete its file or Redis "
+                              "prefix yourself)")
+        frontier = self.get(crawl, create=False)
+        if frontier is None:
+            return 0
+        st = frontier.stats()
+        held = st.queued + st.leased + st.dead
+        with self._lock:
+            self._open.pop(crawl, None)
+            destroy_store(frontier.store)
+        return held
+
+    def close(self) -> None:
+        """Close every crawl's frontier but DEFAULT's (its opener closes it)."""
+        with self._lock:
+            for name, frontier in self._open.items():
+                if name != DEFAULT:
+                    frontier.close()
+            self._open = {DEFAULT: self.default}
+
+    # -- where a crawl lives ------------------------------------------------------
+
+    def _sqlite_stem(self) -> str:
+        path = sqlite_file(self.store_url) or ""
+        return path[:-3] if path.endswith(".db") else path
+
+    def _url_of(self, crawl: str) -> str:
+        parts = urlsplit(self.store_url)
+        if self._scheme == "memory":
+            return "memory://"
+        if self._scheme == "sqlite":
+            path = self._sqlite_stem() + _SQLITE_MARK + crawl + ".db"
+            rest = f"?{parts.query}" if parts.query else ""
+            return f"sqlite:///{path}{rest}"
+        if self._scheme in ("redis", "rediss", "unix"):
+            store: Any = self.default.store
+            query = [(k, v) for k, v in parse_qsl(parts.query) if k != "prefix"]
+            query.append(("prefix", store.prefix + _REDIS_MARK + crawl))
+            return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
+        raise ConfigError(f"crawl IDs other than {DEFAULT} need a memory, sqlite or redis "
+                          f"store, not {self._scheme}://")
+
+    def _exists(self, crawl: str, url: str) -> bool:
+        if self._scheme == "sqlite":
+            return os.path.exists(sqlite_file(url) or "")
+        if self._scheme in ("redis", "rediss", "unix"):
+            return crawl in self.names()
+        return False  # (memory: only what this server made, which is open)

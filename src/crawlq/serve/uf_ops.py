@@ -1,0 +1,239 @@
+"""What URLFrontier's calls do to a crawlq frontier, without gRPC: plain functions on a
+:class:`~crawlq.Frontier`, run by :mod:`crawlq.serve.grpc_server` in worker threads.
+
+URLFrontier names a fetched URL by its text (a KnownURLItem), where crawlq answers a
+lease by its token. So each URL handed out by :func:`lease` leaves its lease handle in
+the store as a value named after the URL's canonical form, kept as long as the lease
+(``Frontier.put_value``): any server on the store finds it when the URL comes back, and
+a server killed in between loses nothing (the lease ends and the URL is served again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from hashlib import blake2b
+from typing import Any
+
+from ..errors import InvalidURL
+from ..frontier import Frontier
+from ..handles import handle, lease_of
+from ..models import _NO_META, Lease, Outcome, QueueInfo, Request
+from ..stores import dumpfmt
+
+META = "urlfrontier"
+"""The key in ``Request.meta`` under which a URL's URLFrontier metadata is kept."""
+_LEASED = "crawlq:uf:lease:"
+"""Prefix of the store values that map a leased URL to its lease handle."""
+OK, SKIPPED, FAIL = 0, 1, 2
+"""URLFrontier's AckMessage.Status values."""
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One URL as a client sent it: its text, queue key ('' for the server's choice),
+    metadata, and for a known URL its refetch time (0: never again; None: discovered)."""
+
+    url: str
+    key: str
+    metadata: Mapping[str, list[str]]
+    refetch: int | None = None
+
+
+def _handle_name(url: str) -> str:
+    """The value naming the lease of ``url`` (in canonical form)."""
+    digest = blake2b(url.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    return _LEASED + digest
+
+
+def _request(item: Item, **extra: Any) -> Request:
+    meta = {META: {k: list(v) for k, v in item.metadata.items()}} if item.metadata \
+        else _NO_META
+    return Request(item.url, queue=item.key or None, meta=meta, **extra)
+
+
+def metadata_of(request: Request) -> dict[str, list[str]]:
+    """The URLFrontier metadata a request carries (empty: none)."""
+    return _clean(request.meta.get(META) if request.meta else None)
+
+
+def lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
+          max_queues: int) -> list[Lease]:
+    """Lease up to ``n`` URLs for ``ttl`` seconds, at most ``per_queue`` from a queue and
+    from at most ``max_queues`` queues (0: no limit); leases over the limits go back at
+    once. Records each lease's handle under its URL (see the module docstring)."""
+    leases = frontier.next(n, ttl=ttl)
+    if not leases:
+        return []
+    kept: list[Lease] = []
+    extra: list[Lease] = []
+    taken: dict[str, int] = {}
+    for le in leases:
+        count = taken.get(le.queue, 0)
+        if (per_queue and count >= per_queue) or (
+                max_queues and not count and len(taken) >= max_queues):
+            extra.append(le)
+            continue
+        taken[le.queue] = count + 1
+        kept.append(le)
+    if extra:
+        frontier.done(extra, Outcome.RETRY)
+    # (kept until the lease ends: store values take their expiry time)
+    frontier.store.put_values([(_handle_name(le.request.url), handle(le).encode(),
+                                le.expires_at) for le in kept])
+    return kept
+
+
+def put(frontier: Frontier, items: Sequence[Item]) -> list[int]:
+    """Apply a client's URLs in one go; one AckMessage status per item.
+
+    Discovered URLs are added; one not added is SKIPPED (do not send it again): a
+    duplicate (known already, as URLFrontier's reference server answers), an invalid
+    URL, one over its queue's limit. A known URL whose lease is held is answered:
+    done for good (refetch 0) or back in its queue from its refetch time. A known URL
+    with no lease held (never leased here, or its lease ended) is marked seen, and with
+    a refetch time queued again for then.
+    """
+    statuses = [OK] * len(items)
+    discovered = [i for i, it in enumerate(items) if it.refetch is None]
+    if discovered:
+        result = frontier.add([_request(items[i]) for i in discovered])
+        for i, added in zip(discovered, result.added_flags):
+            if not added:
+                statuses[i] = SKIPPED
+    known = [i for i, it in enumerate(items) if it.refetch is not None]
+    if known:
+        _put_known(frontier, items, known, statuses)
+    return statuses
+
+
+def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
+               statuses: list[int]) -> None:
+    canon: dict[int, str] = {}
+    for i in known:
+        try:
+            canon[i] = frontier.canonicalize(items[i].url)
+        except InvalidURL:
+            statuses[i] = SKIPPED
+    order = list(canon)
+    names = [_handle_name(canon[i]) for i in order]
+    now = frontier.clock()
+    found = frontier.store.get_values(names, now) if names else []
+    finished: list[Lease] = []
+    again: dict[float, list[Lease]] = {}
+    unleased: list[int] = []
+    for i, raw in zip(order, found):
+        if raw is None:
+            unleased.append(i)
+            continue
+        le = lease_of(raw.decode("ascii", "replace"))
+        when = items[i].refetch or 0
+        if when:
+            again.setdefault(max(0.0, when - now), []).append(le)
+        else:
+            finished.append(le)
+    if finished:
+        frontier.done(finished)
+    for after, leases in again.items():
+        frontier.done(leases, Outcome.RETRY, after=after)
+    seen = []
+    later: list[Request] = []
+    for i in unleased:
+        fp = frontier.fingerprint_of(canon[i])
+        if fp is not None:
+            seen.append(dumpfmt.seen(fp, None))
+        due = items[i].refetch
+        if due:
+            later.append(_request(items[i], not_before=float(due), dont_filter=True))
+    if seen:
+        frontier.load(seen)
+    if later:
+        result = frontier.add(later)
+        index = [i for i in unleased if items[i].refetch]
+        for r in result.rejected:
+            statuses[index[r.index]] = SKIPPED
+
+
+def queue_infos(frontier: Frontier) -> list[QueueInfo]:
+    """Every queue of the crawl (a scan: for the listing calls, not the hot path)."""
+    return frontier.queues(limit=2**31 - 1)
+
+
+def queue_info(frontier: Frontier, key: str) -> QueueInfo | None:
+    """One queue's figures, or None for a queue crawlq does not hold."""
+    return next((q for q in queue_infos(frontier) if q.key == key), None)
+
+
+def is_active_queue(q: QueueInfo) -> bool:
+    """URLFrontier's "active" queue: it holds URLs not completed yet (queued or leased).
+    (A blocked queue counts too: crawlq does not tell a block from a politeness rest.)"""
+    return (q.queued + q.leased) > 0
+
+
+def stat_counts(frontier: Frontier) -> tuple[int, int, int, dict[str, int]]:
+    """A crawl's size, URLs in process, queue count and named counts for GetStats."""
+    st = frontier.stats()
+    counts = {"completed": st.done, "active_queues": st.queues_ready + st.queues_resting,
+              "seen": st.seen, "added": st.added, "scheduled": st.scheduled,
+              "failed": st.failed, "retried": st.retried, "dead": st.dead,
+              "duplicates": st.duplicates, "rejected": sum(st.rejected.values())}
+    return st.queued, st.leased, st.queues_total, counts
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A URL of the crawl: held as text (queued, ``not_before``: due then; or dead), or
+    known only by its fingerprint (``done``: fetched for good)."""
+
+    url: str
+    key: str
+    metadata: dict[str, list[str]]
+    not_before: float | None
+    dead: bool
+    done: bool = False
+
+
+def listed(frontier: Frontier, key: str = "", text: str | None = None,
+           ignore_case: bool = False) -> Iterator[Listed]:
+    """The URLs of the crawl held as text (queued, leased or dead), optionally of one
+    queue and containing ``text``; in the dump's order (a scan of the whole crawl)."""
+    needle = None if not text else text.lower() if ignore_case else text
+    for rec in frontier.store.dump():
+        kind = rec.get("type")
+        if kind not in ("entry", "dead") or (key and rec.get("queue") != key):
+            continue
+        req = rec["request"]
+        url = str(req["url"])
+        if needle is not None and needle not in (url.lower() if ignore_case else url):
+            continue
+        meta = dumpfmt.from_json(req.get("meta") or {})
+        md = meta.get(META) if isinstance(meta, Mapping) else None
+        yield Listed(url, str(rec.get("queue")), _clean(md), req.get("not_before"),
+                     kind == "dead")
+
+
+def status_of(frontier: Frontier, url: str) -> Listed | None:
+    """What the crawl knows of ``url``: held as text (queued, leased, dead), or only
+    seen (``done``: fetched for good); None: unknown."""
+    canon = frontier.canonicalize(url)
+    for x in listed(frontier):
+        if x.url == canon:
+            return x
+    fp = frontier.fingerprint_of(canon)
+    if fp is not None:
+        hexed = fp.hex()
+        for rec in frontier.store.dump():
+            if rec.get("type") == "seen" and rec.get("fp") == hexed:
+                return Listed(canon, frontier.queue_of(canon), {}, None, False, True)
+    return None
+
+
+def _clean(md: object) -> dict[str, list[str]]:
+    if not isinstance(md, Mapping):
+        return {}
+    return {str(k): [str(x) for x in v] for k, v in md.items() if isinstance(v, list)}
+
+
+__all__ = ["FAIL", "META", "OK", "SKIPPED", "Item", "Listed", "is_active_queue", "lease",
+           "listed", "metadata_of", "put", "queue_info", "queue_infos", "stat_counts",
+           "status_of"]

@@ -1,0 +1,350 @@
+"""``crawlq serve``'s URLFrontier gRPC API: a real server process on free loopback ports,
+called by grpcio clients built from the proto, on SQLite and Redis stores. The scenarios
+follow URLFrontier's own service tests (statuses of discovered, completed, refetchable
+and unknown URLs, listing and counting, crawl IDs, queues, delays, blocks, limits, the
+active flag, leases), plus what crawlq adds: all of it survives a SIGKILL."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from crawlq.redislocal import LocalRedis
+from crawlq.serve.grpc_base import load_proto
+
+pb, services = load_proto()
+OK, SKIPPED = pb.AckMessage.OK, pb.AckMessage.SKIPPED
+
+
+class Server:
+    """A ``crawlq serve`` process and a gRPC stub on it."""
+
+    def __init__(self, proc: subprocess.Popen[str], target: str, channel: Any) -> None:
+        self.proc, self.target, self.channel = proc, target, channel
+        self.stub = services.URLFrontierStub(channel)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+
+@contextmanager
+def serve(store: str, *opts: str, token: str | None = None) -> Iterator[Server]:
+    args = [sys.executable, "-m", "crawlq.cli", "--store", store, *opts, "serve",
+            "--port", "0", "--grpc-port", "0"]
+    if token:
+        args += ["--token", token]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    channel = None
+    try:
+        assert p.stdout is not None
+        p.stdout.readline()  # (the JSON API's line)
+        line = p.stdout.readline()
+        assert "URLFrontier gRPC on 127.0.0.1:" in line, (
+            line, p.stderr.read() if p.stderr else "")
+        target = line.split(" on ", 1)[1].split()[0]
+        channel = grpc.insecure_channel(target)
+        yield Server(p, target, channel)
+    finally:
+        if channel is not None:
+            channel.close()
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            p.wait(10)
+
+
+def discovered(url: str, key: str = "", crawl: str = "", **metadata: list[str]) -> Any:
+    return pb.URLItem(discovered=pb.DiscoveredURLItem(info=info(url, key, crawl, **metadata)))
+
+
+def known(url: str, refetch: int = 0, crawl: str = "") -> Any:
+    return pb.URLItem(known=pb.KnownURLItem(info=info(url, "", crawl),
+                                            refetchable_from_date=refetch))
+
+
+def info(url: str, key: str = "", crawl: str = "", **metadata: list[str]) -> Any:
+    return pb.URLInfo(url=url, key=key, crawlID=crawl,
+                      metadata={k: pb.StringList(values=v) for k, v in metadata.items()})
+
+
+def put(s: Server, *items: Any) -> list[int]:
+    return [a.status for a in s.stub.PutURLs(iter(items), timeout=30)]
+
+
+def get(s: Server, **params: Any) -> list[Any]:
+    return list(s.stub.GetURLs(pb.GetParams(**params), timeout=30))
+
+
+def stats(s: Server, key: str = "", crawl: str = "") -> Any:
+    return s.stub.GetStats(pb.QueueWithinCrawlParams(key=key, crawlID=crawl), timeout=30)
+
+
+def code_of(call: Any) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as exc:
+        result = call()
+        if hasattr(result, "__next__"):
+            list(result)
+    return exc.value.code(), exc.value.details()
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/crawl.db"
+    redis: LocalRedis = request.getfixturevalue("redis_server")
+    return f"{redis.url}?prefix=uf-{request.node.name.replace('[', '-').rstrip(']')}"
+
+
+def test_urls_go_in_come_out_and_are_answered(store: str) -> None:
+    with serve(store, "-o", "min_delay=0", "-o", "max_delay=0") as s:
+        urls = [f"https://h{i}.example/p{j}" for i in range(3) for j in range(3)]
+        statuses = put(s, *(discovered(u, depth=["1"]) for u in urls),
+                       discovered("https://h0.example/p0"), discovered("no url"))
+        assert statuses == [OK] * 9 + [SKIPPED, SKIPPED]  # (a duplicate, an invalid URL)
+        st = stats(s)
+        assert (st.size, st.inProcess, st.numberOfQueues, st.crawlID) == (9, 0, 3, "DEFAULT")
+
+        got = get(s, max_queues=2, max_urls_per_queue=1)
+        assert len(got) == 2 and len({g.key for g in got}) == 2  # two queues, one each
+        assert all(g.crawlID == "DEFAULT" and list(g.metadata["depth"].values) == ["1"]
+                   for g in got)
+        assert stats(s).inProcess == 2
+        assert get(s, max_queues=5) and all(g.key not in {x.key for x in got}
+                                            for g in get(s))  # (one lease per host)
+        done, later = got
+        due = int(time.time()) + 3600
+        assert put(s, known(done.url), known(later.url, due)) == [OK, OK]
+
+        status = s.stub.GetURLStatus(pb.URLStatusRequest(url=done.url), timeout=30)
+        assert status.WhichOneof("item") == "known"
+        assert status.known.refetchable_from_date == 0
+        status = s.stub.GetURLStatus(pb.URLStatusRequest(url=later.url), timeout=30)
+        assert status.known.refetchable_from_date == due
+        assert list(status.known.info.metadata["depth"].values) == ["1"]
+        never = next(u for u in urls if u not in (done.url, later.url))
+        status = s.stub.GetURLStatus(pb.URLStatusRequest(url=never), timeout=30)
+        assert status.WhichOneof("item") == "discovered"
+        assert code_of(lambda: s.stub.GetURLStatus(
+            pb.URLStatusRequest(url="https://elsewhere.example/"), timeout=30))[0] \
+            == grpc.StatusCode.NOT_FOUND
+
+        # A URL done for good is never queued again; discovering it again is SKIPPED.
+        assert put(s, discovered(done.url)) == [SKIPPED]
+        assert stats(s).counts["completed"] == 1
+
+        listed = list(s.stub.ListURLs(pb.ListUrlParams(size=100), timeout=30))
+        assert done.url not in {x.discovered.info.url or x.known.info.url for x in listed}
+        assert len(listed) == 8  # (the one done is known only by its fingerprint)
+        page = list(s.stub.ListURLs(pb.ListUrlParams(start=2, size=3), timeout=30))
+        assert [x.ID for x in page] == [x.ID for x in listed[2:5]]
+        one_queue = list(s.stub.ListURLs(pb.ListUrlParams(key="h1.example"), timeout=30))
+        assert {x.ID for x in one_queue} <= {u for u in urls if "h1." in u}
+        assert s.stub.CountURLs(pb.CountUrlParams(filter="P1", ignoreCase=True),
+                                timeout=30).value == sum(
+            1 for u in urls if "p1" in u and u != done.url)
+        assert s.stub.CountURLs(pb.CountUrlParams(filter="P1"), timeout=30).value == 0
+
+        queues = s.stub.ListQueues(pb.Pagination(size=2, include_inactive=True), timeout=30)
+        assert (queues.total, queues.size, len(queues.values)) == (3, 2, 2)
+        rest = s.stub.ListQueues(pb.Pagination(start=2, include_inactive=True), timeout=30)
+        assert set(queues.values) | set(rest.values) == {"h0.example", "h1.example",
+                                                          "h2.example"}
+
+
+def test_put_discovered_answers_each_batch_with_a_status_per_url(store: str) -> None:
+    with serve(store) as s:
+        batches = [pb.DiscoveredBatch(ID="page-1", items=[
+            info("https://a.example/1"), info("https://a.example/2"), info("mailto:x@y")]),
+            pb.DiscoveredBatch(ID="page-2", items=[
+                info("https://a.example/1"), info("https://b.example/", key="mine")])]
+        acks = list(s.stub.PutDiscovered(iter(batches), timeout=30))
+        assert [(a.ID, list(a.statuses)) for a in acks] == [
+            ("page-1", [OK, OK, SKIPPED]), ("page-2", [SKIPPED, OK])]
+        # the client's key is the queue
+        assert stats(s, key="mine").size == 1
+        assert "mine" in s.stub.ListQueues(pb.Pagination(), timeout=30).values
+
+
+def test_crawl_ids_are_crawls_of_their_own(store: str, tmp_path: Path) -> None:
+    with serve(store) as s:
+        assert put(s, discovered("https://a.example/", crawl="news"),
+                   discovered("https://a.example/"),
+                   discovered("https://a.example/x", crawl="../etc")) == [OK, OK, SKIPPED]
+        names = s.stub.ListCrawls(pb.Local(), timeout=30).values
+        assert list(names) == ["DEFAULT", "news"]
+        if store.startswith("sqlite"):
+            assert (tmp_path / "crawl.crawl-news.db").exists()
+        # the same URL in two crawls: each has its own seen-set and queues
+        assert stats(s, crawl="news").size == 1 and stats(s).size == 1
+        got = get(s, crawlID="news")
+        assert [(g.url, g.crawlID) for g in got] == [("https://a.example/", "news")]
+        got = get(s, anyCrawlID=pb.AnyCrawlID())
+        assert [(g.url, g.crawlID) for g in got] == [("https://a.example/", "DEFAULT")]
+        assert s.stub.DeleteCrawl(pb.DeleteCrawlMessage(value="news"), timeout=30).value == 1
+        assert list(s.stub.ListCrawls(pb.Local(), timeout=30).values) == ["DEFAULT"]
+        assert stats(s, crawl="news").size == 0
+        if store.startswith("sqlite"):
+            assert not (tmp_path / "crawl.crawl-news.db").exists()
+        code, why = code_of(lambda: s.stub.DeleteCrawl(pb.DeleteCrawlMessage(value=""),
+                                                       timeout=30))
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and "DEFAULT" in why
+        assert stats(s).size == 0 and stats(s).inProcess == 1  # (untouched)
+
+
+def test_control_state_and_leases_survive_a_sigkill(tmp_path: Path) -> None:
+    """Delays, blocks, limits, the active flag and leases are kept in the store: a
+    server killed with SIGKILL and started again has them all; a URL whose client went
+    away comes back when its lease ends."""
+    store = f"sqlite:///{tmp_path}/crawl.db"
+    opts = ("-o", "min_delay=0", "-o", "max_delay=0", "-o", "delay_factor=0")
+    with serve(store, *opts) as s:
+        put(s, *(discovered(f"https://{h}.example/{i}") for h in "abc" for i in range(3)))
+        s.stub.SetDelay(pb.QueueDelayParams(key="a.example", delay_requestable=600),
+                        timeout=30)
+        s.stub.BlockQueueUntil(pb.BlockQueueParams(key="b.example",
+                                                   time=int(time.time()) + 600), timeout=30)
+        s.stub.SetCrawlLimit(pb.CrawlLimitParams(key="c.example", limit=3), timeout=30)
+        leased = get(s, delay_requestable=2)
+        assert sorted(g.key for g in leased) == ["a.example", "c.example"]  # b: blocked
+        s.stub.SetActive(pb.Active(state=False), timeout=30)
+        assert get(s) == []
+        s.kill()
+    with serve(store, *opts) as s:
+        assert s.stub.GetActive(pb.Local(), timeout=30).state is False
+        assert get(s) == []
+        s.stub.SetActive(pb.Active(state=True), timeout=30)
+        assert stats(s).inProcess == 2  # the leases outlived the server
+        a = next(g for g in leased if g.key == "a.example")
+        assert put(s, known(a.url)) == [OK]
+        assert put(s, discovered("https://c.example/4")) == [SKIPPED]  # (over its limit)
+        time.sleep(2.2)  # the lease of c.example's URL ends: it comes back
+        again = get(s)
+        # a rests 600 s after its answer, b is blocked: only c's URL, handed out again
+        assert [g.url for g in again] == [g.url for g in leased if g.key == "c.example"]
+        assert stats(s, key="b.example").size == 3
+        code, why = code_of(lambda: s.stub.BlockQueueUntil(
+            pb.BlockQueueParams(key="b.example", time=0), timeout=30))
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and "early" in why
+
+
+def test_bad_calls_get_a_clear_status_and_the_server_stays_up(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/crawl.db"
+    with serve(store, "-o", "busy_timeout=0.3", token="s3cret") as s:
+        code, why = code_of(lambda: stats(s))
+        assert code == grpc.StatusCode.UNAUTHENTICATED and "Bearer" in why
+        auth = (("authorization", "Bearer s3cret"),)
+        stub = s.stub
+
+        def status(call: Any) -> grpc.StatusCode:
+            return code_of(call)[0]
+
+        assert status(lambda: stub.GetURLs(pb.GetParams(key="a.example"), metadata=auth,
+                                           timeout=30)) == grpc.StatusCode.UNIMPLEMENTED
+        assert status(lambda: stub.SetDelay(pb.QueueDelayParams(delay_requestable=3),
+                                            metadata=auth, timeout=30)
+                      ) == grpc.StatusCode.FAILED_PRECONDITION
+        assert status(lambda: stub.GetStats(pb.QueueWithinCrawlParams(crawlID="a/b"),
+                                            metadata=auth, timeout=30)
+                      ) == grpc.StatusCode.INVALID_ARGUMENT
+        assert status(lambda: stub.ListURLs(pb.ListUrlParams(size=10**6), metadata=auth,
+                                            timeout=30)) == grpc.StatusCode.INVALID_ARGUMENT
+        assert status(lambda: stub.SetLogLevel(pb.LogLevelParams(package="x", level=9),
+                                               metadata=auth, timeout=30)
+                      ) == grpc.StatusCode.INVALID_ARGUMENT
+        acks = stub.PutURLs(iter([discovered("https://a.example/")]), metadata=auth,
+                            timeout=30)
+        assert [a.status for a in acks] == [OK]
+        holder = sqlite3.connect(tmp_path / "crawl.db", isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            code, why = code_of(lambda: stub.GetURLs(pb.GetParams(), metadata=auth,
+                                                     timeout=30))
+            assert code == grpc.StatusCode.UNAVAILABLE and "locked" in why
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        got = list(stub.GetURLs(pb.GetParams(), metadata=auth, timeout=30))
+        assert [g.url for g in got] == ["https://a.example/"]  # nothing was lost
+        nodes = stub.ListNodes(pb.Empty(), metadata=auth, timeout=30).values
+        assert list(nodes) == [s.target]
+
+
+def test_two_servers_and_many_clients_on_one_redis_crawl(redis_server: LocalRedis) -> None:
+    """Two servers front one Redis crawl; four clients take and answer URLs through them
+    at once. Each URL is handed out once, and a host is never handed out again before
+    its rest after the last answer, whichever server and client had it."""
+    store = f"{redis_server.url}?prefix=uf-many"
+    opts = ("-o", "min_delay=0.3", "-o", "max_delay=0.3", "-o", "delay_factor=0")
+    with serve(store, *opts) as one, serve(store, *opts) as two:
+        urls = [f"https://h{i % 4}.example/{i}" for i in range(24)]
+        assert put(one, *(discovered(u) for u in urls)) == [OK] * 24
+        got: list[tuple[str, str, float, float]] = []
+        lock = threading.Lock()
+
+        def client(s: Server) -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                batch = get(s, max_queues=2)
+                if not batch:
+                    if stats(s).size == 0 and stats(s).inProcess == 0:
+                        return
+                    time.sleep(0.02)
+                    continue
+                leased = time.monotonic()
+                time.sleep(0.05)
+                with lock:
+                    got.extend((g.url, g.key, leased, time.monotonic()) for g in batch)
+                assert put(s, *(known(g.url) for g in batch)) == [OK] * len(batch)
+
+        threads = [threading.Thread(target=client, args=(x,)) for x in (one, two, one, two)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+    assert sorted(u for u, _, _, _ in got) == sorted(urls)
+    for host in {k for _, k, _, _ in got}:
+        times = sorted((a, b) for _, k, a, b in got if k == host)
+        for (_, answered), (leased, _) in itertools.pairwise(times):
+            assert leased >= answered + 0.25, host
+
+
+def test_grpc_over_tls_with_the_certificate_given() -> None:
+    from crawlq.testweb import SiteSpec, TestWeb
+
+    web = TestWeb(SiteSpec(hosts=1), tls=True)  # (only for its CA and certificate)
+    assert web.ca_file is not None
+    pem = str(Path(web.ca_file).with_name("server.pem"))  # certificate and key
+    p = subprocess.Popen([sys.executable, "-m", "crawlq.cli", "--store", "memory://",
+                          "serve", "--port", "0", "--grpc-port", "0", "--tls-cert", pem],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        p.stdout.readline()
+        line = p.stdout.readline()
+        assert "(TLS)" in line, line
+        target = line.split(" on ", 1)[1].split()[0]
+        ca = Path(web.ca_file).read_bytes()
+        # (the certificate names *.crawlq.test; the CA is what is checked)
+        with grpc.secure_channel(target, grpc.ssl_channel_credentials(ca), options=[
+                ("grpc.ssl_target_name_override", "frontier.crawlq.test")]) as channel:
+            stub = services.URLFrontierStub(channel)
+            assert stub.GetActive(pb.Local(), timeout=30).state is True
+        with grpc.insecure_channel(target) as channel:  # a plaintext client gets nothing
+            stub = services.URLFrontierStub(channel)
+            assert code_of(lambda: stub.GetActive(pb.Local(), timeout=5))[0] in (
+                grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(10)
