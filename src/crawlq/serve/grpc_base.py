@@ -13,6 +13,7 @@ import asyncio
 import hmac
 import sys
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,6 +30,8 @@ DEFAULT_PORT = 7071
 """URLFrontier's port."""
 MAX_MESSAGE = 64 * 1024 * 1024
 """Largest message accepted or sent, in bytes."""
+LINGER = 0.002
+"""Seconds a stream's batch waits for more messages while they keep arriving."""
 _T = TypeVar("_T")
 
 
@@ -100,35 +103,49 @@ class Base:
 
 
 async def batches(items: AsyncIterator[_T], most: int = MAX_BATCH,
-                  ) -> AsyncIterator[list[_T]]:
+                  linger: float = LINGER) -> AsyncIterator[list[_T]]:
     """The items of a client's stream in lists of what has arrived (at most ``most``):
-    one store call per list instead of one per message, with no waiting for more."""
-    queue: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue(maxsize=most)
+    one store call per list instead of one per message. A client streams its messages
+    one by one, faster than a store call's fixed cost but not all at once, so while
+    messages keep arriving the list waits ``linger`` seconds for more (again while more
+    came): a trickle becomes a batch for one extra ``linger`` of latency."""
+    buf: deque[_T] = deque()
+    arrived, room = asyncio.Event(), asyncio.Event()
+    room.set()
+    end: list[BaseException | None] = []  # (set when the stream ended: its error or None)
 
     async def read() -> None:
         try:
             async for item in items:
-                await queue.put((True, item))
-            await queue.put((False, None))
+                buf.append(item)
+                arrived.set()
+                if len(buf) >= most:  # (back-pressure: the client waits for the store)
+                    room.clear()
+                    await room.wait()
+            end.append(None)
         except BaseException as exc:  # (the client went away: end the batches with it)
-            await queue.put((False, exc))
+            end.append(exc)
+        arrived.set()
 
     reader = asyncio.ensure_future(read())
     try:
         while True:
-            more, item = await queue.get()
-            batch: list[_T] = []
-            while more:
-                batch.append(item)
-                if len(batch) >= most or queue.empty():
+            await arrived.wait()
+            while not end and len(buf) < most:
+                before = len(buf)
+                await asyncio.sleep(linger)
+                if len(buf) == before:
                     break
-                more, item = queue.get_nowait()
+            arrived.clear()
+            batch = [buf.popleft() for _ in range(min(most, len(buf)))]
+            room.set()
             if batch:
                 yield batch
-            if not more:
-                if isinstance(item, BaseException):
-                    raise item
+            if buf:
+                arrived.set()
+            elif end:
+                if end[0] is not None:
+                    raise end[0]
                 return
     finally:
         reader.cancel()
-

@@ -102,10 +102,7 @@ class URLCalls(Base):
     def _to_item(m: Any) -> uf_ops.Item:
         which = m.WhichOneof("item")
         x = getattr(m, which)
-        info = x.info
-        md = {k: list(v.values) for k, v in info.metadata.items()}
-        return uf_ops.Item(info.url, info.key, md,
-                           int(x.refetchable_from_date) if which == "known" else None)
+        return _item_of(x.info, int(x.refetchable_from_date) if which == "known" else None)
 
     async def PutDiscovered(self, batches: AsyncIterator[Any],
                             context: Any) -> AsyncIterator[Any]:
@@ -115,19 +112,20 @@ class URLCalls(Base):
             yield self.pb.BatchAck(ID=batch.ID, statuses=statuses)
 
     def _put_batch(self, batch: Any) -> list[int]:
-        statuses = [uf_ops.FAIL] * len(batch.items)
+        infos = list(batch.items)
+        statuses = [uf_ops.FAIL] * len(infos)
         by_crawl: dict[str, list[int]] = {}
-        for i, info in enumerate(batch.items):
-            try:
-                by_crawl.setdefault(crawl_id(info.crawlID), []).append(i)
-            except ConfigError:
-                statuses[i] = uf_ops.SKIPPED
+        for i, info in enumerate(infos):
+            by_crawl.setdefault(info.crawlID, []).append(i)
         for crawl, index in by_crawl.items():
-            frontier = self._crawl(crawl, create=True)
+            try:
+                frontier = self._crawl(crawl, create=True)
+            except ConfigError:  # (a bad crawl ID)
+                for i in index:
+                    statuses[i] = uf_ops.SKIPPED
+                continue
             assert frontier is not None
-            items = [uf_ops.Item(batch.items[i].url, batch.items[i].key,
-                                 {k: list(v.values) for k, v in
-                                  batch.items[i].metadata.items()}) for i in index]
+            items = [_item_of(infos[i]) for i in index]
             for i, st in zip(index, uf_ops.put(frontier, items)):
                 statuses[i] = st
         return statuses
@@ -192,3 +190,13 @@ class URLCalls(Base):
         """Not done by crawlq: it keeps no creation date per URL."""
         await context.abort(grpc.StatusCode.UNIMPLEMENTED,
                             "PurgeURLs: crawlq keeps no creation date per URL to purge by")
+
+
+_NO_METADATA: dict[str, list[str]] = {}
+
+
+def _item_of(info: Any, refetch: int | None = None) -> uf_ops.Item:
+    """A URLInfo message as a plain Item (read once: protobuf fields cost per access)."""
+    md = info.metadata
+    metadata = {k: list(v.values) for k, v in md.items()} if md else _NO_METADATA
+    return uf_ops.Item(info.url, info.key, metadata, refetch)

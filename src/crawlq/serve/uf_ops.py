@@ -97,7 +97,9 @@ def put(frontier: Frontier, items: Sequence[Item]) -> list[int]:
     statuses = [OK] * len(items)
     discovered = [i for i, it in enumerate(items) if it.refetch is None]
     if discovered:
-        result = frontier.add([_request(items[i]) for i in discovered])
+        # (a plain URL string takes add()'s fast path; a Request only when needed)
+        result = frontier.add([_request(it) if it.key or it.metadata else it.url
+                               for it in (items[i] for i in discovered)])
         for i, added in zip(discovered, result.added_flags):
             if not added:
                 statuses[i] = SKIPPED
