@@ -203,11 +203,10 @@ def test_crawl_ids_are_crawls_of_their_own(store: str, tmp_path: Path) -> None:
         assert stats(s).size == 0 and stats(s).inProcess == 1  # (untouched)
 
 
-def test_control_state_and_leases_survive_a_sigkill(tmp_path: Path) -> None:
+def test_control_state_and_leases_survive_a_sigkill(store: str) -> None:
     """Delays, blocks, limits, the active flag and leases are kept in the store: a
     server killed with SIGKILL and started again has them all; a URL whose client went
     away comes back when its lease ends."""
-    store = f"sqlite:///{tmp_path}/crawl.db"
     opts = ("-o", "min_delay=0", "-o", "max_delay=0", "-o", "delay_factor=0")
     with serve(store, *opts) as s:
         put(s, *(discovered(f"https://{h}.example/{i}") for h in "abc" for i in range(3)))
@@ -348,3 +347,52 @@ def test_grpc_over_tls_with_the_certificate_given() -> None:
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(10)
+
+
+def test_urls_acked_ok_survive_a_server_killed_mid_stream(store: str) -> None:
+    """A server killed with SIGKILL while a client streams URLs to it: every URL it
+    acked OK is in the crawl after a restart (an OK is given after the store took it)."""
+    urls = [f"https://h{i % 7}.example/{i}" for i in range(50_000)]
+    acked: list[str] = []
+    with serve(store) as s:
+        stream = s.stub.PutURLs(iter([discovered(u) for u in urls]), timeout=60)
+        with pytest.raises(grpc.RpcError):
+            for ack in stream:
+                assert ack.status == OK
+                acked.append(ack.ID)
+                if len(acked) == 3000:
+                    s.kill()
+    assert 3000 <= len(acked) < len(urls)
+    with serve(store) as s:
+        held: set[str] = set()
+        for start in range(0, len(urls), 10_000):
+            held |= {x.ID for x in s.stub.ListURLs(pb.ListUrlParams(start=start,
+                                                                    size=10_000), timeout=60)}
+        assert set(acked) <= held
+        # and what was taken twice (sent again after the kill) is a duplicate, not a copy
+        again = put(s, *(discovered(u) for u in acked[:100]))
+        assert again == [SKIPPED] * 100
+
+
+def test_a_crawl_listed_and_put_into_another_is_the_same_crawl(store: str) -> None:
+    """ListURLs of one crawl, put into another with PutURLs: the same URLs, queues and
+    metadata (URLFrontier's dump and restore between frontiers)."""
+    with serve(store) as s:
+        put(s, *(discovered(f"https://h{i % 3}.example/{i}", key=f"q{i % 2}", crawl="src",
+                            n=[str(i)]) for i in range(30)))
+        listed = list(s.stub.ListURLs(pb.ListUrlParams(crawlID="src", size=1000),
+                                      timeout=30))
+        assert len(listed) == 30
+        copies = [pb.URLItem(discovered=pb.DiscoveredURLItem(info=pb.URLInfo(
+            url=x.discovered.info.url, key=x.discovered.info.key, crawlID="copy",
+            metadata=x.discovered.info.metadata))) for x in listed]
+        assert put(s, *copies) == [OK] * 30
+
+        def shape(crawl: str) -> set[tuple[str, str, tuple[str, ...]]]:
+            return {(x.discovered.info.url, x.discovered.info.key,
+                     tuple(x.discovered.info.metadata["n"].values))
+                    for x in s.stub.ListURLs(pb.ListUrlParams(crawlID=crawl, size=1000),
+                                             timeout=30)}
+
+        assert shape("src") == shape("copy")
+        assert stats(s, key="q1", crawl="copy").size == 15
