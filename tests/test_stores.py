@@ -276,9 +276,9 @@ class _GcWatchingStore(MemoryStore):
         self.gc_seen.append(("add", gc.isenabled()))
         return super().add(entries, now)
 
-    def lease(self, now: float, limit: int, ttl: float) -> Any:
+    def lease(self, now: float, limit: int, ttl: float, queue: str | None = None) -> Any:
         self.gc_seen.append(("lease", gc.isenabled()))
-        return super().lease(now, limit, ttl)
+        return super().lease(now, limit, ttl, queue)
 
     def release(self, acks: Any, now: float) -> list[bool]:
         self.gc_seen.append(("release", gc.isenabled()))

@@ -116,6 +116,9 @@ def test_urls_go_in_come_out_and_are_answered(store: str) -> None:
         st = stats(s)
         assert (st.size, st.inProcess, st.numberOfQueues, st.crawlID) == (9, 0, 3, "DEFAULT")
 
+        only = get(s, key="h2.example", delay_requestable=1)  # one queue's URLs
+        assert [g.key for g in only] == ["h2.example"]
+        time.sleep(1.2)  # (its lease ends: back in its queue)
         got = get(s, max_queues=2, max_urls_per_queue=1)
         assert len(got) == 2 and len({g.key for g in got}) == 2  # two queues, one each
         assert all(g.crawlID == "DEFAULT" and list(g.metadata["depth"].values) == ["1"]
@@ -249,8 +252,9 @@ def test_bad_calls_get_a_clear_status_and_the_server_stays_up(tmp_path: Path) ->
         def status(call: Any) -> grpc.StatusCode:
             return code_of(call)[0]
 
-        assert status(lambda: stub.GetURLs(pb.GetParams(key="a.example"), metadata=auth,
-                                           timeout=30)) == grpc.StatusCode.UNIMPLEMENTED
+        assert status(lambda: stub.DeleteQueue(pb.QueueWithinCrawlParams(key="a.example"),
+                                               metadata=auth, timeout=30)
+                      ) == grpc.StatusCode.UNIMPLEMENTED
         assert status(lambda: stub.SetDelay(pb.QueueDelayParams(delay_requestable=3),
                                             metadata=auth, timeout=30)
                       ) == grpc.StatusCode.FAILED_PRECONDITION

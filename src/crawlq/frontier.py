@@ -390,17 +390,24 @@ class Frontier:
     # -- leasing --------------------------------------------------------------------
 
     @_gc_paused
-    def next(self, n: int = 1, *, ttl: float | None = None) -> list[Lease]:
+    def next(self, n: int = 1, *, ttl: float | None = None,
+             queue: str | None = None) -> list[Lease]:
         """Lease up to ``n`` requests that may be fetched now (an empty list: none ready).
 
         Each lease must be answered with :meth:`done` or :meth:`retry` before ``ttl``
         seconds (default ``lease_ttl``); otherwise its request returns to its queue.
+        ``queue``: lease from that queue only (under its politeness, as always).
         """
         if n.__class__ is not int:
             raise ConfigError(f"next() takes an int, not {n!r}")
         ttl = self.lease_ttl if ttl is None else as_seconds("ttl", ttl, positive=True)
         now = self.clock()
-        leased = self.store.lease(now, n, ttl)
+        if queue is None:
+            leased = self.store.lease(now, n, ttl)
+        elif not isinstance(queue, str) or not queue:
+            raise ConfigError(f"a queue is a non-empty string, not {queue!r}")
+        else:
+            leased = self.store.lease(now, n, ttl, queue)
         if _LEASES is not None and leased.__class__ is list:
             return _LEASES(leased, now)  # type: ignore[no-any-return]
         from_payload = Request.from_payload

@@ -216,6 +216,31 @@ class FrontierContract:
         with pytest.raises(ConfigError):
             f.next(1, ttl=0)
 
+    def test_next_can_take_from_one_queue(self, env: _Env) -> None:
+        """``next(n, queue=K)`` leases only from queue K, under K's politeness (its
+        concurrency, its rest after an answer); the other queues keep their places."""
+        f = env.open(concurrency=2, **FAST)
+        f.add([Request("https://a.example/1", priority=1), "https://a.example/2",
+               "https://a.example/3", "https://b.example/1"])
+        f = env.checkpoint()
+        got = f.next(5, queue="a.example")
+        assert [le.request.url for le in got] == ["https://a.example/1",
+                                                  "https://a.example/2"]
+        assert f.next(5, queue="a.example") == []  # (its concurrency is 2)
+        assert f.next(5, queue="nowhere.example") == []
+        assert [le.queue for le in f.next(5)] == ["b.example"]
+        f.done(got)
+        f = env.checkpoint()
+        assert [le.request.url for le in f.next(5, queue="a.example")] == [
+            "https://a.example/3"]
+        assert f.stats().leased == 2 and f.stats().queued == 0
+        f = env.open(concurrency=2, min_delay=10.0, max_delay=10.0, lease_ttl=100)
+        f.add(["https://c.example/1", "https://c.example/2"])
+        f.done(f.next(1, queue="c.example"))
+        assert f.next(5, queue="c.example") == []  # resting
+        env.clock.advance(11)
+        assert len(f.next(5, queue="c.example")) == 1
+
     def test_waiting_counts_from_when_a_queue_could_go(self, env: _Env) -> None:
         """A queue whose lease expired, or whose request came due, has waited since
         then, however late the frontier notices: it goes before a queue that became

@@ -27,11 +27,8 @@ class URLCalls(Base):
     """GetURLs, PutURLs, PutDiscovered, GetURLStatus, ListURLs, CountURLs, PurgeURLs."""
 
     async def GetURLs(self, params: Any, context: Any) -> AsyncIterator[Any]:
-        """Stream URLs due now: leases of ``delay_requestable`` seconds (0: 30)."""
-        if params.key:
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED,
-                                "GetURLs for one queue (key) is not supported by crawlq: "
-                                "leave key empty (each queue's politeness still holds)")
+        """Stream URLs due now: leases of ``delay_requestable`` seconds (0: 30), of one
+        queue when ``key`` is set."""
         ttl = float(params.delay_requestable) or DEFAULT_TTL
         per_queue, max_queues = params.max_urls_per_queue, params.max_queues
         any_crawl = params.WhichOneof("item") == "anyCrawlID"
@@ -45,7 +42,8 @@ class URLCalls(Base):
             n = MAX_BATCH if not max_queues else max_queues * (
                 min(per_queue, cap) if per_queue else cap)
             leases = await self._run(context, "GetURLs", uf_ops.lease, frontier,
-                                     min(n, MAX_BATCH), ttl, per_queue, max_queues)
+                                     min(n, MAX_BATCH), ttl, per_queue, max_queues,
+                                     params.key or None)
             for le in leases:
                 yield self._info(le.request.url, le.queue, uf_ops.metadata_of(le.request),
                                  name)

@@ -58,11 +58,12 @@ def metadata_of(request: Request) -> dict[str, list[str]]:
 
 
 def lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
-          max_queues: int) -> list[Lease]:
-    """Lease up to ``n`` URLs for ``ttl`` seconds, at most ``per_queue`` from a queue and
-    from at most ``max_queues`` queues (0: no limit); leases over the limits go back at
-    once. Records each lease's handle under its URL (see the module docstring)."""
-    leases = frontier.next(n, ttl=ttl)
+          max_queues: int, queue: str | None = None) -> list[Lease]:
+    """Lease up to ``n`` URLs for ``ttl`` seconds (of ``queue`` only, when given), at most
+    ``per_queue`` from a queue and from at most ``max_queues`` queues (0: no limit);
+    leases over the limits go back at once. Records each lease's handle under its URL
+    (see the module docstring)."""
+    leases = frontier.next(n, ttl=ttl, queue=queue)
     if not leases:
         return []
     kept: list[Lease] = []

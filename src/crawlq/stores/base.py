@@ -209,12 +209,14 @@ class Store(Protocol):
         """
         ...
 
-    def lease(self, now: float, limit: int, ttl: float) -> list[Leased]:
+    def lease(self, now: float, limit: int, ttl: float,
+              queue: str | None = None) -> list[Leased]:
         """Hand out at most ``limit`` ready entries, leased until ``now + ttl``.
 
         First returns expired leases to their queues (counted as redelivered).
-        Takes at most ``concurrency - in flight`` entries from each ready queue. An
-        empty list means nothing is ready now (not necessarily that nothing is left).
+        Takes at most ``concurrency - in flight`` entries from each ready queue; with
+        ``queue``, from that queue only (nothing if it is not ready). An empty list
+        means nothing is ready now (not necessarily that nothing is left).
         """
         ...
 

@@ -144,10 +144,7 @@ def _lease_rounds(store: MemoryStore, out: list[Leased], limit: int, now: float,
     """
     ready = store._ready
     queues = store._queues
-    leases = store._leases
-    tokens = store._tokens
     pop = heapq.heappop
-    unpack = _UNPACK_HEAD
     line: list[_Queue] = []
     while ready and len(line) < limit - len(out):
         _, _, _, version, key = pop(ready)
@@ -155,6 +152,17 @@ def _lease_rounds(store: MemoryStore, out: list[Leased], limit: int, now: float,
         if q.version == version and q.state == _READY:
             q.state = -1  # served: _settle sends it to the back of the line
             line.append(q)
+    _serve_line(store, line, out, limit, now, expires)
+
+
+def _serve_line(store: MemoryStore, line: list[_Queue], out: list[Leased], limit: int,
+                now: float, expires: float) -> None:
+    """The round-robin of :func:`_lease_rounds` over ``line`` (queues marked served),
+    then each queue settled: the back of the line, or a rest at the end of a session."""
+    leases = store._leases
+    tokens = store._tokens
+    pop = heapq.heappop
+    unpack = _UNPACK_HEAD
     active = line
     while active and len(out) < limit:
         want = active[: limit - len(out)]
@@ -402,7 +410,8 @@ class MemoryStore:
             if q.version == version and q.state == _RESTING:
                 self._settle(q, now)
 
-    def lease(self, now: float, limit: int, ttl: float) -> list[Leased]:
+    def lease(self, now: float, limit: int, ttl: float,
+              queue: str | None = None) -> list[Leased]:
         """See :meth:`Store.lease`."""
         out: list[Leased] = []
         if limit <= 0:
@@ -411,7 +420,13 @@ class MemoryStore:
         with self._lock:
             self._check_open()
             self._wake(now)
-            self._rounds(self, out, limit, now, expires)
+            if queue is None:
+                self._rounds(self, out, limit, now, expires)
+            else:
+                q = self._queues.get(queue)
+                if q is not None and q.state == _READY:
+                    q.state = -1  # (its place in the ready heap: dropped by _settle)
+                    _serve_line(self, [q], out, limit, now, expires)
             if out:
                 # One expiry record per call: the leases of a call expire together.
                 heapq.heappush(self._expiry, (expires, out[0][0], [le[0] for le in out]))

@@ -305,11 +305,12 @@ class RedisStore:
 
         return result
 
-    def lease(self, now: float, limit: int, ttl: float) -> list[Leased]:
+    def lease(self, now: float, limit: int, ttl: float,
+              queue: str | None = None) -> list[Leased]:
         """See :meth:`Store.lease`."""
         if limit <= 0:
             return []
-        flat = self._run("lease", now, limit, ttl)
+        flat = self._run("lease", now, limit, ttl, queue or "")
         expires = now + ttl
         out: list[Leased] = []
         for i in range(0, len(flat), 4):

@@ -997,7 +997,8 @@ class SQLiteStore:
                         scheduled=len(later))
         return out
 
-    def lease(self, now: float, limit: int, ttl: float) -> list[Leased]:
+    def lease(self, now: float, limit: int, ttl: float,
+              queue: str | None = None) -> list[Leased]:
         """See :meth:`Store.lease`."""
         out: list[Leased] = []
         if limit <= 0:
@@ -1009,8 +1010,13 @@ class SQLiteStore:
             if self._ahead_calls > _AHEAD_RENEW:
                 self._forget_ahead()
             # The ready queues in line (the index alone), their rows from the cache.
-            active = [r[0] for r in c.execute(
-                "SELECT qid FROM queues WHERE state=0 ORDER BY head, since LIMIT ?", (limit,))]
+            if queue is None:
+                active = [r[0] for r in c.execute(
+                    "SELECT qid FROM queues WHERE state=0 ORDER BY head, since LIMIT ?",
+                    (limit,))]
+            else:
+                active = [r[0] for r in c.execute(
+                    "SELECT qid FROM queues WHERE state=0 AND key=?", (queue,))]
             if not active:
                 return out
             cands = self._queue_rows(c, active)

@@ -1,5 +1,6 @@
--- lease(now, limit, ttl): returns {token, key, prio, item, ...}
+-- lease(now, limit, ttl, queue): returns {token, key, prio, item, ...}; queue '': any
 local now, limit, ttl = tonumber(ARGV[A0 + 1]), tonumber(ARGV[A0 + 2]), tonumber(ARGV[A0 + 3])
+local only = ARGV[A0 + 4] or ''
 local expires = now + ttl
 local out = {}
 local got = 0
@@ -10,11 +11,18 @@ wake(now)
 -- The line: the best ready queues in order (levels best first, each in waiting order),
 -- one per lease still wanted.
 local line = {}
-for _, level in ipairs(redis.call('ZRANGE', P .. ':rp', 0, -1)) do
-  if #line >= limit then break end
-  local keys = redis.call('ZRANGE', P .. ':r:' .. level, 0, limit - #line - 1)
-  if #keys == 0 then redis.call('ZREM', P .. ':rp', level) end  -- (an empty level: see unready)
-  for _, key in ipairs(keys) do line[#line + 1] = key end
+if only ~= '' then
+  -- One queue's line: itself, when it is ready.
+  if redis.call('EXISTS', P .. ':qm:' .. only) == 1 and loadq(only).st == READY then
+    line[1] = only
+  end
+else
+  for _, level in ipairs(redis.call('ZRANGE', P .. ':rp', 0, -1)) do
+    if #line >= limit then break end
+    local keys = redis.call('ZRANGE', P .. ':r:' .. level, 0, limit - #line - 1)
+    if #keys == 0 then redis.call('ZREM', P .. ':rp', level) end  -- (an empty level)
+    for _, key in ipairs(keys) do line[#line + 1] = key end
+  end
 end
 prefetch(line)
 -- A round-robin over the line in its order (as the memory store's _lease_rounds): a
