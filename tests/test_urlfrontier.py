@@ -159,6 +159,13 @@ def test_urls_go_in_come_out_and_are_answered(store: str) -> None:
             1 for u in urls if "p1" in u and u != done.url)
         assert s.stub.CountURLs(pb.CountUrlParams(filter="P1"), timeout=30).value == 0
 
+        # DeleteQueue: its queued URLs go (the one leased stays leased)
+        waiting = stats(s, key="h0.example").size  # (and one due later, maybe)
+        gone = s.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="h0.example"), timeout=30)
+        assert gone.value == waiting + (later.key == "h0.example") > 0
+        assert stats(s, key="h0.example").size == 0
+        assert s.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="none.example"),
+                                  timeout=30).value == 0
         queues = s.stub.ListQueues(pb.Pagination(size=2, include_inactive=True), timeout=30)
         assert (queues.total, queues.size, len(queues.values)) == (3, 2, 2)
         rest = s.stub.ListQueues(pb.Pagination(start=2, include_inactive=True), timeout=30)
@@ -252,9 +259,10 @@ def test_bad_calls_get_a_clear_status_and_the_server_stays_up(tmp_path: Path) ->
         def status(call: Any) -> grpc.StatusCode:
             return code_of(call)[0]
 
-        assert status(lambda: stub.DeleteQueue(pb.QueueWithinCrawlParams(key="a.example"),
-                                               metadata=auth, timeout=30)
-                      ) == grpc.StatusCode.UNIMPLEMENTED
+        assert status(lambda: stub.PurgeURLs(pb.PurgeUrlParams(days=3), metadata=auth,
+                                             timeout=30)) == grpc.StatusCode.UNIMPLEMENTED
+        assert status(lambda: stub.DeleteQueue(pb.QueueWithinCrawlParams(), metadata=auth,
+                                               timeout=30)) == grpc.StatusCode.INVALID_ARGUMENT
         assert status(lambda: stub.SetDelay(pb.QueueDelayParams(delay_requestable=3),
                                             metadata=auth, timeout=30)
                       ) == grpc.StatusCode.FAILED_PRECONDITION

@@ -590,6 +590,18 @@ class Frontier:
                             d.queue, d.error, d.died_at)
                 for d in self.store.dead(as_count("limit", limit))]
 
+    def delete_queue(self, queue: str) -> int:
+        """Remove the queued and scheduled requests of ``queue``; returns how many. Its
+        leased requests stay leased (answer them as usual; one whose lease ends comes
+        back); its settings, the seen-set (its URLs stay known) and dead requests stay.
+        """
+        if not isinstance(queue, str) or not queue:
+            raise ConfigError(f"a queue is a non-empty string, not {queue!r}")
+        delete = getattr(self.store, "delete_queue", None)
+        if delete is None:
+            raise ConfigError(f"{type(self.store).__name__} cannot delete a queue")
+        return int(delete(queue, self.clock()))
+
     def requeue_dead(self, ids: Iterable[int] | None = None) -> int:
         """Give dead requests (all, or those ``ids``) a fresh start in their queues."""
         if ids is not None:

@@ -241,6 +241,38 @@ class FrontierContract:
         env.clock.advance(11)
         assert len(f.next(5, queue="c.example")) == 1
 
+    def test_delete_queue_drops_what_it_holds(self, env: _Env) -> None:
+        """``delete_queue(K)`` removes K's queued and scheduled requests (returns how
+        many); its leased ones stay leased and are answered as usual (one whose lease
+        ends comes back); the other queues, the seen-set and dead requests are kept."""
+        f = env.open(lease_ttl=10, **FAST)
+        f.add(["https://a.example/1", "https://a.example/2", "https://a.example/3",
+               Request("https://a.example/later", not_before=env.clock() + 100),
+               "https://b.example/1"])
+        (held,) = f.next(1, queue="a.example")
+        f = env.checkpoint()
+        assert f.delete_queue("a.example") == 3
+        assert f.delete_queue("nowhere.example") == 0
+        st = f.stats()
+        assert (st.queued, st.scheduled, st.leased) == (1, 0, 1)
+        assert [le.queue for le in f.next(5)] == ["b.example"]
+        assert f.add("https://a.example/2").duplicates == 1  # still seen
+        assert f.add("https://a.example/4").added == 1       # the queue takes new ones
+        f = env.checkpoint()
+        assert [le.request.url for le in f.next(5, queue="a.example")] == []  # (busy)
+        assert f.done(held) == 1
+        assert [le.request.url for le in f.next(5, queue="a.example")] == [
+            "https://a.example/4"]
+        # a leased request of a deleted queue whose lease ends comes back
+        f.add("https://c.example/1")
+        (c1,) = f.next(1, queue="c.example")
+        assert f.delete_queue("c.example") == 0
+        env.clock.advance(11)
+        f = env.checkpoint()
+        assert [le.request.url for le in f.next(5, queue="c.example")] == [c1.request.url]
+        st = f.stats()  # (b.example's and a.example's leases ended too: back in line)
+        assert (st.leased, st.queued) == (1, 2)
+
     def test_waiting_counts_from_when_a_queue_could_go(self, env: _Env) -> None:
         """A queue whose lease expired, or whose request came due, has waited since
         then, however late the frontier notices: it goes before a queue that became

@@ -56,10 +56,15 @@ class Service(URLCalls):
         return self.crawls.delete(crawl)
 
     async def DeleteQueue(self, req: Any, context: Any) -> Any:
-        """Not done by crawlq yet: its stores cannot remove a queue's URLs."""
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED,
-                            "DeleteQueue: crawlq's stores cannot remove a queue yet; "
-                            "BlockQueueUntil keeps it from being served")
+        """Remove a queue's queued and scheduled URLs; the answer is how many."""
+        n = await self._run(context, "DeleteQueue", self._delete_queue, req)
+        return self.pb.Long(value=n)
+
+    def _delete_queue(self, req: Any) -> int:
+        if not req.key:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "a queue key is needed")
+        frontier = self._crawl(req.crawlID)
+        return 0 if frontier is None else frontier.delete_queue(req.key)
 
     async def ListQueues(self, req: Any, context: Any) -> Any:
         """A page of the crawl's queue keys, largest first; the active ones unless

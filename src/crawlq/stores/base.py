@@ -284,6 +284,10 @@ class Store(Protocol):
         """Put buried entries (all when ``ids`` is None) back in their queues, retries 0."""
         ...
 
+    # Optional (Frontier.delete_queue raises ConfigError for a store without it):
+    #   delete_queue(queue, now) -> int: atomically remove the queue's queued and
+    #   scheduled entries (leased ones stay leased); how many; 0 for an unknown queue.
+
     def dump(self) -> Iterator[dict[str, Any]]:
         """Every piece of state as JSON-friendly records (see :mod:`crawlq.dumpfmt`)."""
         ...

@@ -629,6 +629,24 @@ class MemoryStore:
         with self._lock:
             return list(itertools.islice(self._dead.values(), limit))
 
+    def delete_queue(self, queue: str, now: float) -> int:
+        """See :meth:`Store` (optional): drop the queue's queued and scheduled entries."""
+        with self._lock:
+            self._check_open()
+            self._wake(now)
+            q = self._queues.get(queue)
+            if q is None:
+                return 0
+            n = len(q.heap)
+            q.heap.clear()
+            sched = self._scheduled
+            kept = [s for s in sched if s[2] != queue]
+            n += len(sched) - len(kept)
+            sched[:] = kept  # (in place: the list is shared by reference)
+            heapq.heapify(sched)
+            self._settle(q, now)
+            return n
+
     def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
         """See :meth:`Store.requeue_dead`."""
         with self._lock:

@@ -625,6 +625,10 @@ class RedisStore:
     def _load_value(self, name: str, data: bytes, expires: float | None) -> None:
         self._pending.append(("hset", (f"{self._p}:kv", name, _kv(data, expires))))
 
+    def delete_queue(self, queue: str, now: float) -> int:
+        """See :meth:`Store` (optional): drop the queue's queued and scheduled entries."""
+        return int(self._run("queue_op", now, "delete", queue))
+
     def prefixes_under(self, start: str) -> list[str]:
         """The prefixes of the crawls on this server whose prefix begins with ``start``
         (found by their main key, with SCAN: for listing, not for hot paths)."""

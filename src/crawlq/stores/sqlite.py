@@ -1354,6 +1354,29 @@ class SQLiteStore:
                 "SELECT d.id, q.key, d.prio, d.retries, d.payload, d.error, d.died_at "
                 "FROM dead d JOIN queues q ON q.qid = d.qid ORDER BY d.id LIMIT ?", (limit,))]
 
+    def delete_queue(self, queue: str, now: float) -> int:
+        """See :meth:`Store` (optional): drop the queue's queued and scheduled entries.
+        Its rows behind the cursors (what it leased) go too: a lease keeps what it needs
+        to put its entry back (sqlite_leases), so the cursors start afresh."""
+        with self._tx() as c:
+            self._wake(c, now)
+            row = c.execute("SELECT qid, queued FROM queues WHERE key=?", (queue,)).fetchone()
+            if row is None:
+                return 0
+            qid, queued = row
+            for table in ENTRY_LEVELS:
+                c.execute(f"DELETE FROM {table} WHERE qid=?", (qid,))
+            n_sched = c.execute("DELETE FROM scheduled WHERE qid=?", (qid,)).rowcount
+            self._forget_ahead()
+            self._forget_queues([qid])
+            d = _Delta()
+            d.queued = -queued
+            d.exact = True  # (head None: nothing left)
+            d.cursor = (NO_CURSOR, 0) * len(CURSOR_LEVELS)
+            self._apply(c, {qid: d}, now)
+            self._count(c, queued=-(queued + n_sched), scheduled=-n_sched)
+            return int(queued) + n_sched
+
     def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
         """See :meth:`Store.requeue_dead`."""
         with self._tx() as c:

@@ -1,7 +1,10 @@
 -- queue_op(now, op, key, ...): 'block' until | 'configure' name value ... ('' unsets)
+-- | 'delete' (returns how many queued and scheduled entries it removed)
 local now, op, key = tonumber(ARGV[A0 + 1]), ARGV[A0 + 2], ARGV[A0 + 3]
 wake(now)
+if op == 'delete' and redis.call('EXISTS', P .. ':qm:' .. key) == 0 then return 0 end
 local q = loadq(key)
+local result = 1
 if op == 'block' then
   local until_ = tonumber(ARGV[A0 + 4])
   if until_ > q.ra then
@@ -14,6 +17,27 @@ elseif op == 'configure' then
     set_setting(q, ARGV[j], value ~= '' and tonumber(value) or nil)
   end
   if q.st ~= EMPTY then settle(q, now, false) end
+elseif op == 'delete' then
+  for _, level in ipairs(redis.call('ZRANGE', P .. ':qp:' .. key, 0, -1)) do
+    redis.call('DEL', P .. ':q:' .. level .. ':' .. key)
+  end
+  redis.call('DEL', P .. ':qp:' .. key)
+  result = q.n
+  q.n = 0
+  q.best = false
+  -- Its scheduled entries: a scan of them all (an admin call, not a hot path).
+  local recs = redis.call('HGETALL', P .. ':scd')
+  local gone = {}
+  for i = 1, #recs, 2 do
+    if cmsgpack.unpack(recs[i + 1]) == key then gone[#gone + 1] = recs[i] end
+  end
+  for i = 1, #gone, 5000 do
+    local part = {unpack(gone, i, math.min(i + 4999, #gone))}
+    redis.call('HDEL', P .. ':scd', unpack(part))
+    redis.call('ZREM', P .. ':sc', unpack(part))
+  end
+  result = result + #gone
+  settle(q, now, false)
 end
 save_all()
-return 1
+return result
