@@ -34,33 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from bench_serve import in_process, urls
 
-from crawlq import Frontier
 from crawlq.serve.grpc_base import load_proto
 
-POLICY = {"min_delay": 0, "max_delay": 0, "delay_factor": 0, "concurrency": 100_000}
-
-
-def urls(n: int) -> list[str]:
-    return [f"https://h{i % 500}.example/p/{i}" for i in range(n)]
-
-
-def in_process(store: str, n: int, batch: int) -> tuple[float, float]:
-    with Frontier.open(store, **POLICY) as f:
-        todo = urls(n)
-        t = time.perf_counter()
-        for i in range(0, n, batch):
-            f.add(todo[i:i + batch])
-        add_s = time.perf_counter() - t
-        t = time.perf_counter()
-        done = 0
-        while done < n:
-            leases = f.next(batch)
-            if not leases:
-                break
-            f.done(leases)
-            done += len(leases)
-        return n / add_s, done / (time.perf_counter() - t)
+# (the JSON API's benchmark's policy, URLs and in-process loop: the same work)
+POLICY = {"min_delay": 0, "max_delay": 0, "delay_factor": 0, "concurrency": 1000}
 
 
 def served(target: str, n: int, batch: int, pid: int) -> tuple[float, float, float]:

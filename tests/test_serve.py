@@ -17,9 +17,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from crawlq.redislocal import LocalRedis
+from crawlq.serve.grpc_base import load_proto
 
 
 @contextmanager
@@ -245,7 +247,7 @@ def test_the_dashboard_shows_what_the_api_reports_in_a_real_browser(tmp_path: Pa
         assert call(base, "/v1/next", {"n": 5})[1] == {"leases": []}
 
 
-def test_serve_over_https_with_a_given_certificate(tmp_path: Path) -> None:
+def test_serve_over_https_and_grpc_tls_with_a_given_certificate(tmp_path: Path) -> None:
     import ssl
 
     from crawlq.testweb import SiteSpec, TestWeb
@@ -267,6 +269,22 @@ def test_serve_over_https_with_a_given_certificate(tmp_path: Path) -> None:
             assert json.loads(r.read())["queued"] == 0
         with pytest.raises(urllib.error.URLError):  # a client that does not trust it
             urllib.request.urlopen(base + "/v1/stats", timeout=30)
+        # gRPC over TLS with the same certificate (the second line names its port)
+        line = p.stdout.readline()
+        assert "(TLS)" in line, line
+        target = line.split(" on ", 1)[1].split()[0]
+        pb, services = load_proto()
+        ca = Path(web.ca_file).read_bytes()
+        with grpc.secure_channel(target, grpc.ssl_channel_credentials(ca), options=[
+                ("grpc.ssl_target_name_override", "frontier.crawlq.test")]) as channel:
+            stub = services.URLFrontierStub(channel)
+            assert stub.GetActive(pb.Local(), timeout=30).state is True
+        with grpc.insecure_channel(target) as channel:  # a plaintext client gets nothing
+            stub = services.URLFrontierStub(channel)
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.GetActive(pb.Local(), timeout=5)
+            assert refused.value.code() in (grpc.StatusCode.UNAVAILABLE,
+                                            grpc.StatusCode.DEADLINE_EXCEEDED)
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(10)

@@ -31,8 +31,9 @@ OK, SKIPPED = pb.AckMessage.OK, pb.AckMessage.SKIPPED
 class Server:
     """A ``crawlq serve`` process and a gRPC stub on it."""
 
-    def __init__(self, proc: subprocess.Popen[str], target: str, channel: Any) -> None:
-        self.proc, self.target, self.channel = proc, target, channel
+    def __init__(self, proc: subprocess.Popen[str], target: str, channel: Any,
+                 http: str) -> None:
+        self.proc, self.target, self.channel, self.http = proc, target, channel, http
         self.stub = services.URLFrontierStub(channel)
 
     def kill(self) -> None:
@@ -50,13 +51,13 @@ def serve(store: str, *opts: str, token: str | None = None) -> Iterator[Server]:
     channel = None
     try:
         assert p.stdout is not None
-        p.stdout.readline()  # (the JSON API's line)
+        http = p.stdout.readline().split(" on ", 1)[1].split()[0].rstrip("/")
         line = p.stdout.readline()
         assert "URLFrontier gRPC on 127.0.0.1:" in line, (
             line, p.stderr.read() if p.stderr else "")
         target = line.split(" on ", 1)[1].split()[0]
         channel = grpc.insecure_channel(target)
-        yield Server(p, target, channel)
+        yield Server(p, target, channel, http)
     finally:
         if channel is not None:
             channel.close()
@@ -331,36 +332,6 @@ def test_two_servers_and_many_clients_on_one_redis_crawl(redis_server: LocalRedi
             assert leased >= answered + 0.25, host
 
 
-def test_grpc_over_tls_with_the_certificate_given() -> None:
-    from crawlq.testweb import SiteSpec, TestWeb
-
-    web = TestWeb(SiteSpec(hosts=1), tls=True)  # (only for its CA and certificate)
-    assert web.ca_file is not None
-    pem = str(Path(web.ca_file).with_name("server.pem"))  # certificate and key
-    p = subprocess.Popen([sys.executable, "-m", "crawlq.cli", "--store", "memory://",
-                          "serve", "--port", "0", "--grpc-port", "0", "--tls-cert", pem],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout is not None
-        p.stdout.readline()
-        line = p.stdout.readline()
-        assert "(TLS)" in line, line
-        target = line.split(" on ", 1)[1].split()[0]
-        ca = Path(web.ca_file).read_bytes()
-        # (the certificate names *.crawlq.test; the CA is what is checked)
-        with grpc.secure_channel(target, grpc.ssl_channel_credentials(ca), options=[
-                ("grpc.ssl_target_name_override", "frontier.crawlq.test")]) as channel:
-            stub = services.URLFrontierStub(channel)
-            assert stub.GetActive(pb.Local(), timeout=30).state is True
-        with grpc.insecure_channel(target) as channel:  # a plaintext client gets nothing
-            stub = services.URLFrontierStub(channel)
-            assert code_of(lambda: stub.GetActive(pb.Local(), timeout=5))[0] in (
-                grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-    finally:
-        p.send_signal(signal.SIGTERM)
-        p.wait(10)
-
-
 def test_urls_acked_ok_survive_a_server_killed_mid_stream(store: str) -> None:
     """A server killed with SIGKILL while a client streams URLs to it: every URL it
     acked OK is in the crawl after a restart (an OK is given after the store took it)."""
@@ -408,3 +379,17 @@ def test_a_crawl_listed_and_put_into_another_is_the_same_crawl(store: str) -> No
 
         assert shape("src") == shape("copy")
         assert stats(s, key="q1", crawl="copy").size == 15
+
+
+def test_grpc_calls_show_in_the_servers_metrics(tmp_path: Path) -> None:
+    import urllib.request
+
+    with serve(f"sqlite:///{tmp_path}/crawl.db") as s:
+        put(s, discovered("https://a.example/"), discovered("not a url"))
+        get(s)
+        with urllib.request.urlopen(s.http + "/metrics", timeout=30) as r:
+            text = r.read().decode()
+    assert 'crawlq_call_seconds_count{call="grpc:PutURLs"} 1.0' in text
+    assert 'crawlq_call_seconds_count{call="grpc:GetURLs"}' in text
+    assert "crawlq_leased 1.0" in text
+    assert 'crawlq_rejected_total{reason="not-absolute"} 1.0' in text  # (SKIPPED, why)
