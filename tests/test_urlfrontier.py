@@ -393,3 +393,21 @@ def test_grpc_calls_show_in_the_servers_metrics(tmp_path: Path) -> None:
     assert 'crawlq_call_seconds_count{call="grpc:GetURLs"}' in text
     assert "crawlq_leased 1.0" in text
     assert 'crawlq_rejected_total{reason="not-absolute"} 1.0' in text  # (SKIPPED, why)
+
+
+def test_a_refetch_date_for_a_url_not_leased_queues_it_once(store: str) -> None:
+    """A KnownURLItem with a refetch date for a URL the crawl does not hold leased (say,
+    imported from another frontier) queues it for then; the same update again does not
+    queue it twice; a later date queues it again."""
+    with serve(store) as s:
+        due = int(time.time()) + 3600
+        assert put(s, known("https://a.example/x", due)) == [OK]
+        assert put(s, known("https://a.example/x", due)) == [OK]
+        st = stats(s)
+        assert (st.size, st.counts["scheduled"]) == (1, 1)
+        status = s.stub.GetURLStatus(pb.URLStatusRequest(url="https://a.example/x"),
+                                     timeout=30)
+        assert status.known.refetchable_from_date == due
+        assert put(s, discovered("https://a.example/x")) == [SKIPPED]  # (known)
+        assert put(s, known("https://a.example/x", due + 60)) == [OK]
+        assert stats(s).counts["scheduled"] == 2

@@ -25,6 +25,10 @@ META = "urlfrontier"
 """The key in ``Request.meta`` under which a URL's URLFrontier metadata is kept."""
 _LEASED = "crawlq:uf:lease:"
 """Prefix of the store values that map a leased URL to its lease handle."""
+_DUE = "crawlq:uf:due:"
+"""Prefix of the store values that keep the refetch date last queued for a URL."""
+_DUE_KEPT = 86_400.0
+"""Seconds past its date that a refetch date is remembered."""
 OK, SKIPPED, FAIL = 0, 1, 2
 """URLFrontier's AckMessage.Status values."""
 
@@ -40,10 +44,13 @@ class Item:
     refetch: int | None = None
 
 
+def _digest(url: str) -> str:
+    return blake2b(url.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
 def _handle_name(url: str) -> str:
     """The value naming the lease of ``url`` (in canonical form)."""
-    digest = blake2b(url.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-    return _LEASED + digest
+    return _LEASED + _digest(url)
 
 
 def _request(item: Item, **extra: Any) -> Request:
@@ -93,7 +100,7 @@ def put(frontier: Frontier, items: Sequence[Item]) -> list[int]:
     URL, one over its queue's limit. A known URL whose lease is held is answered:
     done for good (refetch 0) or back in its queue from its refetch time. A known URL
     with no lease held (never leased here, or its lease ended) is marked seen, and with
-    a refetch time queued again for then.
+    a refetch time queued again for then (once for a given time).
     """
     statuses = [OK] * len(items)
     discovered = [i for i, it in enumerate(items) if it.refetch is None]
@@ -140,21 +147,30 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
     for after, leases in again.items():
         frontier.done(leases, Outcome.RETRY, after=after)
     seen = []
-    later: list[Request] = []
     for i in unleased:
         fp = frontier.fingerprint_of(canon[i])
         if fp is not None:
             seen.append(dumpfmt.seen(fp, None))
-        due = items[i].refetch
-        if due:
-            later.append(_request(items[i], not_before=float(due), dont_filter=True))
     if seen:
         frontier.load(seen)
-    if later:
-        result = frontier.add(later)
-        index = [i for i in unleased if items[i].refetch]
-        for r in result.rejected:
-            statuses[index[r.index]] = SKIPPED
+    # A refetch date for a URL not leased: queued (again) for then, once per date: the
+    # date is kept under the URL (as the lease handles are), so that a client sending
+    # the same update twice does not queue the URL twice.
+    due = [i for i in unleased if items[i].refetch]
+    if due:
+        marks = [_DUE + _digest(canon[i]) for i in due]
+        held = frontier.store.get_values(marks, now)
+        dates = [str(items[i].refetch).encode() for i in due]
+        fresh = [k for k, (old, new) in enumerate(zip(held, dates)) if old != new]
+        later = [_request(items[due[k]], not_before=float(items[due[k]].refetch or 0),
+                          dont_filter=True) for k in fresh]
+        if later:
+            result = frontier.add(later)
+            for r in result.rejected:
+                statuses[due[fresh[r.index]]] = SKIPPED
+            frontier.store.put_values([
+                (marks[k], dates[k], max(now, float(items[due[k]].refetch or 0)) + _DUE_KEPT)
+                for k in fresh])
 
 
 def queue_infos(frontier: Frontier) -> list[QueueInfo]:
