@@ -185,6 +185,11 @@ def test_put_discovered_answers_each_batch_with_a_status_per_url(store: str) -> 
             ("page-1", [OK, OK, SKIPPED]), ("page-2", [SKIPPED, OK])]
         # the client's key is the queue
         assert stats(s, key="mine").size == 1
+        big = pb.DiscoveredBatch(ID="big", items=[info(f"https://c.example/{i}")
+                                                  for i in range(10_001)])
+        code, why = code_of(lambda: s.stub.PutDiscovered(iter([big]), timeout=30))
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "10000" in why
+        assert stats(s, key="c.example").size == 0  # (nothing of it taken)
         assert "mine" in s.stub.ListQueues(pb.Pagination(), timeout=30).values
 
 

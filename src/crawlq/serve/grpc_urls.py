@@ -104,8 +104,14 @@ class URLCalls(Base):
 
     async def PutDiscovered(self, batches: AsyncIterator[Any],
                             context: Any) -> AsyncIterator[Any]:
-        """Take batches of discovered URLs; one BatchAck each, a status per URL."""
+        """Take batches of discovered URLs; one BatchAck each, a status per URL. A batch
+        over MAX_BATCH URLs ends the stream with RESOURCE_EXHAUSTED (nothing of it taken;
+        the batches before it were)."""
         async for batch in batches:
+            if len(batch.items) > MAX_BATCH:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                    f"at most {MAX_BATCH} URLs per DiscoveredBatch, not "
+                                    f"{len(batch.items)}: send them in smaller batches")
             statuses = await self._run(context, "PutDiscovered", self._put_batch, batch)
             yield self.pb.BatchAck(ID=batch.ID, statuses=statuses)
 
