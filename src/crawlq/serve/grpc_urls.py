@@ -32,11 +32,8 @@ class URLCalls(Base):
         ttl = float(params.delay_requestable) or DEFAULT_TTL
         per_queue, max_queues = params.max_urls_per_queue, params.max_queues
         any_crawl = params.WhichOneof("item") == "anyCrawlID"
-        for crawl in await self._run(context, "GetURLs", self._crawls_to_serve, any_crawl,
-                                     params.crawlID):
-            if crawl is None:
-                return
-            name, frontier = crawl
+        for name, frontier in await self._run(context, "GetURLs", self._crawls_to_serve,
+                                              any_crawl, params.crawlID):
             policy = getattr(frontier.store, "policy", None)
             cap = max(1, int(getattr(policy, "concurrency", 1)))
             n = MAX_BATCH if not max_queues else max_queues * (
@@ -48,10 +45,10 @@ class URLCalls(Base):
                 yield self._info(le.request.url, le.queue, uf_ops.metadata_of(le.request),
                                  name)
 
-    def _crawls_to_serve(self, any_crawl: bool, crawl: str,
-                         ) -> list[tuple[str, Frontier] | None]:
+    def _crawls_to_serve(self, any_crawl: bool, crawl: str) -> list[tuple[str, Frontier]]:
+        """The crawls GetURLs serves (none while the frontier is inactive)."""
         if not is_active(self.crawls.default):
-            return [None]
+            return []
         names = self.crawls.names() if any_crawl else [crawl_id(crawl)]
         found = [(n, self._crawl(n)) for n in names]
         return [(n, f) for n, f in found if f is not None]
@@ -64,43 +61,46 @@ class URLCalls(Base):
                 yield ack
 
     def _put_items(self, batch: list[Any]) -> list[Any]:
-        pb = self.pb
-        ids = [m.ID or self._url_of(m) for m in batch]
-        statuses = [uf_ops.FAIL] * len(batch)
-        by_crawl: dict[str, list[int]] = {}
-        for i, m in enumerate(batch):
+        items: list[uf_ops.Item | None] = []
+        crawls: list[str] = []
+        for m in batch:
             which = m.WhichOneof("item")
-            if which is None:
+            x = getattr(m, which) if which else None
+            items.append(None if x is None else _item_of(
+                x.info, int(x.refetchable_from_date) if which == "known" else None))
+            crawls.append("" if x is None else x.info.crawlID)
+        statuses = self._put(items, crawls, soft=True)
+        return [self.pb.AckMessage(ID=m.ID or (it.url if it else ""), status=st)
+                for m, it, st in zip(batch, items, statuses)]
+
+    def _put(self, items: list[uf_ops.Item | None], crawls: list[str],
+             soft: bool) -> list[int]:
+        """Apply items (None: a malformed message, SKIPPED) to the crawls named beside
+        them (a bad crawl ID: SKIPPED); one status per item. ``soft``: a crawl whose store
+        fails leaves its items FAIL (the client may send them again) instead of raising."""
+        statuses = [uf_ops.FAIL] * len(items)
+        by_crawl: dict[str, list[int]] = {}
+        for i, (it, crawl) in enumerate(zip(items, crawls)):
+            if it is None:
                 statuses[i] = uf_ops.SKIPPED
-                continue
-            info = getattr(m, which).info
-            try:
-                by_crawl.setdefault(crawl_id(info.crawlID), []).append(i)
-            except ConfigError:
-                statuses[i] = uf_ops.SKIPPED
+            else:
+                by_crawl.setdefault(crawl, []).append(i)
         for crawl, index in by_crawl.items():
             try:
                 frontier = self._crawl(crawl, create=True)
                 assert frontier is not None
-                got = uf_ops.put(frontier, [self._to_item(batch[i]) for i in index])
-            except StoreError as exc:  # (FAIL: the client may send them again)
+                got = uf_ops.put(frontier, [it for it in (items[i] for i in index) if it])
+            except ConfigError:  # (a bad crawl ID)
+                got = [uf_ops.SKIPPED] * len(index)
+            except StoreError as exc:
+                if not soft:
+                    raise
                 self.metrics.store_errors.inc()
                 logging.getLogger(__name__).warning("PutURLs: the store failed: %s", exc)
                 continue
             for i, st in zip(index, got):
                 statuses[i] = st
-        return [pb.AckMessage(ID=i, status=st) for i, st in zip(ids, statuses)]
-
-    @staticmethod
-    def _url_of(m: Any) -> str:
-        which = m.WhichOneof("item")
-        return str(getattr(m, which).info.url) if which else ""
-
-    @staticmethod
-    def _to_item(m: Any) -> uf_ops.Item:
-        which = m.WhichOneof("item")
-        x = getattr(m, which)
-        return _item_of(x.info, int(x.refetchable_from_date) if which == "known" else None)
+        return statuses
 
     async def PutDiscovered(self, batches: AsyncIterator[Any],
                             context: Any) -> AsyncIterator[Any]:
@@ -117,22 +117,8 @@ class URLCalls(Base):
 
     def _put_batch(self, batch: Any) -> list[int]:
         infos = list(batch.items)
-        statuses = [uf_ops.FAIL] * len(infos)
-        by_crawl: dict[str, list[int]] = {}
-        for i, info in enumerate(infos):
-            by_crawl.setdefault(info.crawlID, []).append(i)
-        for crawl, index in by_crawl.items():
-            try:
-                frontier = self._crawl(crawl, create=True)
-            except ConfigError:  # (a bad crawl ID)
-                for i in index:
-                    statuses[i] = uf_ops.SKIPPED
-                continue
-            assert frontier is not None
-            items = [_item_of(infos[i]) for i in index]
-            for i, st in zip(index, uf_ops.put(frontier, items)):
-                statuses[i] = st
-        return statuses
+        return self._put([_item_of(info) for info in infos],
+                         [info.crawlID for info in infos], soft=False)
 
     # -- looking at URLs ------------------------------------------------------------
 

@@ -3,9 +3,9 @@
 
 URLFrontier names a fetched URL by its text (a KnownURLItem), where crawlq answers a
 lease by its token. So each URL handed out by :func:`lease` leaves its lease handle in
-the store as a value named after the URL's canonical form, kept as long as the lease
-(``Frontier.put_value``): any server on the store finds it when the URL comes back, and
-a server killed in between loses nothing (the lease ends and the URL is served again).
+the store, as a value named after the URL's canonical form that expires with the lease:
+any server on the store finds it when the URL comes back, and a server killed in
+between loses nothing (the lease ends and the URL is served again).
 """
 
 from __future__ import annotations
@@ -156,21 +156,18 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
     # A refetch date for a URL not leased: queued (again) for then, once per date: the
     # date is kept under the URL (as the lease handles are), so that a client sending
     # the same update twice does not queue the URL twice.
-    due = [i for i in unleased if items[i].refetch]
+    due = [(i, d) for i in unleased if (d := items[i].refetch)]
     if due:
-        marks = [_DUE + _digest(canon[i]) for i in due]
+        marks = [_DUE + _digest(canon[i]) for i, _ in due]
         held = frontier.store.get_values(marks, now)
-        dates = [str(items[i].refetch).encode() for i in due]
-        fresh = [k for k, (old, new) in enumerate(zip(held, dates)) if old != new]
-        later = [_request(items[due[k]], not_before=float(items[due[k]].refetch or 0),
-                          dont_filter=True) for k in fresh]
-        if later:
-            result = frontier.add(later)
-            for r in result.rejected:
-                statuses[due[fresh[r.index]]] = SKIPPED
-            frontier.store.put_values([
-                (marks[k], dates[k], max(now, float(items[due[k]].refetch or 0)) + _DUE_KEPT)
-                for k in fresh])
+        fresh = [k for k, (old, (_, d)) in enumerate(zip(held, due)) if old != str(d).encode()]
+        if fresh:
+            later = [_request(items[due[k][0]], not_before=float(due[k][1]), dont_filter=True)
+                     for k in fresh]
+            for r in frontier.add(later).rejected:
+                statuses[due[fresh[r.index]][0]] = SKIPPED
+            frontier.store.put_values([(marks[k], str(due[k][1]).encode(),
+                                        max(now, float(due[k][1])) + _DUE_KEPT) for k in fresh])
 
 
 def queue_infos(frontier: Frontier) -> list[QueueInfo]:
@@ -218,33 +215,38 @@ def listed(frontier: Frontier, key: str = "", text: str | None = None,
     queue and containing ``text``; in the dump's order (a scan of the whole crawl)."""
     needle = None if not text else text.lower() if ignore_case else text
     for rec in frontier.store.dump():
-        kind = rec.get("type")
-        if kind not in ("entry", "dead") or (key and rec.get("queue") != key):
+        if rec.get("type") not in ("entry", "dead") or (key and rec.get("queue") != key):
             continue
-        req = rec["request"]
-        url = str(req["url"])
+        url = str(rec["request"]["url"])
         if needle is not None and needle not in (url.lower() if ignore_case else url):
             continue
-        meta = dumpfmt.from_json(req.get("meta") or {})
-        md = meta.get(META) if isinstance(meta, Mapping) else None
-        yield Listed(url, str(rec.get("queue")), _clean(md), req.get("not_before"),
-                     kind == "dead")
+        yield _listed(rec)
 
 
 def status_of(frontier: Frontier, url: str) -> Listed | None:
     """What the crawl knows of ``url``: held as text (queued, leased, dead), or only
-    seen (``done``: fetched for good); None: unknown."""
+    seen (``done``: fetched for good); None: unknown. (One scan of the crawl.)"""
     canon = frontier.canonicalize(url)
-    for x in listed(frontier):
-        if x.url == canon:
-            return x
     fp = frontier.fingerprint_of(canon)
-    if fp is not None:
-        hexed = fp.hex()
-        for rec in frontier.store.dump():
-            if rec.get("type") == "seen" and rec.get("fp") == hexed:
-                return Listed(canon, frontier.queue_of(canon), {}, None, False, True)
-    return None
+    hexed = None if fp is None else fp.hex()
+    seen = False
+    for rec in frontier.store.dump():
+        kind = rec.get("type")
+        if kind in ("entry", "dead"):
+            if str(rec["request"]["url"]) == canon:
+                return _listed(rec)
+        elif kind == "seen" and rec.get("fp") == hexed:
+            seen = True
+    return Listed(canon, frontier.queue_of(canon), {}, None, False, True) if seen else None
+
+
+def _listed(rec: Mapping[str, Any]) -> Listed:
+    """An entry or dead record of the dump as a Listed URL."""
+    req = rec["request"]
+    meta = dumpfmt.from_json(req.get("meta") or {})
+    md = meta.get(META) if isinstance(meta, Mapping) else None
+    return Listed(str(req["url"]), str(rec.get("queue")), _clean(md), req.get("not_before"),
+                  rec.get("type") == "dead")
 
 
 def _clean(md: object) -> dict[str, list[str]]:
