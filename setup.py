@@ -1,10 +1,13 @@
 """Build the optional compiled parts; everything else is in pyproject.toml.
 
 - ``crawlq._speedups``: C code for the plain case of ``Frontier.add`` and ``next`` and
-  the stores' inner loops.
-- ``crawlq.policies.canonical``, compiled by mypyc from its own Python source: the one
-  definition of canonical URLs, about 1.4x faster compiled (it runs once per offered
-  URL). The .py beside it is the same code, run where the build could not compile it.
+  the memory store's inner loops.
+- Modules compiled by mypyc from their own Python source (``COMPILED``): the one
+  definition of a rule that runs once per URL, compiled; the .py beside each is the same
+  code, run where the build could not compile it. ``policies/canonical.py`` (canonical
+  URLs, about 1.4x faster compiled), ``stores/policy.py`` (the politeness delay and
+  per-queue settings) and ``stores/sqlite_rows.py`` (the SQLite store's per-entry,
+  per-lease and per-queue rules).
 
 Both are optional: without a C compiler (or mypyc) the build goes on without them and
 crawlq runs its pure-Python code (same results, slower). ``CRAWLQ_NO_MYPYC=1`` skips
@@ -19,6 +22,10 @@ import sys
 from setuptools import Extension, setup
 
 
+COMPILED = ["src/crawlq/policies/canonical.py", "src/crawlq/stores/policy.py",
+            "src/crawlq/stores/sqlite_rows.py"]
+
+
 def compiled_python() -> list[Extension]:
     """The mypyc extensions, or none where mypyc cannot build them."""
     if os.environ.get("CRAWLQ_NO_MYPYC"):
@@ -26,15 +33,17 @@ def compiled_python() -> list[Extension]:
     try:
         from mypyc.build import mypycify
     except ImportError:
-        print("crawlq: mypyc is not installed: canonical.py runs as Python", file=sys.stderr)
+        print("crawlq: mypyc is not installed: COMPILED modules run as Python",
+              file=sys.stderr)
         return []
     try:
         # (mypy reads the rest of crawlq only for types, without reporting on it: the
         # build environment need not have the optional extras it imports, like redis)
         extensions = mypycify(["--follow-imports=silent", "--ignore-missing-imports",
-                               "src/crawlq/policies/canonical.py"], opt_level="3")
+                               *COMPILED], opt_level="3", group_name="crawlq")
     except (Exception, SystemExit) as exc:  # (mypyc exits on a type error)
-        print(f"crawlq: mypyc failed ({exc}): canonical.py runs as Python", file=sys.stderr)
+        print(f"crawlq: mypyc failed ({exc}): COMPILED modules run as Python",
+              file=sys.stderr)
         return []
     for ext in extensions:
         ext.optional = True

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -31,3 +34,18 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     cluster.start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def sqlite_rows_as_python() -> ModuleType:
+    """crawlq.stores.sqlite_rows run from its .py source, as Python: setup.py compiles
+    the module with mypyc, and the compiled one shadows the source on import."""
+    from crawlq.stores import sqlite_rows
+
+    source = Path(sqlite_rows.__file__ or "").with_name("sqlite_rows.py")
+    spec = importlib.util.spec_from_file_location("crawlq.stores.sqlite_rows_as_python", source)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -47,16 +48,22 @@ class TestSQLiteStore(FrontierContract):
 
 
 class TestSQLiteStorePurePython(TestSQLiteStore):
-    """The SQLite store's contract with the C settling of queues (Applier) switched off:
-    its pure-Python definition obeys the same contract."""
+    """The SQLite store's contract on Python alone: the C extension switched off (add's
+    fast path) and the store's per-row rules (sqlite_rows, compiled by mypyc) run from
+    their .py source."""
 
     @pytest.fixture(autouse=True)
-    def _pure(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def _pure(self, monkeypatch: pytest.MonkeyPatch, sqlite_rows_as_python: ModuleType,
+              ) -> None:
         monkeypatch.setenv("CRAWLQ_PURE_PYTHON", "1")
+        monkeypatch.setattr(frontier_module, "_LEASES", None)
+        for name in ("Delta", "SeenMarks", "admit", "settle", "take_rows"):
+            monkeypatch.setattr(sqlite_module, name, getattr(sqlite_rows_as_python, name))
 
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         f = super().open_frontier(clock, path, **options)
-        assert f.store._applier is None  # type: ignore[attr-defined]
+        assert f._fast is None
+        assert sqlite_module.settle.__module__.endswith("_as_python")  # type: ignore[attr-defined]
         return f
 
 

@@ -22,7 +22,7 @@ STORE_OPTIONS = frozenset(
 
 def open_store(url: str, **options: Any) -> Store:
     """Open the store named by ``url`` with the given store options."""
-    policy = QueuePolicy(**{k: options.pop(k) for k in POLICY_OPTIONS if k in options})
+    policy = QueuePolicy.of({k: options.pop(k) for k in POLICY_OPTIONS if k in options})
     lifo = flag("lifo", options.pop("lifo", False))
     # create=False: open a crawl that exists, never make an empty one (commands that
     # only look would otherwise report zeros for a mistyped name)

@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from itertools import chain
 from typing import Any, TypeVar
 
-from .._native import native
 from ..errors import ConfigError, StoreError
 from ..models import QueueInfo, Stats
 from . import dumpfmt, sqlite_leases
@@ -29,8 +28,6 @@ from .base import (
     ACK_DEAD,
     ACK_DONE,
     ACK_REQUEUE,
-    ADDED,
-    DUPLICATE,
     MAX_REDELIVERIES,
     OVER_BUDGET,
     QUEUE_SETTINGS,
@@ -43,7 +40,19 @@ from .base import (
     expired_error,
     queue_state,
 )
-from .bloom import BLOCK_BYTES, BloomShape, test_and_set
+from .bloom import BLOCK_BYTES, BloomShape
+from .sqlite_rows import (
+    CURSORS_AT,
+    QUEUE_COLS,
+    SEQ_MAX,
+    SETTINGS_AT,
+    Delta,
+    SeenMarks,
+    admit,
+    policy_of,
+    settle,
+    take_rows,
+)
 from .sqlite_schema import (
     BUSY,
     CURSOR_LEVELS,
@@ -55,7 +64,6 @@ from .sqlite_schema import (
     RESTING,
     SEEN_LEVELS,
     SLICES,
-    head_of,
     initialize,
     store_error,
 )
@@ -76,7 +84,6 @@ GROUP_COMMIT = 0.005
 _GROUP_MAX = 1000  # acknowledgements held at most before they are committed at once
 _PUT_VALUE = "INSERT OR REPLACE INTO vals VALUES (?,?,?)"  # (put_values, and load)
 _AHEAD_FROM = 4  # entries queued in a queue, at least, for reading ahead (many queues)
-_SEQ_MAX = 2**48
 DEFAULT_CACHE_MB = 6.0
 """SQLite's page cache per connection, in MiB (option ``cache_mb``; SQLite's own default
 is 2). A fixed amount: it does not grow with the queue."""
@@ -92,45 +99,6 @@ def _no_head(complete: bool) -> Any:
 
 
 _NONE_AHEAD: tuple[list[tuple[Any, ...]], bool] = ([], False)  # (never filled: read only)
-
-# Parameters and rows carry NO_CURSOR for a NULL cursor: pysqlite binds None (and bytes)
-# through its slow adaptation path, which formats an AttributeError for every value
-# (about 5% of a batch's time); ints, floats, str and bytearray bind directly.
-_QUEUE_COLS = ("qid, state, head, since, ready_at, queued, inflight, session, accepted, "
-               + "".join(f"ifnull(l{lv}_nprio, {NO_CURSOR}), l{lv}_ord, " for lv in CURSOR_LEVELS)
-               + ", ".join(QUEUE_SETTINGS))
-_CURSORS_AT = 9  # where the cursors (nprio, ord per CURSOR_LEVELS) start in a row
-_SETTINGS_AT = _CURSORS_AT + 2 * len(CURSOR_LEVELS)  # where QUEUE_SETTINGS start
-
-
-def _update_queue(cols: Sequence[str], lookup: bool, cursors: bool) -> str:
-    """UPDATE of a queue row: ``cols`` then, with ``cursors``, the cursors (nprio, ord
-    per CURSOR_LEVELS) from the parameters, then the qid; with ``lookup`` (and
-    ``cursors``), its head is looked up past the new cursors (a subquery sees the row's
-    old values). A head or a cursor's nprio of NO_CURSOR is stored as NULL."""
-    names = list(cols) + [f"l{lv}_{c}" for lv in CURSOR_LEVELS for c in ("nprio", "ord")
-                          if cursors]
-    sets = [f"{name}=nullif(?{i}, {NO_CURSOR})" if name == "head" or name.endswith("_nprio")
-            else f"{name}=?{i}" for i, name in enumerate(names, 1)]
-    if lookup:
-        assert cursors
-        n = len(cols)
-        sets.append("head=(" + head_of(
-            {lv: (f"?{n + 2 * i + 1}", f"?{n + 2 * i + 2}") for i, lv in enumerate(CURSOR_LEVELS)}
-        ) + ")")
-    return f"UPDATE queues SET {', '.join(sets)} WHERE qid=?{len(names) + 1}"
-
-
-_STATE_COLS = ("state", "since", "ready_at", "queued", "inflight", "session", "accepted")
-# [without, with] the cursors: counters only (no indexed column changes), the state with
-# a known head. The state with the head looked up always takes the cursors as parameters:
-# a row value of the row's own columns, (nprio, ord) > (l1_nprio, l1_ord), is seeked by
-# nprio alone and steps over every leased row behind the cursor at that priority.
-_UPDATE_COUNTS = [_update_queue(("queued", "inflight", "session", "accepted"), False, m)
-                  for m in (False, True)]
-_UPDATE_PLAIN = [_update_queue((*_STATE_COLS, "head"), False, m) for m in (False, True)]
-_UPDATE_LOOKUP = _update_queue(_STATE_COLS, True, True)
-
 
 def _chunks(seq: Sequence[_T], n: int = _CHUNK) -> Iterator[Sequence[_T]]:
     for i in range(0, len(seq), n):
@@ -171,138 +139,6 @@ def _insert_flat(c: sqlite3.Connection, head: str, width: int, values: list[Any]
             k = 1 << (k.bit_length() - 1)
         c.execute(_values(head, width, k), values[i * width:(i + k) * width])
         i += k
-
-
-class _Delta:
-    """Pending changes to one queue inside a transaction."""
-
-    __slots__ = (
-        "accepted",
-        "cursor",
-        "duration",
-        "exact",
-        "explicit_delay",
-        "head",
-        "inflight",
-        "queued",
-        "ready_at",
-        "recompute",
-        "served",
-        "session",
-    )
-
-    def __init__(self) -> None:
-        self.accepted = 0
-        self.inflight = 0
-        self.queued = 0
-        self.session = 0
-        self.served = False  # leased from: goes to the back of the line
-        self.recompute = False  # entries left the queue: its head must be looked up
-        self.head: int | None = None  # a new candidate head (negated priority)
-        self.exact = False  # head is the queue's head after the call, not a candidate
-        self.ready_at = 0.0
-        # The longest fetch among the leases that ended (the delay grows with it);
-        # None while no lease of this queue ended in the call.
-        self.duration: float | None = None
-        self.explicit_delay: float | None = None
-        # The queue's cursors (nprio, ord per CURSOR_LEVELS; NO_CURSOR: none) after
-        # the call, when it leased.
-        self.cursor: tuple[int, ...] | None = None
-
-    def offer_head(self, nprio: int) -> None:
-        """An entry of (negated) priority ``nprio`` joined the queue."""
-        if self.head is None or nprio < self.head:
-            self.head = nprio
-
-
-def _admit(entries: Sequence[Entry], qids: Mapping[str, int], caps: Mapping[int, int],
-           accepted: dict[int, int], seen: _SeenTx, now: float, seq: int, lifo: bool,
-           ) -> tuple[list[int], list[tuple[Any, ...]], list[tuple[Any, ...]], int, int, int]:
-    """add's verdict on each entry, in order: a duplicate (checked and marked in
-    ``seen``), over its queue's budget (``caps``; ``accepted`` counts up), or added with
-    the next number of the sequence after ``seq``.
-
-    Returns (statuses, new rows for level 0 (qid, nprio, ord, retries, payload), rows for
-    ``scheduled`` (due, qid, nprio, ord, retries, payload), duplicates, fingerprints
-    marked, the last sequence number used). The definition; crawlq._speedups.admit does
-    the same in C for an exact seen-set (tests/test_speedups.py compares them).
-    """
-    out: list[int] = []
-    new_rows: list[tuple[Any, ...]] = []
-    later: list[tuple[Any, ...]] = []
-    dups = seen_added = 0
-    is_dup, mark = seen.is_dup, seen.mark
-    for fp, key, prio, payload, not_before, revisit_at, retries in entries:
-        qid = qids[key]
-        if fp is not None and is_dup(fp, now):
-            out.append(DUPLICATE)
-            dups += 1
-            continue
-        cap = caps[qid]
-        if cap and accepted[qid] >= cap:
-            out.append(OVER_BUDGET)
-            continue
-        if fp is not None:
-            mark(fp, revisit_at)
-            seen_added += 1
-        accepted[qid] += 1
-        seq += 1
-        order = _SEQ_MAX - seq if lifo else seq
-        if not_before is None or not_before <= now:
-            new_rows.append((qid, -prio, order, retries, bytearray(payload)))
-        else:
-            later.append((not_before, qid, -prio, order, retries, payload))
-        out.append(ADDED)
-    return out, new_rows, later, dups, seen_added, seq
-
-
-def _take_rows(got: list[tuple[Any, ...]], cursor: dict[int, tuple[int, ...]],
-               keys: Mapping[int, str], token: int, expires: float, ints: list[int],
-               payloads: list[bytes], out: list[tuple[Any, ...]], counts: dict[int, int]
-               ) -> int:
-    """One round of a lease call's entries ``got`` (qid, nprio, ord, retries, payload,
-    level, ...): each gets the token after ``token`` (the last one is returned), its ints
-    (FIELDS) and payload for sqlite_leases.write, its lease row (token, key, priority,
-    retries, payload, expires) in ``out``, and a count for its queue in ``counts``; the
-    queue's ``cursor`` in the entry's level moves to it. (crawlq._speedups.take_rows does
-    the same in C; tests/test_speedups.py compares them.)"""
-    for row in got:
-        qid, nprio, order, retries, payload, level = row[:6]
-        token += 1
-        ints += (qid, nprio, order, retries)
-        payloads.append(payload)
-        # Not deleted: the queue's cursor in the level moves past it (in key order, as
-        # the heads and read-ahead statements return them).
-        cur, at = cursor[qid], 2 * level
-        cursor[qid] = (*cur[:at], nprio, order, *cur[at + 2:])
-        out.append((token, keys[qid], -nprio, retries, payload, expires))
-        counts[qid] = counts.get(qid, 0) + 1
-    return token
-
-
-def _policy_of(base: QueuePolicy, cache: dict[tuple[Any, ...], QueuePolicy],
-               overrides: tuple[Any, ...]) -> QueuePolicy:
-    """The policy of a queue with ``overrides`` (QUEUE_SETTINGS values, None: the
-    default), made once per distinct overrides and kept in ``cache``."""
-    pol = cache.get(overrides)
-    if pol is None:
-        pol = base.merged({k: v for k, v in zip(QUEUE_SETTINGS, overrides) if v is not None})
-        cache[overrides] = pol
-    return pol
-
-
-def _applier(store: SQLiteStore) -> Any:
-    """_apply_rows in C (crawlq._speedups.Applier) for this store, or None (see
-    crawlq._native). It holds the store's policy and row caches (the same dict objects,
-    which are cleared, never replaced), not the store: no reference cycle."""
-    Applier = native("Applier")
-    if Applier is None:
-        return None
-    return Applier(_Delta, QueuePolicy, store._policies,
-                   functools.partial(_policy_of, store.policy, store._policies), store._rows,
-                   _UPDATE_LOOKUP, (_UPDATE_COUNTS[0], _UPDATE_COUNTS[1]),
-                   (_UPDATE_PLAIN[0], _UPDATE_PLAIN[1]), NO_CURSOR,
-                   (READY, BUSY, RESTING, EXHAUSTED), _CURSORS_AT, _SETTINGS_AT)
 
 
 class SQLiteStore:
@@ -386,7 +222,7 @@ class SQLiteStore:
         except BaseException:
             self._conn.close()
             raise
-        # Queue rows (_QUEUE_COLS) as this connection last read or wrote them: valid while
+        # Queue rows (QUEUE_COLS) as this connection last read or wrote them: valid while
         # no other connection commits (PRAGMA data_version, checked at each transaction),
         # so a single process reads each queue's row once, not in every call.
         self._rows: dict[int, tuple[Any, ...]] = {}
@@ -400,10 +236,6 @@ class SQLiteStore:
         self._ahead_rows = 0  # how many entries it holds
         self._ahead_calls = 0  # lease calls since it was last emptied
         self._ahead_spoiled: set[int] = set()  # queues not read ahead (_before_level0)
-        self._applier = _applier(self)
-        # _admit in C: for an exact seen-set only (a Bloom filter takes the Python code)
-        self._admit = native("admit") if bloom is None else None
-        self._take_rows = native("take_rows") or _take_rows
         self._closed = False
 
     # -- plumbing ----------------------------------------------------------------------
@@ -505,10 +337,10 @@ class SQLiteStore:
         return keys
 
     def _policy(self, overrides: tuple[Any, ...]) -> QueuePolicy:
-        return _policy_of(self.policy, self._policies, overrides)
+        return policy_of(self.policy, self._policies, overrides)
 
     def _queue_rows(self, c: sqlite3.Connection, qids: Sequence[int]) -> list[tuple[Any, ...]]:
-        """The rows (``_QUEUE_COLS``) of existing queues ``qids``, from the cache or read."""
+        """The rows (``QUEUE_COLS``) of existing queues ``qids``, from the cache or read."""
         cache = self._rows
         rows = [r for r in map(cache.get, qids) if r is not None]
         if len(rows) < len(qids):
@@ -516,7 +348,7 @@ class SQLiteStore:
                 cache.clear()
             for part in _chunks([q for q in qids if q not in cache]):
                 for row in c.execute(
-                        f"SELECT {_QUEUE_COLS} FROM queues WHERE qid IN ({_marks(len(part))})",
+                        f"SELECT {QUEUE_COLS} FROM queues WHERE qid IN ({_marks(len(part))})",
                         part):
                     cache[row[0]] = row
                     rows.append(row)
@@ -526,7 +358,7 @@ class SQLiteStore:
         """qid -> how many more leases each of these ready queues (rows) may take now."""
         room = {}
         for r in rows:
-            pol = self._policy(tuple(r[_SETTINGS_AT:]))
+            pol = self._policy(tuple(r[SETTINGS_AT:]))
             free = pol.concurrency - r[6]  # (inflight)
             if pol.session_budget:
                 free = min(free, pol.session_budget - r[7])  # (session)
@@ -548,109 +380,20 @@ class SQLiteStore:
         for qid in qids:
             self._rows.pop(qid, None)
 
-    def _apply(self, c: sqlite3.Connection, deltas: Mapping[int, _Delta], now: float,
-               rows: Iterable[Sequence[Any]] | None = None) -> None:
+    def _apply(self, c: sqlite3.Connection, deltas: dict[int, Delta], now: float,
+               rows: Iterable[tuple[Any, ...]] | None = None) -> None:
         """Write queue changes and recompute each queue's state (the one settle step).
 
-        ``rows``: the queues' current rows (``_QUEUE_COLS``) when the caller read them
+        ``rows``: the queues' current rows (``QUEUE_COLS``) when the caller read them
         in this transaction already; otherwise they are read here.
         """
         if not deltas:
             return
         if rows is None:
             rows = self._queue_rows(c, list(deltas))
-        if self._applier is not None:
-            writes = self._applier.apply(rows, deltas, now)
-        else:
-            writes = self._apply_rows(rows, deltas, now)
+        writes = settle(rows, deltas, now, self.policy, self._policies, self._rows)
         for sql, args in writes.items():
             c.executemany(sql, args)
-
-    def _apply_rows(self, rows: Iterable[Sequence[Any]], deltas: Mapping[int, _Delta],
-                    now: float) -> dict[str, list[tuple[Any, ...]]]:
-        """_apply's settling of each queue: the UPDATE statements to run (statement ->
-        parameters) and the cache updated. The definition; crawlq._speedups.Applier
-        does the same in C (tests/test_speedups.py compares them)."""
-        writes: dict[str, list[tuple[Any, ...]]] = {}
-        cache = self._rows
-        policies = self._policies
-        for row in rows:
-            qid = row[0]
-            d = deltas.get(qid)
-            if d is None:
-                continue
-            state, head, since, ready_at, queued, inflight, session, accepted = row[1:9]
-            settings = tuple(row[_SETTINGS_AT:])
-            # (_policy's own cache, read inline: a method call per queue costs more)
-            pol = policies.get(settings) or self._policy(settings)
-            inflight += d.inflight
-            queued += d.queued
-            accepted += d.accepted
-            session += d.session
-            served = d.served
-            # (comparisons, not max(): a builtin call costs more, once per queue and call)
-            if d.ready_at > ready_at:
-                ready_at = d.ready_at
-            if d.duration is not None or d.explicit_delay is not None:
-                rest = d.explicit_delay if d.explicit_delay is not None else \
-                    pol.delay(d.duration)
-                if rest > 0:
-                    if now + rest > ready_at:
-                        ready_at = now + rest
-                    session = 0
-            if served and pol.session_budget and session >= pol.session_budget:
-                session = 0  # yield to the others: rest a while, then the back of the line
-                if now + pol.session_rest > ready_at:
-                    ready_at = now + pol.session_rest
-            new_head = d.head
-            if d.exact or (new_head is not None and (head is None or new_head < head)):
-                head = new_head  # (an exact head replaces the old one, a candidate may)
-            if queued <= 0:
-                new_state = EXHAUSTED
-            elif inflight >= pol.concurrency:
-                new_state = BUSY
-            elif ready_at > now:
-                new_state = RESTING
-            else:
-                new_state = READY
-                if served:
-                    since = now
-                elif state == RESTING:
-                    since = ready_at
-                elif state != READY:
-                    since = now
-            cursor = d.cursor
-            moved = cursor is not None
-            if cursor is None:
-                cursor = tuple(row[_CURSORS_AT:_SETTINGS_AT])
-            if d.recompute and queued > 0:
-                key, moved = _UPDATE_LOOKUP, True
-                vals: tuple[Any, ...] = (new_state, since, ready_at, queued, inflight, session,
-                                         accepted)
-                cache.pop(qid, None)  # its head is looked up in SQL
-            else:
-                if queued <= 0:
-                    head = None
-                if queued > 0 and new_state == state and since == row[3] and \
-                        ready_at == row[4] and head == row[2]:
-                    # Counters only: no indexed column changes, so no index is rewritten.
-                    key = _UPDATE_COUNTS[moved]
-                    vals = (queued, inflight, session, accepted)
-                else:
-                    key = _UPDATE_PLAIN[moved]
-                    vals = (new_state, since, ready_at, queued, inflight, session, accepted,
-                            NO_CURSOR if head is None else head)
-                state_cols = (qid, new_state, head, since, ready_at, queued, inflight,
-                              session, accepted)
-                # (tuple concatenation: a third faster than unpacking into a display)
-                cache[qid] = state_cols + cursor + settings
-            if moved:
-                vals += cursor
-            w = writes.get(key)
-            if w is None:
-                w = writes[key] = []
-            w.append(vals + (qid,))  # noqa: RUF005
-        return writes
 
     def _before_level0(self, c: sqlite3.Connection, rows: Sequence[Sequence[Any]],
                        queue_rows: Iterable[Sequence[Any]] | None = None) -> set[int]:
@@ -680,7 +423,7 @@ class SQLiteStore:
                     self._ahead_spoiled.add(r[0])
         if queue_rows is None:
             queue_rows = self._queue_rows(c, sorted({r[0] for r in rows}))
-        at = _CURSORS_AT + 2 * CURSOR_LEVELS.index(0)
+        at = CURSORS_AT + 2 * CURSOR_LEVELS.index(0)
         # (most queues have no cursor there: only theirs need their new rows' keys)
         cursors = {q[0]: (q[at], q[at + 1]) for q in queue_rows if q[at] != NO_CURSOR}
         if not cursors:
@@ -696,7 +439,7 @@ class SQLiteStore:
         return set(behind)
 
     def _to_level0(self, c: sqlite3.Connection, rows: Sequence[sqlite_leases.LeaseRow],
-                   deltas: dict[int, _Delta], was_leased: bool) -> None:
+                   deltas: dict[int, Delta], was_leased: bool) -> None:
         """Entries (qid, nprio, ord, retries, payload) into level 0 and their queues'
         deltas, for all but add (which settles its own rows in bulk). Under its old key,
         a lease come back goes to the head of its queue, where it was."""
@@ -707,7 +450,7 @@ class SQLiteStore:
                       [(*e[:4], bytearray(e[4])) for e in rows])
         self._settled(_settle_levels(c, "entries", len(rows)))
         for qid, nprio, *_ in rows:
-            d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
+            d = deltas.get(qid) or deltas.setdefault(qid, Delta())
             d.inflight -= was_leased
             d.queued += 1
             d.offer_head(nprio)
@@ -889,14 +632,14 @@ class SQLiteStore:
             events.sort(key=lambda e: (e[0], e[1]))
             for at, same in itertools.groupby(events, key=lambda e: e[0]):
                 group = list(same)
-                deltas: dict[int, _Delta] = {}
+                deltas: dict[int, Delta] = {}
                 for kind in (0, 1):
                     self._to_level0(c, [e[2] for e in group if e[1] == kind], deltas,
                                     kind == 1)
                 for e in group:
                     if e[1] == 2:
                         qid = e[2][0]
-                        (deltas.get(qid) or deltas.setdefault(qid, _Delta())).inflight -= 1
+                        (deltas.get(qid) or deltas.setdefault(qid, Delta())).inflight -= 1
                 self._apply(c, deltas, at)
             n_back = sum(e[1] == 1 for e in events)
             n_buried = len(events) - n_due - n_back
@@ -950,20 +693,14 @@ class SQLiteStore:
             qrows = self._queue_rows(c, used)
             rows = {r[0]: r for r in qrows}
             accepted = {qid: rows[qid][8] for qid in used}
-            caps = {qid: self._policy(tuple(rows[qid][_SETTINGS_AT:])).max_queue_urls
+            caps = {qid: self._policy(tuple(rows[qid][SETTINGS_AT:])).max_queue_urls
                     for qid in used}
             seen = _SeenTx(c, self._bloom)
             seen.prefetch([e[0] for e in entries if e[0] is not None])
             seq = self._take(c, "entry_seq", len(entries))
-            out: list[int]
-            if self._admit is not None and entries.__class__ in (list, tuple):
-                out, new_rows, later, dups, seen_added, seq = self._admit(
-                    entries, qids, caps, accepted, seen.batch, seen.known, seen.fresh, now,
-                    seq, _SEQ_MAX if self.lifo else 0, (ADDED, DUPLICATE, OVER_BUDGET))
-            else:
-                out, new_rows, later, dups, seen_added, seq = _admit(
-                    entries, qids, caps, accepted, seen, now, seq, self.lifo)
-            deltas: dict[int, _Delta] = {}
+            out, new_rows, later, dups, seen_added, seq = admit(
+                entries, qids, caps, accepted, seen.marks, now, seq, self.lifo)
+            deltas: dict[int, Delta] = {}
             if new_rows:
                 new_rows.sort()  # in key order: inserts walk the b-tree once
                 # Per queue: its rows are a run, the first of them its best (a candidate head).
@@ -971,7 +708,7 @@ class SQLiteStore:
                 for row in new_rows:
                     if row[0] != last:
                         last = row[0]
-                        d = deltas[last] = _Delta()
+                        d = deltas[last] = Delta()
                         d.head = row[1]
                     d.queued += 1
                 reset = self._before_level0(c, new_rows, qrows)
@@ -986,7 +723,7 @@ class SQLiteStore:
             seen.flush()
             for qid, n in accepted.items():
                 if n != rows[qid][8]:
-                    d = deltas.get(qid) or deltas.setdefault(qid, _Delta())
+                    d = deltas.get(qid) or deltas.setdefault(qid, Delta())
                     d.accepted = n - rows[qid][8]
             self._apply(c, deltas, now, qrows)
             over = out.count(OVER_BUDGET)
@@ -1023,7 +760,7 @@ class SQLiteStore:
             keys = self._keys_of(c, active)
             # qid -> the keys of the last entries it leased from each level past 0 (see
             # sqlite_schema): nprio (NO_CURSOR: none), ord per CURSOR_LEVELS
-            cursor = {r[0]: r[_CURSORS_AT:_SETTINGS_AT] for r in cands}
+            cursor = {r[0]: r[CURSORS_AT:SETTINGS_AT] for r in cands}
             # qid -> how many it may lease in this call; needed once a queue can give
             # more than one (one round takes one from each of ``limit`` queues or more)
             room: dict[int, int] = {} if len(active) >= limit else self._room(cands)
@@ -1051,7 +788,7 @@ class SQLiteStore:
                         if k > 0:
                             got += self._take_first(c, qid, k, cursor[qid], after)
                 counts: dict[int, int] = {}
-                token = self._take_rows(got, cursor, keys, token, expires, ints, payloads,
+                token = take_rows(got, cursor, keys, token, expires, ints, payloads,
                                         out, counts)
                 for qid, k in counts.items():
                     taken[qid] += k
@@ -1078,10 +815,10 @@ class SQLiteStore:
                     after[qid] = rows[-1][1] if rows else _NO_HEAD
             sqlite_leases.write(c, first, expires, ints, payloads)
             c.execute("UPDATE meta SET value=? WHERE name='lease_seq'", (token,))
-            deltas: dict[int, _Delta] = {}
+            deltas: dict[int, Delta] = {}
             for qid, k in taken.items():
                 if k:
-                    d = deltas[qid] = _Delta()
+                    d = deltas[qid] = Delta()
                     d.inflight = k
                     d.queued = -k
                     d.session = k
@@ -1188,7 +925,7 @@ class SQLiteStore:
             c.executemany("DELETE FROM expiries WHERE qid=? AND nprio=? AND ord=?",
                           [e[:3] for t, e in entries.items() if t in ended])
         out: list[bool] = []
-        deltas: dict[int, _Delta] = {}
+        deltas: dict[int, Delta] = {}
         dead_rows: list[tuple[Any, ...]] = []
         back: list[tuple[Any, ...]] = []
         later: list[tuple[Any, ...]] = []
@@ -1203,7 +940,7 @@ class SQLiteStore:
             qid, nprio = h
             d = deltas.get(qid)
             if d is None:
-                d = deltas[qid] = _Delta()
+                d = deltas[qid] = Delta()
             d.inflight -= 1
             # (the longest wins; comparisons, not max(): once per acknowledgement)
             if delay is not None:
@@ -1264,7 +1001,7 @@ class SQLiteStore:
         """See :meth:`Store.block`."""
         with self._tx() as c:
             qid = self._qid_map(c, [queue])[queue]
-            d = _Delta()
+            d = Delta()
             d.ready_at = until
             self._apply(c, {qid: d}, now)
 
@@ -1279,7 +1016,7 @@ class SQLiteStore:
             cols = ", ".join(f"{k}=?" for k in clean)
             c.execute(f"UPDATE queues SET {cols} WHERE qid=?", (*clean.values(), qid))
             self._forget_queues([qid])
-            self._apply(c, {qid: _Delta()}, now)
+            self._apply(c, {qid: Delta()}, now)
 
     def _reject(self, c: sqlite3.Connection, reasons: Mapping[str, int]) -> None:
         c.executemany("INSERT INTO rejected (reason, n) VALUES (?, ?) ON CONFLICT(reason) "
@@ -1369,7 +1106,7 @@ class SQLiteStore:
             n_sched = c.execute("DELETE FROM scheduled WHERE qid=?", (qid,)).rowcount
             self._forget_ahead()
             self._forget_queues([qid])
-            d = _Delta()
+            d = Delta()
             d.queued = -queued
             d.exact = True  # (head None: nothing left)
             d.cursor = (NO_CURSOR, 0) * len(CURSOR_LEVELS)
@@ -1391,11 +1128,11 @@ class SQLiteStore:
             if not rows:
                 return 0
             seq = self._take(c, "entry_seq", len(rows))
-            deltas: dict[int, _Delta] = {}
+            deltas: dict[int, Delta] = {}
             new_rows = []
             for _did, qid, prio, payload in rows:
                 seq += 1
-                new_rows.append((qid, -prio, _SEQ_MAX - seq if self.lifo else seq, 0, payload))
+                new_rows.append((qid, -prio, SEQ_MAX - seq if self.lifo else seq, 0, payload))
             self._to_level0(c, new_rows, deltas, False)
             c.executemany("DELETE FROM dead WHERE id=?", [(r[0],) for r in rows])
             self._apply(c, deltas, now)
@@ -1492,69 +1229,45 @@ def _why_unopenable(path: str) -> str | None:
 
 
 class _SeenTx:
-    """The seen-set inside one transaction: prefetch, check, mark, flush."""
+    """The seen-set inside one transaction: its marks (sqlite_rows.SeenMarks), read
+    for a call's fingerprints (prefetch) and written at its end (flush)."""
 
     def __init__(self, c: sqlite3.Connection, bloom: BloomShape | None) -> None:
         self.c = c
-        self.bloom = bloom
-        self.known: dict[bytes, float | None] = {}
-        self.fresh: list[tuple[bytes, float | None]] = []
-        self.blocks: dict[int, bytearray] = {}
-        self.dirty: set[int] = set()
-        self.batch: set[bytes] = set()
+        self.marks = SeenMarks(bloom)
 
     def prefetch(self, fps: list[bytes]) -> None:
-        if self.bloom is not None:
-            wanted = sorted({self.bloom.locate(fp)[0] for fp in fps})
+        m = self.marks
+        if m.bloom is not None:
+            wanted = sorted({m.bloom.locate(fp)[0] for fp in fps})
             for part in _chunks(wanted):
                 for block, bits in self.c.execute(
                         f"SELECT block, bits FROM bloom WHERE block IN ({_marks(len(part))})",
                         part):
-                    self.blocks[block] = bytearray(bits)
+                    m.blocks[block] = bytearray(bits)
             return
         # One statement per chunk for all levels, the parameters bound once (?1..?n in
         # each part); UNION ALL keeps the parts' order, oldest level first, so a newer
         # level's row overrides an older one in the dict.
         for chunk in _chunks(sorted(fps)):
-            self.known.update(self.c.execute(_seen_lookup(len(chunk)), list(map(bytearray,
-                                                                                chunk))))
-
-    def is_dup(self, fp: bytes, now: float) -> bool:
-        if fp in self.batch:
-            return True
-        if self.bloom is not None:
-            block, bits = self.bloom.locate(fp)
-            data = self.blocks.get(block)
-            return data is not None and all(data[b >> 3] & (1 << (b & 7)) for b in bits)
-        r = self.known.get(fp, _MISSING)
-        return r is not _MISSING and (r is None or r > now)  # type: ignore[operator]
-
-    def mark(self, fp: bytes, revisit_at: float | None) -> None:
-        self.batch.add(fp)
-        if self.bloom is not None:
-            block, bits = self.bloom.locate(fp)
-            data = self.blocks.get(block)
-            if data is None:
-                data = self.blocks[block] = bytearray(BLOCK_BYTES)
-            test_and_set(data, bits)
-            self.dirty.add(block)
-        else:
-            self.fresh.append((fp, revisit_at))
+            m.known.update(self.c.execute(_seen_lookup(len(chunk)), list(map(bytearray,
+                                                                             chunk))))
 
     def flush(self) -> None:
-        if self.fresh:
+        m = self.marks
+        if m.fresh:
             # In key order, so the inserts walk the b-tree once; REPLACE for revisits.
-            # Without a revisit time, revisit_at is left NULL (see _QUEUE_COLS on None).
+            # Without a revisit time, revisit_at is left NULL (see QUEUE_COLS on None).
             # (the bare fingerprints sorted: a third faster than the (fp, at) pairs)
             _insert_flat(self.c, "INSERT OR REPLACE INTO seen0 (fp)", 1, [
-                bytearray(fp) for fp in sorted([fp for fp, at in self.fresh if at is None])])
+                bytearray(fp) for fp in sorted([fp for fp, at in m.fresh if at is None])])
             _insert_rows(self.c, "INSERT OR REPLACE INTO seen0 (fp, revisit_at)", 2, [
                 (bytearray(fp), at) for fp, at in sorted(
-                    [(fp, at) for fp, at in self.fresh if at is not None])])
-            _settle_levels(self.c, "seen", len(self.fresh))
-        if self.dirty:
+                    [(fp, at) for fp, at in m.fresh if at is not None])])
+            _settle_levels(self.c, "seen", len(m.fresh))
+        if m.dirty:
             self.c.executemany("INSERT OR REPLACE INTO bloom (block, bits) VALUES (?, ?)",
-                               [(b, bytes(self.blocks[b])) for b in self.dirty])
+                               [(b, bytes(m.blocks[b])) for b in m.dirty])
 
 
 def _past(cursors: Iterable[tuple[str, str]]) -> tuple[str, ...]:
@@ -1744,7 +1457,7 @@ class _Loader:
         self.store = store
         self.c: sqlite3.Connection
         self.seen: _SeenTx | None = None
-        self.deltas: dict[int, _Delta] = {}
+        self.deltas: dict[int, Delta] = {}
         self.counts: dict[str, int] = {}
         self.entries = 0  # queued entries loaded since the last level merge check
 
@@ -1756,12 +1469,13 @@ class _Loader:
             self.seen = _SeenTx(self.c, self.store._bloom)
         if self.store._bloom is not None:
             self.seen.prefetch([fp])
-        self.seen.mark(fp, revisit_at)
-        self.seen.batch.clear()
-        if len(self.seen.fresh) > 10_000 or len(self.seen.dirty) > 1_000:
+        marks = self.seen.marks
+        marks.mark(fp, revisit_at)
+        marks.batch.clear()
+        if len(marks.fresh) > 10_000 or len(marks.dirty) > 1_000:
             self.seen.flush()
-            self.seen.fresh.clear()
-            self.seen.dirty.clear()
+            marks.fresh.clear()
+            marks.dirty.clear()
 
     def _load_bloom(self, bits: bytes) -> None:
         shape = self.store._bloom
@@ -1778,7 +1492,7 @@ class _Loader:
                     not_before: float | None) -> None:
         qid = self._qid(key)
         seq = self.store._take(self.c, "entry_seq", 1) + 1
-        order = _SEQ_MAX - seq if self.store.lifo else seq
+        order = SEQ_MAX - seq if self.store.lifo else seq
         self.counts["queued"] = self.counts.get("queued", 0) + 1
         if not_before is not None:
             self.c.execute("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
@@ -1793,7 +1507,7 @@ class _Loader:
         if self.entries >= 10_000:
             self.store._settled(_settle_levels(self.c, "entries", self.entries))
             self.entries = 0
-        d = self.deltas.get(qid) or self.deltas.setdefault(qid, _Delta())
+        d = self.deltas.get(qid) or self.deltas.setdefault(qid, Delta())
         d.queued += 1
         d.offer_head(-priority)
 
@@ -1807,7 +1521,7 @@ class _Loader:
         if clean:
             cols = ", ".join(f"{k}=?" for k in clean)
             self.c.execute(f"UPDATE queues SET {cols} WHERE qid=?", (*clean.values(), qid))
-        d = self.deltas.get(qid) or self.deltas.setdefault(qid, _Delta())
+        d = self.deltas.get(qid) or self.deltas.setdefault(qid, Delta())
         d.ready_at = max(d.ready_at, ready_at)
 
     def _load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
