@@ -317,7 +317,7 @@ def test_memory_loops_errors() -> None:
     with pytest.raises(TypeError):
         s._rounds(s, (), 5, 1.0, 2.0)  # type: ignore[arg-type]  # (out must be a list)
     with pytest.raises(AttributeError):  # not a class with the queue's slots
-        speedups.MemoryLoops(int, 0, (0, 1, 2, 3), (0, 1, 2), QueuePolicy, 0)
+        speedups.MemoryLoops(int, 0, (0, 1, 2, 3), (0, 1, 2), 0)
     out: list[int] = []
     s._adder(s, [(None, "k2", 0, b"p", None, None, 0)], 1.0, out)
     assert out == [ADDED] and s._queues["k2"].accepted == 1

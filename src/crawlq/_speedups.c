@@ -757,8 +757,7 @@ static PyTypeObject LeaseMakerType = {
     .tp_new = PyType_GenericNew,
 };
 
-static PyObject *s_concurrency, *s_session_budget, *s_session_rest, *s_delay, *s_min_delay,
-    *s_max_delay, *s_delay_factor;
+static PyObject *s_concurrency, *s_session_budget, *s_session_rest, *s_delay;
 
 /* obj as a long long / double; on failure *bad is set (with the exception). */
 static long long as_ll(PyObject *o, int *bad) {
@@ -1000,7 +999,6 @@ typedef struct {
     PyObject_HEAD
     PyTypeObject *queue_type;
     PyObject *added, *duplicate, *over_budget; /* add's verdicts */
-    PyTypeObject *policy_type; /* QueuePolicy: its delay() is computed here */
     long long ack_done;
     long long prio_bias, st_ready, st_busy, st_resting, st_empty;
     Py_ssize_t off[N_QUEUE];
@@ -1010,7 +1008,7 @@ typedef struct {
 typedef struct {
     PyObject *pol; /* strong reference, or NULL */
     long long concurrency, session_budget, max_queue_urls;
-    double session_rest, min_delay, max_delay, delay_factor;
+    double session_rest;
 } LeasePolicy;
 
 /* _heapq.heappush (for the resting and scheduled heaps) and struct.error: looked up once,
@@ -1026,22 +1024,19 @@ static void memloops_dealloc(MemoryLoops *self) {
     Py_XDECREF(self->added);
     Py_XDECREF(self->duplicate);
     Py_XDECREF(self->over_budget);
-    Py_XDECREF(self->policy_type);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int memloops_init(MemoryLoops *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"queue_type", "prio_bias", "states", "verdicts", "policy_type",
-                             "ack_done", NULL};
-    PyObject *qt, *added, *dup, *over, *pt;
+    static char *kwlist[] = {"queue_type", "prio_bias", "states", "verdicts", "ack_done",
+                             NULL};
+    PyObject *qt, *added, *dup, *over;
     long long bias;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!L(LLLL)(OOO)O!L", kwlist, &PyType_Type, &qt,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!L(LLLL)(OOO)L", kwlist, &PyType_Type, &qt,
                                      &bias, &self->st_ready, &self->st_busy,
                                      &self->st_resting, &self->st_empty, &added, &dup, &over,
-                                     &PyType_Type, &pt, &self->ack_done))
+                                     &self->ack_done))
         return -1;
-    Py_INCREF(pt);
-    Py_XSETREF(self->policy_type, (PyTypeObject *)pt);
     Py_INCREF(added);
     Py_XSETREF(self->added, added);
     Py_INCREF(dup);
@@ -1099,9 +1094,6 @@ static int lease_policy(LeasePolicy *lp, PyObject *pol) {
     lp->max_queue_urls = as_ll(v, &bad);
     Py_DECREF(v);
     lp->session_rest = attr_double(pol, s_session_rest, &bad);
-    lp->min_delay = attr_double(pol, s_min_delay, &bad);
-    lp->max_delay = attr_double(pol, s_max_delay, &bad);
-    lp->delay_factor = attr_double(pol, s_delay_factor, &bad);
     if (bad) return -1;
     Py_INCREF(pol);
     Py_XSETREF(lp->pol, pol);
@@ -1342,7 +1334,7 @@ static PyObject *memloops_lease(MemoryLoops *self, PyObject *const *args,
     PyObject *ready = NULL, *resting = NULL, *queues = NULL, *leases = NULL, *tokens = NULL;
     PyObject *taken = NULL, *t = NULL, *q = NULL, *item = NULL, *token = NULL, *row = NULL;
     PyObject *active = NULL, *more = NULL;
-    LeasePolicy lp = {NULL, 0, 0, 0, 0.0, 0.0, 0.0, 0.0};
+    LeasePolicy lp = {NULL, 0, 0, 0, 0.0};
     Py_ssize_t limit, i;
     double now;
     int bad = 0;
@@ -1587,7 +1579,7 @@ static PyObject *memloops_add(MemoryLoops *self, PyObject *const *args, Py_ssize
     PyObject *ready = NULL, *resting = NULL, *seq_obj = NULL, *lifo = NULL;
     PyObject *q = NULL, *item = NULL, *r;
     FingerprintSet *fps = NULL; /* seen, when it is one */
-    LeasePolicy lp = {NULL, 0, 0, 0, 0.0, 0.0, 0.0, 0.0};
+    LeasePolicy lp = {NULL, 0, 0, 0, 0.0};
     Py_ssize_t n, i, added = 0, seen_added = 0, dups = 0;
     long long seq, step;
     double now;
@@ -1790,7 +1782,7 @@ static PyObject *memloops_release(MemoryLoops *self, PyObject *const *args, Py_s
     PyObject *store, *acks, *now_obj, *out;
     PyObject *leases = NULL, *ready = NULL, *resting = NULL, *touched = NULL, *held = NULL;
     PyObject *r = NULL;
-    LeasePolicy lp = {NULL, 0, 0, 0, 0.0, 0.0, 0.0, 0.0};
+    LeasePolicy lp = {NULL, 0, 0, 0, 0.0};
     Py_ssize_t n, i, done = 0, late = 0, pos = 0;
     double now;
     int bad = 0;
@@ -1837,21 +1829,14 @@ static PyObject *memloops_release(MemoryLoops *self, PyObject *const *args, Py_s
         if (delay != Py_None) {
             rest = as_double(delay, &bad);
         } else {
-            PyObject *pol = qget(self, q, Q_POLICY);
-            if (lease_policy(&lp, pol) < 0) goto error;
-            if (duration == Py_None) {
-                rest = lp.min_delay; /* what the formula gives for no duration */
-            } else if (Py_TYPE(pol) == self->policy_type) {
-                /* QueuePolicy.delay ("duration or 0.0" is the duration: a number) */
-                double d = lp.delay_factor * as_double(duration, &bad);
-                if (lp.min_delay > d) d = lp.min_delay;
-                rest = lp.max_delay < d ? lp.max_delay : d;
-            } else { /* a subclass: its own delay() */
-                PyObject *v = PyObject_CallMethodOneArg(pol, s_delay, duration);
-                if (!v) goto error;
-                rest = as_double(v, &bad);
-                Py_DECREF(v);
-            }
+            /* the one definition of the rest: QueuePolicy.delay (compiled by mypyc), or a
+               subclass's own */
+            PyObject *pol = qget(self, q, Q_POLICY), *v;
+            if (!pol) goto error;
+            v = PyObject_CallMethodOneArg(pol, s_delay, duration);
+            if (!v) goto error;
+            rest = as_double(v, &bad);
+            Py_DECREF(v);
         }
         if (bad) goto error;
         if (rest > 0) {
@@ -1900,8 +1885,8 @@ static PyTypeObject MemoryLoopsType = {
     .tp_basicsize = sizeof(MemoryLoops),
     .tp_dealloc = (destructor)memloops_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = PyDoc_STR("MemoryLoops(queue_type, prio_bias, states, verdicts, policy_type, "
-                        "ack_done): the memory store's add, lease and release loops in C."),
+    .tp_doc = PyDoc_STR("MemoryLoops(queue_type, prio_bias, states, verdicts, ack_done): "
+                        "the memory store's add, lease and release loops in C."),
     .tp_methods = memloops_methods,
     .tp_init = (initproc)memloops_init,
     .tp_new = PyType_GenericNew,
@@ -1924,8 +1909,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     } names[] = {
         {&s_GET, "GET"}, {&s_concurrency, "concurrency"},
         {&s_session_budget, "session_budget"}, {&s_session_rest, "session_rest"},
-        {&s_delay, "delay"}, {&s_min_delay, "min_delay"}, {&s_max_delay, "max_delay"},
-        {&s_delay_factor, "delay_factor"}, {&s_ready, "_ready"}, {&s_resting, "_resting"},
+        {&s_delay, "delay"}, {&s_ready, "_ready"}, {&s_resting, "_resting"},
         {&s_queues, "_queues"}, {&s_leases, "_leases"}, {&s_tokens, "_tokens"},
         {&s_max_queue_urls, "max_queue_urls"}, {&s_seen, "_seen"},
         {&s_revisit, "_revisit"}, {&s_scheduled, "_scheduled"}, {&s_ticket, "_ticket"},

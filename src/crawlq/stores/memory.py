@@ -268,7 +268,7 @@ class MemoryStore:
         loops = native("MemoryLoops")
         if loops is not None:
             loops = loops(_Queue, _PRIO_BIAS, (_READY, _BUSY, _RESTING, _EMPTY),
-                          (ADDED, DUPLICATE, OVER_BUDGET), QueuePolicy, ACK_DONE)
+                          (ADDED, DUPLICATE, OVER_BUDGET), ACK_DONE)
         self._rounds: Callable[[MemoryStore, list[Leased], int, float, float], None] = (
             _lease_rounds if loops is None else loops.lease)
         self._adder: Callable[[MemoryStore, Sequence[Entry], float, list[int]],
@@ -474,12 +474,7 @@ class MemoryStore:
                 q.inflight -= 1
                 if self._expired and kind != ACK_REQUEUE:
                     self._expired.pop(item[4:10], None)
-                if delay is not None:
-                    rest = delay
-                elif duration is None:
-                    rest = q.policy.min_delay  # what the formula gives for no duration
-                else:
-                    rest = q.policy.delay(duration)
+                rest = delay if delay is not None else q.policy.delay(duration)
                 if rest > 0:
                     q.ready_at = max(q.ready_at, now + rest)
                     q.session = 0
