@@ -76,10 +76,7 @@ class QueuePolicy:
         """A policy from option values a caller gave (``Frontier.open``'s keywords, ``-o``):
         each checked first, so a wrong type is a ConfigError that names it, as a wrong
         value is."""
-        checked: dict[str, Any] = {
-            k: as_count(k, v) if k in _INT_SETTINGS else as_seconds(k, v)
-            for k, v in settings.items()}
-        return cls(**checked)
+        return cls(**{k: _checked(k, v) for k, v in settings.items()})
 
     def __post_init__(self) -> None:
         as_count("concurrency", self.concurrency, 1)
@@ -110,6 +107,11 @@ QUEUE_SETTINGS = tuple(f.name for f in fields(QueuePolicy))
 _INT_SETTINGS = {"concurrency", "max_queue_urls", "session_budget"}
 
 
+def _checked(name: str, value: object) -> Any:
+    """A setting's value as a caller gave it, checked: a count or a number of seconds."""
+    return as_count(name, value) if name in _INT_SETTINGS else as_seconds(name, value)
+
+
 def _typed(name: str, value: float) -> Any:  # (an int or a float: not coerced when compiled)
     return int(value) if name in _INT_SETTINGS else float(value)
 
@@ -122,8 +124,7 @@ def check_settings(settings: Mapping[str, Any]) -> dict[str, float | None]:
                           f"known: {list(QUEUE_SETTINGS)}")
     # (strict here, on what a caller gives; _typed is lenient with what stores give back)
     clean: dict[str, float | None] = {
-        k: None if v is None else as_count(k, v) if k in _INT_SETTINGS else as_seconds(k, v)
-        for k, v in settings.items()}
+        k: None if v is None else _checked(k, v) for k, v in settings.items()}
     QueuePolicy().merged({k: v for k, v in clean.items() if v is not None})  # validates
     return clean
 
