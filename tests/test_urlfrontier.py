@@ -22,6 +22,7 @@ import grpc
 import pytest
 
 from crawlq.redislocal import LocalRedis
+from crawlq.serve.crawls import RECHECK
 from crawlq.serve.grpc_base import load_proto
 
 pb, services = load_proto()
@@ -254,6 +255,36 @@ def test_control_state_and_leases_survive_a_sigkill(store: str) -> None:
         assert code == grpc.StatusCode.FAILED_PRECONDITION and "early" in why
 
 
+def test_the_default_delay_holds_for_every_server_and_across_restarts(store: str) -> None:
+    """SetDelay without a key: every queue of the crawl with no delay of its own rests
+    that long after each answer, whichever server on the store answers it (each reads
+    the default again within RECHECK seconds); a queue's own SetDelay wins; kept in the
+    store, so a server started later has it."""
+    opts = ("-o", "min_delay=0", "-o", "max_delay=0", "-o", "delay_factor=0")
+    with serve(store, *opts) as a, serve(store, *opts) as b:
+        put(b, *(discovered(f"https://{h}.example/{i}") for h in "xyz" for i in range(2)))
+        a.stub.SetDelay(pb.QueueDelayParams(delay_requestable=600), timeout=30)
+        a.stub.SetDelay(pb.QueueDelayParams(key="z.example", delay_requestable=0),
+                        timeout=30)
+        time.sleep(RECHECK + 0.2)  # (b read the default when it took the URLs)
+        first = get(b, delay_requestable=30)
+        assert sorted(g.key for g in first) == ["x.example", "y.example", "z.example"]
+        assert put(b, *(known(g.url) for g in first)) == [OK] * 3
+        time.sleep(0.1)  # (b commits small answers together within a few ms)
+        again = get(a, delay_requestable=30)
+        assert [g.key for g in again] == ["z.example"]  # x and y rest 600 s
+        assert put(a, *(known(g.url) for g in again)) == [OK]
+        a.kill()
+        b.kill()
+    with serve(store, *opts) as c:
+        assert put(c, discovered("https://w.example/1"), discovered("https://w.example/2")
+                   ) == [OK, OK]
+        (w,) = get(c, delay_requestable=30)
+        assert put(c, known(w.url)) == [OK]
+        assert get(c) == []  # w rests the default kept in the store, x and y still rest
+        assert stats(c).size == 3
+
+
 def test_bad_calls_get_a_clear_status_and_the_server_stays_up(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/crawl.db"
     with serve(store, "-o", "busy_timeout=0.3", token="s3cret") as s:
@@ -269,9 +300,6 @@ def test_bad_calls_get_a_clear_status_and_the_server_stays_up(tmp_path: Path) ->
                                              timeout=30)) == grpc.StatusCode.UNIMPLEMENTED
         assert status(lambda: stub.DeleteQueue(pb.QueueWithinCrawlParams(), metadata=auth,
                                                timeout=30)) == grpc.StatusCode.INVALID_ARGUMENT
-        assert status(lambda: stub.SetDelay(pb.QueueDelayParams(delay_requestable=3),
-                                            metadata=auth, timeout=30)
-                      ) == grpc.StatusCode.FAILED_PRECONDITION
         assert status(lambda: stub.GetStats(pb.QueueWithinCrawlParams(crawlID="a/b"),
                                             metadata=auth, timeout=30)
                       ) == grpc.StatusCode.INVALID_ARGUMENT

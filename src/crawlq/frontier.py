@@ -50,6 +50,7 @@ from .stores.base import (
     ack,
     as_count,
     as_seconds,
+    check_settings,
     flag,
 )
 
@@ -560,6 +561,27 @@ class Frontier:
         (``None`` restores the default). Stored durably with the queue."""
         self.store.configure_queue(queue, settings, self.clock())
 
+    def configure_default(self, **settings: float) -> None:
+        """Change the rest of the queues that have no rest of their own: ``min_delay``,
+        ``max_delay``, ``delay_factor``, as the options of the same names. Each queue
+        takes it from its next answer on. It holds in this process until the store is
+        closed: the store keeps the options each process opens it with (``crawlq
+        serve`` keeps URLFrontier's default delay in the store for every server)."""
+        unknown = set(settings) - set(_REST_SETTINGS)
+        if not settings or unknown:
+            raise ConfigError(f"configure_default() changes {', '.join(_REST_SETTINGS)}; "
+                              f"not {sorted(unknown) or 'nothing'} (the other settings "
+                              "are options of the store's open)")
+        if any(v is None for v in settings.values()):
+            raise ConfigError("a default rest is a number of seconds (or a factor), "
+                              "not None")
+        set_policy = getattr(self.store, "set_policy", None)
+        if set_policy is None:
+            raise ConfigError(f"{type(self.store).__name__} cannot change its default "
+                              "policy while open")
+        clean = {k: v for k, v in check_settings(settings).items() if v is not None}
+        set_policy(self.store.policy.merged(clean))
+
     def fingerprint_of(self, request: Request | str) -> bytes | None:
         """The seen-set key :meth:`add` would use for ``request`` (None: it bypasses
         dedup). Raises :class:`InvalidURL` for a URL that add() would reject."""
@@ -706,6 +728,10 @@ class Frontier:
 
     def __repr__(self) -> str:
         return f"<Frontier store={type(self.store).__name__}>"
+
+
+_REST_SETTINGS = ("min_delay", "max_delay", "delay_factor")
+"""The policy settings :meth:`Frontier.configure_default` may change while open."""
 
 
 def _per_lease_durations(leases: Iterable[Lease], durations: object,

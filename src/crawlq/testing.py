@@ -425,6 +425,25 @@ class FrontierContract:
         assert [le.queue for le in f.next(10)] == ["slow.example"]
         assert f.queues()[0].settings or f.queues()[1].settings
 
+    def test_the_default_rest_changes_while_open(self, env: _Env) -> None:
+        """``configure_default`` changes the rest of queues without their own, from
+        their next answer on; a queue's own rest still wins."""
+        f = env.open(**FAST)
+        f.configure_queue("own.example", min_delay=2.0)
+        f.add(["https://a.example/1", "https://a.example/2", "https://own.example/1",
+               "https://own.example/2"])
+        f.configure_default(min_delay=10.0, max_delay=10.0)
+        f.done(f.next(10))
+        f = env.checkpoint()                          # (the rests taken are kept)
+        env.clock.advance(2.1)
+        assert [le.queue for le in f.next(10)] == ["own.example"]
+        env.clock.advance(8.0)
+        assert [le.queue for le in f.next(10)] == ["a.example"]
+        for bad in ({"concurrency": 2}, {}, {"min_delay": -1.0}, {"max_delay": None},
+                    {"min_delay": 20.0, "max_delay": 5.0}):
+            with pytest.raises(ConfigError):
+                f.configure_default(**bad)
+
     def test_block_until(self, env: _Env) -> None:
         f = env.open(**FAST)
         f.add(["https://a.example/1", "https://b.example/1"])

@@ -19,6 +19,7 @@ import glob
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -29,6 +30,13 @@ from ..stores import destroy_store, sqlite_file
 
 DEFAULT = "DEFAULT"
 """The crawl ID of the store the server was given (URLFrontier's default crawl)."""
+
+DEFAULT_DELAY = "crawlq:uf:default-delay"
+"""The store value holding a crawl's default delay (URLFrontier's SetDelay without a
+queue key), in seconds as ASCII digits."""
+RECHECK = 1.0
+"""Seconds between two readings of a crawl's default delay by a server: another server
+on the store that changed it is followed within this time."""
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _SQLITE_MARK = ".crawl-"
@@ -58,20 +66,42 @@ class Crawls:
         self._open: dict[str, Frontier] = {DEFAULT: default}
         self._lock = threading.Lock()
         self._scheme = urlsplit(store_url).scheme.lower()
+        # crawl -> (monotonic time of the last reading, the default delay applied)
+        self._delays: dict[str, tuple[float, bytes | None]] = {}
 
     def get(self, crawl: str, *, create: bool) -> Frontier | None:
         """The frontier of ``crawl``; None when it does not exist and ``create`` is off."""
         crawl = crawl_id(crawl)
         with self._lock:
             frontier = self._open.get(crawl)
-            if frontier is not None:
-                return frontier
-            url = self._url_of(crawl)
-            if not create and not self._exists(crawl, url):
-                return None
-            frontier = self._opener(url)
-            self._open[crawl] = frontier
-            return frontier
+            if frontier is None:
+                url = self._url_of(crawl)
+                if not create and not self._exists(crawl, url):
+                    return None
+                frontier = self._opener(url)
+                self._open[crawl] = frontier
+        checked, _ = self._delays.get(crawl, (-RECHECK, None))
+        if time.monotonic() - checked >= RECHECK:
+            self._follow_delay(crawl, frontier)
+        return frontier
+
+    def set_default_delay(self, crawl: str, seconds: int) -> None:
+        """Make ``seconds`` the rest after each answer of the crawl's queues that have
+        no delay of their own, for every server on its store (kept in the store)."""
+        frontier = self.get(crawl, create=True)
+        assert frontier is not None
+        frontier.put_value(DEFAULT_DELAY, str(int(seconds)).encode("ascii"))
+        self._follow_delay(crawl_id(crawl), frontier)
+
+    def _follow_delay(self, crawl: str, frontier: Frontier) -> None:
+        """Apply the crawl's default delay kept in its store, if it changed since the
+        last reading (the frontier's own options hold until one is set)."""
+        kept = frontier.get_value(DEFAULT_DELAY)
+        _, applied = self._delays.get(crawl, (0.0, None))
+        if kept is not None and kept != applied:
+            seconds = float(kept.decode("ascii"))
+            frontier.configure_default(min_delay=seconds, max_delay=seconds)
+        self._delays[crawl] = (time.monotonic(), kept if kept is not None else applied)
 
     def names(self) -> list[str]:
         """Every crawl ID: DEFAULT, then the others sorted (those of other servers on the
@@ -107,6 +137,7 @@ class Crawls:
         held = st.queued + st.leased + st.dead
         with self._lock:
             self._open.pop(crawl, None)
+            self._delays.pop(crawl, None)
             destroy_store(frontier.store)
         return held
 

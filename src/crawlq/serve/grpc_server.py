@@ -139,16 +139,16 @@ class Service(URLCalls):
         return self.pb.Boolean(state=state)
 
     async def SetDelay(self, req: Any, context: Any) -> Any:
-        """A queue's rest between hand-outs, in seconds (kept with the queue)."""
+        """A queue's rest after each answer, in seconds (kept with the queue); without a
+        ``key``, that of the crawl's queues with no delay of their own (kept in the
+        crawl's store for every server)."""
         await self._run(context, "SetDelay", self._delay, req)
         return self.pb.Empty()
 
     def _delay(self, req: Any) -> None:
         if not req.key:
-            raise Refused(grpc.StatusCode.FAILED_PRECONDITION,
-                          "SetDelay for every queue: start crawlq serve with -o min_delay=S "
-                          "-o max_delay=S (crawlq keeps the default policy with the "
-                          "server's options)")
+            self.crawls.set_default_delay(req.crawlID, req.delay_requestable)
+            return
         frontier = self._frontier_for_queue(req.crawlID, req.key)
         delay = float(req.delay_requestable)
         frontier.configure_queue(req.key, min_delay=delay, max_delay=delay)

@@ -190,9 +190,14 @@ class Store(Protocol):
         """Put buried entries (all when ``ids`` is None) back in their queues, retries 0."""
         ...
 
-    # Optional (Frontier.delete_queue raises ConfigError for a store without it):
+    # Optional (Frontier.delete_queue / configure_default raise ConfigError for a store
+    # without them):
     #   delete_queue(queue, now) -> int: atomically remove the queue's queued and
     #   scheduled entries (leased ones stay leased); how many; 0 for an unknown queue.
+    #   set_policy(policy) -> None: from now on, in this process, ``policy`` is the
+    #   default of queues without their own settings (they still override it); a rest
+    #   it changes applies from each queue's next answer. The store does not keep it:
+    #   a process gives its own policy when it opens the store.
 
     def dump(self) -> Iterator[dict[str, Any]]:
         """Every piece of state as JSON-friendly records (see :mod:`crawlq.dumpfmt`)."""

@@ -549,6 +549,13 @@ class MemoryStore:
             if q.state != _EMPTY:
                 self._settle(q, now)
 
+    def set_policy(self, policy: QueuePolicy) -> None:
+        """See the optional ``set_policy`` of :class:`Store`."""
+        with self._lock:
+            self.policy = policy
+            for q in self._queues.values():
+                q.policy = policy.merged(q.settings)
+
     def count_rejected(self, reasons: Mapping[str, int]) -> None:
         """See :meth:`Store.count_rejected`."""
         with self._lock:

@@ -144,10 +144,7 @@ class RedisStore:
         self._m = f"{tag}:m"
         self._keys = [self._m]
         self._scripts = {name: self._client.register_script(_lua(name)) for name in _SCRIPTS}
-        p = self.policy
-        self._pargs: list[Any] = [p.concurrency, p.min_delay, p.max_delay, p.delay_factor,
-                                  p.max_queue_urls, p.session_budget, p.session_rest,
-                                  1 if lifo else 0, max_redeliveries]
+        self._pargs = self._policy_args()
         self._closed = False
         if not create and not self._retrying(lambda: self._client.exists(self._m)):
             raise StoreError(f"no crawl at {self._where} under the prefix {prefix!r} (its "
@@ -344,6 +341,18 @@ class RedisStore:
     def block(self, queue: str, until: float, now: float) -> None:
         """See :meth:`Store.block`."""
         self._run("queue_op", now, "block", queue, until)
+
+    def _policy_args(self) -> list[Any]:
+        """The default policy as the Lua scripts take it (ARGV)."""
+        p = self.policy
+        return [p.concurrency, p.min_delay, p.max_delay, p.delay_factor, p.max_queue_urls,
+                p.session_budget, p.session_rest, 1 if self.lifo else 0,
+                self.max_redeliveries]
+
+    def set_policy(self, policy: QueuePolicy) -> None:
+        """See the optional ``set_policy`` of :class:`Store`."""
+        self.policy = policy
+        self._pargs = self._policy_args()
 
     def configure_queue(self, queue: str, settings: Mapping[str, float | None],
                         now: float) -> None:

@@ -1018,6 +1018,12 @@ class SQLiteStore:
             self._forget_queues([qid])
             self._apply(c, {qid: Delta()}, now)
 
+    def set_policy(self, policy: QueuePolicy) -> None:
+        """See the optional ``set_policy`` of :class:`Store`."""
+        with self._lock:
+            self.policy = policy
+            self._policies.clear()  # (each queue's policy is this one merged)
+
     def _reject(self, c: sqlite3.Connection, reasons: Mapping[str, int]) -> None:
         c.executemany("INSERT INTO rejected (reason, n) VALUES (?, ?) ON CONFLICT(reason) "
                       "DO UPDATE SET n = n + excluded.n", list(reasons.items()))
