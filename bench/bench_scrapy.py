@@ -51,6 +51,8 @@ CONTENDERS = ["scrapy-default", "scrapy-classic", "scrapy-redis", "crawlq-sqlite
 BENCH_CONTENDERS = ["scrapy-default", "crawlq-memory", "crawlq-sqlite", "crawlq-redis",
                     "bare-list"]
 SMALL_HOSTS, SMALL_PAGES, BIG_PAGES = 100, 50, 10_000
+_EXTRA = "CRAWLQ_BENCH_SETTINGS"
+"""The environment variable that hands ``--crawlq-setting`` to the children (JSON)."""
 
 
 def spec_for(scenario: str) -> Any:
@@ -163,6 +165,8 @@ def child(contender: str, scenario: str, port: int, redis_url: str, tmp: str,
     elif contender == "crawlq-redis":
         settings.update({"SCHEDULER": "crawlq.contrib.scrapy.Scheduler",
                          "CRAWLQ_STORE": f"{redis_url}?prefix=bench-{scenario}-{os.getpid()}"})
+    if contender.startswith("crawlq-"):
+        settings.update(json.loads(os.environ.get(_EXTRA, "{}")))
     crawler = run_spider(settings, BenchSpider, marks)
     stats = crawler.stats.get_stats() if crawler.stats else {}
     print(json.dumps({
@@ -222,6 +226,8 @@ def scrapy_bench(contenders: list[str], rounds: int, redis_url: str) -> None:
                          "crawlq-redis": f"{redis_url}?prefix=bench-{r}"}[contender]
                 args += ["-s", "SCHEDULER=crawlq.contrib.scrapy.Scheduler",
                          "-s", f"CRAWLQ_STORE={store}"]
+                for k, v in json.loads(os.environ.get(_EXTRA, "{}")).items():
+                    args += ["-s", f"{k}={v}"]
             out = subprocess.run(args, capture_output=True, text=True, cwd=tmp, timeout=300,
                                  env=env)
             count = re.search(r"'response_received_count': (\d+)", out.stderr)
@@ -331,8 +337,14 @@ def main() -> None:
                     help="runs of each contender per scenario, alternating (medians count)")
     ap.add_argument("--cap", type=float, default=300,
                     help="seconds a run may take at most (the spider then closes)")
+    ap.add_argument("--crawlq-setting", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Scrapy setting for crawlq's contenders only (e.g. "
+                         "CRAWLQ_LEASE_BATCH=64); repeatable")
     ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.crawlq_setting:
+        extra = dict(kv.split("=", 1) for kv in a.crawlq_setting)
+        os.environ[_EXTRA] = json.dumps(extra)
     if a.child:
         contender, scenario, port, redis_url, tmp, cap = a.child
         child(contender, scenario, int(port), redis_url, tmp, float(cap))
