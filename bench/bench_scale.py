@@ -38,7 +38,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from crawlq import Frontier, Request
-from crawlq.stores.sqlite import _l0_limit
+from crawlq.stores.sqlite_levels import l0_limit as _l0_limit
 
 
 def rss_bytes() -> int:

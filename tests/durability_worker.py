@@ -33,9 +33,9 @@ def main() -> None:
     pid = os.getpid()
     l0_rows = os.environ.get("CRAWLQ_TEST_L0_ROWS")
     if l0_rows:  # small SQLite levels, so that merges happen while workers get killed
-        from crawlq.stores import sqlite as sqlite_store
+        from crawlq.stores import sqlite_levels
 
-        sqlite_store.L0_ROWS = int(l0_rows)  # type: ignore[attr-defined]
+        setattr(sqlite_levels, "L0_ROWS", int(l0_rows))  # noqa: B010 (a test knob)
     store = a.store if "://" in a.store else f"sqlite:///{a.store}"
     with Frontier.open(store, lease_ttl=a.ttl, concurrency=a.concurrency,
                        min_delay=0, max_delay=0, delay_factor=0) as f, \

@@ -14,6 +14,7 @@ from crawlq import frontier as frontier_module
 from crawlq.redislocal import LocalCluster, LocalRedis
 from crawlq.stores import memory as memory_module
 from crawlq.stores import sqlite as sqlite_module
+from crawlq.stores import sqlite_levels
 from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
 
 
@@ -57,8 +58,9 @@ class TestSQLiteStorePurePython(TestSQLiteStore):
               ) -> None:
         monkeypatch.setenv("CRAWLQ_PURE_PYTHON", "1")
         monkeypatch.setattr(frontier_module, "_LEASES", None)
-        for name in ("Delta", "SeenMarks", "admit", "settle", "take_rows"):
+        for name in ("Delta", "admit", "settle", "take_rows"):
             monkeypatch.setattr(sqlite_module, name, getattr(sqlite_rows_as_python, name))
+        monkeypatch.setattr(sqlite_levels, "SeenMarks", sqlite_rows_as_python.SeenMarks)
 
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         f = super().open_frontier(clock, path, **options)
@@ -74,7 +76,7 @@ class TestSQLiteStoreTinyLevels(TestSQLiteStore):
 
     @pytest.fixture(autouse=True)
     def _tiny(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(sqlite_module, "L0_ROWS", 2)
+        monkeypatch.setattr(sqlite_levels, "L0_ROWS", 2)
 
 
 class TestRedisStore(FrontierContract):

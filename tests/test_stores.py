@@ -16,6 +16,7 @@ import pytest
 
 from crawlq import ConfigError, Frontier, Outcome, Request, StoreCorrupt, StoreError
 from crawlq.redislocal import free_port
+from crawlq.stores import sqlite_levels
 from crawlq.stores.base import ACK_DEAD, QueuePolicy
 from crawlq.stores.memory import MemoryStore
 from crawlq.testing import FAST
@@ -370,9 +371,8 @@ def test_sqlite_entry_levels_keep_queue_order(tmp_path: Path,
     """Queued entries through entries0 -> entries1 -> entries (merged every 50 rows):
     each host's requests still come out by priority, then first in first out, whichever
     level they are in, each exactly once, also after reopening."""
-    from crawlq.stores import sqlite as sqlite_module
 
-    monkeypatch.setattr(sqlite_module, "L0_ROWS", 50)
+    monkeypatch.setattr(sqlite_levels, "L0_ROWS", 50)
     db = tmp_path / "f.db"
     reqs = [Request(f"https://h{i % 7}.example/p/{i}", priority=(i // 300) % 3)
             for i in range(2107)]
@@ -398,10 +398,9 @@ def test_sqlite_level0_grows_with_the_store(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Level 0 merges at L0_ROWS rows in a small store, and at 1/50 of the rows (up to
     4 x L0_ROWS) in a big one: fewer, bigger merges. Every entry still comes out once."""
-    from crawlq.stores import sqlite as sqlite_module
 
-    monkeypatch.setattr(sqlite_module, "L0_ROWS", 10)
-    assert [sqlite_module._l0_limit(n) for n in (0, 500, 1000, 1500, 10**9)] == \
+    monkeypatch.setattr(sqlite_levels, "L0_ROWS", 10)
+    assert [sqlite_levels.l0_limit(n) for n in (0, 500, 1000, 1500, 10**9)] == \
         [10, 10, 20, 30, 40]
     db = tmp_path / "f.db"
     peak_small = peak_big = 0
@@ -429,10 +428,9 @@ def test_sqlite_level_cursors_survive_merges_and_redelivery(
     """Entries leased from levels 1 and 2 stay there behind their queue's cursors. New
     entries merged into those levels that sort before a cursor (a better priority), leases
     that expire back, and a reopen neither lose nor repeat an entry."""
-    from crawlq.stores import sqlite as sqlite_module
 
-    monkeypatch.setattr(sqlite_module, "L0_ROWS", 5)
-    monkeypatch.setattr(sqlite_module, "SLICES", 2)  # the queue's slice merges every 2nd
+    monkeypatch.setattr(sqlite_levels, "L0_ROWS", 5)
+    monkeypatch.setattr(sqlite_levels, "SLICES", 2)  # the queue's slice merges every 2nd
     now = [1000.0]
     db = tmp_path / "f.db"
     opts = dict(clock=lambda: now[0], lease_ttl=10, concurrency=1000, **FAST)
@@ -596,10 +594,9 @@ def test_sqlite_levels_lease_like_the_memory_store(tmp_path: Path, lifo: bool, l
     along) or never (everything in level 0, behind and past its cursor), as from the
     memory store: the same queues in line (ties in waiting time go to the queue created
     first), the same rounds over them, the same entries from each."""
-    from crawlq.stores import sqlite as sqlite_module
 
-    monkeypatch.setattr(sqlite_module, "L0_ROWS", l0_rows)
-    monkeypatch.setattr(sqlite_module, "SLICES", 2)
+    monkeypatch.setattr(sqlite_levels, "L0_ROWS", l0_rows)
+    monkeypatch.setattr(sqlite_levels, "SLICES", 2)
     ops = _mix_ops(hosts, 7 + hosts)
     expected = _run_mix("memory://", ops, concurrency=concurrency, lifo=lifo)
     assert sum(map(len, expected)) > 500
@@ -672,8 +669,8 @@ def test_sqlite_read_ahead_leases_like_the_heads_statement(
 
     from crawlq.stores import sqlite as sqlite_module
 
-    monkeypatch.setattr(sqlite_module, "L0_ROWS", l0_rows)
-    monkeypatch.setattr(sqlite_module, "SLICES", 2)
+    monkeypatch.setattr(sqlite_levels, "L0_ROWS", l0_rows)
+    monkeypatch.setattr(sqlite_levels, "SLICES", 2)
     rng = random.Random(11)
     ops: list[tuple[str, Any]] = []
     for _ in range(400):
@@ -781,7 +778,7 @@ def test_sqlite_read_ahead_is_bounded(tmp_path: Path,
 
     monkeypatch.setattr(sqlite_module, "_AHEAD", 4)
     monkeypatch.setattr(sqlite_module, "_AHEAD_ROWS", 100)
-    monkeypatch.setattr(sqlite_module, "L0_ROWS", 500)
+    monkeypatch.setattr(sqlite_levels, "L0_ROWS", 500)
     urls = [f"https://h{i % 200}.example/{i}" for i in range(4000)]
     with Frontier.open(f"sqlite:///{tmp_path}/f.db", concurrency=1000, **FAST) as f:
         for i in range(0, len(urls), 1000):
@@ -805,9 +802,8 @@ def test_sqlite_seen_levels_merge_and_still_dedup(tmp_path: Path,
     of 16 key slices at a time): every one is still a duplicate, before and after reopening,
     a revisit's newer time in a young level wins over the old one in seen, and a dump
     lists each fingerprint once."""
-    from crawlq.stores import sqlite as sqlite_module
 
-    monkeypatch.setattr(sqlite_module, "L0_ROWS", 50)
+    monkeypatch.setattr(sqlite_levels, "L0_ROWS", 50)
     db = tmp_path / "f.db"
     now = [1000.0]
     urls = [f"https://h{i % 37}.example/p/{i}" for i in range(3000)]

@@ -9,7 +9,6 @@ share one file (writers take turns; no entry is ever leased twice). With
 
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 import os
@@ -18,7 +17,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from itertools import chain
 from typing import Any, TypeVar
 
 from ..errors import ConfigError, StoreError
@@ -41,13 +39,25 @@ from .base import (
     queue_state,
 )
 from .bloom import BLOCK_BYTES, BloomShape
+from .sqlite_levels import (
+    CHUNK,
+    FIRST_ENTRIES,
+    QUEUED,
+    SeenTx,
+    ahead_query,
+    chunks,
+    drop_behind_cursors,
+    heads_query,
+    insert_rows,
+    marks,
+    settle_levels,
+)
 from .sqlite_rows import (
     CURSORS_AT,
     QUEUE_COLS,
     SEQ_MAX,
     SETTINGS_AT,
     Delta,
-    SeenMarks,
     admit,
     policy_of,
     settle,
@@ -58,12 +68,10 @@ from .sqlite_schema import (
     CURSOR_LEVELS,
     ENTRY_LEVELS,
     EXHAUSTED,
-    L0_ROWS,
     NO_CURSOR,
     READY,
     RESTING,
     SEEN_LEVELS,
-    SLICES,
     initialize,
     store_error,
 )
@@ -73,7 +81,6 @@ log = logging.getLogger("crawlq.store")
 MIN_SQLITE = (3, 35, 0)
 """The oldest SQLite the store runs on: it uses RETURNING (3.35), upserts (3.24) and row
 values (3.15)."""
-_CHUNK = 900  # bound parameters per statement, under every SQLite's default limit
 _CACHED_QUEUES = 200_000  # queue rows kept in memory at most (about 450 bytes each)
 _AHEAD = 16  # entries read ahead per queue and level (see SQLiteStore._fill_ahead)
 _AHEAD_ROWS = 65_536  # entries read ahead and kept, at most (~220 bytes each)
@@ -99,47 +106,6 @@ def _no_head(complete: bool) -> Any:
 
 
 _NONE_AHEAD: tuple[list[tuple[Any, ...]], bool] = ([], False)  # (never filled: read only)
-
-def _chunks(seq: Sequence[_T], n: int = _CHUNK) -> Iterator[Sequence[_T]]:
-    for i in range(0, len(seq), n):
-        yield seq[i:i + n]
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
-@functools.lru_cache(maxsize=64)
-def _values(head: str, width: int, n: int) -> str:
-    """``head`` (an INSERT up to its VALUES) with ``n`` rows of ``width`` parameters."""
-    row = "(" + ",".join("?" * width) + ")"
-    return f"{head} VALUES {','.join([row] * n)}"
-
-
-def _insert_rows(c: sqlite3.Connection, head: str, width: int,
-                 rows: Sequence[Sequence[Any]]) -> None:
-    """Insert ``rows`` (``width`` values each) in multi-row VALUES statements, in order.
-
-    One statement steps once for many rows, where executemany steps (and pysqlite
-    releases and takes the GIL) once per row: about 30% less time per inserted row.
-    Statements hold a full chunk of rows, and the rest goes in powers of two, so that
-    few statement texts are prepared and they stay in the statement cache.
-    """
-    _insert_flat(c, head, width, list(chain.from_iterable(rows)))
-
-
-def _insert_flat(c: sqlite3.Connection, head: str, width: int, values: list[Any]) -> None:
-    """_insert_rows of rows given one after the other in a flat list (no tuple per row:
-    fewer objects alive at once, so fewer garbage collector passes)."""
-    per = _CHUNK // width
-    i, n = 0, len(values) // width
-    while i < n:
-        k = min(per, n - i)
-        if k < per:
-            k = 1 << (k.bit_length() - 1)
-        c.execute(_values(head, width, k), values[i * width:(i + k) * width])
-        i += k
-
 
 class SQLiteStore:
     """Durable store in one SQLite file; see :class:`crawlq.stores.base.Store`."""
@@ -309,17 +275,17 @@ class SQLiteStore:
         cache = self._qids
         missing = [k for k in keys if k not in cache]
         if missing:
-            for part in _chunks(missing):
+            for part in chunks(missing):
                 for qid, key in c.execute(
-                        f"SELECT qid, key FROM queues WHERE key IN ({_marks(len(part))})", part):
+                        f"SELECT qid, key FROM queues WHERE key IN ({marks(len(part))})", part):
                     cache[key] = qid
                     self._keys[qid] = key
             new = [k for k in missing if k not in cache]
             if new:
                 c.executemany("INSERT INTO queues (key) VALUES (?)", [(k,) for k in new])
-                for part in _chunks(new):
+                for part in chunks(new):
                     for qid, key in c.execute(
-                            f"SELECT qid, key FROM queues WHERE key IN ({_marks(len(part))})",
+                            f"SELECT qid, key FROM queues WHERE key IN ({marks(len(part))})",
                             part):
                         cache[key] = qid
                         self._keys[qid] = key
@@ -329,9 +295,9 @@ class SQLiteStore:
         """qid -> key of existing queues (like qids, keys never change, so cached)."""
         keys = self._keys
         missing = [q for q in qids if q not in keys]
-        for part in _chunks(missing):
+        for part in chunks(missing):
             for qid, key in c.execute(
-                    f"SELECT qid, key FROM queues WHERE qid IN ({_marks(len(part))})", part):
+                    f"SELECT qid, key FROM queues WHERE qid IN ({marks(len(part))})", part):
                 keys[qid] = key
                 self._qids[key] = qid
         return keys
@@ -346,9 +312,9 @@ class SQLiteStore:
         if len(rows) < len(qids):
             if len(cache) > _CACHED_QUEUES:
                 cache.clear()
-            for part in _chunks([q for q in qids if q not in cache]):
+            for part in chunks([q for q in qids if q not in cache]):
                 for row in c.execute(
-                        f"SELECT {QUEUE_COLS} FROM queues WHERE qid IN ({_marks(len(part))})",
+                        f"SELECT {QUEUE_COLS} FROM queues WHERE qid IN ({marks(len(part))})",
                         part):
                     cache[row[0]] = row
                     rows.append(row)
@@ -367,7 +333,7 @@ class SQLiteStore:
         return room
 
     def _settled(self, merged: bool) -> None:
-        """After _settle_levels: a merge may have reset cursors in queue rows, so none of
+        """After settle_levels: a merge may have reset cursors in queue rows, so none of
         the cached rows can be used (also not ones a caller read before it and writes
         back through _apply later in the transaction: forgotten again at its end)."""
         if merged:
@@ -434,7 +400,7 @@ class SQLiteStore:
             if cur is not None and (r[1], r[2]) <= cur:
                 behind[r[0]] = (r[0], *cur)
         if behind:
-            _drop_behind_cursors(c, 0, sorted(behind.values()))
+            drop_behind_cursors(c, 0, sorted(behind.values()))
             self._forget_queues(behind)
         return set(behind)
 
@@ -448,7 +414,7 @@ class SQLiteStore:
         self._before_level0(c, rows)
         c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)",
                       [(*e[:4], bytearray(e[4])) for e in rows])
-        self._settled(_settle_levels(c, "entries", len(rows)))
+        self._settled(settle_levels(c, "entries", len(rows)))
         for qid, nprio, *_ in rows:
             d = deltas.get(qid) or deltas.setdefault(qid, Delta())
             d.inflight -= was_leased
@@ -467,9 +433,9 @@ class SQLiteStore:
         other: dict[int, int] = {}  # the best priority of the other levels
         # (in queue order, not the line's: neighbouring queues share pages, so the
         # seeks hit the page cache more, ~15% faster)
-        for part in _chunks(sorted(want), _CHUNK // (1 + 2 * len(CURSOR_LEVELS))):
+        for part in chunks(sorted(want), CHUNK // (1 + 2 * len(CURSOR_LEVELS))):
             args = [x for qid in part for x in (qid, *cursor[qid])]
-            for row in c.execute(_heads_query(len(part)), args):
+            for row in c.execute(heads_query(len(part)), args):
                 qid = row[0]
                 have = best.get(qid)
                 if have is None:
@@ -535,7 +501,7 @@ class SQLiteStore:
             more = _AHEAD if rows or self._room_ahead() else 0
             n = k + more
             had = len(rows)
-            rows = c.execute(_FIRST_ENTRIES, (qid, n, *cursor)).fetchall()
+            rows = c.execute(FIRST_ENTRIES, (qid, n, *cursor)).fetchall()
             if not more:
                 after[qid] = None  # (not known: looked up)
                 return rows
@@ -583,10 +549,10 @@ class SQLiteStore:
         serves several leases, where the heads statement took three per lease."""
         k = _AHEAD
         found: dict[int, list[tuple[Any, ...]]] = {}
-        for part in _chunks(sorted(qids), _CHUNK // (1 + 2 * len(CURSOR_LEVELS))):
+        for part in chunks(sorted(qids), CHUNK // (1 + 2 * len(CURSOR_LEVELS))):
             args = [x for qid in part for x in (qid, *cursor[qid])]
             args.append(k)
-            for row in c.execute(_ahead_query(len(part)), args):
+            for row in c.execute(ahead_query(len(part)), args):
                 rows = found.get(row[0])
                 if rows is None:
                     found[row[0]] = [row]
@@ -695,7 +661,7 @@ class SQLiteStore:
             accepted = {qid: rows[qid][8] for qid in used}
             caps = {qid: self._policy(tuple(rows[qid][SETTINGS_AT:])).max_queue_urls
                     for qid in used}
-            seen = _SeenTx(c, self._bloom)
+            seen = SeenTx(c, self._bloom)
             seen.prefetch([e[0] for e in entries if e[0] is not None])
             seq = self._take(c, "entry_seq", len(entries))
             out, new_rows, later, dups, seen_added, seq = admit(
@@ -715,8 +681,8 @@ class SQLiteStore:
                 if reset:  # (rows read before are stale there: their cursors changed)
                     fresh = {r[0]: r for r in self._queue_rows(c, sorted(reset))}
                     qrows = [fresh.get(r[0], r) for r in qrows]
-                _insert_rows(c, "INSERT INTO entries0", 5, new_rows)
-                self._settled(_settle_levels(c, "entries", len(new_rows)))
+                insert_rows(c, "INSERT INTO entries0", 5, new_rows)
+                self._settled(settle_levels(c, "entries", len(new_rows)))
             if later:
                 c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                               "VALUES (?,?,?,?,?,?)", later)
@@ -1047,9 +1013,9 @@ class SQLiteStore:
         """See :meth:`Store.get_values`."""
         with self._tx() as c:
             got: dict[str, bytes] = {}
-            for part in _chunks(list(names)):
+            for part in chunks(list(names)):
                 got.update((n, bytes(v)) for n, v in c.execute(
-                    f"SELECT name, value FROM vals WHERE name IN ({_marks(len(part))}) "
+                    f"SELECT name, value FROM vals WHERE name IN ({marks(len(part))}) "
                     "AND (expires IS NULL OR expires > ?)", (*part, now)))
         return [got.get(n) for n in names]
 
@@ -1128,9 +1094,9 @@ class SQLiteStore:
             else:
                 wanted = list(ids)
                 rows = []
-                for part in _chunks(wanted):
+                for part in chunks(wanted):
                     rows.extend(c.execute("SELECT id, qid, prio, payload FROM dead WHERE id IN "
-                                          f"({_marks(len(part))}) ORDER BY id", part))
+                                          f"({marks(len(part))}) ORDER BY id", part))
             if not rows:
                 return 0
             seq = self._take(c, "entry_seq", len(rows))
@@ -1166,7 +1132,7 @@ class SQLiteStore:
                 settings = {k: v for k, v in zip(QUEUE_SETTINGS, row[4:]) if v is not None}
                 yield dumpfmt.queue(row[0], row[1], row[2], settings)
             for qid, nprio, retries, payload, due in conn.execute(
-                    f"{_QUEUED} UNION ALL "
+                    f"{QUEUED} UNION ALL "
                     "SELECT qid, nprio, retries, payload, due FROM scheduled"):
                 yield dumpfmt.entry(keys[qid], -nprio, retries, payload, due)
             for qid, nprio, _, retries, payload in sqlite_leases.open_leases(conn):
@@ -1234,235 +1200,13 @@ def _why_unopenable(path: str) -> str | None:
     return None
 
 
-class _SeenTx:
-    """The seen-set inside one transaction: its marks (sqlite_rows.SeenMarks), read
-    for a call's fingerprints (prefetch) and written at its end (flush)."""
-
-    def __init__(self, c: sqlite3.Connection, bloom: BloomShape | None) -> None:
-        self.c = c
-        self.marks = SeenMarks(bloom)
-
-    def prefetch(self, fps: list[bytes]) -> None:
-        m = self.marks
-        if m.bloom is not None:
-            wanted = sorted({m.bloom.locate(fp)[0] for fp in fps})
-            for part in _chunks(wanted):
-                for block, bits in self.c.execute(
-                        f"SELECT block, bits FROM bloom WHERE block IN ({_marks(len(part))})",
-                        part):
-                    m.blocks[block] = bytearray(bits)
-            return
-        # One statement per chunk for all levels, the parameters bound once (?1..?n in
-        # each part); UNION ALL keeps the parts' order, oldest level first, so a newer
-        # level's row overrides an older one in the dict.
-        for chunk in _chunks(sorted(fps)):
-            m.known.update(self.c.execute(_seen_lookup(len(chunk)), list(map(bytearray,
-                                                                             chunk))))
-
-    def flush(self) -> None:
-        m = self.marks
-        if m.fresh:
-            # In key order, so the inserts walk the b-tree once; REPLACE for revisits.
-            # Without a revisit time, revisit_at is left NULL (see QUEUE_COLS on None).
-            # (the bare fingerprints sorted: a third faster than the (fp, at) pairs)
-            _insert_flat(self.c, "INSERT OR REPLACE INTO seen0 (fp)", 1, [
-                bytearray(fp) for fp in sorted([fp for fp, at in m.fresh if at is None])])
-            _insert_rows(self.c, "INSERT OR REPLACE INTO seen0 (fp, revisit_at)", 2, [
-                (bytearray(fp), at) for fp, at in sorted(
-                    [(fp, at) for fp, at in m.fresh if at is not None])])
-            _settle_levels(self.c, "seen", len(m.fresh))
-        if m.dirty:
-            self.c.executemany("INSERT OR REPLACE INTO bloom (block, bits) VALUES (?, ?)",
-                               [(b, bytes(m.blocks[b])) for b in m.dirty])
-
-
-def _past(cursors: Iterable[tuple[str, str]]) -> tuple[str, ...]:
-    """Per level, the condition on its rows ``y``: each level is read past the queue's
-    cursor there (SQL for nprio, NULL for none, and ord; per CURSOR_LEVELS; see
-    sqlite_schema); the rows at or before it are leased or done."""
-    return tuple(f" AND (y.nprio, y.ord) > (ifnull({n}, {NO_CURSOR}), {o})"
-                 for n, o in cursors)
-
-
-def _queues_with_cursors(n: int) -> str:
-    """``WITH q(qid, n0, o0, ...)``: ``n`` queues and their cursors (nprio, ord per
-    CURSOR_LEVELS) as parameters, a table for the statement after it to join."""
-    width = 1 + 2 * len(CURSOR_LEVELS)
-    rows = ",".join("(" + ",".join("?" * width) + ")" for _ in range(n))
-    names = "".join(f", n{lv}, o{lv}" for lv in CURSOR_LEVELS)
-    return f"WITH q(qid{names}) AS (VALUES {rows}) "
-
-
-@functools.lru_cache(maxsize=64)
-def _heads_query(n: int) -> str:
-    """The first entry (best priority, then order) of ``n`` queues in each entry level,
-    tagged with the level's index and the priority of the entry after it in that level
-    (NULL: none): up to one row per level and queue. Parameters per queue: qid and its
-    cursors (nprio, ord per CURSOR_LEVELS); each level's first entry is one index seek,
-    the one after it another."""
-    return _queues_with_cursors(n) + " UNION ALL ".join(
-        # (the entry after the first: the same seek past the cursor, one step further; a
-        # seek on (nprio, ord) > (e.nprio, e.ord) would be by nprio alone and step over
-        # the leased rows behind the cursor)
-        f"SELECT e.qid, e.nprio, e.ord, e.retries, e.payload, {level}, (SELECT y.nprio "
-        f"FROM {t} y WHERE y.qid = q.qid{past} ORDER BY y.nprio, y.ord LIMIT 1 OFFSET 1) "
-        f"FROM q JOIN {t} e ON e.qid = q.qid AND (e.nprio, e.ord) = (SELECT y.nprio, y.ord "
-        f"FROM {t} y WHERE y.qid = q.qid{past} ORDER BY y.nprio, y.ord LIMIT 1)"
-        for level, (t, past) in enumerate(zip(ENTRY_LEVELS, _past(
-            (f"q.n{lv}", f"q.o{lv}") for lv in CURSOR_LEVELS))))
-
-
-@functools.lru_cache(maxsize=64)
-def _ahead_query(n: int) -> str:
-    """The first k entries past their cursors of ``n`` queues in each entry level,
-    tagged with the level's index (parameters as for _heads_query, then k). Per queue
-    and level: one seek for the list of keys, then one exact seek per entry."""
-    k = n * (1 + 2 * len(CURSOR_LEVELS)) + 1  # (the number of k's parameter)
-    return _queues_with_cursors(n) + " UNION ALL ".join(
-        f"SELECT e.qid, e.nprio, e.ord, e.retries, e.payload, {level} FROM q JOIN {t} e "
-        f"ON e.qid = q.qid AND (e.nprio, e.ord) IN (SELECT y.nprio, y.ord FROM {t} y "
-        f"WHERE y.qid = q.qid{past} ORDER BY y.nprio, y.ord LIMIT ?{k})"
-        for level, (t, past) in enumerate(zip(ENTRY_LEVELS, _past(
-            (f"q.n{lv}", f"q.o{lv}") for lv in CURSOR_LEVELS))))
-
-
-_QUEUED = " UNION ALL ".join(
-    f"SELECT y.qid, y.nprio, y.retries, y.payload, NULL FROM {t} y"
-    + (f" JOIN queues q ON q.qid = y.qid WHERE 1{past}" if past else "")
-    for t, past in zip(ENTRY_LEVELS, _past(
-        (f"q.l{level}_nprio", f"q.l{level}_ord") for level in CURSOR_LEVELS)))
-"""Every queued entry (qid, nprio, retries, payload, NULL) of the levels."""
-
-_FIRST_ENTRIES = " UNION ALL ".join(
-    f"SELECT y.qid, y.nprio, y.ord, y.retries, y.payload, {level} FROM {t} y WHERE "
-    f"y.qid=?1{past}"
-    for level, (t, past) in enumerate(zip(ENTRY_LEVELS, _past(
-        (f"?{2 * i + 3}", f"?{2 * i + 4}") for i in range(len(CURSOR_LEVELS)))))
-) + " ORDER BY 2, 3 LIMIT ?2"
-"""A queue's first ``?2`` queued entries over all levels, tagged with the level index;
-``?3`` on: the queue's cursors (nprio, ord per CURSOR_LEVELS). (Each level is scanned in
-key order and the scans merged until the limit: no sorting, no more rows read.)"""
-
-
-@functools.lru_cache(maxsize=64)
-def _seen_lookup(n: int) -> str:
-    """SELECT fp, revisit_at for ``n`` fingerprints from every seen level, oldest first.
-
-    The fingerprints come as a VALUES list joined to each level, which SQLite walks in
-    order, one primary-key seek each; ``fp IN (?, ...)`` built an ephemeral index of the
-    list for every level first (10% slower, measured when this was made).
-    """
-    values = ",".join(f"(?{i})" for i in range(1, n + 1))
-    return f"WITH k(fp) AS (VALUES {values}) " + " UNION ALL ".join(
-        f"SELECT s.fp, s.revisit_at FROM k JOIN {t} s ON s.fp = k.fp"
-        for t in reversed(SEEN_LEVELS))
-
-
-# kind -> (tables: level 0, 1, 2; slicing column; row counter; slice cursor; insert verb;
-# merge order; the meta counter that tells the kind's size)
-_LEVEL_KINDS = {
-    "seen": (SEEN_LEVELS, "fp", "seen0_keys", "seen_slice",
-             # REPLACE: a newer level's revisit_at wins
-             "INSERT OR REPLACE", "fp", "seen"),
-    "entries": (ENTRY_LEVELS, "qid", "entries0_rows", "entry_slice",
-                "INSERT", "qid, nprio, ord", "queued"),
-}
-_L0_GROWTH = 50
-"""Level 0 holds at least 1/_L0_GROWTH of its kind's rows (see _l0_limit)."""
-
-
-def _l0_limit(total: int) -> int:
-    """Rows in level 0 that trigger a merge, for a kind with ``total`` rows: L0_ROWS, and
-    from 2.5M rows on 1/50 of them, up to 4 x L0_ROWS (200k at 10M).
-
-    A merge moves one slice of level 1 into level 2 and so rewrites about 1/SLICES of
-    level 2: with a fixed level 0, the pages rewritten per added row grow with the store.
-    Growing level 0 with it keeps that constant, while small stores keep a small level 0
-    (every add batch rewrites its pages). Measured on a 10M-URL store, 400k adds ran at
-    37.1k/s with 50k rows, 39.3k/s with 100k, 45.4k/s with 200k.
-    """
-    return max(L0_ROWS, min(4 * L0_ROWS, total // _L0_GROWTH))
-
-
-def _settle_levels(c: sqlite3.Connection, kind: str, n: int) -> bool:
-    """Count ``n`` new rows into level 0 of ``kind``; merge the levels when it is full
-    (_l0_limit; then returns True: queue rows may have changed, their cursors reset).
-
-    One merge: all of level 0 into level 1, then one slice of the key space (a rotating
-    cursor) of level 1 into level 2. Both in key order, so each writes every page of its
-    target range once (see crawlq.stores.sqlite_schema).
-    """
-    (l0, l1, l2), col, counter, cursor_name, insert, order, size = _LEVEL_KINDS[kind]
-    meta = dict(c.execute("SELECT name, value FROM meta WHERE name IN (?, ?, ?)",
-                          (counter, cursor_name, size)))
-    rows = int(meta[counter]) + n
-    cursor = int(meta[cursor_name])
-    if rows >= _l0_limit(int(meta[size])):
-        if kind == "entries":
-            # What the queues leased in level 0 (behind their cursors) ends there, and
-            # the queues whose new rows sort before their level-1 cursor (a better
-            # priority, a lease come back) drop what they leased there.
-            _drop_behind_cursors(c, 0, c.execute(
-                "SELECT qid, l0_nprio, l0_ord FROM queues WHERE l0_nprio IS NOT NULL "
-                "ORDER BY qid").fetchall())
-            _drop_behind_cursors(c, 1, c.execute(_OVERTAKEN).fetchall())
-        c.execute(f"{insert} INTO {l1} SELECT * FROM {l0} ORDER BY {order}")
-        c.execute(f"DELETE FROM {l0}")
-        lo, hi = _slice_bounds(c, kind, cursor)
-        if kind == "entries":
-            # The slice leaves level 1 for level 2: what its queues leased in either goes.
-            # (Level 0's cursors were all reset just now.)
-            for level in (1, 2):
-                _drop_behind_cursors(c, level, c.execute(
-                    f"SELECT qid, l{level}_nprio, l{level}_ord FROM queues WHERE qid >= ? AND "
-                    f"qid < ? AND l{level}_nprio IS NOT NULL", (lo, hi)).fetchall())
-        c.execute(f"{insert} INTO {l2} SELECT * FROM {l1} WHERE {col} >= ? AND {col} < ? "
-                  f"ORDER BY {order}", (lo, hi))
-        c.execute(f"DELETE FROM {l1} WHERE {col} >= ? AND {col} < ?", (lo, hi))
-        rows, cursor, merged = 0, (cursor + 1) % SLICES, True
-    else:
-        merged = False
-    c.executemany("UPDATE meta SET value=? WHERE name=?",
-                  ((rows, counter), (cursor, cursor_name)))
-    return merged
-
-
-_OVERTAKEN = (f"SELECT DISTINCT q.qid, q.l1_nprio, q.l1_ord FROM {ENTRY_LEVELS[0]} y "
-              "JOIN queues q ON q.qid = y.qid WHERE q.l1_nprio IS NOT NULL AND "
-              "(y.nprio, y.ord) <= (q.l1_nprio, q.l1_ord) ORDER BY q.qid")
-"""The queues (qid and level-1 cursor) with a row in level 0 that sorts before the
-cursor (run once level 0 holds queued rows only)."""
-
-
-def _drop_behind_cursors(c: sqlite3.Connection, level: int,
-                         behind: Sequence[tuple[int, int, int]]) -> None:
-    """Delete the rows of entry ``level`` behind the given cursors (qid, nprio, ord: what
-    those queues leased there; in key order) and reset the cursors."""
-    assert level in CURSOR_LEVELS
-    c.executemany(f"DELETE FROM {ENTRY_LEVELS[level]} WHERE qid = ?1 AND (nprio, ord) <= "
-                  "(?2, ?3)", behind)
-    c.executemany(f"UPDATE queues SET l{level}_nprio=NULL, l{level}_ord=0 WHERE qid=?",
-                  [(r[0],) for r in behind])
-
-
-def _slice_bounds(c: sqlite3.Connection, kind: str, i: int) -> tuple[Any, Any]:
-    """Slice ``i`` of a level's key space: fingerprints by first byte (BLOBs compare as
-    memcmp), queue ids by range (the last slice open-ended, as queues keep coming)."""
-    if kind == "seen":
-        step = 256 // SLICES
-        return bytes([step * i]), bytes([step * (i + 1)]) if i + 1 < SLICES else b"\xff" * 64
-    (top,) = c.execute("SELECT max(qid) FROM queues").fetchone()
-    step = (top or 0) // SLICES + 1
-    return step * i, step * (i + 1) if i + 1 < SLICES else 2**62
-
-
 class _Loader:
     """dumpfmt.apply's primitive writers for a SQLite store, inside one transaction."""
 
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
         self.c: sqlite3.Connection
-        self.seen: _SeenTx | None = None
+        self.seen: SeenTx | None = None
         self.deltas: dict[int, Delta] = {}
         self.counts: dict[str, int] = {}
         self.entries = 0  # queued entries loaded since the last level merge check
@@ -1472,7 +1216,7 @@ class _Loader:
 
     def _load_seen(self, fp: bytes, revisit_at: float | None) -> None:
         if self.seen is None:
-            self.seen = _SeenTx(self.c, self.store._bloom)
+            self.seen = SeenTx(self.c, self.store._bloom)
         if self.store._bloom is not None:
             self.seen.prefetch([fp])
         marks = self.seen.marks
@@ -1511,7 +1255,7 @@ class _Loader:
                        (qid, -priority, order, retries, payload))
         self.entries += 1
         if self.entries >= 10_000:
-            self.store._settled(_settle_levels(self.c, "entries", self.entries))
+            self.store._settled(settle_levels(self.c, "entries", self.entries))
             self.entries = 0
         d = self.deltas.get(qid) or self.deltas.setdefault(qid, Delta())
         d.queued += 1
@@ -1551,7 +1295,7 @@ class _Loader:
     def finish(self) -> None:
         if self.seen is not None:
             self.seen.flush()
-        self.store._settled(_settle_levels(self.c, "entries", self.entries))
+        self.store._settled(settle_levels(self.c, "entries", self.entries))
         # Time 0: every queue whose rest has not passed is resting; the next wake fixes it.
         self.store._apply(self.c, self.deltas, 0.0)
         self.store._count(self.c, **self.counts)
