@@ -624,6 +624,34 @@ class Frontier:
             raise ConfigError(f"{type(self.store).__name__} cannot delete a queue")
         return int(delete(queue, self.clock()))
 
+    def remove_queued(self, where: Callable[[Request], bool],
+                      queue: str | None = None) -> int:
+        """Remove the queued and scheduled requests of ``queue`` (None: of every queue)
+        for which ``where(request)`` is true; returns how many. Leased requests stay
+        leased (one whose lease ends comes back), dead ones stay, and their URLs stay
+        seen (adding one again is a duplicate). Each queue is one atomic step of the
+        store, and ``where`` runs inside it: keep it quick, do not call the frontier
+        from it; an error it raises removes nothing of that queue. A scan of the queues'
+        requests: for maintenance, not for a crawl's hot path."""
+        if queue is not None and (not isinstance(queue, str) or not queue):
+            raise ConfigError(f"a queue is a non-empty string, not {queue!r}")
+        if not callable(where):
+            raise ConfigError(f"where is a function of a Request, not {where!r}")
+        remove = getattr(self.store, "remove_queued", None)
+        if remove is None:
+            raise ConfigError(f"{type(self.store).__name__} cannot remove queued requests")
+        keys = [queue] if queue is not None else [
+            q.key for q in self.store.queues(self.clock(), 2**31 - 1)]
+        removed = 0
+        for key in keys:
+            def pick(priority: int, retries: int, payload: bytes, not_before: float | None,
+                     key: str = key) -> bool:
+                return bool(where(Request.from_payload(payload, priority, retries,
+                                                       not_before, key)))
+
+            removed += int(remove(key, pick, self.clock()))
+        return removed
+
     def requeue_dead(self, ids: Iterable[int] | None = None) -> int:
         """Give dead requests (all, or those ``ids``) a fresh start in their queues."""
         if ids is not None:

@@ -273,6 +273,46 @@ class FrontierContract:
         st = f.stats()  # (b.example's and a.example's leases ended too: back in line)
         assert (st.leased, st.queued) == (1, 2)
 
+    def test_remove_queued_takes_out_what_matches(self, env: _Env) -> None:
+        """``remove_queued(where, queue=K)`` removes the queued and scheduled requests
+        (of K; of every queue without it) that ``where`` picks, and returns how many;
+        leased ones stay leased, their URLs stay seen. An error in ``where`` removes
+        nothing."""
+        f = env.open(**FAST)
+        t0 = env.clock()
+        f.add(["https://a.example/old1", "https://a.example/new1", "https://a.example/old2",
+               Request("https://b.example/old3", priority=3), "https://b.example/new3",
+               "https://c.example/new2", Request("https://b.example/old4", not_before=t0 + 60),
+               Request("https://d.example/new4", priority=1)])
+        (leased,) = f.next(1, queue="a.example")
+        assert leased.request.url == "https://a.example/old1"
+        f = env.checkpoint()
+
+        def old(r: Request) -> bool:
+            return "/old" in r.url
+
+        with pytest.raises(ZeroDivisionError):
+            f.remove_queued(lambda r: 1 / 0 > 0)
+        assert f.stats().queued == 7
+        assert f.remove_queued(old, queue="a.example") == 1         # old2: old1 is leased
+        assert f.remove_queued(lambda r: r.priority == 3) == 1      # b's old3, its head
+        assert f.remove_queued(old, queue="b.example") == 1         # the scheduled old4
+        assert f.remove_queued(old) == 0
+        assert f.remove_queued(old, queue="nowhere.example") == 0
+        with pytest.raises(ConfigError):
+            f.remove_queued(old, queue="")
+        f = env.checkpoint()
+        s = f.stats()
+        assert (s.queued, s.scheduled, s.leased) == (4, 0, 1)
+        f.done(leased)
+        env.clock.advance(100)
+        # (b's head is its priority-0 entry now: d's priority 1 goes first)
+        assert [le.request.url for le in f.next(1)] == ["https://d.example/new4"]
+        assert sorted(le.request.url for le in f.next(10)) == [
+            "https://a.example/new1", "https://b.example/new3", "https://c.example/new2"]
+        assert f.next(10) == []
+        assert f.add(["https://a.example/old2", "https://b.example/old4"]).duplicates == 2
+
     def test_waiting_counts_from_when_a_queue_could_go(self, env: _Env) -> None:
         """A queue whose lease expired, or whose request came due, has waited since
         then, however late the frontier notices: it goes before a queue that became

@@ -14,7 +14,7 @@ queue by priority, then FIFO (or LIFO with ``lifo=True``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from ..models import DEPTH_MAX as DEPTH_MAX  # (the request rules live in models)
@@ -96,6 +96,11 @@ class DeadEntry(NamedTuple):
     payload: bytes
     error: str
     died_at: float
+
+
+Pick = Callable[[int, int, bytes, float | None], bool]
+"""``where(priority, retries, payload, not_before)`` of ``remove_queued``: whether an entry
+goes (``not_before``: its due time when it is scheduled, else None)."""
 
 
 class Store(Protocol):
@@ -194,6 +199,10 @@ class Store(Protocol):
     # without them):
     #   delete_queue(queue, now) -> int: atomically remove the queue's queued and
     #   scheduled entries (leased ones stay leased); how many; 0 for an unknown queue.
+    #   remove_queued(queue, where, now) -> int: atomically remove the queue's queued
+    #   and scheduled entries for which ``where(priority, retries, payload,
+    #   not_before)`` (a Pick) is true; how many (leased ones stay leased); 0 for an
+    #   unknown queue. An error raised by ``where`` removes nothing.
     #   set_policy(policy) -> None: from now on, in this process, ``policy`` is the
     #   default of queues without their own settings (they still override it); a rest
     #   it changes applies from each queue's next answer. The store does not keep it:

@@ -30,6 +30,7 @@ from .base import (
     DeadEntry,
     Entry,
     Leased,
+    Pick,
     QueuePolicy,
     check_settings,
     expired_error,
@@ -648,6 +649,30 @@ class MemoryStore:
             heapq.heapify(sched)
             self._settle(q, now)
             return n
+
+    def remove_queued(self, queue: str, where: Pick, now: float) -> int:
+        """See the optional ``remove_queued`` of :class:`Store`."""
+        with self._lock:
+            self._check_open()
+            self._wake(now)
+            q = self._queues.get(queue)
+            if q is None:
+                return 0
+            # (all picked first: an error in ``where`` leaves everything as it was)
+            gone = {it for it in q.heap
+                    if where(_item_priority(it), _item_retries(it), it[12:], None)}
+            sched = self._scheduled
+            tickets = {s[1] for s in sched if s[2] == queue and where(
+                _item_priority(s[3]), _item_retries(s[3]), s[3][12:], s[0])}
+            if gone:
+                q.heap[:] = [it for it in q.heap if it not in gone]  # (in place, as above)
+                heapq.heapify(q.heap)
+            if tickets:
+                sched[:] = [s for s in sched if s[1] not in tickets]
+                heapq.heapify(sched)
+            if gone:
+                self._settle(q, now)
+            return len(gone) + len(tickets)
 
     def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
         """See :meth:`Store.requeue_dead`."""

@@ -42,6 +42,7 @@ from .base import (
     DeadEntry,
     Entry,
     Leased,
+    Pick,
     QueuePolicy,
     check_settings,
     queue_state,
@@ -637,6 +638,32 @@ class RedisStore:
     def delete_queue(self, queue: str, now: float) -> int:
         """See :meth:`Store` (optional): drop the queue's queued and scheduled entries."""
         return int(self._run("queue_op", now, "delete", queue))
+
+    def remove_queued(self, queue: str, where: Pick, now: float) -> int:
+        """See the optional ``remove_queued`` of :class:`Store`. The entries are read
+        here and removed by one script, which takes out only those still there (one
+        leased or come due since stays)."""
+        p, k = self._p, queue.encode("utf-8", "surrogateescape")
+        picked: list[Any] = []
+        for level in self._cmd("zrange", f"{p}:qp:".encode() + k, 0, -1):
+            for item in self._cmd("lrange", f"{p}:q:".encode() + level + b":" + k, 0, -1):
+                if where(int(level), int.from_bytes(item[:2], "big"), item[2:], None):
+                    picked += [level, item]
+        picked.append("")
+        # (every scheduled entry is read: an admin call, as delete_queue's scan)
+        sched = self._retrying(lambda: self._client.zrange(f"{p}:sc", 0, -1, withscores=True))
+        for i in range(0, len(sched), 1000):
+            part = sched[i:i + 1000]
+            for (sid, at), rec in zip(part, self._cmd("hmget", f"{p}:scd",
+                                                      [s for s, _ in part])):
+                if rec is None:
+                    continue
+                key, prio, item = _unpack(rec)
+                if key == k and where(prio, int.from_bytes(item[:2], "big"), item[2:], at):
+                    picked.append(sid)
+        if len(picked) == 1:
+            return 0
+        return int(self._run("queue_op", now, "remove", queue, *picked))
 
     def prefixes_under(self, start: str) -> list[str]:
         """The prefixes of the crawls on this server whose prefix begins with ``start``

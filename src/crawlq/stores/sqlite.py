@@ -33,6 +33,7 @@ from .base import (
     DeadEntry,
     Entry,
     Leased,
+    Pick,
     QueuePolicy,
     check_settings,
     expired_error,
@@ -1085,6 +1086,37 @@ class SQLiteStore:
             self._apply(c, {qid: d}, now)
             self._count(c, queued=-(queued + n_sched), scheduled=-n_sched)
             return int(queued) + n_sched
+
+    def remove_queued(self, queue: str, where: Pick, now: float) -> int:
+        """See the optional ``remove_queued`` of :class:`Store`: the queue's entries past
+        its cursors (its queued ones) and its scheduled ones, each given to ``where``."""
+        with self._tx() as c:
+            self._wake(c, now)
+            found = c.execute("SELECT qid FROM queues WHERE key=?", (queue,)).fetchone()
+            if found is None:
+                return 0
+            (row,) = self._queue_rows(c, [found[0]])
+            qid, queued = row[0], row[5]
+            entries = c.execute(FIRST_ENTRIES, (qid, queued, *row[CURSORS_AT:SETTINGS_AT])
+                                ).fetchall() if queued else []
+            gone = [(level, nprio, order) for _, nprio, order, retries, payload, level
+                    in entries if where(-nprio, retries, payload, None)]
+            later = [(sid,) for sid, due, nprio, retries, payload in c.execute(
+                "SELECT id, due, nprio, retries, payload FROM scheduled WHERE qid=?", (qid,))
+                if where(-nprio, retries, payload, due)]
+            for level, table in enumerate(ENTRY_LEVELS):
+                c.executemany(f"DELETE FROM {table} WHERE qid=? AND nprio=? AND ord=?",
+                              [(qid, n, o) for lv, n, o in gone if lv == level])
+            c.executemany("DELETE FROM scheduled WHERE id=?", later)
+            if gone:
+                self._forget_ahead()
+                self._forget_queues([qid])
+                d = Delta()
+                d.queued = -len(gone)
+                d.recompute = True  # (its head may have gone)
+                self._apply(c, {qid: d}, now)
+            self._count(c, queued=-(len(gone) + len(later)), scheduled=-len(later))
+            return len(gone) + len(later)
 
     def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
         """See :meth:`Store.requeue_dead`."""

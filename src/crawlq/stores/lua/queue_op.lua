@@ -1,8 +1,12 @@
 -- queue_op(now, op, key, ...): 'block' until | 'configure' name value ... ('' unsets)
 -- | 'delete' (returns how many queued and scheduled entries it removed)
+-- | 'remove' level item ... '' id ...: those queued items (at their levels) and
+-- scheduled entries (by id) that are still there (returns how many it removed)
 local now, op, key = tonumber(ARGV[A0 + 1]), ARGV[A0 + 2], ARGV[A0 + 3]
 wake(now)
-if op == 'delete' and redis.call('EXISTS', P .. ':qm:' .. key) == 0 then return 0 end
+if (op == 'delete' or op == 'remove') and redis.call('EXISTS', P .. ':qm:' .. key) == 0 then
+  return 0
+end
 local q = loadq(key)
 local result = 1
 if op == 'block' then
@@ -37,6 +41,28 @@ elseif op == 'delete' then
     redis.call('ZREM', P .. ':sc', unpack(part))
   end
   result = result + #gone
+  settle(q, now, false)
+elseif op == 'remove' then
+  -- (an item leased or come due since the caller read it is not there: it stays)
+  result = 0
+  local j = A0 + 4
+  while ARGV[j] ~= '' do
+    local lk = P .. ':q:' .. ARGV[j] .. ':' .. key
+    local n = redis.call('LREM', lk, 1, ARGV[j + 1])
+    if n > 0 then
+      result = result + n
+      q.n = q.n - n
+      q.best = nil  -- (looked up again by settle)
+      if redis.call('LLEN', lk) == 0 then redis.call('ZREM', P .. ':qp:' .. key, ARGV[j]) end
+    end
+    j = j + 2
+  end
+  for i = j + 1, #ARGV do
+    if redis.call('HDEL', P .. ':scd', ARGV[i]) == 1 then
+      redis.call('ZREM', P .. ':sc', ARGV[i])
+      result = result + 1
+    end
+  end
   settle(q, now, false)
 end
 save_all()
