@@ -21,7 +21,9 @@ from typing import Any
 import grpc
 import pytest
 
+from crawlq import Frontier, Request
 from crawlq.redislocal import LocalRedis
+from crawlq.serve import uf_ops
 from crawlq.serve.crawls import RECHECK
 from crawlq.serve.grpc_base import load_proto
 
@@ -285,6 +287,46 @@ def test_the_default_delay_holds_for_every_server_and_across_restarts(store: str
         assert stats(c).size == 3
 
 
+def test_purge_removes_the_urls_stored_before_its_cutoff(store: str) -> None:
+    """Each URL carries the date the server first stored it (URLItem.creation_date of
+    GetURLStatus and ListURLs); PurgeURLs removes the queued URLs older than ``days``
+    days, of one queue or of the crawl, and answers how many. URLs of unknown date
+    (added without URLFrontier's API) and leased ones stay; purged URLs stay known."""
+    with serve(store, "-o", "min_delay=0", "-o", "max_delay=0") as s:
+        t = int(time.time())
+        assert put(s, discovered("https://a.example/new"), discovered("https://b.example/new"),
+                   discovered("https://d.example/leased")) == [OK] * 3
+        (leased,) = get(s, key="d.example", delay_requestable=60)
+        old = t - 3 * 86_400
+        # (another producer on the same store, dating its URLs three days back)
+        with Frontier.open(store) as f:
+            assert f.add([Request("https://a.example/old", meta={uf_ops.CREATED: old}),
+                          Request("https://b.example/old", meta={uf_ops.CREATED: old}),
+                          "https://c.example/undated"]).added == 3
+        st = s.stub.GetURLStatus(pb.URLStatusRequest(url="https://a.example/new"), timeout=30)
+        assert t <= st.creation_date <= time.time()
+        dates = {i.discovered.info.url: i.creation_date
+                 for i in s.stub.ListURLs(pb.ListUrlParams(size=100), timeout=30)}
+        assert dates["https://a.example/old"] == old
+        assert dates["https://c.example/undated"] == 0
+
+        def purge(days: int, key: str = "") -> int:
+            params = pb.PurgeUrlParams(key=key, days=days)
+            return int(s.stub.PurgeURLs(params, timeout=30).value)
+
+        assert purge(2, key="a.example") == 1  # a's old URL
+        assert purge(5) == 0
+        assert purge(2) == 1  # b's
+        assert purge(0) == 2  # the new ones (d's is leased, c's has no date)
+        left = [i.discovered.info.url
+                for i in s.stub.ListURLs(pb.ListUrlParams(size=100), timeout=30)]
+        assert sorted(left) == ["https://c.example/undated", "https://d.example/leased"]
+        assert put(s, discovered("https://a.example/old")) == [SKIPPED]  # still known
+        assert put(s, known(leased.url)) == [OK]
+        assert s.stub.PurgeURLs(pb.PurgeUrlParams(crawlID="nowhere", days=0),
+                                timeout=30).value == 0
+
+
 def test_bad_calls_get_a_clear_status_and_the_server_stays_up(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/crawl.db"
     with serve(store, "-o", "busy_timeout=0.3", token="s3cret") as s:
@@ -296,8 +338,6 @@ def test_bad_calls_get_a_clear_status_and_the_server_stays_up(tmp_path: Path) ->
         def status(call: Any) -> grpc.StatusCode:
             return code_of(call)[0]
 
-        assert status(lambda: stub.PurgeURLs(pb.PurgeUrlParams(days=3), metadata=auth,
-                                             timeout=30)) == grpc.StatusCode.UNIMPLEMENTED
         assert status(lambda: stub.DeleteQueue(pb.QueueWithinCrawlParams(), metadata=auth,
                                                timeout=30)) == grpc.StatusCode.INVALID_ARGUMENT
         assert status(lambda: stub.GetStats(pb.QueueWithinCrawlParams(crawlID="a/b"),

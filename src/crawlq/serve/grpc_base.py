@@ -2,8 +2,8 @@
 the server starts (grpcio-tools' ``grpc.protos_and_services``: ``urlfrontier.proto``
 beside this module is the one definition of the wire format), and a base servicer that
 runs a call's frontier work in a worker thread (stores block) and turns its errors into
-gRPC statuses: a bad argument is INVALID_ARGUMENT, a call crawlq cannot do UNIMPLEMENTED
-or FAILED_PRECONDITION with the reason, a store failure UNAVAILABLE (nothing changed;
+gRPC statuses: a bad argument is INVALID_ARGUMENT, a call crawlq cannot do
+FAILED_PRECONDITION with the reason, a store failure UNAVAILABLE (nothing changed;
 the server stays up), a missing or wrong token UNAUTHENTICATED.
 """
 

@@ -141,9 +141,10 @@ class URLCalls(Base):
         pb = self.pb
         info = self._info(x.url, x.key, x.metadata, crawl)
         if x.dead or x.done or x.not_before is not None:
-            return pb.URLItem(ID=x.url, known=pb.KnownURLItem(
+            return pb.URLItem(ID=x.url, creation_date=x.created, known=pb.KnownURLItem(
                 info=info, refetchable_from_date=round(x.not_before or 0)))
-        return pb.URLItem(ID=x.url, discovered=pb.DiscoveredURLItem(info=info))
+        return pb.URLItem(ID=x.url, creation_date=x.created,
+                          discovered=pb.DiscoveredURLItem(info=info))
 
     async def ListURLs(self, req: Any, context: Any) -> AsyncIterator[Any]:
         """A page of the URLs held as text (queued, leased, dead), in the store's order."""
@@ -177,9 +178,14 @@ class URLCalls(Base):
         return sum(1 for _ in uf_ops.listed(frontier, req.key, text, req.ignoreCase))
 
     async def PurgeURLs(self, req: Any, context: Any) -> Any:
-        """Not done by crawlq: it keeps no creation date per URL."""
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED,
-                            "PurgeURLs: crawlq keeps no creation date per URL to purge by")
+        """Remove the crawl's (or a queue's) queued URLs first stored more than ``days``
+        days ago; the answer is how many."""
+        n = await self._run(context, "PurgeURLs", self._purge, req)
+        return self.pb.Long(value=n)
+
+    def _purge(self, req: Any) -> int:
+        frontier = self._crawl(req.crawlID)
+        return 0 if frontier is None else uf_ops.purge(frontier, req.days, req.key or None)
 
 
 _NO_METADATA: dict[str, list[str]] = {}

@@ -18,11 +18,15 @@ from typing import Any
 from ..errors import InvalidURL
 from ..frontier import Frontier
 from ..handles import handle, lease_of
-from ..models import _NO_META, Lease, Outcome, QueueInfo, Request
+from ..models import Lease, Outcome, QueueInfo, Request
 from ..stores import dumpfmt
 
 META = "urlfrontier"
 """The key in ``Request.meta`` under which a URL's URLFrontier metadata is kept."""
+CREATED = "urlfrontier_created"
+"""The key in ``Request.meta`` under which the server keeps when it first stored a URL
+(epoch seconds: URLFrontier's creation date, what PurgeURLs compares)."""
+_DAY = 86_400.0
 _LEASED = "crawlq:uf:lease:"
 """Prefix of the store values that map a leased URL to its lease handle."""
 _DUE = "crawlq:uf:due:"
@@ -53,10 +57,30 @@ def _handle_name(url: str) -> str:
     return _LEASED + _digest(url)
 
 
-def _request(item: Item, **extra: Any) -> Request:
-    meta = {META: {k: list(v) for k, v in item.metadata.items()}} if item.metadata \
-        else _NO_META
+def _request(item: Item, dated: Mapping[str, Any], **extra: Any) -> Request:
+    """The request for a client's URL; ``dated``: the meta of an undecorated URL made
+    now (shared by a call's requests: a request's meta is never changed)."""
+    meta = {**dated, META: {k: list(v) for k, v in item.metadata.items()}} \
+        if item.metadata else dated
     return Request(item.url, queue=item.key or None, meta=meta, **extra)
+
+
+def created_of(request: Request) -> int:
+    """When the server first stored the request's URL (epoch seconds; 0: not known, it
+    came in another way than URLFrontier's API)."""
+    at = request.meta.get(CREATED) if request.meta else None
+    return at if isinstance(at, int) else 0
+
+
+def purge(frontier: Frontier, days: int, queue: str | None = None) -> int:
+    """Remove the queued and scheduled URLs (of ``queue``; None: all) stored more than
+    ``days`` days ago; how many. Leased URLs stay leased, URLs of unknown date stay."""
+    cutoff = frontier.clock() - days * _DAY
+
+    def old(request: Request) -> bool:
+        return 0 < created_of(request) < cutoff
+
+    return frontier.remove_queued(old, queue)
 
 
 def metadata_of(request: Request) -> dict[str, list[str]]:
@@ -103,22 +127,21 @@ def put(frontier: Frontier, items: Sequence[Item]) -> list[int]:
     a refetch time queued again for then (once for a given time).
     """
     statuses = [OK] * len(items)
+    dated = {CREATED: int(frontier.clock())}
     discovered = [i for i, it in enumerate(items) if it.refetch is None]
     if discovered:
-        # (a plain URL string takes add()'s fast path; a Request only when needed)
-        result = frontier.add([_request(it) if it.key or it.metadata else it.url
-                               for it in (items[i] for i in discovered)])
+        result = frontier.add([_request(it, dated) for it in (items[i] for i in discovered)])
         for i, added in zip(discovered, result.added_flags):
             if not added:
                 statuses[i] = SKIPPED
     known = [i for i, it in enumerate(items) if it.refetch is not None]
     if known:
-        _put_known(frontier, items, known, statuses)
+        _put_known(frontier, items, known, statuses, dated)
     return statuses
 
 
 def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
-               statuses: list[int]) -> None:
+               statuses: list[int], dated: Mapping[str, Any]) -> None:
     canon: dict[int, str] = {}
     for i in known:
         try:
@@ -162,8 +185,8 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
         held = frontier.store.get_values(marks, now)
         fresh = [k for k, (old, (_, d)) in enumerate(zip(held, due)) if old != str(d).encode()]
         if fresh:
-            later = [_request(items[due[k][0]], not_before=float(due[k][1]), dont_filter=True)
-                     for k in fresh]
+            later = [_request(items[due[k][0]], dated, not_before=float(due[k][1]),
+                              dont_filter=True) for k in fresh]
             for r in frontier.add(later).rejected:
                 statuses[due[fresh[r.index]][0]] = SKIPPED
             frontier.store.put_values([(marks[k], str(due[k][1]).encode(),
@@ -207,6 +230,7 @@ class Listed:
     not_before: float | None
     dead: bool
     done: bool = False
+    created: int = 0
 
 
 def listed(frontier: Frontier, key: str = "", text: str | None = None,
@@ -245,8 +269,9 @@ def _listed(rec: Mapping[str, Any]) -> Listed:
     req = rec["request"]
     meta = dumpfmt.from_json(req.get("meta") or {})
     md = meta.get(META) if isinstance(meta, Mapping) else None
+    at = meta.get(CREATED) if isinstance(meta, Mapping) else None
     return Listed(str(req["url"]), str(rec.get("queue")), _clean(md), req.get("not_before"),
-                  rec.get("type") == "dead")
+                  rec.get("type") == "dead", created=at if isinstance(at, int) else 0)
 
 
 def _clean(md: object) -> dict[str, list[str]]:
@@ -255,6 +280,6 @@ def _clean(md: object) -> dict[str, list[str]]:
     return {str(k): [str(x) for x in v] for k, v in md.items() if isinstance(v, list)}
 
 
-__all__ = ["FAIL", "META", "OK", "SKIPPED", "Item", "Listed", "is_active_queue", "lease",
-           "listed", "metadata_of", "put", "queue_info", "queue_infos", "stat_counts",
-           "status_of"]
+__all__ = ["CREATED", "FAIL", "META", "OK", "SKIPPED", "Item", "Listed", "created_of",
+           "is_active_queue", "lease", "listed", "metadata_of", "purge", "put", "queue_info",
+           "queue_infos", "stat_counts", "status_of"]
