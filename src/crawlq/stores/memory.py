@@ -66,6 +66,11 @@ def _item_retries(item: bytes) -> int:
     return int.from_bytes(item[10:12], "big")
 
 
+def _every(priority: int, retries: int, payload: bytes, not_before: float | None) -> bool:
+    """remove_queued's ``where`` of delete_queue."""
+    return True
+
+
 def _add_entries(store: MemoryStore, entries: Sequence[Entry], now: float,
                  out: list[int]) -> tuple[int, int, int]:
     """Add ``entries`` to ``store``, appending each one's verdict to ``out``.
@@ -634,21 +639,7 @@ class MemoryStore:
 
     def delete_queue(self, queue: str, now: float) -> int:
         """See :meth:`Store` (optional): drop the queue's queued and scheduled entries."""
-        with self._lock:
-            self._check_open()
-            self._wake(now)
-            q = self._queues.get(queue)
-            if q is None:
-                return 0
-            n = len(q.heap)
-            q.heap.clear()
-            sched = self._scheduled
-            kept = [s for s in sched if s[2] != queue]
-            n += len(sched) - len(kept)
-            sched[:] = kept  # (in place: the list is shared by reference)
-            heapq.heapify(sched)
-            self._settle(q, now)
-            return n
+        return self.remove_queued(queue, _every, now)
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
         """See the optional ``remove_queued`` of :class:`Store`."""
@@ -664,8 +655,9 @@ class MemoryStore:
             sched = self._scheduled
             tickets = {s[1] for s in sched if s[2] == queue and where(
                 _item_priority(s[3]), _item_retries(s[3]), s[3][12:], s[0])}
+            # (the lists changed in place: they are shared by reference)
             if gone:
-                q.heap[:] = [it for it in q.heap if it not in gone]  # (in place, as above)
+                q.heap[:] = [it for it in q.heap if it not in gone]
                 heapq.heapify(q.heap)
             if tickets:
                 sched[:] = [s for s in sched if s[1] not in tickets]
