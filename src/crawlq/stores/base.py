@@ -195,18 +195,7 @@ class Store(Protocol):
         """Put buried entries (all when ``ids`` is None) back in their queues, retries 0."""
         ...
 
-    # Optional (Frontier.delete_queue / configure_default raise ConfigError for a store
-    # without them):
-    #   delete_queue(queue, now) -> int: atomically remove the queue's queued and
-    #   scheduled entries (leased ones stay leased); how many; 0 for an unknown queue.
-    #   remove_queued(queue, where, now) -> int: atomically remove the queue's queued
-    #   and scheduled entries for which ``where(priority, retries, payload,
-    #   not_before)`` (a Pick) is true; how many (leased ones stay leased); 0 for an
-    #   unknown queue. An error raised by ``where`` removes nothing.
-    #   set_policy(policy) -> None: from now on, in this process, ``policy`` is the
-    #   default of queues without their own settings (they still override it); a rest
-    #   it changes applies from each queue's next answer. The store does not keep it:
-    #   a process gives its own policy when it opens the store.
+    # Optional: the methods of QueueAdmin (below).
 
     def dump(self) -> Iterator[dict[str, Any]]:
         """Every piece of state as JSON-friendly records (see :mod:`crawlq.dumpfmt`)."""
@@ -218,6 +207,34 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release resources; idempotent."""
+        ...
+
+
+class QueueAdmin(Protocol):
+    """What a store may offer beyond :class:`Store` to change its queues while open.
+
+    Each method is optional on its own: :class:`~crawlq.Frontier`'s ``delete_queue``,
+    ``remove_queued`` and ``configure_default`` raise ConfigError on a store without the
+    one they need. The contract suite tests them on every store that has them.
+    """
+
+    def delete_queue(self, queue: str, now: float) -> int:
+        """Remove ``queue``'s queued and scheduled entries in one atomic step; how many
+        (0 for an unknown queue). Leased ones stay leased."""
+        ...
+
+    def remove_queued(self, queue: str, where: Pick, now: float) -> int:
+        """Remove the queued and scheduled entries of ``queue`` that ``where`` picks,
+        in one atomic step (each store's: a transaction, a lock; Redis removes those
+        still there when its script runs); how many (0 for an unknown queue or none
+        picked). Leased ones stay leased; an error raised by ``where`` removes nothing."""
+        ...
+
+    def set_policy(self, policy: QueuePolicy) -> None:
+        """From now on, in this process, ``policy`` is the default of queues without
+        their own settings (theirs still override it); a rest it changes applies from
+        each queue's next answer. The store does not keep it: a process gives its own
+        policy when it opens the store."""
         ...
 
 

@@ -556,7 +556,7 @@ class MemoryStore:
                 self._settle(q, now)
 
     def set_policy(self, policy: QueuePolicy) -> None:
-        """See the optional ``set_policy`` of :class:`Store`."""
+        """See :meth:`QueueAdmin.set_policy`."""
         with self._lock:
             self.policy = policy
             for q in self._queues.values():
@@ -638,11 +638,11 @@ class MemoryStore:
             return list(itertools.islice(self._dead.values(), limit))
 
     def delete_queue(self, queue: str, now: float) -> int:
-        """See :meth:`Store` (optional): drop the queue's queued and scheduled entries."""
+        """See :meth:`QueueAdmin.delete_queue`."""
         return self.remove_queued(queue, _every, now)
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
-        """See the optional ``remove_queued`` of :class:`Store`."""
+        """See :meth:`QueueAdmin.remove_queued`."""
         with self._lock:
             self._check_open()
             self._wake(now)

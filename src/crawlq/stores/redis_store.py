@@ -351,7 +351,7 @@ class RedisStore:
                 self.max_redeliveries]
 
     def set_policy(self, policy: QueuePolicy) -> None:
-        """See the optional ``set_policy`` of :class:`Store`."""
+        """See :meth:`QueueAdmin.set_policy`."""
         self.policy = policy
         self._pargs = self._policy_args()
 
@@ -636,11 +636,11 @@ class RedisStore:
         self._pending.append(("hset", (f"{self._p}:kv", name, _kv(data, expires))))
 
     def delete_queue(self, queue: str, now: float) -> int:
-        """See :meth:`Store` (optional): drop the queue's queued and scheduled entries."""
+        """See :meth:`QueueAdmin.delete_queue`."""
         return int(self._run("queue_op", now, "delete", queue))
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
-        """See the optional ``remove_queued`` of :class:`Store`. The entries are read
+        """See :meth:`QueueAdmin.remove_queued`. The entries are read
         here and removed by one script, which takes out only those still there (one
         leased or come due since stays)."""
         p, k = self._p, queue.encode("utf-8", "surrogateescape")

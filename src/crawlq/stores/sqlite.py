@@ -986,7 +986,7 @@ class SQLiteStore:
             self._apply(c, {qid: Delta()}, now)
 
     def set_policy(self, policy: QueuePolicy) -> None:
-        """See the optional ``set_policy`` of :class:`Store`."""
+        """See :meth:`QueueAdmin.set_policy`."""
         with self._lock:
             self.policy = policy
             self._policies.clear()  # (each queue's policy is this one merged)
@@ -1065,7 +1065,7 @@ class SQLiteStore:
                 "FROM dead d JOIN queues q ON q.qid = d.qid ORDER BY d.id LIMIT ?", (limit,))]
 
     def delete_queue(self, queue: str, now: float) -> int:
-        """See :meth:`Store` (optional): drop the queue's queued and scheduled entries.
+        """See :meth:`QueueAdmin.delete_queue`.
         Its rows behind the cursors (what it leased) go too: a lease keeps what it needs
         to put its entry back (sqlite_leases), so the cursors start afresh."""
         with self._tx() as c:
@@ -1088,7 +1088,7 @@ class SQLiteStore:
             return int(queued) + n_sched
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
-        """See the optional ``remove_queued`` of :class:`Store`: the queue's entries past
+        """See :meth:`QueueAdmin.remove_queued`: the queue's entries past
         its cursors (its queued ones) and its scheduled ones, each given to ``where``."""
         with self._tx() as c:
             self._wake(c, now)
