@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from ..errors import ConfigError, StoreError
 from ..models import QueueInfo, Stats
-from . import dumpfmt, sqlite_leases
+from . import dumpfmt, sqlite_dump, sqlite_leases
 from .base import (
     ACK_DEAD,
     ACK_DONE,
@@ -43,7 +43,6 @@ from .bloom import BLOCK_BYTES, BloomShape
 from .sqlite_levels import (
     CHUNK,
     FIRST_ENTRIES,
-    QUEUED,
     SeenTx,
     ahead_query,
     chunks,
@@ -72,7 +71,6 @@ from .sqlite_schema import (
     NO_CURSOR,
     READY,
     RESTING,
-    SEEN_LEVELS,
     initialize,
     store_error,
 )
@@ -1150,46 +1148,7 @@ class SQLiteStore:
                 raise StoreError("the store is closed")
             if self._held_acks:
                 self._commit_held()
-        conn = sqlite3.connect(self.path, isolation_level=None)
-        try:
-            conn.execute("BEGIN")
-            m = dict(conn.execute("SELECT name, value FROM meta"))
-            counters = {k: m[k] for k in ("seen", "added", "done", "failed", "retried", "dead",
-                                          "redelivered", "late_acks", "duplicates")}
-            yield dumpfmt.counters(counters, dict(conn.execute("SELECT reason, n FROM rejected")))
-            keys = {}
-            for row in conn.execute(f"SELECT key, accepted, ready_at, qid, "
-                                    f"{', '.join(QUEUE_SETTINGS)} FROM queues"):
-                keys[row[3]] = row[0]
-                settings = {k: v for k, v in zip(QUEUE_SETTINGS, row[4:]) if v is not None}
-                yield dumpfmt.queue(row[0], row[1], row[2], settings)
-            for qid, nprio, retries, payload, due in conn.execute(
-                    f"{QUEUED} UNION ALL "
-                    "SELECT qid, nprio, retries, payload, due FROM scheduled"):
-                yield dumpfmt.entry(keys[qid], -nprio, retries, payload, due)
-            for qid, nprio, _, retries, payload in sqlite_leases.open_leases(conn):
-                yield dumpfmt.entry(keys[qid], -nprio, retries, payload, None)
-            for did, qid, prio, retries, payload, error, died_at in conn.execute(
-                    "SELECT id, qid, prio, retries, payload, error, died_at FROM dead"):
-                yield dumpfmt.dead(DeadEntry(did, keys[qid], prio, retries, payload, error,
-                                             died_at))
-            if self._bloom is not None:
-                bits = bytearray(self._bloom.size_bytes)
-                for block, data in conn.execute("SELECT block, bits FROM bloom"):
-                    bits[block * BLOCK_BYTES:(block + 1) * BLOCK_BYTES] = data
-                yield dumpfmt.bloom(bits)
-            # Each fingerprint once, from the newest level that has it.
-            for fp, revisit_at in conn.execute(" UNION ALL ".join(
-                    f"SELECT fp, revisit_at FROM {t} s WHERE 1" + "".join(
-                        f" AND NOT EXISTS (SELECT 1 FROM {newer} WHERE fp = s.fp)"
-                        for newer in SEEN_LEVELS[:level])
-                    for level, t in enumerate(SEEN_LEVELS))):
-                yield dumpfmt.seen(fp, revisit_at)
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise store_error(self.path, exc) from exc
-        finally:
-            conn.close()
+        yield from sqlite_dump.records(self.path, self._bloom)
 
     def load(self, records: Iterable[dict[str, Any]]) -> int:
         """See :meth:`Store.load`. All records are applied in one transaction."""

@@ -1,0 +1,59 @@
+"""The SQLite store's dump: every piece of its state as the records of
+:mod:`crawlq.stores.dumpfmt`, read from one snapshot on a connection of its own (so a
+dump never holds up the store's writers)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+from . import dumpfmt, sqlite_leases
+from .base import QUEUE_SETTINGS, DeadEntry
+from .bloom import BLOCK_BYTES, BloomShape
+from .sqlite_levels import QUEUED
+from .sqlite_schema import SEEN_LEVELS, store_error
+
+
+def records(path: str, bloom: BloomShape | None) -> Iterator[dict[str, Any]]:
+    """The dump of the store at ``path`` (``bloom``: its filter's shape, or None)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        m = dict(conn.execute("SELECT name, value FROM meta"))
+        counters = {k: m[k] for k in ("seen", "added", "done", "failed", "retried", "dead",
+                                      "redelivered", "late_acks", "duplicates")}
+        yield dumpfmt.counters(counters, dict(conn.execute("SELECT reason, n FROM rejected")))
+        keys = {}
+        for row in conn.execute(f"SELECT key, accepted, ready_at, qid, "
+                                f"{', '.join(QUEUE_SETTINGS)} FROM queues"):
+            keys[row[3]] = row[0]
+            settings = {k: v for k, v in zip(QUEUE_SETTINGS, row[4:]) if v is not None}
+            yield dumpfmt.queue(row[0], row[1], row[2], settings)
+        for qid, nprio, retries, payload, due in conn.execute(
+                f"{QUEUED} UNION ALL "
+                "SELECT qid, nprio, retries, payload, due FROM scheduled"):
+            yield dumpfmt.entry(keys[qid], -nprio, retries, payload, due)
+        for qid, nprio, _, retries, payload in sqlite_leases.open_leases(conn):
+            yield dumpfmt.entry(keys[qid], -nprio, retries, payload, None)
+        for did, qid, prio, retries, payload, error, died_at in conn.execute(
+                "SELECT id, qid, prio, retries, payload, error, died_at FROM dead"):
+            yield dumpfmt.dead(DeadEntry(did, keys[qid], prio, retries, payload, error,
+                                         died_at))
+        if bloom is not None:
+            bits = bytearray(bloom.size_bytes)
+            for block, data in conn.execute("SELECT block, bits FROM bloom"):
+                bits[block * BLOCK_BYTES:(block + 1) * BLOCK_BYTES] = data
+            yield dumpfmt.bloom(bits)
+        # Each fingerprint once, from the newest level that has it.
+        for fp, revisit_at in conn.execute(" UNION ALL ".join(
+                f"SELECT fp, revisit_at FROM {t} s WHERE 1" + "".join(
+                    f" AND NOT EXISTS (SELECT 1 FROM {newer} WHERE fp = s.fp)"
+                    for newer in SEEN_LEVELS[:level])
+                for level, t in enumerate(SEEN_LEVELS))):
+            yield dumpfmt.seen(fp, revisit_at)
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        raise store_error(path, exc) from exc
+    finally:
+        conn.close()
