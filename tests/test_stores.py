@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from crawlq import ConfigError, Frontier, Outcome, Request, StoreCorrupt, StoreError
+from crawlq.handles import handle, lease_of
 from crawlq.redislocal import free_port
 from crawlq.stores import sqlite_levels
 from crawlq.stores.base import ACK_DEAD, QueuePolicy
@@ -1007,6 +1008,26 @@ def test_a_locked_full_or_read_only_store_is_not_called_damaged(tmp_path: Path) 
     with Frontier.open(url, **FAST) as f:  # nothing of the failed calls was kept
         s = f.stats()
         assert (s.seen, s.queued) == (1, 1)
+
+
+def test_a_held_answer_is_checked_against_the_leases_this_store_made(
+        tmp_path: Path) -> None:
+    """A small answer (held for group commit) is checked against the leases this store
+    object made, without reading the file; a lease another process leased is read from
+    the file. A lease another process answered first is found at the commit: counted
+    late, never applied twice."""
+    url = f"sqlite:///{tmp_path}/own.db"
+    with Frontier.open(url, **FAST) as f, Frontier.open(url, **FAST) as g:
+        f.add([f"https://h{i}.example/" for i in range(3)])
+        a, b, c = f.next(3)
+        assert g.done(lease_of(handle(a))) == 1  # (g made no lease: it reads the file)
+        assert g.done(lease_of(handle(a))) == 0
+        g.store._commit_held()  # type: ignore[attr-defined]
+        assert f.done(a) == 1  # (what f knows of its own leases: found late below)
+        assert f.done([b, c]) == 2 and f.done(b) == 0
+        f.store._commit_held()  # type: ignore[attr-defined]
+        s = f.stats()
+        assert (s.done, s.late_acks, s.leased) == (3, 3, 0)  # (a twice more, b once)
 
 
 def test_small_acknowledgements_are_committed_together_and_soon(tmp_path: Path) -> None:

@@ -144,6 +144,7 @@ class SQLiteStore:
         self.group_commit = group_commit
         self._held_acks: list[Ack] = []
         self._held_tokens: set[int] = set()
+        self._own = sqlite_leases.OwnCalls()  # (to check held answers without a read)
         self._held_now = 0.0
         self._taken: tuple[list[Ack], float] | None = None  # (in the open transaction)
         self._held_since = 0.0  # (monotonic) when the first of those was held
@@ -779,6 +780,7 @@ class SQLiteStore:
                     rows = self._ahead.get(qid, _NONE_AHEAD)[0]
                     after[qid] = rows[-1][1] if rows else _NO_HEAD
             sqlite_leases.write(c, first, expires, ints, payloads)
+            self._own.made(first, token, expires)
             c.execute("UPDATE meta SET value=? WHERE name='lease_seq'", (token,))
             deltas: dict[int, Delta] = {}
             for qid, k in taken.items():
@@ -811,20 +813,35 @@ class SQLiteStore:
             return []
         if self.group_commit <= 0 or len(acks) >= _GROUP_MAX:
             with self._tx() as c:
-                return self._release(c, acks, now)
+                applied = self._release(c, acks, now)
+            with self._lock:  # (once committed: a failed call answered nothing)
+                self._own.answered(a[0] for a in acks)
+            return applied
         with self._lock:
             if self._closed:
                 raise StoreError("the store is closed")
-            try:
-                open_now = sqlite_leases.open_tokens(self._conn, [a[0] for a in acks])
-            except sqlite3.Error as exc:
-                raise store_error(self.path, exc) from exc
-            out = []
-            for a, ok in zip(acks, open_now):
-                ok = ok and a[0] not in self._held_tokens  # (answered twice: once)
-                if ok:
-                    self._held_tokens.add(a[0])
-                out.append(ok)
+            take, held = self._own.take, self._held_tokens
+            out: list[bool] = []
+            unknown: list[int] = []  # (not leased by this object: read from the file)
+            for a in acks:
+                was = take(a[0], now)
+                if was is None:
+                    unknown.append(len(out))
+                out.append(was is True)
+            if unknown:
+                try:
+                    read = sqlite_leases.open_tokens(self._conn,
+                                                     [acks[i][0] for i in unknown])
+                except sqlite3.Error as exc:
+                    raise store_error(self.path, exc) from exc
+                for i, was_open in zip(unknown, read):
+                    out[i] = was_open
+            for i, a in enumerate(acks):
+                if out[i]:
+                    if a[0] in held:  # (answered twice: once)
+                        out[i] = False
+                    else:
+                        held.add(a[0])
             was_empty = not self._held_acks
             self._held_acks.extend(acks)  # (the others count as late at the commit)
             self._held_now = max(self._held_now, now)
@@ -960,7 +977,10 @@ class SQLiteStore:
         """See :meth:`Store.renew` (per ``next()`` call: see sqlite_leases.renew)."""
         with self._tx() as c:
             self._wake(c, now)
-            return sqlite_leases.renew(c, tokens, expires)
+            held = sqlite_leases.renew(c, tokens, expires)
+        with self._lock:  # (once committed)
+            self._own.renewed([t for t, ok in zip(tokens, held) if ok], expires)
+        return held
 
     def block(self, queue: str, until: float, now: float) -> None:
         """See :meth:`Store.block`."""
