@@ -1030,6 +1030,21 @@ def test_a_held_answer_is_checked_against_the_leases_this_store_made(
         assert (s.done, s.late_acks, s.leased) == (3, 3, 0)  # (a twice more, b once)
 
 
+def test_held_answers_keep_being_committed_while_they_keep_coming(tmp_path: Path) -> None:
+    """The flusher thread, woken by the first answer held, then looks every
+    group_commit seconds while answers keep coming (no wake-up per answer): each of a
+    run of answers, a few ms apart, is committed soon without any further call."""
+    url = f"sqlite:///{tmp_path}/tick.db"
+    with Frontier.open(url, **FAST) as f, Frontier.open(url, **FAST) as other:
+        f.add([f"https://h{i}.example/" for i in range(5)])
+        for k, lease in enumerate(f.next(5), 1):
+            assert f.done(lease) == 1
+            deadline = time.monotonic() + 5
+            while other.stats().done < k:
+                assert time.monotonic() < deadline, f"answer {k} was never committed"
+                time.sleep(0.002)
+
+
 def test_small_acknowledgements_are_committed_together_and_soon(tmp_path: Path) -> None:
     """One done() per lease (group commit): another connection sees the answers within
     the group_commit delay, without any further call; a process that dies with answers
