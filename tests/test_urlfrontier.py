@@ -24,7 +24,7 @@ import pytest
 from crawlq import Frontier, Request
 from crawlq.redislocal import LocalRedis
 from crawlq.serve import uf_ops
-from crawlq.serve.crawls import RECHECK
+from crawlq.serve.crawls import DEFAULT_DELAY, RECHECK
 from crawlq.serve.grpc_base import load_proto
 
 pb, services = load_proto()
@@ -285,6 +285,10 @@ def test_the_default_delay_holds_for_every_server_and_across_restarts(store: str
         assert put(c, known(w.url)) == [OK]
         assert get(c) == []  # w rests the default kept in the store, x and y still rest
         assert stats(c).size == 3
+    with Frontier.open(store) as f:  # (a value no server wrote: ignored, with a warning)
+        f.put_value(DEFAULT_DELAY, b"soon")
+    with serve(store, *opts) as d:
+        assert stats(d).size == 3
 
 
 def test_purge_removes_the_urls_stored_before_its_cutoff(store: str) -> None:

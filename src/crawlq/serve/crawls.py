@@ -16,6 +16,7 @@ a key); anything else is refused before any store is touched.
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import re
 import threading
@@ -99,8 +100,13 @@ class Crawls:
         kept = frontier.get_value(DEFAULT_DELAY)
         _, applied = self._delays.get(crawl, (0.0, None))
         if kept is not None and kept != applied:
-            seconds = float(kept.decode("ascii"))
-            frontier.configure_default(min_delay=seconds, max_delay=seconds)
+            try:
+                seconds = float(kept.decode("ascii"))
+                frontier.configure_default(min_delay=seconds, max_delay=seconds)
+            except (UnicodeDecodeError, ValueError):  # (ConfigError is a ValueError)
+                logging.getLogger(__name__).warning(
+                    "crawl %s: ignoring a default delay that is not a number of seconds: "
+                    "%r", crawl, kept[:40])
         self._delays[crawl] = (time.monotonic(), kept if kept is not None else applied)
 
     def names(self) -> list[str]:

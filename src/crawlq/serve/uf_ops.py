@@ -68,7 +68,11 @@ def _request(item: Item, dated: Mapping[str, Any], **extra: Any) -> Request:
 def created_of(request: Request) -> int:
     """When the server first stored the request's URL (epoch seconds; 0: not known, it
     came in another way than URLFrontier's API)."""
-    at = request.meta.get(CREATED) if request.meta else None
+    return _created_in(request.meta)
+
+
+def _created_in(meta: object) -> int:
+    at = meta.get(CREATED) if isinstance(meta, Mapping) else None
     return at if isinstance(at, int) else 0
 
 
@@ -269,9 +273,8 @@ def _listed(rec: Mapping[str, Any]) -> Listed:
     req = rec["request"]
     meta = dumpfmt.from_json(req.get("meta") or {})
     md = meta.get(META) if isinstance(meta, Mapping) else None
-    at = meta.get(CREATED) if isinstance(meta, Mapping) else None
     return Listed(str(req["url"]), str(rec.get("queue")), _clean(md), req.get("not_before"),
-                  rec.get("type") == "dead", created=at if isinstance(at, int) else 0)
+                  rec.get("type") == "dead", created=_created_in(meta))
 
 
 def _clean(md: object) -> dict[str, list[str]]:
