@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from ..errors import ConfigError, StoreError
 from ..models import QueueInfo, Stats
@@ -94,8 +94,6 @@ _AHEAD_FROM = 4  # entries queued in a queue, at least, for reading ahead (many 
 DEFAULT_CACHE_MB = 6.0
 """SQLite's page cache per connection, in MiB (option ``cache_mb``; SQLite's own default
 is 2). A fixed amount: it does not grow with the queue."""
-_T = TypeVar("_T")
-_MISSING = object()
 _NO_HEAD: Any = object()  # a queue known to have no entry left in its levels
 _MAYBE_MORE: Any = object()  # a queue that gave all entries read ahead, maybe has more
 

@@ -174,6 +174,17 @@ def open_tokens(c: sqlite3.Connection, tokens: Sequence[int]) -> list[bool]:
     return [_open_call(c, t) is not None for t in tokens]
 
 
+class _Call:
+    """A lease call as :class:`OwnCalls` knows it."""
+
+    __slots__ = ("answered", "expires", "first")
+
+    def __init__(self, first: int, expires: float) -> None:
+        self.first = first
+        self.expires = expires
+        self.answered: set[int] = set()
+
+
 class OwnCalls:
     """The lease calls this store object made, as far as it knows them, so that an
     answer held for group commit is checked without reading the file: a read outside a
@@ -186,35 +197,34 @@ class OwnCalls:
 
     def __init__(self) -> None:
         self._lasts: list[int] = []  # (increasing: tokens only grow)
-        self._calls: dict[int, tuple[int, list[float], set[int]]] = {}
+        self._calls: dict[int, _Call] = {}
 
     def made(self, first: int, last: int, expires: float) -> None:
         """Remember a call's tokens ``first`` .. ``last`` leased until ``expires``."""
         self._lasts.append(last)
-        self._calls[last] = (first, [expires], set())
+        self._calls[last] = _Call(first, expires)
         if len(self._lasts) > 2 * self.KEPT:
             for old in self._lasts[:self.KEPT]:
                 del self._calls[old]
             del self._lasts[:self.KEPT]
 
-    def _call(self, token: int) -> tuple[int, list[float], set[int]] | None:
+    def _call(self, token: int) -> _Call | None:
         i = bisect_left(self._lasts, token)
         if i == len(self._lasts):
             return None
         call = self._calls[self._lasts[i]]
-        return call if call[0] <= token else None
+        return call if call.first <= token else None
 
     def take(self, token: int, now: float) -> bool | None:
         """Whether ``token``'s lease was open, noting it answered; None when this object
         cannot tell (not one of its calls, or past its expiry, which another process
         may have renewed)."""
         call = self._call(token)
-        if call is None or call[1][0] <= now:
+        if call is None or call.expires <= now:
             return None
-        answered = call[2]
-        if token in answered:
+        if token in call.answered:
             return False
-        answered.add(token)
+        call.answered.add(token)
         return True
 
     def answered(self, tokens: Iterable[int]) -> None:
@@ -222,14 +232,14 @@ class OwnCalls:
         for t in tokens:
             call = self._call(t)
             if call is not None:
-                call[2].add(t)
+                call.answered.add(t)
 
     def renewed(self, tokens: Iterable[int], expires: float) -> None:
         """Note that the calls holding these tokens now last until ``expires``."""
         for t in tokens:
             call = self._call(t)
             if call is not None:
-                call[1][0] = max(call[1][0], expires)
+                call.expires = max(call.expires, expires)
 
 
 def renew(c: sqlite3.Connection, tokens: Sequence[int], expires: float) -> list[bool]:
