@@ -515,15 +515,9 @@ class RedisStore:
             key, prio, item = _unpack(rec)
             yield dumpfmt.entry(key.decode("utf-8", "surrogateescape"), prio,
                                 int.from_bytes(item[:2], "big"), item[2:], None)
-        sched = self._retrying(lambda: r.zrange(f"{p}:sc", 0, -1, withscores=True))
-        for i in range(0, len(sched), 1000):
-            part = sched[i:i + 1000]
-            recs = self._cmd("hmget", f"{p}:scd", [s for s, _ in part])
-            for (_, at), rec in zip(part, recs):
-                if rec is not None:
-                    key, prio, item = _unpack(rec)
-                    yield dumpfmt.entry(key.decode("utf-8", "surrogateescape"), prio,
-                                        int.from_bytes(item[:2], "big"), item[2:], at)
+        for _, at, key, prio, item in self._scheduled():
+            yield dumpfmt.entry(key.decode("utf-8", "surrogateescape"), prio,
+                                int.from_bytes(item[:2], "big"), item[2:], at)
         for d in self.dead(2**31):
             yield dumpfmt.dead(d)
         if self.bloom is not None:
@@ -651,19 +645,24 @@ class RedisStore:
                     picked += [level, item]
         picked.append("")
         # (every scheduled entry is read: an admin call, as delete_queue's scan)
+        for sid, at, key, prio, item in self._scheduled():
+            if key == k and where(prio, int.from_bytes(item[:2], "big"), item[2:], at):
+                picked.append(sid)
+        if len(picked) == 1:
+            return 0
+        return int(self._run("queue_op", now, "remove", queue, *picked))
+
+    def _scheduled(self) -> Iterator[tuple[bytes, float, bytes, int, bytes]]:
+        """Every scheduled entry: (id, due, queue key, priority, item), read in parts."""
+        p = self._p
         sched = self._retrying(lambda: self._client.zrange(f"{p}:sc", 0, -1, withscores=True))
         for i in range(0, len(sched), 1000):
             part = sched[i:i + 1000]
             for (sid, at), rec in zip(part, self._cmd("hmget", f"{p}:scd",
                                                       [s for s, _ in part])):
-                if rec is None:
-                    continue
-                key, prio, item = _unpack(rec)
-                if key == k and where(prio, int.from_bytes(item[:2], "big"), item[2:], at):
-                    picked.append(sid)
-        if len(picked) == 1:
-            return 0
-        return int(self._run("queue_op", now, "remove", queue, *picked))
+                if rec is not None:  # (gone since the list was read)
+                    key, prio, item = _unpack(rec)
+                    yield sid, at, key, prio, item
 
     def prefixes_under(self, start: str) -> list[str]:
         """The prefixes of the crawls on this server whose prefix begins with ``start``
