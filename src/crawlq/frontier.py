@@ -14,6 +14,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from hashlib import blake2b
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -506,6 +507,25 @@ class Frontier:
         if self.strict_acks and n < len(acks):
             raise LeaseError([a[0] for a, ok in zip(acks, held) if not ok])
         return n
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """A block whose calls are one atomic step of the store, where it has them
+        (SQLite): e.g. a page's links added and the page acknowledged together, or an
+        acknowledgement and the next lease in one commit instead of two::
+
+            with frontier.transaction():
+                frontier.add(links)
+                frontier.done(lease)
+                leases = frontier.next(10)
+
+        They take effect together when the block ends; an exception leaving the block
+        undoes them all (leases handed out inside it are void), and so does a call that
+        fails inside it. Blocks nest; other threads' calls wait until it ends. On a
+        store without transactions (memory, Redis) each call inside takes effect on its
+        own, as outside a block. See :class:`~crawlq.stores.base.Transactions`.
+        """
+        begin = getattr(self.store, "transaction", None)
+        return begin() if begin is not None else nullcontext()
 
     # -- queues ---------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from .errors import ConfigError, LeaseError
+from .errors import ConfigError, LeaseError, StoreError
 from .frontier import Frontier
 from .models import Outcome, Request
 
@@ -778,6 +778,47 @@ class FrontierContract:
         (lease,) = f.next(1)
         assert lease.request == req
         assert lease.queue == "xn--tda.example"
+
+    def test_a_transaction_block_is_one_step_where_the_store_has_them(
+            self, env: _Env) -> None:
+        """Calls inside ``with f.transaction():`` do what they do outside it. On a store
+        with transactions they are one step: an exception leaving the block undoes them
+        all, and a call that fails inside it dooms the block even if caught; on a store
+        without, each call took effect on its own."""
+        f = env.open(**FAST)
+        f.add(["https://a.example/1", "https://b.example/1"])
+        with f.transaction():
+            (a,) = f.next(1, queue="a.example")
+            assert f.add(["https://a.example/2", "https://a.example/1"]).added == 1
+            assert f.done(a) == 1
+            with f.transaction():  # (nested: part of the outer block)
+                (b,) = f.next(1, queue="b.example")
+        f = env.checkpoint()
+        s = f.stats()
+        assert (s.done, s.leased, s.queued, s.seen) == (1, 1, 1, 3)
+        atomic = hasattr(f.store, "transaction")
+        with pytest.raises(ZeroDivisionError), f.transaction():
+            f.add(["https://c.example/1"])
+            f.done(b)
+            assert f.stats().done == 2  # (inside the block, its calls are seen)
+            raise ZeroDivisionError
+        s = f.stats()
+        if not atomic:
+            assert (s.done, s.leased, s.queued, s.seen) == (2, 0, 2, 4)
+            return
+        assert (s.done, s.leased, s.queued, s.seen) == (1, 1, 1, 3)
+        f = env.checkpoint()
+        assert f.done(b) == 1  # (still held: its answer was undone)
+        if hasattr(f.store, "remove_queued"):
+            with pytest.raises(StoreError), f.transaction():
+                f.add(["https://d.example/1"])
+                with pytest.raises(ZeroDivisionError):
+                    f.remove_queued(lambda r: 1 / 0 > 0)
+                with pytest.raises(StoreError):
+                    f.next(1)
+        assert f.add(["https://c.example/1", "https://d.example/1"]).added == 2
+        assert [le.request.url for le in f.next(5)] == [
+            "https://a.example/2", "https://c.example/1", "https://d.example/1"]
 
     # -- stats, accounting, dump ---------------------------------------------------------
 

@@ -15,6 +15,7 @@ queue by priority, then FIFO (or LIFO with ``lifo=True``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol
 
 from ..models import DEPTH_MAX as DEPTH_MAX  # (the request rules live in models)
@@ -235,6 +236,24 @@ class QueueAdmin(Protocol):
         their own settings (theirs still override it); a rest it changes applies from
         each queue's next answer. The store does not keep it: a process gives its own
         policy when it opens the store."""
+        ...
+
+
+class Transactions(Protocol):
+    """What a store may offer to make several calls one atomic step (SQLite does).
+
+    Optional: :meth:`~crawlq.Frontier.transaction` on a store without it runs the calls
+    of its block one by one, each its own atomic step, as outside a block.
+    """
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """A block whose calls on this store object, from this thread, are one atomic
+        step: they take effect together when the block ends. An exception leaving the
+        block undoes them all (leases handed out inside it are void, answers given
+        inside it were not given); so does a call that fails inside it, even if the
+        exception is caught there (later calls in the block then raise StoreError, and
+        so does the end of the block). Blocks nest (an inner block is part of the
+        outer); other threads' calls wait for the block to end."""
         ...
 
 

@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ..errors import ConfigError, StoreError
@@ -204,20 +204,36 @@ class SQLiteStore:
         self._ahead_calls = 0  # lease calls since it was last emptied
         self._ahead_spoiled: set[int] = set()  # queues not read ahead (_before_level0)
         self._closed = False
+        self._tx_open = False  # (a transaction is open: see _tx)
+        self._tx_doomed = False  # (a call in it failed: it must not commit)
 
     # -- plumbing ----------------------------------------------------------------------
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One atomic step: BEGIN IMMEDIATE ... COMMIT, driver errors wrapped."""
+        """One atomic step: BEGIN IMMEDIATE ... COMMIT, driver errors wrapped. Inside
+        a :meth:`transaction` block (this thread's: the lock says so) a call joins it."""
         with self._lock:
             if self._closed:
                 raise StoreError("the store is closed")
             c = self._conn
+            if self._tx_open:
+                if self._tx_doomed:
+                    raise StoreError("a call in this transaction failed: the transaction "
+                                     "is rolled back at the end of its block")
+                try:
+                    yield c
+                except BaseException as exc:  # (it may have done half its work)
+                    self._tx_doomed = True
+                    if isinstance(exc, sqlite3.Error):
+                        raise store_error(self.path, exc) from exc
+                    raise
+                return
             try:
                 c.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise store_error(self.path, exc) from exc
+            self._tx_open = True
             try:
                 (version,) = c.execute("PRAGMA data_version").fetchone()
                 if version != self._version:  # another connection committed
@@ -235,6 +251,9 @@ class SQLiteStore:
                 if self._stale:
                     self._rows.clear()
                     self._stale = False
+                if self._tx_doomed:
+                    raise StoreError("a call in this transaction failed: the transaction "
+                                     "was rolled back")
                 c.execute("COMMIT")
                 self._taken = None
             except sqlite3.Error as exc:
@@ -243,6 +262,18 @@ class SQLiteStore:
             except BaseException:
                 self._rollback()
                 raise
+            finally:
+                self._tx_open = self._tx_doomed = False
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """See :class:`~crawlq.stores.base.Transactions`: one SQLite transaction for the
+        block; this thread's calls inside join it, other threads' wait for its end."""
+        return self._block()
+
+    @contextmanager
+    def _block(self) -> Iterator[None]:
+        with self._tx():
+            yield
 
     def _rollback(self) -> None:
         if self._taken is not None:  # not committed: held again, for the next call
@@ -253,6 +284,8 @@ class SQLiteStore:
             self._held_now = max(self._held_now, now)
         self._rows.clear()  # it may hold changes that were not committed
         self._counts.clear()
+        # (it may know of lease calls and answers that were not committed either)
+        self._own = sqlite_leases.OwnCalls()
         self._forget_ahead()
         self._stale = False
         # (and queues created in the transaction: their qids may go to other keys)
@@ -825,7 +858,9 @@ class SQLiteStore:
         an add. Rests start from the latest of the held calls' times."""
         if not acks:
             return []
-        if self.group_commit <= 0 or len(acks) >= _GROUP_MAX:
+        if self.group_commit <= 0 or len(acks) >= _GROUP_MAX or self._tx_open:
+            # (in a transaction block: applied in it, nothing held; another thread's
+            # call waits for the block and then commits on its own)
             with self._tx() as c:
                 applied = self._release(c, acks, now)
             with self._lock:  # (once committed: a failed call answered nothing)

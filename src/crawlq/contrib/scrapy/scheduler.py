@@ -274,11 +274,15 @@ class Scheduler:
         return True
 
     def _flush(self) -> None:
-        """Send what was gathered: new requests first, then acknowledgements (a crash
-        in between re-fetches the parents: nothing is lost)."""
+        """Send what was gathered: new requests first, then acknowledgements, in one
+        transaction of the store where it has them (otherwise a crash in between
+        re-fetches the parents: nothing is lost either way)."""
         self._since = None
-        self._flush_adds()
-        self._flush_acks()
+        if self.frontier is None:
+            return
+        with self.frontier.transaction():
+            self._flush_adds()
+            self._flush_acks()
 
     def _count_duplicates(self, force: bool) -> None:
         """Report the duplicates answered in process to the store's counter, at most
@@ -342,8 +346,9 @@ class Scheduler:
             return request
         while True:
             if not self._ready:
-                self._flush()  # the store is called anyway: send what waits first
-                self._ready.extend(f.next(self.batch))
+                with f.transaction():  # (one commit for what waits and the next leases)
+                    self._flush()  # the store is called anyway: send what waits first
+                    self._ready.extend(f.next(self.batch))
                 if not self._ready:
                     self._wake_engine_later()
                     return None
