@@ -61,7 +61,8 @@ def open_store(url: str, **options: Any) -> Store:
         if not create and not os.path.exists(path):
             raise StoreError(f"no crawl at {url}: {path} does not exist")
         query = dict(parse_qsl(parts.query))
-        from .sqlite import DEFAULT_CACHE_MB, GROUP_COMMIT, SQLiteStore
+        from .sqlite import DEFAULT_CACHE_MB, SQLiteStore
+        from .sqlite_group import GROUP_COMMIT
 
         synchronous = options.pop("synchronous", query.get("synchronous", "normal"))
         busy = float(options.pop("busy_timeout", query.get("busy_timeout", 60.0)))

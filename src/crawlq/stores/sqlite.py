@@ -14,7 +14,6 @@ import logging
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -40,6 +39,7 @@ from .base import (
     queue_state,
 )
 from .bloom import BLOCK_BYTES, BloomShape
+from .sqlite_group import GROUP_COMMIT, GroupCommit
 from .sqlite_levels import (
     CHUNK,
     FIRST_ENTRIES,
@@ -84,11 +84,6 @@ _CACHED_QUEUES = 200_000  # queue rows kept in memory at most (about 450 bytes e
 _AHEAD = 16  # entries read ahead per queue and level (see SQLiteStore._fill_ahead)
 _AHEAD_ROWS = 65_536  # entries read ahead and kept, at most (~220 bytes each)
 _AHEAD_RENEW = 1024  # lease calls after which all entries read ahead are dropped
-GROUP_COMMIT = 0.005
-"""Default longest wait of a small acknowledgement for others to share its transaction
-(seconds; the ``group_commit`` store option, 0: every call commits on its own)."""
-_GROUP_MAX = 1000  # acknowledgements held at most before they are committed at once
-_FLUSHER_IDLE = 1.0  # seconds without an answer held before the flusher waits untimed
 _PUT_VALUE = "INSERT OR REPLACE INTO vals VALUES (?,?,?)"  # (put_values, and load)
 _AHEAD_FROM = 4  # entries queued in a queue, at least, for reading ahead (many queues)
 DEFAULT_CACHE_MB = 6.0
@@ -137,26 +132,15 @@ class SQLiteStore:
         self.policy = policy or QueuePolicy()
         self.lifo = lifo
         self.max_redeliveries = max_redeliveries
-        # Group commit of small acknowledgements (see release): held here until a
-        # transaction takes them (any call's, first thing) or the flusher thread
-        # commits them.
         self.group_commit = group_commit
-        self._held_acks: list[Ack] = []
-        self._held_tokens: set[int] = set()
         self._counts: dict[str, int] = {}  # counter changes of the transaction (_count)
-        self._own = sqlite_leases.OwnCalls()  # (to check held answers without a read)
-        self._held_now = 0.0
-        self._taken: tuple[list[Ack], float] | None = None  # (in the open transaction)
-        self._held_since = 0.0  # (monotonic) when the first of those was held
-        self._flusher: threading.Thread | None = None  # commits them (_flush_held)
-        self._flusher_pid = 0
-        self._flusher_idle = False  # (waiting without a timeout: it needs a notify)
         # Whether the expiries table may have rows (None: unknown, another connection
         # wrote): while it has none, answering a lease need not look there.
         self._expiries: bool | None = None
         self._bloom = bloom
         self._lock = threading.RLock()
-        self._held_cv = threading.Condition(self._lock)  # acknowledgements were held
+        # Small acknowledgements, held until a transaction takes them (see release).
+        self._group = GroupCommit(path, group_commit, self._lock, self._commit_held)
         self._qids: dict[str, int] = {}
         self._keys: dict[int, str] = {}  # qid -> key, the other way
         self._policies: dict[tuple[Any, ...], QueuePolicy] = {}
@@ -241,10 +225,9 @@ class SQLiteStore:
                     self._forget_ahead()
                     self._expiries = None
                     self._version = version
-                if self._held_acks:  # every call sees the acknowledgements made before it
-                    acks, now = self._taken = (self._held_acks, self._held_now)
-                    self._held_acks, self._held_tokens, self._held_now = [], set(), 0.0
-                    self._release(c, acks, now)
+                taken = self._group.take()
+                if taken is not None:  # every call sees the acknowledgements made before it
+                    self._release(c, *taken)
                 yield c
                 if self._counts:
                     self._write_counts(c)
@@ -255,7 +238,7 @@ class SQLiteStore:
                     raise StoreError("a call in this transaction failed: the transaction "
                                      "was rolled back")
                 c.execute("COMMIT")
-                self._taken = None
+                self._group.committed()
             except sqlite3.Error as exc:
                 self._rollback()
                 raise store_error(self.path, exc) from exc
@@ -276,16 +259,9 @@ class SQLiteStore:
             yield
 
     def _rollback(self) -> None:
-        if self._taken is not None:  # not committed: held again, for the next call
-            acks, now = self._taken
-            self._taken = None
-            self._held_acks[:0] = acks
-            self._held_tokens.update(a[0] for a in acks)
-            self._held_now = max(self._held_now, now)
+        self._group.rolled_back()
         self._rows.clear()  # it may hold changes that were not committed
         self._counts.clear()
-        # (it may know of lease calls and answers that were not committed either)
-        self._own = sqlite_leases.OwnCalls()
         self._forget_ahead()
         self._stale = False
         # (and queues created in the transaction: their qids may go to other keys)
@@ -827,7 +803,7 @@ class SQLiteStore:
                     rows = self._ahead.get(qid, _NONE_AHEAD)[0]
                     after[qid] = rows[-1][1] if rows else _NO_HEAD
             sqlite_leases.write(c, first, expires, ints, payloads)
-            self._own.made(first, token, expires)
+            self._group.own.made(first, token, expires)
             c.execute("UPDATE meta SET value=? WHERE name='lease_seq'", (token,))
             deltas: dict[int, Delta] = {}
             for qid, k in taken.items():
@@ -850,102 +826,30 @@ class SQLiteStore:
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
         """See :meth:`Store.release`.
 
-        Group commit: a small call (one ``done()`` per fetched page, as a crawler's loop
-        makes them) is answered from a read of its leases and held, to be applied at the
-        start of the next transaction (any call's) or by the flusher thread after
-        ``group_commit`` seconds, whichever comes first; a crash in between undoes those
-        acknowledgements (their leases expire and the pages are fetched again), never
-        an add. Rests start from the latest of the held calls' times."""
+        Group commit (:mod:`~crawlq.stores.sqlite_group`): a small call is answered at
+        once and held, to be applied at the start of the next transaction (any call's)
+        or by the flusher thread after ``group_commit`` seconds; a crash in between
+        undoes those acknowledgements (their leases expire and the pages are fetched
+        again), never an add. Rests start from the latest of the held calls' times."""
         if not acks:
             return []
-        if self.group_commit <= 0 or len(acks) >= _GROUP_MAX or self._tx_open:
+        if not self._group.holds(len(acks)) or self._tx_open:
             # (in a transaction block: applied in it, nothing held; another thread's
             # call waits for the block and then commits on its own)
             with self._tx() as c:
                 applied = self._release(c, acks, now)
             with self._lock:  # (once committed: a failed call answered nothing)
-                self._own.answered(a[0] for a in acks)
+                self._group.own.answered(a[0] for a in acks)
             return applied
         with self._lock:
             if self._closed:
                 raise StoreError("the store is closed")
-            take, held = self._own.take, self._held_tokens
-            out: list[bool] = []
-            unknown: list[int] = []  # (not leased by this object: read from the file)
-            for a in acks:
-                was = take(a[0], now)
-                if was is None:
-                    unknown.append(len(out))
-                out.append(was is True)
-            if unknown:
-                try:
-                    read = sqlite_leases.open_tokens(self._conn,
-                                                     [acks[i][0] for i in unknown])
-                except sqlite3.Error as exc:
-                    raise store_error(self.path, exc) from exc
-                for i, was_open in zip(unknown, read):
-                    out[i] = was_open
-            for i, a in enumerate(acks):
-                if out[i]:
-                    if a[0] in held:  # (answered twice: once)
-                        out[i] = False
-                    else:
-                        held.add(a[0])
-            was_empty = not self._held_acks
-            self._held_acks.extend(acks)  # (the others count as late at the commit)
-            self._held_now = max(self._held_now, now)
-            if len(self._held_acks) >= _GROUP_MAX:
-                self._commit_held()
-            elif was_empty:
-                self._held_since = time.monotonic()
-                self._wake_flusher()
-            return out
-
-    def _wake_flusher(self) -> None:
-        """Tell the flusher thread that acknowledgements are held (started on first use,
-        and again in a forked child, which has no threads)."""
-        pid = os.getpid()
-        if self._flusher is None or self._flusher_pid != pid:
-            self._flusher_pid = pid
-            self._flusher = threading.Thread(target=self._flush_held, daemon=True,
-                                             name=f"crawlq-group-commit:{self.path}")
-            self._flusher.start()
-        if self._flusher_idle:
-            self._held_cv.notify()
+            return self._group.hold(self._conn, acks, now)
 
     def _commit_held(self) -> None:
         """Commit the held acknowledgements now (an empty transaction takes them)."""
         with self._tx():
             pass
-
-    def _flush_held(self) -> None:
-        """The flusher thread: commits held acknowledgements ``group_commit`` seconds
-        after the first of them was held, unless a transaction took them first. One
-        thread for the store's life: a ``threading.Timer`` per wait cost ~220 µs of CPU
-        (a Scrapy crawl holds acknowledgements hundreds of times a minute). While
-        answers keep coming it looks every ``group_commit`` seconds rather than being
-        woken for each first answer held: a loop of ``next()`` then ``done()`` holds
-        one answer per call, and each wake-up cost ~30 µs of its ~200."""
-        with self._lock:
-            while not self._closed:
-                if not self._held_acks:
-                    if time.monotonic() - self._held_since > _FLUSHER_IDLE:
-                        self._flusher_idle = True  # (quiet: sleep until told)
-                        self._held_cv.wait()
-                        self._flusher_idle = False
-                    else:
-                        self._held_cv.wait(self.group_commit)
-                    continue
-                wait = self._held_since + self.group_commit - time.monotonic()
-                if wait > 0:
-                    self._held_cv.wait(wait)
-                    continue
-                try:
-                    self._commit_held()
-                except StoreError:  # (held again: the next call retries, and says why)
-                    log.warning("committing held acknowledgements of %s failed", self.path,
-                                exc_info=True)
-                    self._held_cv.wait(1.0)  # (then again: a busy store may clear)
 
     def _release(self, c: sqlite3.Connection, acks: Sequence[Ack], now: float) -> list[bool]:
         """Apply ``acks`` in the transaction ``c``."""
@@ -1037,7 +941,7 @@ class SQLiteStore:
             self._wake(c, now)
             held = sqlite_leases.renew(c, tokens, expires)
         with self._lock:  # (once committed)
-            self._own.renewed([t for t, ok in zip(tokens, held) if ok], expires)
+            self._group.own.renewed([t for t, ok in zip(tokens, held) if ok], expires)
         return held
 
     def block(self, queue: str, until: float, now: float) -> None:
@@ -1225,7 +1129,7 @@ class SQLiteStore:
         with self._lock:
             if self._closed:
                 raise StoreError("the store is closed")
-            if self._held_acks:
+            if self._group.pending:
                 self._commit_held()
         yield from sqlite_dump.records(self.path, self._bloom)
 
@@ -1243,11 +1147,11 @@ class SQLiteStore:
         with self._lock:
             if not self._closed:
                 try:
-                    if self._held_acks:
+                    if self._group.pending:
                         self._commit_held()
                 finally:
                     self._closed = True
-                    self._held_cv.notify_all()  # (the flusher returns)
+                    self._group.close()
                     self._conn.close()
 
 
