@@ -17,7 +17,7 @@ import pytest
 from crawlq import ConfigError, Frontier, Outcome, Request, StoreCorrupt, StoreError
 from crawlq.handles import handle, lease_of
 from crawlq.redislocal import free_port
-from crawlq.stores import sqlite_levels
+from crawlq.stores import sqlite_ahead, sqlite_levels
 from crawlq.stores.base import ACK_DEAD, QueuePolicy
 from crawlq.stores.memory import MemoryStore
 from crawlq.testing import FAST
@@ -659,7 +659,7 @@ _AHEAD_VARIANTS = {"off": (0, 65_536, 1024, 4), "default": (16, 65_536, 1024, 4)
 def test_sqlite_read_ahead_leases_like_the_heads_statement(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, l0_rows: int,
         concurrency: int, hosts: int) -> None:
-    """Entries read ahead per queue (SQLiteStore._fill_ahead) give the same leases in the
+    """Entries read ahead per queue (sqlite_ahead.ReadAhead) give the same leases in the
     same order as the heads statement alone (read-ahead off), on a random mix of adds
     on 9 or 40 hosts (random priorities: some before what was read ahead), leases of random
     sizes, acknowledgements, failures, retries, expiries, adds by a second connection
@@ -667,8 +667,6 @@ def test_sqlite_read_ahead_leases_like_the_heads_statement(
     small that most queues take the heads statement, with all dropped every 2 calls,
     for big queues only or all, and with levels merged every 7 rows or never."""
     import random
-
-    from crawlq.stores import sqlite as sqlite_module
 
     monkeypatch.setattr(sqlite_levels, "L0_ROWS", l0_rows)
     monkeypatch.setattr(sqlite_levels, "SLICES", 2)
@@ -686,9 +684,9 @@ def test_sqlite_read_ahead_leases_like_the_heads_statement(
             ops.append((op, None))
 
     def run(variant: str) -> list[list[str]]:
-        for name, value in zip(("_AHEAD", "_AHEAD_ROWS", "_AHEAD_RENEW", "_AHEAD_FROM"),
+        for name, value in zip(("AHEAD", "AHEAD_ROWS", "AHEAD_RENEW", "AHEAD_FROM"),
                                _AHEAD_VARIANTS[variant]):
-            monkeypatch.setattr(sqlite_module, name, value)
+            monkeypatch.setattr(sqlite_ahead, name, value)
         now = [1000.0]
         db = tmp_path / f"{variant}.db"
         opts: dict[str, Any] = dict(clock=lambda: now[0], lease_ttl=10, max_retries=2,
@@ -744,9 +742,7 @@ def test_sqlite_read_ahead_sees_entries_added_after_it(
     """A queue's entries read ahead, all it had, then one more added after them (a worse
     priority) and one before them (a better one): each is leased in its place, and the
     queue's place in the line follows its head; with and without reading ahead."""
-    from crawlq.stores import sqlite as sqlite_module
-
-    monkeypatch.setattr(sqlite_module, "_AHEAD_FROM", ahead_from or 10**9)
+    monkeypatch.setattr(sqlite_ahead, "AHEAD_FROM", ahead_from or 10**9)
     with Frontier.open(f"sqlite:///{tmp_path}/f.db", concurrency=1000, **FAST) as f:
         f.add([Request("https://a.example/1", priority=5),
                Request("https://a.example/2", priority=5),
@@ -758,7 +754,7 @@ def test_sqlite_read_ahead_sees_entries_added_after_it(
             return lease.request.url
 
         assert take() == "https://a.example/1"  # (a's two read ahead: all it has)
-        assert bool(f.store._ahead) == bool(ahead_from)  # type: ignore[attr-defined]
+        assert bool(f.store._ahead.queues) == bool(ahead_from)  # type: ignore[attr-defined]
         f.add([Request("https://a.example/3", priority=-5)])
         assert [take() for _ in range(3)] == [
             "https://a.example/2", "https://b.example/x", "https://a.example/3"]
@@ -775,10 +771,8 @@ def test_sqlite_read_ahead_is_bounded(tmp_path: Path,
     """What a connection reads ahead stays near its bound however many queues are ready
     (then the others take the heads statement), its count matches what it holds, and
     every entry is still leased once."""
-    from crawlq.stores import sqlite as sqlite_module
-
-    monkeypatch.setattr(sqlite_module, "_AHEAD", 4)
-    monkeypatch.setattr(sqlite_module, "_AHEAD_ROWS", 100)
+    monkeypatch.setattr(sqlite_ahead, "AHEAD", 4)
+    monkeypatch.setattr(sqlite_ahead, "AHEAD_ROWS", 100)
     monkeypatch.setattr(sqlite_levels, "L0_ROWS", 500)
     urls = [f"https://h{i % 200}.example/{i}" for i in range(4000)]
     with Frontier.open(f"sqlite:///{tmp_path}/f.db", concurrency=1000, **FAST) as f:
@@ -790,8 +784,9 @@ def test_sqlite_read_ahead_is_bounded(tmp_path: Path,
         while leases := f.next(50):
             leased += [lease.request.url for lease in leases]
             f.done(leases)
-            held = sum(len(rows) for rows, _ in store._ahead.values())  # type: ignore
-            assert held == store._ahead_rows  # type: ignore[attr-defined]
+            ahead = store._ahead  # type: ignore[attr-defined]
+            held = sum(len(rows) for rows, _ in ahead.queues.values())
+            assert held == ahead.rows
             most = max(most, held)
         assert 0 < most <= 3 * 100
         assert sorted(leased) == sorted(urls)

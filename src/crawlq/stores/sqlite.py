@@ -39,15 +39,13 @@ from .base import (
     queue_state,
 )
 from .bloom import BLOCK_BYTES, BloomShape
+from .sqlite_ahead import NO_HEAD, ReadAhead
 from .sqlite_group import GROUP_COMMIT, GroupCommit
 from .sqlite_levels import (
-    CHUNK,
     FIRST_ENTRIES,
     SeenTx,
-    ahead_query,
     chunks,
     drop_behind_cursors,
-    heads_query,
     insert_rows,
     marks,
     settle_levels,
@@ -81,24 +79,10 @@ MIN_SQLITE = (3, 35, 0)
 """The oldest SQLite the store runs on: it uses RETURNING (3.35), upserts (3.24) and row
 values (3.15)."""
 _CACHED_QUEUES = 200_000  # queue rows kept in memory at most (about 450 bytes each)
-_AHEAD = 16  # entries read ahead per queue and level (see SQLiteStore._fill_ahead)
-_AHEAD_ROWS = 65_536  # entries read ahead and kept, at most (~220 bytes each)
-_AHEAD_RENEW = 1024  # lease calls after which all entries read ahead are dropped
 _PUT_VALUE = "INSERT OR REPLACE INTO vals VALUES (?,?,?)"  # (put_values, and load)
-_AHEAD_FROM = 4  # entries queued in a queue, at least, for reading ahead (many queues)
 DEFAULT_CACHE_MB = 6.0
 """SQLite's page cache per connection, in MiB (option ``cache_mb``; SQLite's own default
 is 2). A fixed amount: it does not grow with the queue."""
-_NO_HEAD: Any = object()  # a queue known to have no entry left in its levels
-_MAYBE_MORE: Any = object()  # a queue that gave all entries read ahead, maybe has more
-
-
-def _no_head(complete: bool) -> Any:
-    """The head of a queue that gave the last of its entries read ahead."""
-    return _NO_HEAD if complete else _MAYBE_MORE
-
-
-_NONE_AHEAD: tuple[list[tuple[Any, ...]], bool] = ([], False)  # (never filled: read only)
 
 class SQLiteStore:
     """Durable store in one SQLite file; see :class:`crawlq.stores.base.Store`."""
@@ -179,14 +163,10 @@ class SQLiteStore:
         self._rows: dict[int, tuple[Any, ...]] = {}
         self._version = -1
         self._stale = False  # set when a call changed queue rows behind the cache's back
-        # qid -> (the queue's next entries past its cursors, last first, never none;
-        # whether they are all it has in the levels): read ahead by lease, valid under
-        # the same rule as _rows, and while no entry is put before the last of them
-        # (_before_level0) and no merge moves rows between levels (_settled).
-        self._ahead: dict[int, tuple[list[tuple[Any, ...]], bool]] = {}
-        self._ahead_rows = 0  # how many entries it holds
-        self._ahead_calls = 0  # lease calls since it was last emptied
-        self._ahead_spoiled: set[int] = set()  # queues not read ahead (_before_level0)
+        # Entries read ahead by lease (sqlite_ahead), valid under the same rule as
+        # _rows, and while no entry is put before the last of them (_before_level0) and
+        # no merge moves rows between levels (_settled).
+        self._ahead = ReadAhead()
         self._closed = False
         self._tx_open = False  # (a transaction is open: see _tx)
         self._tx_doomed = False  # (a call in it failed: it must not commit)
@@ -222,7 +202,7 @@ class SQLiteStore:
                 (version,) = c.execute("PRAGMA data_version").fetchone()
                 if version != self._version:  # another connection committed
                     self._rows.clear()
-                    self._forget_ahead()
+                    self._ahead.forget()
                     self._expiries = None
                     self._version = version
                 taken = self._group.take()
@@ -262,7 +242,7 @@ class SQLiteStore:
         self._group.rolled_back()
         self._rows.clear()  # it may hold changes that were not committed
         self._counts.clear()
-        self._forget_ahead()
+        self._ahead.forget()
         self._stale = False
         # (and queues created in the transaction: their qids may go to other keys)
         self._qids.clear()
@@ -361,7 +341,7 @@ class SQLiteStore:
         back through _apply later in the transaction: forgotten again at its end)."""
         if merged:
             self._rows.clear()
-            self._forget_ahead()
+            self._ahead.forget()
             self._stale = True
 
     def _forget_queues(self, qids: Iterable[int]) -> None:
@@ -393,23 +373,7 @@ class SQLiteStore:
         queues, when the caller has them. Returns those queues; their cached rows are
         forgotten (a caller holding them reads them again). A queue's entries read
         ahead are dropped too, unless all its new rows sort after them."""
-        ahead = self._ahead
-        if ahead:
-            # Entries read ahead stay valid while the new ones all sort after them (then
-            # they are no longer all the queue has).
-            for r in rows:
-                e = ahead.get(r[0])
-                if e is None:
-                    continue
-                if e[0] and (r[1], r[2]) > e[0][0][1:3]:
-                    if e[1]:
-                        ahead[r[0]] = (e[0], False)
-                else:
-                    del ahead[r[0]]
-                    self._ahead_rows -= len(e[0])
-                    # (new rows keep landing before those read ahead, as in a LIFO
-                    # crawl: reading ahead there wastes the read, until the renewal)
-                    self._ahead_spoiled.add(r[0])
+        self._ahead.before(rows)
         if queue_rows is None:
             queue_rows = self._queue_rows(c, sorted({r[0] for r in rows}))
         at = CURSORS_AT + 2 * CURSOR_LEVELS.index(0)
@@ -443,164 +407,6 @@ class SQLiteStore:
             d.inflight -= was_leased
             d.queued += 1
             d.offer_head(nprio)
-
-    def _take_heads(self, c: sqlite3.Connection, want: Sequence[int],
-                    cursor: Mapping[int, Sequence[int]],
-                    after: dict[int, Any]) -> list[tuple[Any, ...]]:
-        """The first entry (qid, nprio, ord, retries, payload, level) of each queue in
-        ``want``, read without reading ahead: the first entry of each level of each
-        queue in one statement, with the priority of the entry after it in its level; a
-        queue's head is the best of them, and its next head (into ``after``) is the best
-        of the others and the one after it."""
-        best: dict[int, tuple[Any, ...]] = {}
-        other: dict[int, int] = {}  # the best priority of the other levels
-        # (in queue order, not the line's: neighbouring queues share pages, so the
-        # seeks hit the page cache more, ~15% faster)
-        for part in chunks(sorted(want), CHUNK // (1 + 2 * len(CURSOR_LEVELS))):
-            args = [x for qid in part for x in (qid, *cursor[qid])]
-            for row in c.execute(heads_query(len(part)), args):
-                qid = row[0]
-                have = best.get(qid)
-                if have is None:
-                    best[qid] = row
-                    continue
-                if row[1:3] < have[1:3]:
-                    best[qid], row = row, have
-                o = other.get(qid)
-                if o is None or row[1] < o:
-                    other[qid] = row[1]
-        for qid, row in best.items():
-            nxt, o = row[6], other.get(qid)
-            after[qid] = o if nxt is None or (o is not None and o < nxt) else nxt
-        return [best[qid] for qid in want if qid in best]
-
-    def _take_ahead(self, c: sqlite3.Connection, want: Sequence[int],
-                    cursor: Mapping[int, Sequence[int]], after: dict[int, Any],
-                    queue_rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
-        """As _take_heads, from the entries read ahead: read for the queues that have
-        none left, at least _AHEAD_FROM queued (``queue_rows``), not spoiled (an add put
-        rows before those read ahead: the read was wasted, and in a LIFO crawl would be
-        every time) and while there is room (_room_ahead), with the heads statement for
-        the others. A queue's next head is the entry after the one taken."""
-        ahead = self._ahead
-        need = [qid for qid in want if not ahead.get(qid, _NONE_AHEAD)[0]]
-        heads: list[tuple[Any, ...]] = []
-        if need:
-            room = self._room_ahead()
-            if room:
-                # (a queue with few entries left gains little from a read that costs
-                # more than the heads statement's)
-                spoiled = self._ahead_spoiled
-                big = {r[0] for r in queue_rows if r[5] >= _AHEAD_FROM
-                       and r[0] not in spoiled}
-                fill = [qid for qid in need if qid in big][:room]
-            else:
-                fill = []
-            if len(fill) < len(need):
-                chosen = set(fill)
-                heads = self._take_heads(c, [q for q in need if q not in chosen], cursor,
-                                         after)
-            if fill:
-                self._fill_ahead(c, fill, cursor)
-        firsts = {row[0]: row for row in heads}
-        for qid in want:
-            rows, complete = ahead.get(qid, _NONE_AHEAD)
-            if rows:
-                firsts[qid] = rows.pop()
-                self._ahead_rows -= 1
-                if rows:
-                    after[qid] = rows[-1][1]
-                else:
-                    after[qid] = _no_head(complete)
-                    del ahead[qid]  # (none kept without entries: a queue each)
-        return [firsts[qid] for qid in want if qid in firsts]
-
-    def _take_first(self, c: sqlite3.Connection, qid: int, k: int, cursor: Sequence[int],
-                    after: dict[int, Any]) -> list[tuple[Any, ...]]:
-        """The first ``k`` entries of queue ``qid`` (fewer: all it has), from those read
-        ahead, or read with the next ones (as many as a fill reads per level)."""
-        rows, complete = self._ahead.get(qid, _NONE_AHEAD)
-        if len(rows) < k and not complete:
-            more = _AHEAD if rows or self._room_ahead() else 0
-            n = k + more
-            had = len(rows)
-            rows = c.execute(FIRST_ENTRIES, (qid, n, *cursor)).fetchall()
-            if not more:
-                after[qid] = None  # (not known: looked up)
-                return rows
-            complete = len(rows) < n
-            rows.reverse()
-            self._ahead_rows += len(rows) - had
-            self._ahead[qid] = (rows, complete)
-        got = rows[:-k - 1:-1]
-        del rows[-k:]
-        self._ahead_rows -= len(got)
-        if rows:
-            after[qid] = rows[-1][1]
-        else:
-            after[qid] = _no_head(complete)
-            self._ahead.pop(qid, None)
-        return got
-
-    def _room_ahead(self) -> int:
-        """For how many more queues entries may be read ahead without holding more than
-        about _AHEAD_ROWS.
-
-        Entries read ahead serve their queue when its turn in the line of ready queues
-        comes again. With more ready queues than the bound holds, dropping some to
-        make room for others would drop them before their turn, every time: so once
-        full, no more queues are taken in (those in read on as they run out, while
-        there is room), and the others take the heads statement, as without reading
-        ahead. Every _AHEAD_RENEW lease calls all are dropped (see lease), so the
-        queues it serves follow the crawl."""
-        # (a fill keeps about _AHEAD per queue: up to the first level that gave all)
-        return max(0, (_AHEAD_ROWS - self._ahead_rows) // _AHEAD) if _AHEAD else 0
-
-    def _forget_ahead(self) -> None:
-        """Drop every entry read ahead (see ``_ahead``)."""
-        self._ahead = {}
-        self._ahead_rows = 0
-        self._ahead_calls = 0
-        self._ahead_spoiled = set()
-
-    def _fill_ahead(self, c: sqlite3.Connection, qids: Sequence[int],
-                    cursor: Mapping[int, Sequence[int]]) -> None:
-        """Read the next entries of queues ``qids`` past their ``cursor`` s into
-        ``_ahead``: up to _AHEAD of each level in one statement per chunk of queues, and
-        of them, in key order, those up to the last one read from any level that gave
-        all _AHEAD (after it, that level may have more). One seek per queue and level
-        serves several leases, where the heads statement took three per lease."""
-        k = _AHEAD
-        found: dict[int, list[tuple[Any, ...]]] = {}
-        for part in chunks(sorted(qids), CHUNK // (1 + 2 * len(CURSOR_LEVELS))):
-            args = [x for qid in part for x in (qid, *cursor[qid])]
-            args.append(k)
-            for row in c.execute(ahead_query(len(part)), args):
-                rows = found.get(row[0])
-                if rows is None:
-                    found[row[0]] = [row]
-                else:
-                    rows.append(row)
-        ahead = self._ahead
-        for qid in qids:
-            rows = found.get(qid)
-            if rows is None:  # (nothing past its cursors: nothing kept)
-                ahead.pop(qid, None)
-                continue
-            full = False
-            if len(rows) >= k:  # (else no level gave k)
-                per_level = [0] * len(ENTRY_LEVELS)
-                for r in rows:
-                    per_level[r[5]] += 1
-                ends = [max((r[1], r[2]) for r in rows if r[5] == lv)
-                        for lv, n in enumerate(per_level) if n >= k]
-                if ends:
-                    full = True
-                    bound = min(ends)
-                    rows = [r for r in rows if (r[1], r[2]) <= bound]
-            rows.sort(reverse=True)  # last first; by (qid,) nprio, ord: unique here
-            ahead[qid] = (rows, not full)
-            self._ahead_rows += len(rows)
 
     def _wake(self, c: sqlite3.Connection, now: float) -> None:
         """Expired leases back to their queues, due entries in, rested queues ready.
@@ -732,9 +538,7 @@ class SQLiteStore:
         expires = now + ttl
         with self._tx() as c:
             self._wake(c, now)
-            self._ahead_calls += 1
-            if self._ahead_calls > _AHEAD_RENEW:
-                self._forget_ahead()
+            self._ahead.called()
             # The ready queues in line (the index alone), their rows from the cache.
             if queue is None:
                 active = [r[0] for r in c.execute(
@@ -759,8 +563,8 @@ class SQLiteStore:
             ints: list[int] = []
             payloads: list[bytes] = []
             taken: dict[int, int] = dict.fromkeys(active, 0)
-            # qid -> its head after the call when known exactly (_NO_HEAD: none left in
-            # the levels; _MAYBE_MORE: read on below; None: not known, looked up)
+            # qid -> its head after the call when known exactly (NO_HEAD: none left in
+            # the levels; MAYBE_MORE: read on below; None: not known, looked up)
             after: dict[int, Any] = {}
             # Round-robin: one entry from each ready queue in order, then again from
             # those with room left, until ``limit`` is reached.
@@ -769,13 +573,13 @@ class SQLiteStore:
                 share = max(1, (limit - len(out)) // len(want))
                 got: list[tuple[Any, ...]] = []
                 if share == 1:
-                    got = self._take_ahead(c, want, cursor, after, cands)
+                    got = self._ahead.take(c, want, cursor, after, cands)
                 else:
                     # Few queues with room: a fair share of what is left from each.
                     for qid in want:
                         k = min(share, room[qid] - taken[qid], limit - len(out) - len(got))
                         if k > 0:
-                            got += self._take_first(c, qid, k, cursor[qid], after)
+                            got += self._ahead.take_first(c, qid, k, cursor[qid], after)
                 counts: dict[int, int] = {}
                 token = take_rows(got, cursor, keys, token, expires, ints, payloads,
                                         out, counts)
@@ -791,17 +595,7 @@ class SQLiteStore:
                 active = active[len(want):] + [
                     q for q in want if q in counts and taken[q] < room[q]
                     and (share == 1 or counts[q] >= min(share, room[q]))]
-            # The queues that gave all they had read ahead, and may have more: read
-            # on now (cursors moved), which tells their heads exactly.
-            dry = [qid for qid, h in after.items() if h is _MAYBE_MORE]
-            if dry:
-                fits = self._room_ahead()
-                for qid in dry[fits:]:  # (no room: their heads are looked up)
-                    after[qid] = None
-                self._fill_ahead(c, dry[:fits], cursor)
-                for qid in dry[:fits]:
-                    rows = self._ahead.get(qid, _NONE_AHEAD)[0]
-                    after[qid] = rows[-1][1] if rows else _NO_HEAD
+            self._ahead.read_on(c, after, cursor)
             sqlite_leases.write(c, first, expires, ints, payloads)
             self._group.own.made(first, token, expires)
             c.execute("UPDATE meta SET value=? WHERE name='lease_seq'", (token,))
@@ -817,7 +611,7 @@ class SQLiteStore:
                     if head is None:
                         d.recompute = True
                     else:
-                        d.head, d.exact = (None if head is _NO_HEAD else head), True
+                        d.head, d.exact = (None if head is NO_HEAD else head), True
                     d.cursor = cursor[qid]  # (every entry leased moved a cursor)
             self._apply(c, deltas, now, cands)
             self._count(c, leased=len(out), queued=-len(out))
@@ -1058,7 +852,7 @@ class SQLiteStore:
             for table in ENTRY_LEVELS:
                 c.execute(f"DELETE FROM {table} WHERE qid=?", (qid,))
             n_sched = c.execute("DELETE FROM scheduled WHERE qid=?", (qid,)).rowcount
-            self._forget_ahead()
+            self._ahead.forget()
             self._forget_queues([qid])
             d = Delta()
             d.queued = -queued
@@ -1090,7 +884,7 @@ class SQLiteStore:
                               [(qid, n, o) for lv, n, o in gone if lv == level])
             c.executemany("DELETE FROM scheduled WHERE id=?", later)
             if gone:
-                self._forget_ahead()
+                self._ahead.forget()
                 self._forget_queues([qid])
                 d = Delta()
                 d.queued = -len(gone)
