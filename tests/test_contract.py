@@ -14,7 +14,7 @@ from crawlq import frontier as frontier_module
 from crawlq.redislocal import LocalCluster, LocalRedis
 from crawlq.stores import memory as memory_module
 from crawlq.stores import sqlite as sqlite_module
-from crawlq.stores import sqlite_levels
+from crawlq.stores import sqlite_dump, sqlite_levels
 from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
 
 
@@ -60,6 +60,7 @@ class TestSQLiteStorePurePython(TestSQLiteStore):
         monkeypatch.setattr(frontier_module, "_LEASES", None)
         for name in ("Delta", "admit", "settle", "take_rows"):
             monkeypatch.setattr(sqlite_module, name, getattr(sqlite_rows_as_python, name))
+        monkeypatch.setattr(sqlite_dump, "Delta", sqlite_rows_as_python.Delta)  # (load's)
         monkeypatch.setattr(sqlite_levels, "SeenMarks", sqlite_rows_as_python.SeenMarks)
 
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:

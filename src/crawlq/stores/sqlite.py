@@ -38,7 +38,7 @@ from .base import (
     expired_error,
     queue_state,
 )
-from .bloom import BLOCK_BYTES, BloomShape
+from .bloom import BloomShape
 from .sqlite_ahead import NO_HEAD, ReadAhead
 from .sqlite_group import GROUP_COMMIT, GroupCommit
 from .sqlite_levels import (
@@ -79,7 +79,6 @@ MIN_SQLITE = (3, 35, 0)
 """The oldest SQLite the store runs on: it uses RETURNING (3.35), upserts (3.24) and row
 values (3.15)."""
 _CACHED_QUEUES = 200_000  # queue rows kept in memory at most (about 450 bytes each)
-_PUT_VALUE = "INSERT OR REPLACE INTO vals VALUES (?,?,?)"  # (put_values, and load)
 DEFAULT_CACHE_MB = 6.0
 """SQLite's page cache per connection, in MiB (option ``cache_mb``; SQLite's own default
 is 2). A fixed amount: it does not grow with the queue."""
@@ -782,7 +781,7 @@ class SQLiteStore:
     def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
         """See :meth:`Store.put_values`."""
         with self._tx() as c:
-            c.executemany(_PUT_VALUE, [(n, bytearray(v), e) for n, v, e in items])
+            c.executemany(sqlite_dump.PUT_VALUE, [(n, bytearray(v), e) for n, v, e in items])
 
     def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
         """See :meth:`Store.get_values`."""
@@ -929,7 +928,7 @@ class SQLiteStore:
 
     def load(self, records: Iterable[dict[str, Any]]) -> int:
         """See :meth:`Store.load`. All records are applied in one transaction."""
-        loader = _Loader(self)
+        loader = sqlite_dump.Loader(self)
         with self._tx() as c:
             loader.c = c
             n = sum(dumpfmt.apply(loader, rec) for rec in records)
@@ -966,105 +965,3 @@ def _why_unopenable(path: str) -> str | None:
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"no permission to create files in {parent}"
     return None
-
-
-class _Loader:
-    """dumpfmt.apply's primitive writers for a SQLite store, inside one transaction."""
-
-    def __init__(self, store: SQLiteStore) -> None:
-        self.store = store
-        self.c: sqlite3.Connection
-        self.seen: SeenTx | None = None
-        self.deltas: dict[int, Delta] = {}
-        self.counts: dict[str, int] = {}
-        self.entries = 0  # queued entries loaded since the last level merge check
-
-    def _qid(self, key: str) -> int:
-        return self.store._qid_map(self.c, [key])[key]
-
-    def _load_seen(self, fp: bytes, revisit_at: float | None) -> None:
-        if self.seen is None:
-            self.seen = SeenTx(self.c, self.store._bloom)
-        if self.store._bloom is not None:
-            self.seen.prefetch([fp])
-        marks = self.seen.marks
-        marks.mark(fp, revisit_at)
-        marks.batch.clear()
-        if len(marks.fresh) > 10_000 or len(marks.dirty) > 1_000:
-            self.seen.flush()
-            marks.fresh.clear()
-            marks.dirty.clear()
-
-    def _load_bloom(self, bits: bytes) -> None:
-        shape = self.store._bloom
-        if shape is None or len(bits) != shape.size_bytes:
-            raise ConfigError("dump has a Bloom filter of another shape than this store")
-        for b in range(shape.blocks):
-            chunk = bits[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES]
-            if any(chunk):
-                row = self.c.execute("SELECT bits FROM bloom WHERE block=?", (b,)).fetchone()
-                merged = bytes(x | y for x, y in zip(chunk, row[0])) if row else chunk
-                self.c.execute("INSERT OR REPLACE INTO bloom VALUES (?, ?)", (b, merged))
-
-    def _load_entry(self, key: str, priority: int, retries: int, payload: bytes,
-                    not_before: float | None) -> None:
-        qid = self._qid(key)
-        seq = self.store._take(self.c, "entry_seq", 1) + 1
-        order = SEQ_MAX - seq if self.store.lifo else seq
-        self.counts["queued"] = self.counts.get("queued", 0) + 1
-        if not_before is not None:
-            self.c.execute("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
-                           "VALUES (?,?,?,?,?,?)", (not_before, qid, -priority, order, retries,
-                                                     payload))
-            self.counts["scheduled"] = self.counts.get("scheduled", 0) + 1
-            return
-        self.store._before_level0(self.c, [(qid, -priority, order)])
-        self.c.execute("INSERT INTO entries0 VALUES (?,?,?,?,?)",
-                       (qid, -priority, order, retries, payload))
-        self.entries += 1
-        if self.entries >= 10_000:
-            self.store._settled(settle_levels(self.c, "entries", self.entries))
-            self.entries = 0
-        d = self.deltas.get(qid) or self.deltas.setdefault(qid, Delta())
-        d.queued += 1
-        d.offer_head(-priority)
-
-    def _load_queue(self, key: str, accepted: int, ready_at: float,
-                    settings: Mapping[str, float]) -> None:
-        qid = self._qid(key)
-        clean = check_settings(settings)
-        self.store._forget_queues([qid])
-        self.c.execute("UPDATE queues SET accepted = max(accepted, ?) WHERE qid=?",
-                       (accepted, qid))
-        if clean:
-            cols = ", ".join(f"{k}=?" for k in clean)
-            self.c.execute(f"UPDATE queues SET {cols} WHERE qid=?", (*clean.values(), qid))
-        d = self.deltas.get(qid) or self.deltas.setdefault(qid, Delta())
-        d.ready_at = max(d.ready_at, ready_at)
-
-    def _load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
-                   error: str, died_at: float) -> None:
-        self.c.execute("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
-                       "VALUES (?,?,?,?,?,?)",
-                       (self._qid(queue), priority, retries, payload, error, died_at))
-        self.counts["dead"] = self.counts.get("dead", 0) + 1
-
-    def _load_counters(self, counters: Mapping[str, int], rejected: Mapping[str, int]) -> None:
-        for k, v in counters.items():
-            if k in ("seen", "added", "done", "failed", "retried", "redelivered",
-                     "late_acks", "duplicates"):
-                self.counts[k] = self.counts.get(k, 0) + int(v)
-        if rejected:
-            self.store._reject(self.c, {r: int(v) for r, v in rejected.items()})
-
-    def _load_value(self, name: str, data: bytes, expires: float | None) -> None:
-        self.c.execute(_PUT_VALUE, (name, bytearray(data), expires))
-
-    def finish(self) -> None:
-        if self.seen is not None:
-            self.seen.flush()
-        self.store._settled(settle_levels(self.c, "entries", self.entries))
-        # Time 0: every queue whose rest has not passed is resting; the next wake fixes it.
-        self.store._apply(self.c, self.deltas, 0.0)
-        self.store._count(self.c, **self.counts)
-
