@@ -50,9 +50,9 @@ from .sqlite_levels import (
     marks,
     settle_levels,
 )
+from .sqlite_queues import QueueCache
 from .sqlite_rows import (
     CURSORS_AT,
-    QUEUE_COLS,
     SEQ_MAX,
     SETTINGS_AT,
     Delta,
@@ -78,7 +78,6 @@ log = logging.getLogger("crawlq.store")
 MIN_SQLITE = (3, 35, 0)
 """The oldest SQLite the store runs on: it uses RETURNING (3.35), upserts (3.24) and row
 values (3.15)."""
-_CACHED_QUEUES = 200_000  # queue rows kept in memory at most (about 450 bytes each)
 DEFAULT_CACHE_MB = 6.0
 """SQLite's page cache per connection, in MiB (option ``cache_mb``; SQLite's own default
 is 2). A fixed amount: it does not grow with the queue."""
@@ -124,8 +123,7 @@ class SQLiteStore:
         self._lock = threading.RLock()
         # Small acknowledgements, held until a transaction takes them (see release).
         self._group = GroupCommit(path, group_commit, self._lock, self._commit_held)
-        self._qids: dict[str, int] = {}
-        self._keys: dict[int, str] = {}  # qid -> key, the other way
+        self._queues = QueueCache()  # queue ids, keys and rows (sqlite_queues)
         self._policies: dict[tuple[Any, ...], QueuePolicy] = {}
         try:
             self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
@@ -156,14 +154,9 @@ class SQLiteStore:
         except BaseException:
             self._conn.close()
             raise
-        # Queue rows (QUEUE_COLS) as this connection last read or wrote them: valid while
-        # no other connection commits (PRAGMA data_version, checked at each transaction),
-        # so a single process reads each queue's row once, not in every call.
-        self._rows: dict[int, tuple[Any, ...]] = {}
-        self._version = -1
-        self._stale = False  # set when a call changed queue rows behind the cache's back
+        self._version = -1  # (PRAGMA data_version when this connection last looked)
         # Entries read ahead by lease (sqlite_ahead), valid under the same rule as
-        # _rows, and while no entry is put before the last of them (_before_level0) and
+        # queue rows, and while no entry is put before the last of them (_before_level0) and
         # no merge moves rows between levels (_settled).
         self._ahead = ReadAhead()
         self._closed = False
@@ -200,7 +193,7 @@ class SQLiteStore:
             try:
                 (version,) = c.execute("PRAGMA data_version").fetchone()
                 if version != self._version:  # another connection committed
-                    self._rows.clear()
+                    self._queues.rows.clear()
                     self._ahead.forget()
                     self._expiries = None
                     self._version = version
@@ -210,9 +203,9 @@ class SQLiteStore:
                 yield c
                 if self._counts:
                     self._write_counts(c)
-                if self._stale:
-                    self._rows.clear()
-                    self._stale = False
+                if self._queues.stale:
+                    self._queues.rows.clear()
+                    self._queues.stale = False
                 if self._tx_doomed:
                     raise StoreError("a call in this transaction failed: the transaction "
                                      "was rolled back")
@@ -239,13 +232,12 @@ class SQLiteStore:
 
     def _rollback(self) -> None:
         self._group.rolled_back()
-        self._rows.clear()  # it may hold changes that were not committed
+        self._queues.rows.clear()  # it may hold changes that were not committed
         self._counts.clear()
         self._ahead.forget()
-        self._stale = False
+        self._queues.stale = False
         # (and queues created in the transaction: their qids may go to other keys)
-        self._qids.clear()
-        self._keys.clear()
+        self._queues.forget_ids()
         try:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
@@ -272,55 +264,8 @@ class SQLiteStore:
                       [(v, k) for k, v in self._counts.items() if v])
         self._counts.clear()
 
-    def _qid_map(self, c: sqlite3.Connection, keys: Iterable[str]) -> dict[str, int]:
-        """key -> qid, creating missing queues (qids never change, so they are cached)."""
-        cache = self._qids
-        missing = [k for k in keys if k not in cache]
-        if missing:
-            for part in chunks(missing):
-                for qid, key in c.execute(
-                        f"SELECT qid, key FROM queues WHERE key IN ({marks(len(part))})", part):
-                    cache[key] = qid
-                    self._keys[qid] = key
-            new = [k for k in missing if k not in cache]
-            if new:
-                c.executemany("INSERT INTO queues (key) VALUES (?)", [(k,) for k in new])
-                for part in chunks(new):
-                    for qid, key in c.execute(
-                            f"SELECT qid, key FROM queues WHERE key IN ({marks(len(part))})",
-                            part):
-                        cache[key] = qid
-                        self._keys[qid] = key
-        return cache
-
-    def _keys_of(self, c: sqlite3.Connection, qids: Sequence[int]) -> dict[int, str]:
-        """qid -> key of existing queues (like qids, keys never change, so cached)."""
-        keys = self._keys
-        missing = [q for q in qids if q not in keys]
-        for part in chunks(missing):
-            for qid, key in c.execute(
-                    f"SELECT qid, key FROM queues WHERE qid IN ({marks(len(part))})", part):
-                keys[qid] = key
-                self._qids[key] = qid
-        return keys
-
     def _policy(self, overrides: tuple[Any, ...]) -> QueuePolicy:
         return policy_of(self.policy, self._policies, overrides)
-
-    def _queue_rows(self, c: sqlite3.Connection, qids: Sequence[int]) -> list[tuple[Any, ...]]:
-        """The rows (``QUEUE_COLS``) of existing queues ``qids``, from the cache or read."""
-        cache = self._rows
-        rows = [r for r in map(cache.get, qids) if r is not None]
-        if len(rows) < len(qids):
-            if len(cache) > _CACHED_QUEUES:
-                cache.clear()
-            for part in chunks([q for q in qids if q not in cache]):
-                for row in c.execute(
-                        f"SELECT {QUEUE_COLS} FROM queues WHERE qid IN ({marks(len(part))})",
-                        part):
-                    cache[row[0]] = row
-                    rows.append(row)
-        return rows
 
     def _room(self, rows: Iterable[Sequence[Any]]) -> dict[int, int]:
         """qid -> how many more leases each of these ready queues (rows) may take now."""
@@ -339,14 +284,9 @@ class SQLiteStore:
         the cached rows can be used (also not ones a caller read before it and writes
         back through _apply later in the transaction: forgotten again at its end)."""
         if merged:
-            self._rows.clear()
+            self._queues.rows.clear()
             self._ahead.forget()
-            self._stale = True
-
-    def _forget_queues(self, qids: Iterable[int]) -> None:
-        """Drop queue rows changed other than by _apply from the cache."""
-        for qid in qids:
-            self._rows.pop(qid, None)
+            self._queues.stale = True
 
     def _apply(self, c: sqlite3.Connection, deltas: dict[int, Delta], now: float,
                rows: Iterable[tuple[Any, ...]] | None = None) -> None:
@@ -358,8 +298,8 @@ class SQLiteStore:
         if not deltas:
             return
         if rows is None:
-            rows = self._queue_rows(c, list(deltas))
-        writes = settle(rows, deltas, now, self.policy, self._policies, self._rows)
+            rows = self._queues.rows_of(c, list(deltas))
+        writes = settle(rows, deltas, now, self.policy, self._policies, self._queues.rows)
         for sql, args in writes.items():
             c.executemany(sql, args)
 
@@ -374,7 +314,7 @@ class SQLiteStore:
         ahead are dropped too, unless all its new rows sort after them."""
         self._ahead.before(rows)
         if queue_rows is None:
-            queue_rows = self._queue_rows(c, sorted({r[0] for r in rows}))
+            queue_rows = self._queues.rows_of(c, sorted({r[0] for r in rows}))
         at = CURSORS_AT + 2 * CURSOR_LEVELS.index(0)
         # (most queues have no cursor there: only theirs need their new rows' keys)
         cursors = {q[0]: (q[at], q[at + 1]) for q in queue_rows if q[at] != NO_CURSOR}
@@ -387,7 +327,7 @@ class SQLiteStore:
                 behind[r[0]] = (r[0], *cur)
         if behind:
             drop_behind_cursors(c, 0, sorted(behind.values()))
-            self._forget_queues(behind)
+            self._queues.forget(behind)
         return set(behind)
 
     def _to_level0(self, c: sqlite3.Connection, rows: Sequence[sqlite_leases.LeaseRow],
@@ -439,7 +379,7 @@ class SQLiteStore:
             n_buried = len(events) - n_due - n_back
             self._count(c, redelivered=n_back, leased=-n_back - n_buried, queued=n_back,
                         dead=n_buried, failed=n_buried, scheduled=-n_due)
-        self._forget_queues(r[0] for r in c.execute(
+        self._queues.forget(r[0] for r in c.execute(
             "UPDATE queues SET state=0, since=ready_at WHERE state=2 AND ready_at <= ? "
             "RETURNING qid", (now,)).fetchall())
 
@@ -482,9 +422,9 @@ class SQLiteStore:
         if not entries:
             return []
         with self._tx() as c:
-            qids = self._qid_map(c, dict.fromkeys([e[1] for e in entries]))
+            qids = self._queues.qid_map(c, dict.fromkeys([e[1] for e in entries]))
             used = sorted({qids[e[1]] for e in entries})
-            qrows = self._queue_rows(c, used)
+            qrows = self._queues.rows_of(c, used)
             rows = {r[0]: r for r in qrows}
             accepted = {qid: rows[qid][8] for qid in used}
             caps = {qid: self._policy(tuple(rows[qid][SETTINGS_AT:])).max_queue_urls
@@ -507,7 +447,7 @@ class SQLiteStore:
                     d.queued += 1
                 reset = self._before_level0(c, new_rows, qrows)
                 if reset:  # (rows read before are stale there: their cursors changed)
-                    fresh = {r[0]: r for r in self._queue_rows(c, sorted(reset))}
+                    fresh = {r[0]: r for r in self._queues.rows_of(c, sorted(reset))}
                     qrows = [fresh.get(r[0], r) for r in qrows]
                 insert_rows(c, "INSERT INTO entries0", 5, new_rows)
                 self._settled(settle_levels(c, "entries", len(new_rows)))
@@ -548,8 +488,8 @@ class SQLiteStore:
                     "SELECT qid FROM queues WHERE state=0 AND key=?", (queue,))]
             if not active:
                 return out
-            cands = self._queue_rows(c, active)
-            keys = self._keys_of(c, active)
+            cands = self._queues.rows_of(c, active)
+            keys = self._queues.keys_of(c, active)
             # qid -> the keys of the last entries it leased from each level past 0 (see
             # sqlite_schema): nprio (NO_CURSOR: none), ord per CURSOR_LEVELS
             cursor = {r[0]: r[CURSORS_AT:SETTINGS_AT] for r in cands}
@@ -740,7 +680,7 @@ class SQLiteStore:
     def block(self, queue: str, until: float, now: float) -> None:
         """See :meth:`Store.block`."""
         with self._tx() as c:
-            qid = self._qid_map(c, [queue])[queue]
+            qid = self._queues.qid_map(c, [queue])[queue]
             d = Delta()
             d.ready_at = until
             self._apply(c, {qid: d}, now)
@@ -752,10 +692,10 @@ class SQLiteStore:
         if not clean:
             return
         with self._tx() as c:
-            qid = self._qid_map(c, [queue])[queue]
+            qid = self._queues.qid_map(c, [queue])[queue]
             cols = ", ".join(f"{k}=?" for k in clean)
             c.execute(f"UPDATE queues SET {cols} WHERE qid=?", (*clean.values(), qid))
-            self._forget_queues([qid])
+            self._queues.forget([qid])
             self._apply(c, {qid: Delta()}, now)
 
     def set_policy(self, policy: QueuePolicy) -> None:
@@ -852,7 +792,7 @@ class SQLiteStore:
                 c.execute(f"DELETE FROM {table} WHERE qid=?", (qid,))
             n_sched = c.execute("DELETE FROM scheduled WHERE qid=?", (qid,)).rowcount
             self._ahead.forget()
-            self._forget_queues([qid])
+            self._queues.forget([qid])
             d = Delta()
             d.queued = -queued
             d.exact = True  # (head None: nothing left)
@@ -869,7 +809,7 @@ class SQLiteStore:
             found = c.execute("SELECT qid FROM queues WHERE key=?", (queue,)).fetchone()
             if found is None:
                 return 0
-            (row,) = self._queue_rows(c, [found[0]])
+            (row,) = self._queues.rows_of(c, [found[0]])
             qid, queued = row[0], row[5]
             entries = c.execute(FIRST_ENTRIES, (qid, queued, *row[CURSORS_AT:SETTINGS_AT])
                                 ).fetchall() if queued else []
@@ -884,7 +824,7 @@ class SQLiteStore:
             c.executemany("DELETE FROM scheduled WHERE id=?", later)
             if gone:
                 self._ahead.forget()
-                self._forget_queues([qid])
+                self._queues.forget([qid])
                 d = Delta()
                 d.queued = -len(gone)
                 d.recompute = True  # (its head may have gone)

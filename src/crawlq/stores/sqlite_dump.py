@@ -82,7 +82,7 @@ class Loader:
         self.entries = 0  # queued entries loaded since the last level merge check
 
     def _qid(self, key: str) -> int:
-        return self.store._qid_map(self.c, [key])[key]
+        return self.store._queues.qid_map(self.c, [key])[key]
 
     def _load_seen(self, fp: bytes, revisit_at: float | None) -> None:
         if self.seen is None:
@@ -135,7 +135,7 @@ class Loader:
                     settings: Mapping[str, float]) -> None:
         qid = self._qid(key)
         clean = check_settings(settings)
-        self.store._forget_queues([qid])
+        self.store._queues.forget([qid])
         self.c.execute("UPDATE queues SET accepted = max(accepted, ?) WHERE qid=?",
                        (accepted, qid))
         if clean:
