@@ -15,7 +15,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import ConfigError, StoreError
@@ -220,13 +220,10 @@ class SQLiteStore:
             finally:
                 self._tx_open = self._tx_doomed = False
 
-    def transaction(self) -> AbstractContextManager[None]:
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
         """See :class:`~crawlq.stores.base.Transactions`: one SQLite transaction for the
         block; this thread's calls inside join it, other threads' wait for its end."""
-        return self._block()
-
-    @contextmanager
-    def _block(self) -> Iterator[None]:
         with self._tx():
             yield
 
