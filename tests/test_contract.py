@@ -14,7 +14,7 @@ from crawlq import frontier as frontier_module
 from crawlq.redislocal import LocalCluster, LocalRedis
 from crawlq.stores import memory as memory_module
 from crawlq.stores import sqlite as sqlite_module
-from crawlq.stores import sqlite_dump, sqlite_levels
+from crawlq.stores import sqlite_admin, sqlite_answers, sqlite_core, sqlite_dump, sqlite_levels
 from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
 
 
@@ -58,15 +58,18 @@ class TestSQLiteStorePurePython(TestSQLiteStore):
               ) -> None:
         monkeypatch.setenv("CRAWLQ_PURE_PYTHON", "1")
         monkeypatch.setattr(frontier_module, "_LEASES", None)
-        for name in ("Delta", "admit", "settle", "take_rows"):
-            monkeypatch.setattr(sqlite_module, name, getattr(sqlite_rows_as_python, name))
+        for module in (sqlite_module, sqlite_core, sqlite_answers, sqlite_admin):
+            for name in ("Delta", "admit", "settle", "take_rows"):
+                if hasattr(module, name):
+                    monkeypatch.setattr(module, name, getattr(sqlite_rows_as_python, name))
         monkeypatch.setattr(sqlite_dump, "Delta", sqlite_rows_as_python.Delta)  # (load's)
         monkeypatch.setattr(sqlite_levels, "SeenMarks", sqlite_rows_as_python.SeenMarks)
 
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         f = super().open_frontier(clock, path, **options)
         assert f._fast is None
-        assert sqlite_module.settle.__module__.endswith("_as_python")  # type: ignore[attr-defined]
+        assert sqlite_core.settle.__module__.endswith("_as_python")  # type: ignore[attr-defined]
+        assert sqlite_module.take_rows.__module__.endswith("_as_python")  # type: ignore[attr-defined]
         return f
 
 

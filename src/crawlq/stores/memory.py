@@ -380,7 +380,7 @@ class MemoryStore:
 
         Entries that came due and leases that expired are taken in time order, each
         at its own time: a queue they make ready has waited since then, not since
-        whichever call noticed (see sqlite.SQLiteStore._wake)."""
+        whichever call noticed (see sqlite_answers.SQLiteAnswers._wake)."""
         sched = self._scheduled
         expiry = self._expiry
         while True:

@@ -18,7 +18,7 @@ from .sqlite_rows import SEQ_MAX, Delta
 from .sqlite_schema import SEEN_LEVELS, store_error
 
 if TYPE_CHECKING:
-    from .sqlite import SQLiteStore
+    from .sqlite_core import SQLiteCore
 
 PUT_VALUE = "INSERT OR REPLACE INTO vals VALUES (?,?,?)"
 """The statement that keeps a named value (the store's put_values, and load)."""
@@ -73,7 +73,7 @@ class Loader:
     store's ``load`` opens it and sets ``c``). They write as the store's own calls do,
     through its helpers: its queue ids, sequences, level-0 rules and counters."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: SQLiteCore) -> None:
         self.store = store
         self.c: sqlite3.Connection
         self.seen: SeenTx | None = None

@@ -9,7 +9,7 @@ first answer was held, whichever comes first. A crash in between undoes those an
 (their leases expire and the pages are fetched again), never an add.
 
 :class:`GroupCommit` keeps the held answers and runs the flusher; the store owns the
-lock they share and the transaction that applies them (see ``SQLiteStore._tx``).
+lock they share and the transaction that applies them (see ``SQLiteCore._tx``).
 """
 
 from __future__ import annotations
