@@ -20,7 +20,7 @@ from crawlq.redislocal import free_port
 from crawlq.stores import sqlite_ahead, sqlite_levels
 from crawlq.stores.base import ACK_DEAD, QueuePolicy
 from crawlq.stores.memory import MemoryStore
-from crawlq.testing import FAST
+from crawlq.testing import FAST, Clock
 
 
 def test_open_by_url(tmp_path: Path) -> None:
@@ -1071,3 +1071,44 @@ def test_small_acknowledgements_are_committed_together_and_soon(tmp_path: Path) 
         s = f.stats()
         assert (s.done, s.leased, s.queued) == (2, 0, 2)  # the two came back
         assert len(f.next(5)) == 2
+
+
+def _values_held(f: Frontier) -> int:
+    """How many named values the store holds, expired or not (its own room for them)."""
+    store: Any = f.store
+    if isinstance(store, MemoryStore):
+        return len(store._values)
+    if type(store).__name__ == "SQLiteStore":
+        with sqlite3.connect(store.path) as c:
+            return int(c.execute("SELECT count(*) FROM vals").fetchone()[0])
+    held, expiring = store._client.hlen(f"{store._p}:kv"), store._client.zcard(f"{store._p}:kvx")
+    assert expiring <= held
+    return int(held)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "redis"])
+def test_values_whose_time_is_up_are_dropped(kind: str, tmp_path: Path,
+                                             request: pytest.FixtureRequest) -> None:
+    """Named values take no room once their time is up (a server leaves one per URL it
+    hands out): a call that wakes queues drops them, 1,000 at least per call; values
+    kept for good or for longer stay; one put again before the drop is the new one."""
+    url = {"memory": "memory://", "sqlite": f"sqlite:///{tmp_path}/v.db"}.get(kind) or \
+        f"{request.getfixturevalue('redis_server').url}?prefix=values"
+    clock = Clock()
+    with Frontier.open(url, clock=clock, **FAST) as f:
+        own = _values_held(f)  # (the frontier keeps its settings as one)
+        f.store.put_values([(f"lease:{i}", b"h", clock() + 10) for i in range(2500)])
+        for i in range(5):
+            f.put_value(f"robots:{i}", b"r", ttl=1000)
+            f.put_value(f"for-good:{i}", b"g")
+        assert _values_held(f) == own + 2510
+        clock.advance(20)
+        f.put_value("lease:7", b"again", ttl=100)
+        for _ in range(3):
+            assert f.next(10) == []
+        assert _values_held(f) == own + 11
+        assert f.get_value("lease:7") == b"again"
+        clock.advance(1000)
+        f.stats()
+        assert _values_held(f) == own + 5
+        assert [f.get_value(f"for-good:{i}") for i in range(5)] == [b"g"] * 5

@@ -311,6 +311,13 @@ class Frontier:
             raise ConfigError(f"a value's name is a string, not {name!r}")
         return self.store.get_values([name], self.clock())[0]
 
+    def drop_value(self, name: str) -> None:
+        """Forget the value kept under ``name`` (:meth:`put_value`) before its time is
+        up; nothing if there is none."""
+        if not isinstance(name, str):
+            raise ConfigError(f"a value's name is a string, not {name!r}")
+        self.store.drop_values([name])
+
     def count_rejected(self, reason: str, n: int = 1) -> None:
         """Count ``n`` requests refused for ``reason`` after they were accepted (e.g.
         ``robots-denied``): they appear in ``stats().rejected`` with those refused at

@@ -738,6 +738,31 @@ class FrontierContract:
                 f.put_value(*bad)
         assert f.stats().queued == 0  # values are not requests
 
+    def test_named_values_can_be_dropped(self, env: _Env) -> None:
+        """drop_value forgets a value before its time is up, for every process; a name
+        dropped may be kept again; a value put again after its old time is up is the
+        new one (a store dropping values whose time is up never drops a newer one)."""
+        f = env.open(**FAST)
+        f.put_value("lease:a", b"1", ttl=10)
+        f.put_value("lease:b", b"2", ttl=10)
+        f.put_value("kept", b"3", ttl=None)
+        f.drop_value("lease:a")
+        f.drop_value("never-kept")
+        f = env.checkpoint()
+        assert [f.get_value(n) for n in ("lease:a", "lease:b", "kept")] == [None, b"2", b"3"]
+        f.put_value("lease:a", b"again", ttl=100)
+        assert f.get_value("lease:a") == b"again"
+        env.clock.advance(20)  # lease:b's time is up; a call that wakes queues drops it
+        f.put_value("lease:b", b"new", ttl=100)
+        assert f.next(1) == [] and f.stats().queued == 0
+        f = env.checkpoint()
+        assert [f.get_value(n) for n in ("lease:a", "lease:b", "kept")] == [
+            b"again", b"new", b"3"]
+        f.drop_value("kept")
+        assert f.get_value("kept") is None
+        with pytest.raises(ConfigError):
+            f.drop_value(1)  # type: ignore[arg-type]
+
     def test_a_request_given_up_dies_at_once(self, env: _Env) -> None:
         f = env.open(max_retries=5, **FAST)
         f.add(["https://a.example/private", "https://b.example/ok"])

@@ -4,6 +4,7 @@ each does to a crawlq frontier)."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from itertools import islice
 from typing import Any
@@ -26,6 +27,11 @@ PAGE = 100
 class URLCalls(Base):
     """GetURLs, PutURLs, PutDiscovered, GetURLStatus, ListURLs, CountURLs, PurgeURLs."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._spent_by_crawl: dict[str, uf_ops.Spent] = {}
+        self._spent_lock = threading.Lock()
+
     async def GetURLs(self, params: Any, context: Any) -> AsyncIterator[Any]:
         """Stream URLs due now: leases of ``delay_requestable`` seconds (0: 30), of one
         queue when ``key`` is set."""
@@ -40,10 +46,15 @@ class URLCalls(Base):
                 min(per_queue, cap) if per_queue else cap)
             leases = await self._run(context, "GetURLs", uf_ops.lease, frontier,
                                      min(n, MAX_BATCH), ttl, per_queue, max_queues,
-                                     params.key or None)
+                                     params.key or None, self._spent(name))
             for le in leases:
                 yield self._info(le.request.url, le.queue, uf_ops.metadata_of(le.request),
                                  name)
+
+    def _spent(self, crawl: str) -> uf_ops.Spent:
+        """The lease handles of the crawl's answered URLs, until its next GetURLs."""
+        with self._spent_lock:
+            return self._spent_by_crawl.setdefault(crawl, uf_ops.Spent())
 
     def _crawls_to_serve(self, any_crawl: bool, crawl: str) -> list[tuple[str, Frontier]]:
         """The crawls GetURLs serves (none while the frontier is inactive)."""
@@ -89,7 +100,8 @@ class URLCalls(Base):
             try:
                 frontier = self._crawl(crawl, create=True)
                 assert frontier is not None
-                got = uf_ops.put(frontier, [it for it in (items[i] for i in index) if it])
+                got = uf_ops.put(frontier, [it for it in (items[i] for i in index) if it],
+                                 self._spent(crawl_id(crawl)))
             except ConfigError:  # (a bad crawl ID)
                 got = [uf_ops.SKIPPED] * len(index)
             except StoreError as exc:

@@ -3,13 +3,15 @@
 
 URLFrontier names a fetched URL by its text (a KnownURLItem), where crawlq answers a
 lease by its token. So each URL handed out by :func:`lease` leaves its lease handle in
-the store, as a value named after the URL's canonical form that expires with the lease:
-any server on the store finds it when the URL comes back, and a server killed in
-between loses nothing (the lease ends and the URL is served again).
+the store, as a value named after the URL's canonical form that expires with the lease
+(and is dropped when the URL's answer is applied): any server on the store finds it when
+the URL comes back, and a server killed in between loses nothing (the lease ends and
+the URL is served again).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
@@ -92,12 +94,52 @@ def metadata_of(request: Request) -> dict[str, list[str]]:
     return _clean(request.meta.get(META) if request.meta else None)
 
 
+class Spent:
+    """The lease handles of a crawl's URLs answered since its last :func:`lease` call,
+    which drops them in its own transaction: answering a URL then costs no write of
+    its own (its lease's answer is group-committed). Past ``most`` of them, the answer
+    drops them itself. A server killed first loses nothing: a handle left behind goes
+    when its time is up (as the store drops expired values)."""
+
+    def __init__(self, most: int = 10_000) -> None:
+        self.most = most
+        self._names: list[str] = []
+        self._lock = threading.Lock()
+
+    def add(self, names: Sequence[str]) -> list[str]:
+        """Keep ``names`` for the next lease call; returns those to drop now (all kept
+        so far, once there are ``most``)."""
+        with self._lock:
+            self._names += names
+            if len(self._names) < self.most:
+                return []
+            out, self._names = self._names, []
+            return out
+
+    def take(self) -> list[str]:
+        """The names kept so far, forgotten here."""
+        with self._lock:
+            out, self._names = self._names, []
+            return out
+
+
 def lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
-          max_queues: int, queue: str | None = None) -> list[Lease]:
+          max_queues: int, queue: str | None = None,
+          spent: Spent | None = None) -> list[Lease]:
     """Lease up to ``n`` URLs for ``ttl`` seconds (of ``queue`` only, when given), at most
     ``per_queue`` from a queue and from at most ``max_queues`` queues (0: no limit);
     leases over the limits go back at once. Records each lease's handle under its URL
-    (see the module docstring)."""
+    (see the module docstring) and drops the ``spent`` ones, all in one atomic step
+    where the store has them."""
+    with frontier.transaction():
+        drop = spent.take() if spent is not None else []
+        if drop:
+            frontier.store.drop_values(drop)
+        return _lease(frontier, n, ttl, per_queue, max_queues, queue)
+
+
+def _lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
+           max_queues: int, queue: str | None) -> list[Lease]:
     leases = frontier.next(n, ttl=ttl, queue=queue)
     if not leases:
         return []
@@ -120,8 +162,10 @@ def lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
     return kept
 
 
-def put(frontier: Frontier, items: Sequence[Item]) -> list[int]:
-    """Apply a client's URLs in one go; one AckMessage status per item.
+def put(frontier: Frontier, items: Sequence[Item], spent: Spent | None = None) -> list[int]:
+    """Apply a client's URLs in one go; one AckMessage status per item. The lease
+    handles of the URLs answered are dropped now, or with ``spent`` by the crawl's next
+    :func:`lease` call.
 
     Discovered URLs are added; one not added is SKIPPED (do not send it again): a
     duplicate (known already, as URLFrontier's reference server answers), an invalid
@@ -140,12 +184,12 @@ def put(frontier: Frontier, items: Sequence[Item]) -> list[int]:
                 statuses[i] = SKIPPED
     known = [i for i, it in enumerate(items) if it.refetch is not None]
     if known:
-        _put_known(frontier, items, known, statuses, dated)
+        _put_known(frontier, items, known, statuses, dated, spent)
     return statuses
 
 
 def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
-               statuses: list[int], dated: Mapping[str, Any]) -> None:
+               statuses: list[int], dated: Mapping[str, Any], spent: Spent | None) -> None:
     canon: dict[int, str] = {}
     for i in known:
         try:
@@ -159,10 +203,12 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
     finished: list[Lease] = []
     again: dict[float, list[Lease]] = {}
     unleased: list[int] = []
-    for i, raw in zip(order, found):
+    answered: list[str] = []
+    for i, name, raw in zip(order, names, found):
         if raw is None:
             unleased.append(i)
             continue
+        answered.append(name)
         le = lease_of(raw.decode("ascii", "replace"))
         when = items[i].refetch or 0
         if when:
@@ -173,6 +219,10 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
         frontier.done(finished)
     for after, leases in again.items():
         frontier.done(leases, Outcome.RETRY, after=after)
+    if answered:
+        drop = answered if spent is None else spent.add(answered)
+        if drop:
+            frontier.store.drop_values(drop)
     seen = []
     for i in unleased:
         fp = frontier.fingerprint_of(canon[i])
@@ -283,6 +333,24 @@ def _clean(md: object) -> dict[str, list[str]]:
     return {str(k): [str(x) for x in v] for k, v in md.items() if isinstance(v, list)}
 
 
-__all__ = ["CREATED", "FAIL", "META", "OK", "SKIPPED", "Item", "Listed", "created_of",
-           "is_active_queue", "lease", "listed", "metadata_of", "purge", "put", "queue_info",
-           "queue_infos", "stat_counts", "status_of"]
+__all__ = [
+    "CREATED",
+    "FAIL",
+    "META",
+    "OK",
+    "SKIPPED",
+    "Item",
+    "Listed",
+    "Spent",
+    "created_of",
+    "is_active_queue",
+    "lease",
+    "listed",
+    "metadata_of",
+    "purge",
+    "put",
+    "queue_info",
+    "queue_infos",
+    "stat_counts",
+    "status_of",
+]

@@ -168,11 +168,19 @@ class Store(Protocol):
     def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
         """Keep named values ``(name, value, expires_at)`` for every process of the crawl
         (``expires_at`` None: for good), replacing older ones: what a crawler learned
-        about a host (its robots.txt) and wants to learn once, not once per process."""
+        about a host (its robots.txt) and wants to learn once, not once per process.
+        A value whose time is up takes no room for long: the store drops it at the
+        latest in the first call after that time that wakes queues (``lease``,
+        ``stats``, ``next_ready_at``...), in bounded steps per call."""
         ...
 
     def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
         """The values kept under ``names``; None for those never kept or expired."""
+        ...
+
+    def drop_values(self, names: Sequence[str]) -> None:
+        """Forget the values kept under ``names`` now, in one atomic step (a name with
+        none: nothing): for a value that served its purpose before its time is up."""
         ...
 
     def count_duplicates(self, n: int) -> None:

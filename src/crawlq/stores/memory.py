@@ -267,6 +267,7 @@ class MemoryStore:
              "late_acks", "duplicates"), 0)
         self._rejected: dict[str, int] = {}
         self._values: dict[str, tuple[bytes, float | None]] = {}  # name -> (value, expires)
+        self._value_expiry: list[tuple[float, str]] = []  # (heap) expires, name
         self._closed = False
         # add's, lease's and release's loops in C where built (their twins: _add_entries,
         # _lease_rounds and release's loop); add's only for an exact seen-set (a Bloom
@@ -376,7 +377,8 @@ class MemoryStore:
         return out
 
     def _wake(self, now: float) -> None:
-        """Move due scheduled entries, expired leases and rested queues to ready.
+        """Move due scheduled entries, expired leases and rested queues to ready; drop
+        named values whose time is up.
 
         Entries that came due and leases that expired are taken in time order, each
         at its own time: a queue they make ready has waited since then, not since
@@ -415,6 +417,12 @@ class MemoryStore:
             q = self._queues[key]
             if q.version == version and q.state == _RESTING:
                 self._settle(q, now)
+        values, vx = self._values, self._value_expiry
+        while vx and vx[0][0] <= now:
+            at, name = heapq.heappop(vx)
+            got = values.get(name)
+            if got is not None and got[1] == at:  # (not put again since, nor dropped)
+                del values[name]
 
     def lease(self, now: float, limit: int, ttl: float,
               queue: str | None = None) -> list[Leased]:
@@ -578,7 +586,19 @@ class MemoryStore:
         with self._lock:
             self._check_open()
             for name, value, expires in items:
-                self._values[name] = (value, expires)
+                self._keep_value(name, value, expires)
+
+    def _keep_value(self, name: str, value: bytes, expires: float | None) -> None:
+        self._values[name] = (value, expires)
+        if expires is not None:
+            heapq.heappush(self._value_expiry, (expires, name))
+
+    def drop_values(self, names: Sequence[str]) -> None:
+        """See :meth:`Store.drop_values`."""
+        with self._lock:
+            self._check_open()
+            for name in names:
+                self._values.pop(name, None)
 
     def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
         """See :meth:`Store.get_values`."""
@@ -759,7 +779,7 @@ class MemoryStore:
             self._rejected[r] = self._rejected.get(r, 0) + int(v)
 
     def _load_value(self, name: str, data: bytes, expires: float | None) -> None:
-        self._values[name] = (data, expires)
+        self._keep_value(name, data, expires)
 
     def _check_open(self) -> None:
         if self._closed:

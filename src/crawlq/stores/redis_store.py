@@ -380,11 +380,39 @@ class RedisStore:
 
     def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
         """See :meth:`Store.put_values`. One hash, ``{prefix}:kv``: name -> expiry (a
-        little-endian double, +inf for none) then the value. (Redis's own expiry counts
-        on the server's clock; stores take the time from their caller.)"""
-        if items:
-            mapping = {n: _kv(v, e) for n, v, e in items}
-            self._retrying(lambda: self._client.hset(f"{self._p}:kv", mapping=mapping))
+        little-endian double, +inf for none) then the value; and the expiries again in a
+        sorted set, ``{prefix}:kvx``, from which waking drops the values whose time is
+        up (common.lua ``drop_old_values``). (Redis's own expiry counts on the server's
+        clock; stores take the time from their caller.)"""
+        if not items:
+            return
+        mapping = {n: _kv(v, e) for n, v, e in items}
+        due = {n: e for n, _, e in items if e is not None}
+        lasting = [n for n, _, e in items if e is None]
+
+        def go() -> None:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.hset(f"{self._p}:kv", mapping=mapping)
+            if due:
+                pipe.zadd(f"{self._p}:kvx", due)
+            if lasting:
+                pipe.zrem(f"{self._p}:kvx", *lasting)
+            pipe.execute()
+
+        self._retrying(go)
+
+    def drop_values(self, names: Sequence[str]) -> None:
+        """See :meth:`Store.drop_values`."""
+        if not names:
+            return
+
+        def go() -> None:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.hdel(f"{self._p}:kv", *names)
+            pipe.zrem(f"{self._p}:kvx", *names)
+            pipe.execute()
+
+        self._retrying(go)
 
     def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
         """See :meth:`Store.get_values`."""
@@ -569,6 +597,8 @@ class RedisStore:
                     pipe.hincrby(*args)
                 elif op == "hset":
                     pipe.hset(*args)
+                elif op == "zadd":
+                    pipe.zadd(*args)
                 else:
                     script(keys=self._keys, args=[*self._pargs, 0.0, op, *args],
                            client=target)
@@ -628,6 +658,8 @@ class RedisStore:
 
     def _load_value(self, name: str, data: bytes, expires: float | None) -> None:
         self._pending.append(("hset", (f"{self._p}:kv", name, _kv(data, expires))))
+        if expires is not None:
+            self._pending.append(("zadd", (f"{self._p}:kvx", {name: expires})))
 
     def delete_queue(self, queue: str, now: float) -> int:
         """See :meth:`QueueAdmin.delete_queue`."""

@@ -62,6 +62,14 @@ class SQLiteAdmin(SQLiteAnswers):
         """See :meth:`Store.put_values`."""
         with self._tx() as c:
             c.executemany(sqlite_dump.PUT_VALUE, [(n, bytearray(v), e) for n, v, e in items])
+            due = self._values_due
+            if due is not None:
+                self._values_due = min([due, *(e for _, _, e in items if e is not None)])
+
+    def drop_values(self, names: Sequence[str]) -> None:
+        """See :meth:`Store.drop_values`."""
+        with self._tx() as c:
+            c.executemany("DELETE FROM vals WHERE name=?", [(n,) for n in names])
 
     def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
         """See :meth:`Store.get_values`."""
@@ -213,4 +221,5 @@ class SQLiteAdmin(SQLiteAnswers):
             loader.c = c
             n = sum(dumpfmt.apply(loader, rec) for rec in records)
             loader.finish()
+            self._values_due = None  # (values loaded: their expiries are not known here)
         return n

@@ -5,6 +5,7 @@ at queues runs first), renewed; and when the next one is due."""
 from __future__ import annotations
 
 import itertools
+import math
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +21,8 @@ class SQLiteAnswers(SQLiteCore):
     """Answers, expiries and renewals of the SQLite store's leases."""
 
     def _wake(self, c: sqlite3.Connection, now: float) -> None:
-        """Expired leases back to their queues, due entries in, rested queues ready.
+        """Expired leases back to their queues, due entries in, rested queues ready;
+        named values whose time is up dropped.
 
         Due entries and expired leases are settled in time order, each at its own time
         (due entries first at equal times, as the memory store takes them): a queue they
@@ -54,6 +56,12 @@ class SQLiteAnswers(SQLiteCore):
         self._queues.forget(r[0] for r in c.execute(
             "UPDATE queues SET state=0, since=ready_at WHERE state=2 AND ready_at <= ? "
             "RETURNING qid", (now,)).fetchall())
+        due = self._values_due
+        if due is None or due <= now:  # named values whose time is up
+            c.execute("DELETE FROM vals WHERE expires <= ?", (now,))
+            (due,) = c.execute(
+                "SELECT min(expires) FROM vals WHERE expires IS NOT NULL").fetchone()
+            self._values_due = math.inf if due is None else float(due)
 
     def _expired(self, c: sqlite3.Connection,
                  expired: list[tuple[float, sqlite_leases.LeaseRow]]

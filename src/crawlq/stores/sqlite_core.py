@@ -76,6 +76,9 @@ class SQLiteCore(abc.ABC):
         # Whether the expiries table may have rows (None: unknown, another connection
         # wrote): while it has none, answering a lease need not look there.
         self._expiries: bool | None = None
+        # The earliest expiry of a named value (None: unknown, another connection
+        # wrote; inf: none): until then waking need not look for values to drop.
+        self._values_due: float | None = None
         self._bloom = bloom
         self._lock = threading.RLock()
         # Small acknowledgements, held until a transaction takes them (see release).
@@ -152,7 +155,7 @@ class SQLiteCore(abc.ABC):
                 if version != self._version:  # another connection committed
                     self._queues.rows.clear()
                     self._ahead.forget()
-                    self._expiries = None
+                    self._expiries = self._values_due = None
                     self._version = version
                 taken = self._group.take()
                 if taken is not None:  # every call sees the acknowledgements made before it
@@ -189,6 +192,7 @@ class SQLiteCore(abc.ABC):
         self._queues.rows.clear()  # it may hold changes that were not committed
         self._counts.clear()
         self._ahead.forget()
+        self._values_due = None
         self._queues.stale = False
         # (and queues created in the transaction: their qids may go to other keys)
         self._queues.forget_ids()

@@ -145,6 +145,7 @@ CREATE TABLE IF NOT EXISTS vals (
     value BLOB NOT NULL,
     expires REAL
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS vals_expiry ON vals (expires) WHERE expires IS NOT NULL;
 CREATE TABLE IF NOT EXISTS expiries (
     qid INTEGER NOT NULL,
     nprio INTEGER NOT NULL,

@@ -274,7 +274,21 @@ end
 -- and expired leases are settled in time order, each at its own time (due entries first
 -- at equal times, as the other stores take them): a queue they make ready has waited
 -- since then, not since the call that noticed.
+local function drop_old_values(now)
+  -- Named values whose time is up (put_values keeps each expiry in ':kvx' too), at most
+  -- 1000 a call. One put again since then has its new expiry in ':kv' and stays.
+  local old = redis.call('ZRANGEBYSCORE', P .. ':kvx', '-inf', f17(now), 'LIMIT', 0, 1000)
+  if #old == 0 then return end
+  local vals = redis.call('HMGET', P .. ':kv', unpack(old))
+  for i, name in ipairs(old) do
+    local raw = vals[i]
+    if raw and struct.unpack('<d', raw) <= now then redis.call('HDEL', P .. ':kv', name) end
+  end
+  redis.call('ZREM', P .. ':kvx', unpack(old))
+end
+
 local function wake(now)
+  drop_old_values(now)
   local events = {}  -- {time, 0: due entry / 1: expired lease, id or token, key, prio, item}
   local sc = redis.call('ZRANGEBYSCORE', P .. ':sc', '-inf', f17(now), 'WITHSCORES')
   if #sc > 0 then
