@@ -18,7 +18,16 @@ from .sqlite_admin import SQLiteAdmin
 from .sqlite_ahead import NO_HEAD
 from .sqlite_core import DEFAULT_CACHE_MB, MIN_SQLITE
 from .sqlite_levels import SeenTx, insert_rows, settle_levels
-from .sqlite_rows import CURSORS_AT, SETTINGS_AT, Delta, admit, take_rows
+from .sqlite_rows import (
+    CURSORS_AT,
+    Q_ACCEPTED,
+    Q_INFLIGHT,
+    Q_SESSION,
+    SETTINGS_AT,
+    Delta,
+    admit,
+    take_rows,
+)
 
 __all__ = ["DEFAULT_CACHE_MB", "MIN_SQLITE", "SQLiteStore"]
 
@@ -39,7 +48,7 @@ class SQLiteStore(SQLiteAdmin):
             used = sorted({qids[e[1]] for e in entries})
             qrows = self._queues.rows_of(c, used)
             rows = {r[0]: r for r in qrows}
-            accepted = {qid: rows[qid][8] for qid in used}
+            accepted = {qid: rows[qid][Q_ACCEPTED] for qid in used}
             caps = {qid: self._policy(tuple(rows[qid][SETTINGS_AT:])).max_queue_urls
                     for qid in used}
             seen = SeenTx(c, self._bloom)
@@ -69,9 +78,9 @@ class SQLiteStore(SQLiteAdmin):
                               "VALUES (?,?,?,?,?,?)", later)
             seen.flush()
             for qid, n in accepted.items():
-                if n != rows[qid][8]:
+                if n != rows[qid][Q_ACCEPTED]:
                     d = deltas.get(qid) or deltas.setdefault(qid, Delta())
-                    d.accepted = n - rows[qid][8]
+                    d.accepted = n - rows[qid][Q_ACCEPTED]
             self._apply(c, deltas, now, qrows)
             over = out.count(OVER_BUDGET)
             if over:
@@ -174,9 +183,9 @@ class SQLiteStore(SQLiteAdmin):
         room = {}
         for r in rows:
             pol = self._policy(tuple(r[SETTINGS_AT:]))
-            free = pol.concurrency - r[6]  # (inflight)
+            free = pol.concurrency - r[Q_INFLIGHT]
             if pol.session_budget:
-                free = min(free, pol.session_budget - r[7])  # (session)
+                free = min(free, pol.session_budget - r[Q_SESSION])
             # (a ready queue always has room for one; session budgets reset at zero)
             room[r[0]] = max(free, 1)
         return room

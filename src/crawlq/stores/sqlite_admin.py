@@ -14,7 +14,7 @@ from . import dumpfmt, sqlite_dump
 from .base import QUEUE_SETTINGS, DeadEntry, Pick, QueuePolicy, check_settings, queue_state
 from .sqlite_answers import SQLiteAnswers
 from .sqlite_levels import FIRST_ENTRIES, chunks, marks
-from .sqlite_rows import CURSORS_AT, SEQ_MAX, SETTINGS_AT, Delta
+from .sqlite_rows import CURSORS_AT, Q_QID, Q_QUEUED, SEQ_MAX, SETTINGS_AT, Delta
 from .sqlite_schema import BUSY, CURSOR_LEVELS, ENTRY_LEVELS, EXHAUSTED, NO_CURSOR, READY, RESTING
 
 
@@ -158,7 +158,7 @@ class SQLiteAdmin(SQLiteAnswers):
             if found is None:
                 return 0
             (row,) = self._queues.rows_of(c, [found[0]])
-            qid, queued = row[0], row[5]
+            qid, queued = row[Q_QID], row[Q_QUEUED]
             entries = c.execute(FIRST_ENTRIES, (qid, queued, *row[CURSORS_AT:SETTINGS_AT])
                                 ).fetchall() if queued else []
             gone = [(level, nprio, order) for _, nprio, order, retries, payload, level

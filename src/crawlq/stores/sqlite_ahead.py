@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .sqlite_levels import CHUNK, FIRST_ENTRIES, ahead_query, chunks, heads_query
+from .sqlite_rows import Q_QID, Q_QUEUED
 from .sqlite_schema import CURSOR_LEVELS, ENTRY_LEVELS
 
 AHEAD = 16
@@ -146,8 +147,8 @@ class ReadAhead:
                 # (a queue with few entries left gains little from a read that costs
                 # more than the heads statement's)
                 spoiled = self.spoiled
-                big = {r[0] for r in queue_rows if r[5] >= AHEAD_FROM
-                       and r[0] not in spoiled}
+                big = {r[Q_QID] for r in queue_rows if r[Q_QUEUED] >= AHEAD_FROM
+                       and r[Q_QID] not in spoiled}
                 fill = [qid for qid in need if qid in big][:room]
             else:
                 fill = []

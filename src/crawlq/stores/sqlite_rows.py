@@ -30,6 +30,16 @@ QUEUE_COLS: Final = ("qid, state, head, since, ready_at, queued, inflight, sessi
 pysqlite binds None, and bytes, through its slow adaptation path, which formats an
 AttributeError for every value, about 5% of a batch's time; ints, floats, str and
 bytearray bind directly.)"""
+# Where each counter is in a queue row (the first columns of QUEUE_COLS).
+Q_QID: Final = 0
+Q_STATE: Final = 1
+Q_HEAD: Final = 2
+Q_SINCE: Final = 3
+Q_READY_AT: Final = 4
+Q_QUEUED: Final = 5
+Q_INFLIGHT: Final = 6
+Q_SESSION: Final = 7
+Q_ACCEPTED: Final = 8
 CURSORS_AT: Final = 9
 """Where the cursors (nprio, ord per CURSOR_LEVELS) start in a queue row."""
 SETTINGS_AT: Final = CURSORS_AT + 2 * len(CURSOR_LEVELS)
@@ -136,19 +146,19 @@ def settle(rows: Iterable[tuple[Any, ...]], deltas: dict[int, Delta], now: float
     head the statement looks up."""
     writes: dict[str, list[tuple[Any, ...]]] = {}
     for row in rows:
-        qid: int = row[0]
+        qid: int = row[Q_QID]
         d = deltas.get(qid)
         if d is None:
             continue
         # (each field read into a typed local first: compiled, the arithmetic is native)
-        state: int = row[1]
-        head: int | None = row[2]
-        since: float = row[3]
-        ready_at: float = row[4]
-        queued: int = row[5]
-        inflight: int = row[6]
-        session: int = row[7]
-        accepted: int = row[8]
+        state: int = row[Q_STATE]
+        head: int | None = row[Q_HEAD]
+        since: float = row[Q_SINCE]
+        ready_at: float = row[Q_READY_AT]
+        queued: int = row[Q_QUEUED]
+        inflight: int = row[Q_INFLIGHT]
+        session: int = row[Q_SESSION]
+        accepted: int = row[Q_ACCEPTED]
         queued += d.queued
         inflight += d.inflight
         session += d.session
@@ -202,8 +212,8 @@ def settle(rows: Iterable[tuple[Any, ...]], deltas: dict[int, Delta], now: float
         else:
             if queued <= 0:
                 head = None
-            if queued > 0 and new_state == state and since == row[3] and \
-                    ready_at == row[4] and head == row[2]:
+            if queued > 0 and new_state == state and since == row[Q_SINCE] and \
+                    ready_at == row[Q_READY_AT] and head == row[Q_HEAD]:
                 # Counters only: no indexed column changes, so no index is rewritten.
                 key = UPDATE_COUNTS[moved]
                 vals = (queued, inflight, session, accepted)
