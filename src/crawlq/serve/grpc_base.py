@@ -98,6 +98,8 @@ class Base:
 
     def _info(self, url: str, key: str, metadata: dict[str, list[str]], crawl: str) -> Any:
         pb = self.pb
+        if not metadata:  # (most URLs: an empty map given costs twice the message)
+            return pb.URLInfo(url=url, key=key, crawlID=crawl)
         return pb.URLInfo(url=url, key=key, crawlID=crawl, metadata={
             k: pb.StringList(values=v) for k, v in metadata.items()})
 
