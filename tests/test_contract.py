@@ -12,9 +12,15 @@ import pytest
 from crawlq import Frontier
 from crawlq import frontier as frontier_module
 from crawlq.redislocal import LocalCluster, LocalRedis
-from crawlq.stores import memory as memory_module
+from crawlq.stores import (
+    memory_loops,
+    sqlite_admin,
+    sqlite_answers,
+    sqlite_core,
+    sqlite_dump,
+    sqlite_levels,
+)
 from crawlq.stores import sqlite as sqlite_module
-from crawlq.stores import sqlite_admin, sqlite_answers, sqlite_core, sqlite_dump, sqlite_levels
 from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
 
 
@@ -36,7 +42,7 @@ class TestMemoryStorePurePython(MemoryOnlyContract):
         f = Frontier.open("memory://", clock=clock, **options)
         assert f._fast is None
         assert f.store._adder is None  # type: ignore[attr-defined]
-        assert f.store._rounds is memory_module._lease_rounds  # type: ignore[attr-defined]
+        assert f.store._rounds is memory_loops._lease_rounds  # type: ignore[attr-defined]
         assert f.store._release is None  # type: ignore[attr-defined]
         assert type(f.store._seen) is set  # type: ignore[attr-defined]
         return f

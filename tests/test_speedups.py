@@ -274,6 +274,7 @@ def test_memory_store_loops_agree_with_python(monkeypatch: pytest.MonkeyPatch,
     verdicts, leases, acknowledgements, heaps (in list order), queue fields, seen-set,
     revisits, sequence and counters."""
     from crawlq.stores import memory as memory_module
+    from crawlq.stores import memory_loops
 
     rng = random.Random(seed)
     policy_type = _SlowPolicy if seed % 4 == 3 else QueuePolicy  # a subclass: own delay()
@@ -286,9 +287,9 @@ def test_memory_store_loops_agree_with_python(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("CRAWLQ_PURE_PYTHON", "1")
     pure = memory_module.MemoryStore(policy, lifo=lifo)
     monkeypatch.delenv("CRAWLQ_PURE_PYTHON")
-    assert fast._adder is not None and fast._rounds is not memory_module._lease_rounds
+    assert fast._adder is not None and fast._rounds is not memory_loops._lease_rounds
     assert fast._release is not None and isinstance(fast._seen, speedups.FingerprintSet)
-    assert pure._adder is None and pure._rounds is memory_module._lease_rounds
+    assert pure._adder is None and pure._rounds is memory_loops._lease_rounds
     assert pure._release is None and type(pure._seen) is set
     leased = 0
     for op in _memory_ops(rng, 400):

@@ -1326,7 +1326,7 @@ static PyObject *store_attr(PyObject *store, PyObject *name, PyTypeObject *type)
 }
 
 PyDoc_STRVAR(memloops_lease_doc,
-             "lease(store, out, limit, now, expires): crawlq.stores.memory._lease_rounds");
+             "lease(store, out, limit, now, expires): crawlq.stores.memory_loops._lease_rounds");
 
 static PyObject *memloops_lease(MemoryLoops *self, PyObject *const *args,
                                    Py_ssize_t nargs) {
@@ -1571,7 +1571,7 @@ static int batch_args(PyObject *const *args, Py_ssize_t nargs, const char *usage
 
 PyDoc_STRVAR(memloops_add_doc,
              "add(store, entries, now, out) -> (added, seen_added, dups): "
-             "crawlq.stores.memory._add_entries for an exact seen-set");
+             "crawlq.stores.memory_loops._add_entries for an exact seen-set");
 
 static PyObject *memloops_add(MemoryLoops *self, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *store, *entries, *now_obj, *out;
