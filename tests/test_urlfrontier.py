@@ -489,3 +489,24 @@ def test_a_refetch_date_for_a_url_not_leased_queues_it_once(store: str) -> None:
         assert put(s, discovered("https://a.example/x")) == [SKIPPED]  # (known)
         assert put(s, known("https://a.example/x", due + 60)) == [OK]
         assert stats(s).counts["scheduled"] == 2
+
+
+def test_a_url_leased_again_elsewhere_keeps_its_new_handle(store: str) -> None:
+    """A server drops the lease handles of the URLs answered through it with its next
+    GetURLs, and only while they are still the ones answered: a URL put back for now
+    and leased again by another server meanwhile keeps its new handle, so its next
+    answer (through that server) completes it instead of leaving it leased."""
+    opts = ("-o", "min_delay=0", "-o", "max_delay=0", "-o", "delay_factor=0")
+    with serve(store, *opts) as a, serve(store, *opts) as b:
+        assert put(a, discovered("https://u.example/page"), discovered("https://v.example/1")
+                   ) == [OK, OK]
+        (u,) = get(a, key="u.example", delay_requestable=60)
+        assert put(b, known(u.url, int(time.time()))) == [OK]  # (back in its queue now)
+        time.sleep(0.1)  # (b commits small answers together within a few ms)
+        (again,) = get(a, key="u.example", delay_requestable=60)  # leased again, by a
+        assert again.url == u.url
+        assert [g.key for g in get(b, delay_requestable=60)] == ["v.example"]  # b drops
+        assert stats(a).inProcess == 2
+        assert put(a, known(again.url)) == [OK]  # done for good: its handle was kept
+        time.sleep(0.1)
+        assert stats(b).inProcess == 1  # (only v.example's lease is left)

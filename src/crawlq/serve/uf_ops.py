@@ -98,29 +98,42 @@ class Spent:
     """The lease handles of a crawl's URLs answered since its last :func:`lease` call,
     which drops them in its own transaction: answering a URL then costs no write of
     its own (its lease's answer is group-committed). Past ``most`` of them, the answer
-    drops them itself. A server killed first loses nothing: a handle left behind goes
-    when its time is up (as the store drops expired values)."""
+    drops them itself. A handle is dropped only while it is still the one answered (the
+    URL may have been leased again since, by this server or another); a server killed
+    first loses nothing: a handle left behind goes when its time is up (as the store
+    drops expired values)."""
 
     def __init__(self, most: int = 10_000) -> None:
         self.most = most
-        self._names: list[str] = []
+        self._handles: dict[str, bytes] = {}  # name -> the handle answered
         self._lock = threading.Lock()
 
-    def add(self, names: Sequence[str]) -> list[str]:
-        """Keep ``names`` for the next lease call; returns those to drop now (all kept
+    def add(self, handles: Mapping[str, bytes]) -> dict[str, bytes]:
+        """Keep ``handles`` for the next lease call; returns those to drop now (all kept
         so far, once there are ``most``)."""
         with self._lock:
-            self._names += names
-            if len(self._names) < self.most:
-                return []
-            out, self._names = self._names, []
+            self._handles.update(handles)
+            if len(self._handles) < self.most:
+                return {}
+            out, self._handles = self._handles, {}
             return out
 
-    def take(self) -> list[str]:
-        """The names kept so far, forgotten here."""
+    def take(self) -> dict[str, bytes]:
+        """The handles kept so far, forgotten here."""
         with self._lock:
-            out, self._names = self._names, []
+            out, self._handles = self._handles, {}
             return out
+
+
+def _drop_answered(frontier: Frontier, handles: Mapping[str, bytes]) -> None:
+    """Drop the answered ``handles`` still kept as they were answered (one put again
+    since names a newer lease of the URL: it stays)."""
+    names = list(handles)
+    now = frontier.clock()
+    kept = frontier.store.get_values(names, now)
+    gone = [n for n, v in zip(names, kept) if v == handles[n]]
+    if gone:
+        frontier.store.drop_values(gone)
 
 
 def lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
@@ -132,9 +145,9 @@ def lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
     (see the module docstring) and drops the ``spent`` ones, all in one atomic step
     where the store has them."""
     with frontier.transaction():
-        drop = spent.take() if spent is not None else []
+        drop = spent.take() if spent is not None else {}
         if drop:
-            frontier.store.drop_values(drop)
+            _drop_answered(frontier, drop)
         return _lease(frontier, n, ttl, per_queue, max_queues, queue)
 
 
@@ -203,12 +216,12 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
     finished: list[Lease] = []
     again: dict[float, list[Lease]] = {}
     unleased: list[int] = []
-    answered: list[str] = []
+    answered: dict[str, bytes] = {}
     for i, name, raw in zip(order, names, found):
         if raw is None:
             unleased.append(i)
             continue
-        answered.append(name)
+        answered[name] = raw
         le = lease_of(raw.decode("ascii", "replace"))
         when = items[i].refetch or 0
         if when:
@@ -222,7 +235,7 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
     if answered:
         drop = answered if spent is None else spent.add(answered)
         if drop:
-            frontier.store.drop_values(drop)
+            _drop_answered(frontier, drop)
     seen = []
     for i in unleased:
         fp = frontier.fingerprint_of(canon[i])
