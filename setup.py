@@ -1,13 +1,14 @@
 """Build the optional compiled parts; everything else is in pyproject.toml.
 
-- ``crawlq._speedups``: C code for the plain case of ``Frontier.add`` and ``next`` and
-  the memory store's inner loops.
+- ``crawlq._speedups``: C code for the plain case of ``Frontier.add`` and ``next``, and
+  the memory store's compact seen-set.
 - Modules compiled by mypyc from their own Python source (``COMPILED``): the one
   definition of a rule that runs once per URL, compiled; the .py beside each is the same
   code, run where the build could not compile it. ``policies/canonical.py`` (canonical
   URLs, about 1.4x faster compiled), ``stores/policy.py`` (the politeness delay and
-  per-queue settings) and ``stores/sqlite_rows.py`` (the SQLite store's per-entry,
-  per-lease and per-queue rules).
+  per-queue settings), ``stores/sqlite_rows.py`` (the SQLite store's per-entry,
+  per-lease and per-queue rules) and ``stores/memory_loops.py`` (the memory store's
+  add, lease and release loops).
 
 Both are optional: without a C compiler (or mypyc) the build goes on without them and
 crawlq runs its pure-Python code (same results, slower). ``CRAWLQ_NO_MYPYC=1`` skips
@@ -23,7 +24,7 @@ from setuptools import Extension, setup
 
 
 COMPILED = ["src/crawlq/policies/canonical.py", "src/crawlq/stores/policy.py",
-            "src/crawlq/stores/sqlite_rows.py"]
+            "src/crawlq/stores/sqlite_rows.py", "src/crawlq/stores/memory_loops.py"]
 
 
 def compiled_python() -> list[Extension]:

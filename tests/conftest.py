@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -36,16 +37,43 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     cluster.stop()
 
 
+def as_python(name: str) -> ModuleType:
+    """The crawlq module ``name`` run from its .py source, as Python: setup.py compiles
+    some modules with mypyc, and a compiled module shadows its source on import."""
+    module = importlib.import_module(name)
+    source = Path(module.__file__ or "").with_name(name.rpartition(".")[2] + ".py")
+    spec = importlib.util.spec_from_file_location(name + "_as_python", source)
+    assert spec is not None and spec.loader is not None
+    python = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = python
+    spec.loader.exec_module(python)
+    return python
+
+
 @pytest.fixture(scope="session")
 def sqlite_rows_as_python() -> ModuleType:
-    """crawlq.stores.sqlite_rows run from its .py source, as Python: setup.py compiles
-    the module with mypyc, and the compiled one shadows the source on import."""
-    from crawlq.stores import sqlite_rows
+    """crawlq.stores.sqlite_rows run from its .py source."""
+    return as_python("crawlq.stores.sqlite_rows")
 
-    source = Path(sqlite_rows.__file__ or "").with_name("sqlite_rows.py")
-    spec = importlib.util.spec_from_file_location("crawlq.stores.sqlite_rows_as_python", source)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+
+@pytest.fixture(scope="session")
+def memory_loops_as_python() -> ModuleType:
+    """crawlq.stores.memory_loops run from its .py source."""
+    return as_python("crawlq.stores.memory_loops")
+
+
+@pytest.fixture
+def memory_store_as_python(monkeypatch: pytest.MonkeyPatch,
+                           memory_loops_as_python: ModuleType) -> Callable[[], None]:
+    """A switch: once called, memory stores (old and new) run their loops
+    (memory_loops) as Python, until the test ends: each memory module's names from
+    memory_loops are the .py source's."""
+    from crawlq.stores import memory, memory_admin, memory_core, memory_loops
+
+    def switch() -> None:
+        for module in (memory, memory_core, memory_admin):
+            for name, value in list(vars(module).items()):
+                if getattr(memory_loops, name, None) is value and not isinstance(value, int):
+                    monkeypatch.setattr(module, name, getattr(memory_loops_as_python, name))
+
+    return switch

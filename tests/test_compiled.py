@@ -25,7 +25,8 @@ from crawlq.stores.sqlite_schema import (
     RESTING,
 )
 
-COMPILED = ["crawlq.policies.canonical", "crawlq.stores.sqlite_rows"]
+COMPILED = ["crawlq.policies.canonical", "crawlq.stores.sqlite_rows", "crawlq.stores.policy",
+            "crawlq.stores.memory_loops"]
 
 
 @pytest.mark.parametrize("name", COMPILED)

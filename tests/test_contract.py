@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -12,8 +13,9 @@ import pytest
 from crawlq import Frontier
 from crawlq import frontier as frontier_module
 from crawlq.redislocal import LocalCluster, LocalRedis
+from crawlq.stores import memory as memory_module
 from crawlq.stores import (
-    memory_loops,
+    memory_core,
     sqlite_admin,
     sqlite_answers,
     sqlite_core,
@@ -30,20 +32,22 @@ class TestMemoryStore(MemoryOnlyContract):
 
 
 class TestMemoryStorePurePython(MemoryOnlyContract):
-    """The contract with crawlq's C speedups switched off: the pure-Python add and next
-    (what runs where no C compiler was at hand) obey the same contract."""
+    """The memory store's contract on Python alone: the C extension switched off (add's
+    fast path, leases, the seen-set) and the store's loops (memory_loops, compiled by
+    mypyc) run from their .py source: what runs where nothing could be compiled."""
 
     @pytest.fixture(autouse=True)
-    def _pure(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def _pure(self, monkeypatch: pytest.MonkeyPatch,
+              memory_store_as_python: Callable[[], None]) -> None:
+        memory_store_as_python()
         monkeypatch.setenv("CRAWLQ_PURE_PYTHON", "1")
         monkeypatch.setattr(frontier_module, "_LEASES", None)
 
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         f = Frontier.open("memory://", clock=clock, **options)
         assert f._fast is None
-        assert f.store._adder is None  # type: ignore[attr-defined]
-        assert f.store._rounds is memory_loops._lease_rounds  # type: ignore[attr-defined]
-        assert f.store._release is None  # type: ignore[attr-defined]
+        assert vars(memory_module)["_lease_rounds"].__module__.endswith("_as_python")
+        assert vars(memory_core)["_settle"].__module__.endswith("_as_python")
         assert type(f.store._seen) is set  # type: ignore[attr-defined]
         return f
 

@@ -9,39 +9,32 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from .base import (
-    ACK_DEAD,
-    ACK_DONE,
-    ACK_REQUEUE,
-    OVER_BUDGET,
-    Ack,
-    Entry,
-    Leased,
-)
+from .base import OVER_BUDGET, Ack, Entry, Leased
 from .memory_admin import MemoryAdmin
-from .memory_loops import _READY, _RESTING, _add_entries, _Queue, _serve_line
-
-if TYPE_CHECKING:
-    pass
+from .memory_loops import (
+    _READY,
+    _RESTING,
+    _add_entries,
+    _lease_rounds,
+    _ready_queue,
+    _release_acks,
+    _serve_line,
+)
 
 
 class MemoryStore(MemoryAdmin):
     """In-process store; see :class:`crawlq.stores.base.Store` for the contract. Its parts,
     each a class the next one extends: :class:`~.memory_core.MemoryCore` (state and
     shared steps), :class:`~.memory_admin.MemoryAdmin` (looking and steering); here the
-    calls of a crawl. The per-entry loops are in :mod:`.memory_loops`."""
+    calls of a crawl. The per-entry loops are in :mod:`.memory_loops` (compiled by mypyc)."""
 
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
         """See :meth:`Store.add`."""
         out: list[int] = []
         with self._lock:
             self._check_open()
-            if self._adder is not None and entries.__class__ in (list, tuple):
-                added, seen_added, dups = self._adder(self, entries, now, out)
-            else:
-                added, seen_added, dups = _add_entries(self, entries, now, out)
+            added, seen_added, dups = _add_entries(self, entries, now, out)
             c = self._counters
             c["added"] += added
             c["seen"] += seen_added
@@ -62,7 +55,7 @@ class MemoryStore(MemoryAdmin):
             self._check_open()
             self._wake(now)
             if queue is None:
-                self._rounds(self, out, limit, now, expires)
+                _lease_rounds(self, out, limit, now, expires)
             else:
                 q = self._queues.get(queue)
                 if q is not None and q.state == _READY:
@@ -93,50 +86,7 @@ class MemoryStore(MemoryAdmin):
         out: list[bool] = []
         with self._lock:
             self._check_open()
-            c = self._counters
-            # Plain acknowledgements (all ACK_DONE) in C where built: the loop below, the
-            # same steps; it returns None, having changed nothing, for any other batch.
-            # (not while an entry has expired leases: their counts end with them below)
-            res = (None if self._release is None or acks.__class__ not in (list, tuple)
-                   or self._expired else self._release(self, acks, now, out))
-            if res is not None:
-                c["done"] += res[0]
-                c["late_acks"] += res[1]
-                return out
-            touched: dict[str, _Queue] = {}
-            leases = self._leases
-            for token, kind, duration, not_before, retries, error, failed, delay in acks:
-                held = leases.pop(token, None)
-                if held is None:
-                    c["late_acks"] += 1
-                    out.append(False)
-                    continue
-                q, item, _ = held
-                q.inflight -= 1
-                if self._expired and kind != ACK_REQUEUE:
-                    self._expired.pop(item[4:10], None)
-                rest = delay if delay is not None else q.policy.delay(duration)
-                if rest > 0:
-                    q.ready_at = max(q.ready_at, now + rest)
-                    q.session = 0
-                if kind == ACK_DONE:
-                    c["done"] += 1
-                elif kind == ACK_DEAD:
-                    self._bury(q, item, retries, error or "", now)
-                else:
-                    if failed:
-                        c["failed"] += 1
-                    c["retried"] += 1
-                    new = item[:10] + retries.to_bytes(2, "big") + item[12:]
-                    if not_before is not None and not_before > now:
-                        heapq.heappush(self._scheduled,
-                                       (not_before, next(self._ticket), q.key, new))
-                    else:
-                        heapq.heappush(q.heap, new)
-                touched[q.key] = q
-                out.append(True)
-            for q in touched.values():
-                self._settle(q, now)
+            _release_acks(self, acks, now, out)
         return out
 
     def next_ready_at(self, now: float) -> float | None:
@@ -146,9 +96,7 @@ class MemoryStore(MemoryAdmin):
             self._wake(now)
             ready = self._ready
             while ready:  # drop stale entries (lazy deletion) to see a real one
-                _, _, _, version, key = ready[0]
-                q = self._queues[key]
-                if q.version == version and q.state == _READY:
+                if _ready_queue(self, ready[0]) is not None:
                     return now
                 heapq.heappop(ready)
             resting = self._resting

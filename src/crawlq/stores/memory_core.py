@@ -8,40 +8,30 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-from collections.abc import Callable, MutableSet, Sequence
+from collections.abc import MutableSet
 from typing import TYPE_CHECKING
 
 from .._native import native
 from .base import (
-    ACK_DONE,
-    ADDED,
-    DUPLICATE,
     MAX_REDELIVERIES,
-    OVER_BUDGET,
-    Ack,
     DeadEntry,
-    Entry,
-    Leased,
     QueuePolicy,
     expired_error,
 )
 from .bloom import BloomShape, MemoryBloom
 from .memory_loops import (
-    _BUSY,
     _EMPTY,
-    _PRIO_BIAS,
     _READY,
     _RESTING,
     _SEQ_MAX,
     _item_priority,
     _item_retries,
-    _lease_rounds,
     _Queue,
+    _settle,
 )
 
 if TYPE_CHECKING:
     from .._speedups import FingerprintSet
-    from .memory import MemoryStore
 
 class MemoryCore:
     """The memory store's state and shared steps (the store is
@@ -70,18 +60,17 @@ class MemoryCore:
         self._revisit: dict[bytes, float] = {}
         self._bloom = MemoryBloom(bloom) if bloom else None
         self._queues: dict[str, _Queue] = {}
-        # (-prio, since, created, version, key)
-        self._ready: list[tuple[int, float, int, int, str]] = []
+        self._ready: list[bytes] = []  # (heap) memory_loops._ready_key of ready queues
         self._resting: list[tuple[float, int, str]] = []  # (ready_at, version, key)
         self._scheduled: list[tuple[float, int, str, bytes]] = []  # (not_before, n, key, item)
         self._leases: dict[int, tuple[_Queue, bytes, float]] = {}
         self._expiry: list[tuple[float, int, list[int]]] = []
         self._dead: dict[int, DeadEntry] = {}
         self._seq_n = _SEQ_MAX // 2  # counts down for LIFO, up for FIFO
-        self._tokens = itertools.count(1)
+        self._token_n = 0  # the last lease token given (memory_loops._serve_line)
         self._dead_ids = itertools.count(1)
         self._ticket = itertools.count()
-        self._created = itertools.count()  # queues, in creation order
+        self._by_created: list[_Queue] = []  # queues in creation order (q.created)
         self._counters = dict.fromkeys(
             ("seen", "added", "done", "failed", "retried", "dead", "redelivered",
              "late_acks", "duplicates"), 0)
@@ -89,21 +78,6 @@ class MemoryCore:
         self._values: dict[str, tuple[bytes, float | None]] = {}  # name -> (value, expires)
         self._value_expiry: list[tuple[float, str]] = []  # (heap) expires, name
         self._closed = False
-        # add's, lease's and release's loops in C where built (their twins: _add_entries,
-        # _lease_rounds and release's loop); add's only for an exact seen-set (a Bloom
-        # filter takes Python's), release's only for plain acknowledgements.
-        loops = native("MemoryLoops")
-        if loops is not None:
-            loops = loops(_Queue, _PRIO_BIAS, (_READY, _BUSY, _RESTING, _EMPTY),
-                          (ADDED, DUPLICATE, OVER_BUDGET), ACK_DONE)
-        self._rounds: Callable[[MemoryStore, list[Leased], int, float, float], None] = (
-            _lease_rounds if loops is None else loops.lease)
-        self._adder: Callable[[MemoryStore, Sequence[Entry], float, list[int]],
-                              tuple[int, int, int]] | None = (
-            None if loops is None or bloom else loops.add)
-        self._release: Callable[[MemoryStore, Sequence[Ack], float, list[bool]],
-                                tuple[int, int] | None] | None = (
-            None if loops is None else loops.release)
 
     # -- helpers -----------------------------------------------------------------
 
@@ -125,34 +99,14 @@ class MemoryCore:
             q = self._queues[key] = _Queue(key, self.policy)
             # (ties in the ready heap go to the queue created first, as the SQLite
             # store's index orders them: by qid)
-            q.created = next(self._created)
+            q.created = len(self._by_created)
+            self._by_created.append(q)
         return q
 
     def _settle(self, q: _Queue, now: float) -> None:
-        """Put ``q`` in the state (and heap) that its fields call for.
-
-        Bumping the version invalidates the queue's older heap entries (lazy deletion).
-        A queue keeps its place in line while it stays ready; one that just became
-        ready has waited since its rest ended; one just served goes to the back
-        (callers mark that by setting ``state = -1`` first).
-        """
-        old = q.state
-        q.version += 1
-        if not q.heap:
-            q.state = _EMPTY
-        elif q.inflight >= q.policy.concurrency:
-            q.state = _BUSY
-        elif q.ready_at > now:
-            q.state = _RESTING
-            heapq.heappush(self._resting, (q.ready_at, q.version, q.key))
-        else:
-            if old == _RESTING:
-                q.since = q.ready_at
-            elif old != _READY:
-                q.since = now
-            q.state = _READY
-            heapq.heappush(self._ready, (-_item_priority(q.heap[0]), q.since, q.created,
-                                         q.version, q.key))
+        """Put ``q`` in the state (and heap) its fields call for (see
+        :func:`.memory_loops._settle`)."""
+        _settle(self, q, now)
 
     def _mark_seen(self, fp: bytes, revisit_at: float | None) -> None:
         if self._bloom is not None:
