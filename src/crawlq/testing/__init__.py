@@ -1,0 +1,62 @@
+"""The store contract suite: the executable specification of a crawlq Store.
+
+Anyone writing a store subclasses :class:`FrontierContract` in a pytest module and
+implements :meth:`FrontierContract.open_frontier`; every test then runs twice, the second
+time closing and reopening the store at its checkpoints (a store that keeps nothing
+across a reopen, by design, subclasses :class:`MemoryOnlyContract` instead)::
+
+    class TestMyStore(FrontierContract):
+        def open_frontier(self, clock, path, **options):
+            return Frontier.open(f"mystore://{path}", clock=clock, **options)
+
+Time is a :class:`Clock` the tests move by hand; nothing here sleeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..frontier import Frontier
+from .accounting import AccountingContract
+from .adding import AddingContract
+from .env import FAST, T0, Clock, Env
+from .leases import LeaseContract
+from .ordering import OrderingContract
+from .politeness import PolitenessContract
+
+__all__ = ["FAST", "T0", "Clock", "FrontierContract", "MemoryOnlyContract"]
+
+
+class FrontierContract(AddingContract, OrderingContract, PolitenessContract, LeaseContract,
+                       AccountingContract):
+    """Behaviour every store must show through the Frontier API."""
+
+    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
+        """Open a frontier on the store under test; ``path`` is a fresh folder."""
+        raise NotImplementedError
+
+    # -- fixtures ------------------------------------------------------------------
+
+    @pytest.fixture(params=["live", "reopened"])
+    def reopen_mode(self, request: pytest.FixtureRequest) -> str:
+        """Durable stores run each test twice; a memory store overrides this fixture
+        with ``params=["live"]`` (see :class:`MemoryOnlyContract`)."""
+        return str(request.param)
+
+    @pytest.fixture
+    def env(self, tmp_path: Path, reopen_mode: str) -> Iterator[Env]:
+        e = Env(self, tmp_path, reopen_mode == "reopened")
+        yield e
+        e.close()
+
+
+class MemoryOnlyContract(FrontierContract):
+    """The contract for stores that keep nothing across a reopen, by design."""
+
+    @pytest.fixture(params=["live"])
+    def reopen_mode(self, request: pytest.FixtureRequest) -> str:
+        return str(request.param)

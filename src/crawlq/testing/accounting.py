@@ -1,0 +1,138 @@
+"""Part of the store contract (:class:`crawlq.testing.FrontierContract`). Accounting:
+stats and listings, every accepted request accounted for, dump and load, the Bloom
+seen-set, threads."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from ..errors import ConfigError
+from ..models import Outcome, Request
+from .env import FAST, Env
+
+
+class AccountingContract:
+    """Accounting (part of :class:`crawlq.testing.FrontierContract`)."""
+
+    def test_stats_and_queue_listing(self, env: Env) -> None:
+        f = env.open(**FAST)
+        f.add([f"https://a.example/{i}" for i in range(3)] + ["https://b.example/"])
+        f.next(10)
+        f = env.checkpoint()
+        s = f.stats(per_queue=10)
+        assert (s.seen, s.queued, s.leased, s.queues_total) == (4, 2, 2, 2)
+        assert (s.queues_ready, s.queues_resting, s.queues_exhausted) == (0, 1, 1)
+        a = next(q for q in s.per_queue if q.key == "a.example")
+        assert (a.queued, a.leased, a.accepted, a.state) == (2, 1, 3, "busy")
+        assert not s.finished
+        assert s.as_dict()["per_queue"][0]["key"] == "a.example"
+
+    def test_everything_accepted_is_accounted_for(self, env: Env) -> None:
+        f = env.open(lease_ttl=30, max_retries=1, retry_backoff=1, concurrency=4, **FAST)
+        urls = [f"https://h{i % 7}.example/{i}" for i in range(300)]
+        f.add(urls)
+        finished: set[str] = set()
+        for step in range(400):
+            leases = f.next(17)
+            if step % 5 == 0:
+                f = env.checkpoint()
+            for i, le in enumerate(leases):
+                if i % 6 == 5:
+                    continue  # abandoned: the lease expires
+                if i % 6 == 4:
+                    f.done(le, Outcome.FAILED, error="x")
+                else:
+                    assert le.request.url not in finished
+                    f.done(le)
+                    finished.add(le.request.url)
+            env.clock.advance(7)
+            if f.stats().finished:
+                break
+        s = f.stats()
+        assert s.finished
+        dead = {d.request.url for d in f.dead(1000)}
+        assert finished | dead == set(urls) and not finished & dead
+        assert s.done == len(finished) and s.dead == len(dead)
+
+    def test_dump_and_load_round_trip(self, env: Env) -> None:
+        f = env.open(max_retries=0, **FAST)
+        f.add([Request("https://a.example/1", priority=2, meta={"m": 1}),
+               "https://a.example/2", "https://b.example/1",
+               Request("https://c.example/later", not_before=env.clock() + 100)])
+        f.configure_queue("b.example", min_delay=7.0)
+        leases = f.next(10)
+        f.done([le for le in leases if le.queue == "b.example"], Outcome.FAILED, error="boom")
+        records = list(f.dump())
+        g = env.open_other(max_retries=0, **FAST)
+        assert records[0]["type"] == "dump"
+        assert g.load(records) == len(records) - 1  # (the header is no state)
+        s, t = f.stats(), g.stats()
+        assert (t.seen, t.dead, t.failed) == (s.seen, s.dead, s.failed)
+        assert t.queued == s.queued + s.leased  # leases come back as queued
+        assert g.add("https://a.example/1").added == 0
+        assert g.dead()[0].error == "boom"
+        got = {le.request.url for le in g.next(10)}
+        assert "https://a.example/1" in got
+        env.clock.advance(101)
+        assert "https://c.example/later" in {le.request.url for le in g.next(10)}
+
+    def test_a_dump_loads_once_and_whole(self, env: Env) -> None:
+        """A dump goes through JSON whole (bytes and non-string keys in meta included);
+        loading it twice is refused, changing nothing; a request with a bad field is
+        refused before it reaches the store."""
+        meta = {"raw": b"\x00\xff", "n": {1: "an int key"}, "t": [b"x", "y"],
+                "$bytes": "a key like a tag"}
+        f = env.open(**FAST)
+        f.add([Request("https://a.example/1", meta=meta), "https://a.example/2"])
+        records = [json.loads(json.dumps(r)) for r in f.dump()]  # as crawlq dump writes
+        g = env.open_other(**FAST)
+        assert g.load(records) == len(records) - 1
+        before = g.stats()
+        with pytest.raises(ConfigError, match="loaded into this store already"):
+            g.load(records)
+        after = g.stats()
+        assert (after.seen, after.added, after.queued) == (before.seen, before.added, 2)
+        got = {le.request.url: le.request for le in g.next(5)}
+        assert got["https://a.example/1"].meta == meta
+        h = env.open_other(**FAST)
+        bad = {"type": "entry", "queue": "z.example",
+               "request": {"url": "https://z.example/", "referrer": 5}}
+        with pytest.raises(ConfigError, match="referrer must be a URL"):
+            h.load([records[0], bad, *records[1:]])
+        assert h.stats().queued == 0 and h.next(5) == []
+        assert h.load(records) == len(records) - 1  # (not marked loaded by the failure)
+
+    def test_bloom_seen_set(self, env: Env) -> None:
+        f = env.open(bloom_capacity=10_000, bloom_error_rate=0.001, concurrency=100, **FAST)
+        urls = [f"https://a.example/{i}" for i in range(2000)]
+        assert f.add(urls).added >= 1990
+        f = env.checkpoint()
+        assert f.add(urls[:1000]).added == 0          # a Bloom filter has no false negatives
+
+    def test_threads_never_share_a_lease(self, env: Env) -> None:
+        f = env.open(concurrency=5, **FAST)
+        f.add([f"https://h{i % 20}.example/{i}" for i in range(1000)])
+        got: list[str] = []
+        lock = threading.Lock()
+
+        def worker() -> None:
+            while True:
+                leases = f.next(7)
+                if not leases:
+                    if f.stats().finished:
+                        return
+                    continue
+                with lock:
+                    got.extend(le.request.url for le in leases)
+                f.done(leases)
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len(got) == 1000 and len(set(got)) == 1000
+        assert f.stats().done == 1000

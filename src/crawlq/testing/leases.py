@@ -1,0 +1,305 @@
+"""Part of the store contract (:class:`crawlq.testing.FrontierContract`). Leases:
+expiry and redelivery, partial answers, strict acks, failures and backoff, renewal,
+named values, transactions."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..errors import ConfigError, LeaseError, StoreError
+from ..models import Outcome, Request
+from .env import FAST, Env
+
+
+class LeaseContract:
+    """Leases (part of :class:`crawlq.testing.FrontierContract`)."""
+
+    def test_expired_lease_returns_to_head_of_queue(self, env: Env) -> None:
+        f = env.open(lease_ttl=60, **FAST)
+        f.add(["https://a.example/1", "https://a.example/2"])
+        (lease,) = f.next(5)
+        f = env.checkpoint()
+        env.clock.advance(61)
+        (again,) = f.next(5)
+        assert again.request.url == lease.request.url and again.token != lease.token
+        s = f.stats()
+        assert (s.redelivered, s.leased, s.queued) == (1, 1, 1)
+        assert f.done(lease) == 0                    # too late: a documented no-op
+        assert f.stats().late_acks == 1
+        assert f.done(again) == 1
+
+    def test_requests_come_back_in_their_old_order(self, env: Env) -> None:
+        """Several leases of one queue that come back together (retried in any order in
+        one call, or expired) take their old places at the head, in their old order."""
+        f = env.open(lease_ttl=60, concurrency=10, **FAST)
+        f.add([f"https://a.example/{i}" for i in range(8)])
+        first = f.next(3)
+        f.retry(first[::-1])                         # answered last-first
+        again = f.next(4)
+        assert [le.request.url[-1] for le in again] == ["0", "1", "2", "3"]
+        f = env.checkpoint()
+        env.clock.advance(61)                        # all four expire
+        assert [le.request.url[-1] for le in f.next(8)] == [str(i) for i in range(8)]
+
+    def test_leases_answered_in_part_then_expired(self, env: Env) -> None:
+        """Of one call's leases, those answered (done, retried) stay answered; only the
+        others come back when the lease time is over, once each."""
+        f = env.open(lease_ttl=60, concurrency=100, retry_backoff=10, **FAST)
+        urls = [f"https://h{i % 3}.example/{i}" for i in range(12)]
+        f.add(urls)
+        leases = f.next(12)
+        assert len(leases) == 12
+        f.done(leases[0:4])
+        f.done(leases[4], Outcome.FAILED, error="x")  # retried after 10 s
+        f.done(leases[5])
+        f = env.checkpoint()
+        env.clock.advance(61)
+        back = f.next(20)
+        assert sorted(le.request.url for le in back) == sorted(
+            le.request.url for le in leases[4:5] + leases[6:])
+        s = f.stats()
+        assert (s.done, s.redelivered, s.leased, s.queued) == (5, 6, 7, 0)
+        assert f.done(leases[7]) == 0  # its lease expired: late
+        assert f.done(back) == 7 and f.stats().finished
+
+    def test_a_lease_acknowledged_twice_in_one_call_counts_once(self, env: Env) -> None:
+        f = env.open(**FAST)
+        f.add(["https://a.example/1", "https://b.example/1"])
+        la, lb = f.next(5)
+        assert f.done([la, la, lb]) == 2
+        s = f.stats()
+        assert (s.done, s.late_acks, s.leased) == (2, 1, 0) and s.finished
+        f.add(["https://a.example/2"])
+        (lc,) = f.next(5)
+        assert f.done([lc, lc], Outcome.FAILED, error="x") == 1
+        s = f.stats()
+        assert (s.failed, s.scheduled, s.late_acks) == (1, 1, 2)
+
+    def test_strict_acks_raise(self, env: Env) -> None:
+        f = env.open(lease_ttl=10, strict_acks=True, **FAST)
+        f.add("https://a.example/")
+        (lease,) = f.next(1)
+        env.clock.advance(11)
+        f.next(1)
+        with pytest.raises(LeaseError):
+            f.done(lease)
+
+    def test_failures_back_off_then_die(self, env: Env) -> None:
+        f = env.open(max_retries=2, retry_backoff=10, **FAST)
+        f.add("https://a.example/flaky")
+        f.done(f.next(1), Outcome.FAILED, error="timeout")
+        assert f.next(1) == []
+        env.clock.advance(10)
+        f = env.checkpoint()
+        (lease,) = f.next(1)
+        assert lease.request.retries == 1
+        f.done(lease, Outcome.FAILED, error="timeout")
+        env.clock.advance(19)
+        assert f.next(1) == []
+        env.clock.advance(1)
+        (lease,) = f.next(1)
+        f.done(lease, Outcome.FAILED, error="HTTP 503")
+        s = f.stats()
+        assert (s.failed, s.dead, s.queued, s.leased) == (3, 1, 0, 0)
+        f = env.checkpoint()
+        (dead,) = f.dead()
+        assert dead.error == "HTTP 503" and dead.request.url == "https://a.example/flaky"
+        assert f.requeue_dead() == 1
+        (lease,) = f.next(1)
+        assert lease.request.retries == 0 and f.stats().dead == 0
+
+    def test_a_renewed_lease_outlives_its_first_ttl(self, env: Env) -> None:
+        """renew() extends a lease still held (a page still being worked on); one not
+        renewed expires as before; a lease expired or answered cannot be renewed."""
+        f = env.open(lease_ttl=10, **FAST)
+        f.add(["https://a.example/1", "https://b.example/1", "https://c.example/1"])
+        (la,) = f.next(1)  # (separate next() calls: SQLite renews per call)
+        (lb,) = f.next(1)
+        env.clock.advance(8)
+        (renewed,) = f.renew([la])
+        assert (renewed.token, renewed.expires_at) == (la.token, env.clock() + 10)
+        env.clock.advance(4)  # 12 s: lb has expired, la holds until 18 s
+        f = env.checkpoint()
+        got = {le.request.url: le for le in f.next(1) + f.next(1)}  # (two calls again)
+        assert set(got) == {"https://b.example/1", "https://c.example/1"}
+        assert f.next(5) == []  # a is still leased
+        assert f.renew([lb]) == []  # expired: it went to someone else
+        assert f.done(la) == 1 and f.stats().late_acks == 0
+        assert f.renew([la]) == []  # answered
+        lc = got["https://c.example/1"]
+        f.renew(lc, ttl=100)
+        env.clock.advance(50)
+        f = env.checkpoint()
+        (again,) = f.next(5)  # b, not answered, came back; c is renewed
+        assert again.request.url == "https://b.example/1"
+        f.done(again)
+        env.clock.advance(60)  # past the renewal: c comes back
+        assert [le.request.url for le in f.next(5)] == ["https://c.example/1"]
+        assert f.stats().redelivered == 3
+
+    def test_a_lease_that_keeps_expiring_dies(self, env: Env) -> None:
+        """A request whose lease expires unanswered more than ``max_redeliveries`` times
+        (a page that crashes or stalls every fetcher it reaches) is kept as dead with the
+        reason, instead of being handed out for ever. Answers in between (a retry) do not
+        reset its count; a request answered done leaves nothing behind."""
+        f = env.open(lease_ttl=10, max_redeliveries=2, max_retries=5, **FAST)
+        f.add(["https://a.example/poison", "https://b.example/slow"])
+        for round_ in range(3):
+            got = {le.request.url: le for le in f.next(5)}
+            assert set(got) == {"https://a.example/poison", "https://b.example/slow"}, round_
+            if round_ == 1:
+                f.retry(got["https://b.example/slow"])  # answered once, then expires again
+            env.clock.advance(11)
+            f = env.checkpoint()
+        # a: three expiries, dies; b: two expiries and a retry: it is served again
+        (lb,) = f.next(5)
+        assert lb.request.url == "https://b.example/slow" and lb.request.retries == 0
+        s = f.stats()
+        assert (s.redelivered, s.dead, s.failed, s.leased, s.queued) == (4, 1, 1, 1, 0)
+        (dead,) = f.dead()
+        assert dead.request.url == "https://a.example/poison"
+        assert dead.error == "lease expired unanswered 3 times (max_redeliveries 2)"
+        f.done(lb)
+        assert f.requeue_dead() == 1
+        f = env.checkpoint()
+        for _ in range(2):
+            (la,) = f.next(5)
+            env.clock.advance(11)
+        (la,) = f.next(5)  # a third lease: requeued, its count began afresh
+        f.done(la)
+        s = f.stats()
+        assert (s.done, s.dead, s.queued, s.leased, s.redelivered) == (2, 0, 0, 0, 6)
+        with pytest.raises(ConfigError):
+            env.open_other(max_redeliveries=-1)
+
+    def test_named_values_are_kept_until_they_expire(self, env: Env) -> None:
+        """put_value/get_value: bytes under a name, for every process of the crawl, until
+        their time to live ends; a value put again replaces the old one."""
+        f = env.open(**FAST)
+        f.put_value("robots:https://a.example", b"User-agent: *\nDisallow: /x", ttl=100)
+        f.put_value("note", b"\x00\xffbinary", ttl=None)
+        f.put_value("short", b"1", ttl=10)
+        f = env.checkpoint()
+        assert f.get_value("robots:https://a.example") == b"User-agent: *\nDisallow: /x"
+        assert f.get_value("note") == b"\x00\xffbinary"
+        assert f.get_value("never") is None
+        env.clock.advance(50)
+        assert f.get_value("short") is None
+        f.put_value("robots:https://a.example", b"", ttl=100)
+        env.clock.advance(60)  # the first robots value would have expired by now
+        f = env.checkpoint()
+        assert f.get_value("robots:https://a.example") == b""
+        env.clock.advance(10**6)
+        assert f.get_value("robots:https://a.example") is None
+        assert f.get_value("note") == b"\x00\xffbinary"
+        for bad in ((1, b"x"), ("n", "text"), ("n", b"x", -1.0), ("", b"x")):
+            with pytest.raises(ConfigError):
+                f.put_value(*bad)
+        assert f.stats().queued == 0  # values are not requests
+
+    def test_named_values_can_be_dropped(self, env: Env) -> None:
+        """drop_value forgets a value before its time is up, for every process; a name
+        dropped may be kept again; a value put again after its old time is up is the
+        new one (a store dropping values whose time is up never drops a newer one)."""
+        f = env.open(**FAST)
+        f.put_value("lease:a", b"1", ttl=10)
+        f.put_value("lease:b", b"2", ttl=10)
+        f.put_value("kept", b"3", ttl=None)
+        f.drop_value("lease:a")
+        f.drop_value("never-kept")
+        f = env.checkpoint()
+        assert [f.get_value(n) for n in ("lease:a", "lease:b", "kept")] == [None, b"2", b"3"]
+        f.put_value("lease:a", b"again", ttl=100)
+        assert f.get_value("lease:a") == b"again"
+        env.clock.advance(20)  # lease:b's time is up; a call that wakes queues drops it
+        f.put_value("lease:b", b"new", ttl=100)
+        assert f.next(1) == [] and f.stats().queued == 0
+        f = env.checkpoint()
+        assert [f.get_value(n) for n in ("lease:a", "lease:b", "kept")] == [
+            b"again", b"new", b"3"]
+        f.drop_value("kept")
+        assert f.get_value("kept") is None
+        with pytest.raises(ConfigError):
+            f.drop_value(1)  # type: ignore[arg-type]
+
+    def test_a_request_given_up_dies_at_once(self, env: Env) -> None:
+        f = env.open(max_retries=5, **FAST)
+        f.add(["https://a.example/private", "https://b.example/ok"])
+        leases = {le.request.url: le for le in f.next(2)}
+        assert f.done(leases["https://a.example/private"], Outcome.DEAD,
+                      error="private-address") == 1
+        f.done(leases["https://b.example/ok"])
+        s = f.stats()
+        assert (s.failed, s.dead, s.done, s.queued, s.leased) == (1, 1, 1, 0, 0)
+        f = env.checkpoint()
+        assert f.next_ready_at() is None  # nothing comes back: the crawl is over
+        (dead,) = f.dead()
+        assert (dead.error, dead.request.url) == ("private-address",
+                                                  "https://a.example/private")
+        assert f.requeue_dead([dead.id]) == 1
+        (lease,) = f.next(1)
+        assert lease.request.url == "https://a.example/private" and f.stats().dead == 0
+
+    def test_retry_later_counts_no_failure(self, env: Env) -> None:
+        f = env.open(**FAST)
+        f.add("https://a.example/")
+        f.retry(f.next(1), after=30)
+        f = env.checkpoint()
+        assert f.next(1) == []
+        env.clock.advance(30)
+        (lease,) = f.next(1)
+        assert lease.request.retries == 0
+        s = f.stats()
+        assert (s.failed, s.retried) == (0, 1)
+
+    def test_request_round_trips_through_the_store(self, env: Env) -> None:
+        f = env.open(**FAST)
+        req = Request("https://ü.example/päth?q=ß", method="POST", body=bytes(range(256)),
+                      priority=3, depth=4, referrer="https://r.example/",
+                      meta={"k": ["v", 1, None, {"x": 1.5}], "ü": True}, revisit_after=99.0)
+        f.add(req)
+        f = env.checkpoint()
+        (lease,) = f.next(1)
+        assert lease.request == req
+        assert lease.queue == "xn--tda.example"
+
+    def test_a_transaction_block_is_one_step_where_the_store_has_them(
+            self, env: Env) -> None:
+        """Calls inside ``with f.transaction():`` do what they do outside it. On a store
+        with transactions they are one step: an exception leaving the block undoes them
+        all, and a call that fails inside it dooms the block even if caught; on a store
+        without, each call took effect on its own."""
+        f = env.open(**FAST)
+        f.add(["https://a.example/1", "https://b.example/1"])
+        with f.transaction():
+            (a,) = f.next(1, queue="a.example")
+            assert f.add(["https://a.example/2", "https://a.example/1"]).added == 1
+            assert f.done(a) == 1
+            with f.transaction():  # (nested: part of the outer block)
+                (b,) = f.next(1, queue="b.example")
+        f = env.checkpoint()
+        s = f.stats()
+        assert (s.done, s.leased, s.queued, s.seen) == (1, 1, 1, 3)
+        atomic = hasattr(f.store, "transaction")
+        with pytest.raises(ZeroDivisionError), f.transaction():
+            f.add(["https://c.example/1"])
+            f.done(b)
+            assert f.stats().done == 2  # (inside the block, its calls are seen)
+            raise ZeroDivisionError
+        s = f.stats()
+        if not atomic:
+            assert (s.done, s.leased, s.queued, s.seen) == (2, 0, 2, 4)
+            return
+        assert (s.done, s.leased, s.queued, s.seen) == (1, 1, 1, 3)
+        f = env.checkpoint()
+        assert f.done(b) == 1  # (still held: its answer was undone)
+        if hasattr(f.store, "remove_queued"):
+            with pytest.raises(StoreError), f.transaction():
+                f.add(["https://d.example/1"])
+                with pytest.raises(ZeroDivisionError):
+                    f.remove_queued(lambda r: 1 / 0 > 0)
+                with pytest.raises(StoreError):
+                    f.next(1)
+        assert f.add(["https://c.example/1", "https://d.example/1"]).added == 2
+        assert [le.request.url for le in f.next(5)] == [
+            "https://a.example/2", "https://c.example/1", "https://d.example/1"]
