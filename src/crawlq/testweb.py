@@ -48,135 +48,19 @@ Paths on every host:
 
 from __future__ import annotations
 
-import asyncio
 import gzip
-import random
 import ssl
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import NamedTuple
 
-DOMAIN = "crawlq.test"
+from .testweb_async import AsyncServer
+from .testweb_site import DOMAIN, Hit, SiteSpec, page_html, reachable
 
-
-@dataclass(frozen=True)
-class SiteSpec:
-    """The shape of the generated site."""
-
-    hosts: int = 5
-    pages: int = 50
-    """Pages per host (``/page/0`` .. ``/page/<pages-1>``)."""
-    links: int = 4
-    """Same-host links per page."""
-    cross_links: int = 1
-    """Links per page to other hosts of the site."""
-    seed: int = 1
-    slow_seconds: float = 0.5
-    big_bytes: int = 2_000_000
-    crawl_delay: dict[int, float] = field(default_factory=lambda: {1: 0.2}, hash=False)
-    """Host index -> the ``Crawl-delay`` its robots.txt announces."""
-    robots_5xx: frozenset[int] = frozenset()
-    """Hosts whose robots.txt answers 503 (Google's rule: treat as full disallow)."""
-    robots_404: frozenset[int] = frozenset({2})
-    """Hosts without a robots.txt (everything allowed)."""
-    special_links: bool = True
-    """Whether pages link to the special paths (traps, redirects, errors...)."""
-    latency: float = 0.0
-    """Seconds every ``/page/<n>`` takes to answer."""
-    host_pages: dict[int, int] = field(default_factory=dict, hash=False)
-    """Host index -> its number of pages, where it differs from ``pages``."""
-    sitemap_pages: int = 0
-    """When > 0, robots.txt names a sitemap index, ``/sitemap.xml``, which points to a
-    gzipped sitemap listing ``/orphan/0`` .. ``/orphan/<sitemap_pages-1>``: pages no
-    link leads to (and one URL on a host outside the site)."""
-
-    def pages_of(self, i: int) -> int:
-        """How many pages host ``i`` has."""
-        return self.host_pages.get(i, self.pages)
-
-    def host(self, i: int) -> str:
-        """The name of host ``i``."""
-        return f"site{i}.{DOMAIN}"
-
-    def host_names(self) -> list[str]:
-        """Every host of the site."""
-        return [self.host(i) for i in range(self.hosts)]
-
-    def host_index(self, name: str) -> int | None:
-        """``i`` for ``site<i>.crawlq.test`` (port ignored), else None."""
-        name = name.split(":")[0].lower()
-        if not (name.startswith("site") and name.endswith("." + DOMAIN)):
-            return None
-        num = name[4:-len(DOMAIN) - 1]
-        return int(num) if num.isdigit() and int(num) < self.hosts else None
-
-    def robots(self, i: int, port: int | None = None, scheme: str = "http") -> str:
-        """robots.txt of host ``i``: /private/ is off limits, maybe a Crawl-delay and a
-        Sitemap (which names the server's ``port`` when given)."""
-        lines = ["User-agent: *", "Disallow: /private/", "Allow: /private/open"]
-        if i in self.crawl_delay:
-            lines.append(f"Crawl-delay: {self.crawl_delay[i]}")
-        lines += ["", "User-agent: evilbot", "Disallow: /", ""]
-        if self.sitemap_pages:
-            at = f":{port}" if port else ""
-            lines += [f"Sitemap: {scheme}://{self.host(i)}{at}/sitemap.xml", ""]
-        return "\n".join(lines)
-
-    def page_links(self, i: int, n: int, port: int | None = None,
-                   scheme: str = "http") -> list[tuple[str, bool]]:
-        """Links of ``/page/<n>`` on host ``i`` as (absolute or relative URL, nofollow);
-        links to other hosts carry ``port`` (the server's) when given."""
-        at = f":{port}" if port else ""
-        rng = random.Random(f"{self.seed}:{i}:{n}")
-        out: list[tuple[str, bool]] = []
-        pages = self.pages_of(i)
-        # A chain keeps every page reachable; random links make it a web.
-        if n + 1 < pages:
-            out.append((f"/page/{n + 1}", False))
-        for _ in range(self.links - 1):
-            out.append((f"/page/{rng.randrange(pages)}", False))
-        for _ in range(self.cross_links):
-            j = rng.randrange(self.hosts)
-            out.append((f"{scheme}://{self.host(j)}{at}/page/{rng.randrange(self.pages_of(j))}",
-                        False))
-        if self.special_links and n % 10 == 3:
-            out += [(f"/private/{n}", False), (f"/redirect/{(n * 7) % pages}", False),
-                    ("/redirect-out", False), ("/redirect-private", False),
-                    ("/calendar/2026/1", False), ("/broken", False), ("/latin1", False),
-                    ("/meta-charset", False), (f"/slow/{n}", False), ("/ratelimited", False),
-                    ("/unavailable", False), ("/gzip", False), ("/error", False),
-                    ("mailto:someone@example.org", False), ("javascript:void(0)", False)]
-        if self.special_links and n % 10 == 5:
-            out += [(f"/page/{(n * 3) % pages}?ref=nofollow", True), ("/big", False)]
-        return out
-
-
-class Hit(NamedTuple):
-    """One request the test web answered."""
-
-    at: float
-    host: str
-    path: str
-    status: int
-    user_agent: str
-    proxied: bool = False
-    """Asked for in absolute form (``GET http://host/path``): through a proxy."""
-    cookie: str = ""
-    """The request's Cookie header."""
-
-
-def _html(title: str, links: list[tuple[str, bool]], extra: str = "") -> str:
-    anchors = "\n".join(
-        f'<li><a href="{href}"{" rel=nofollow" if nofollow else ""}>{href}</a></li>'
-        for href, nofollow in links)
-    return (f"<!doctype html><html><head><title>{title}</title></head><body>"
-            f"<h1>{title}</h1>{extra}<ul>\n{anchors}\n</ul></body></html>")
+__all__ = ["DOMAIN", "Hit", "SiteSpec", "TestWeb", "pages", "reachable", "serve"]
 
 
 class TestWeb:
@@ -221,7 +105,7 @@ class TestWeb:
 
         self.port: int
         if engine == "asyncio":
-            self._aio = _AsyncServer(self, ssl_ctx)
+            self._aio = AsyncServer(self, ssl_ctx)
             self.port = self._aio.port
             self._thread = threading.Thread(target=self._aio.run, daemon=True,
                                             name="crawlq-testweb")
@@ -392,15 +276,15 @@ class TestWeb:
                 spec.robots(i, self.port, self.scheme).encode()
         if head == "":
             links = [(f"/page/{n}", False) for n in range(min(spec.pages_of(i), spec.links + 1))]
-            return 200, html, _html(f"{spec.host(i)} index", links).encode()
+            return 200, html, page_html(f"{spec.host(i)} index", links).encode()
         if head == "page" and len(parts) == 2 and parts[1].isdigit():
             n = int(parts[1])
             if n >= spec.pages_of(i):
                 return 404, html, b"<html><body>no such page</body></html>"
-            return 200, html, _html(f"{spec.host(i)} page {n}",
+            return 200, html, page_html(f"{spec.host(i)} page {n}",
                                     spec.page_links(i, n, self.port, self.scheme)).encode()
         if head == "private":
-            return 200, html, _html("private", []).encode()
+            return 200, html, page_html("private", []).encode()
         if head == "redirect" and len(parts) == 2:
             return 301, [("Location", f"/page/{parts[1]}")], b""
         if head == "redirect-out":
@@ -410,41 +294,41 @@ class TestWeb:
         if head == "redirect-to" and len(parts) == 2:
             return 302, [("Location", f"http://{parts[1]}/latest/")], b""
         if head == "slow":
-            return 200, html, _html("slow", []).encode()
+            return 200, html, page_html("slow", []).encode()
         if head in ("ratelimited", "unavailable"):
             if self._first_time(i, head):
                 return (429 if head == "ratelimited" else 503), \
                     [("Retry-After", "2"), ("Content-Type", "text/plain")], b"wait"
-            return 200, html, _html(head + " (now fine)", []).encode()
+            return 200, html, page_html(head + " (now fine)", []).encode()
         if head == "calendar" and len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
             y, m = int(parts[1]), int(parts[2])
             nxt = (y + 1, 1) if m == 12 else (y, m + 1)
-            return 200, html, _html(f"calendar {y}-{m:02d}",
+            return 200, html, page_html(f"calendar {y}-{m:02d}",
                                     [(f"/calendar/{nxt[0]}/{nxt[1]}", False)]).encode()
         if head == "broken":
             return 200, html, (b"<html><head><title>broken</title><body><p><a href='/page/1'"
                                b">one<a href=/page/2>two</p></div>\xff\xfe<<<a href=\"/page/3")
         if head == "latin1":
             return 200, [("Content-Type", "text/html; charset=iso-8859-1")], \
-                _html("Café crème à Zürich", []).encode("iso-8859-1")
+                page_html("Café crème à Zürich", []).encode("iso-8859-1")
         if head == "meta-charset":
             text = ('<html><head><meta charset="shift_jis"><title>日本語のページ</title>'
                     '</head><body>こんにちは</body></html>')
             return 200, [("Content-Type", "text/html")], text.encode("shift_jis")
         if head == "big":
             filler = "<p>" + "x" * 1000 + "</p>\n"
-            return 200, html, _html("big", [("/page/0", False)],
+            return 200, html, page_html("big", [("/page/0", False)],
                                     filler * (spec.big_bytes // len(filler))).encode()
         if head == "gzip":
             return 200, [*html, ("Content-Encoding", "gzip")], \
-                gzip.compress(_html("gzipped", [("/page/1", False)]).encode())
+                gzip.compress(page_html("gzipped", [("/page/1", False)]).encode())
         if head == "error":
             return 500, html, b"<html><body>server error</body></html>"
         if head == "cookie":
-            return 200, html, _html("cookie", [("/page/1", False)]).encode()
+            return 200, html, page_html("cookie", [("/page/1", False)]).encode()
         if head == "chunked":
             return 200, [*html, ("Transfer-Encoding", "chunked")], \
-                _html("chunked", [("/page/1", False)], "<p>" + "c" * 3000 + "</p>").encode()
+                page_html("chunked", [("/page/1", False)], "<p>" + "c" * 3000 + "</p>").encode()
         if head == "nested" and len(parts) == 2 and parts[1].isdigit():
             n = min(int(parts[1]), 1_000_000)
             return 200, html, ("<html><body>" + "<div>" * n + '<a href="/page/1">x</a>'
@@ -472,154 +356,12 @@ class TestWeb:
                              for u in locs) + "</urlset>")
             return 200, [("Content-Type", "application/gzip")], gzip.compress(xml.encode())
         if head == "orphan" and len(parts) == 2 and parts[1].isdigit():
-            return 200, html, _html(f"orphan {parts[1]}", []).encode()
+            return 200, html, page_html(f"orphan {parts[1]}", []).encode()
         if head == "redirect-loop" and len(parts) == 2 and parts[1].isdigit():
             return 302, [("Location", f"/redirect-loop/{int(parts[1]) + 1}")], b""
         if head == "huge-header":
-            return 200, [*html, ("X-Filler", "x" * 100_000)], _html("huge", []).encode()
+            return 200, [*html, ("X-Filler", "x" * 100_000)], page_html("huge", []).encode()
         return 404, html, b"<html><body>not found</body></html>"
-
-
-class _AsyncServer:
-    """The test web's asyncio engine: HTTP/1.1 GET and HEAD with keep-alive, enough
-    for crawlers, routed by :meth:`TestWeb._route` like the threaded engine."""
-
-    def __init__(self, web: TestWeb, ssl_ctx: ssl.SSLContext | None) -> None:
-        import socket
-
-        self.web = web
-        self.ssl_ctx = ssl_ctx
-        self.loop = asyncio.new_event_loop()
-        # Bound here so that the port is known before the thread starts.
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(1024)
-        self.port: int = self.sock.getsockname()[1]
-        self._server: asyncio.AbstractServer | None = None
-
-    def run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self._server = self.loop.run_until_complete(
-            self.loop.create_server(lambda: _Conn(self.web, self.loop), sock=self.sock,
-                                    ssl=self.ssl_ctx))
-        self.loop.run_forever()
-        self._server.close()
-        self.loop.run_until_complete(self._server.wait_closed())
-        self.loop.close()
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-
-
-class _Conn(asyncio.Protocol):
-    """One client connection: requests are answered in order, one at a time."""
-
-    MAX_HEAD = 65536
-
-    def __init__(self, web: TestWeb, loop: asyncio.AbstractEventLoop) -> None:
-        self.web, self.loop = web, loop
-        self.buf = b""
-        self.busy = False  # an answer is being delayed (slow page): later ones wait
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.transport = None
-
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        self._serve()
-
-    def _serve(self) -> None:
-        while not self.busy and self.transport is not None:
-            end = self.buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self.buf) > self.MAX_HEAD:
-                    self._fail(431)
-                return
-            lines = self.buf[:end].decode("latin-1").split("\r\n")
-            fields = {}
-            for line in lines[1:]:
-                name, sep, value = line.partition(":")
-                if sep:
-                    fields[name.strip().lower()] = value.strip()
-            body_len = int(fields.get("content-length", "0") or 0)
-            if len(self.buf) < end + 4 + body_len:
-                return  # a request body still arriving (crawlers send none; skipped)
-            self.buf = self.buf[end + 4 + body_len:]
-            try:
-                method, path, version = lines[0].split(" ", 2)
-            except ValueError:
-                self._fail(400)
-                return
-            keep = version == "HTTP/1.1" and fields.get("connection", "").lower() != "close"
-            host = fields.get("host", "").split(":")[0].lower()
-            agent = fields.get("user-agent", "")
-            i = self.web.spec.host_index(host)
-            delay = self.web._delay(i, path)
-            if delay:
-                self.busy = True
-                self.loop.call_later(delay, self._answer, method, path, host, i, agent, keep)
-                return
-            self._answer(method, path, host, i, agent, keep)
-
-    def _answer(self, method: str, path: str, host: str, i: int | None, agent: str,
-                keep: bool) -> None:
-        self.busy = False
-        if self.transport is None:
-            return
-        status, headers, body = self.web._route(i, path)
-        self.web._record(host, path, status, agent)
-        head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}"]
-        head += [f"{k}: {v}" for k, v in headers]
-        head.append(f"Content-Length: {len(body)}")
-        if not keep:
-            head.append("Connection: close")
-        out = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
-        self.transport.write(out if method == "HEAD" else out + body)
-        if not keep:
-            self.transport.close()
-            self.transport = None
-            return
-        if self.buf:
-            self._serve()
-
-    def _fail(self, status: int) -> None:
-        if self.transport is not None:
-            self.transport.write(f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
-                                 "Content-Length: 0\r\nConnection: close\r\n\r\n".encode())
-            self.transport.close()
-            self.transport = None
-
-
-def reachable(spec: SiteSpec, port: int) -> set[tuple[str, str]]:
-    """(host, path) of every page reachable from site0's index (no special links):
-    what a complete crawl from ``web.url(0, "/")`` must fetch."""
-    todo = [(0, "/")]
-    seen: set[tuple[int, str]] = set()
-    while todo:
-        i, path = todo.pop()
-        if (i, path) in seen:
-            continue
-        seen.add((i, path))
-        if path == "/":
-            todo += [(i, f"/page/{n}") for n in range(min(spec.pages_of(i), spec.links + 1))]
-            continue
-        n = int(path.rsplit("/", 1)[1])
-        for href, _ in spec.page_links(i, n, port):
-            if href.startswith("http://"):  # (the same links as https, with a TLS server)
-                host, rest = href[7:].split("/", 1)
-                j = spec.host_index(host)
-                if j is None:
-                    raise ValueError(f"a link to an unknown host: {href}")
-                todo.append((j, "/" + rest))
-            else:
-                todo.append((i, href))
-    return {(spec.host(i), p) for i, p in seen}
 
 
 def pages(web: TestWeb) -> list[tuple[str, str]]:
