@@ -31,6 +31,32 @@ def test_open_by_url(tmp_path: Path) -> None:
     assert (tmp_path / "x.db").exists()
 
 
+class _NoDumps:
+    """A store without the Dumps capability: a memory store's every other method."""
+
+    def __init__(self) -> None:
+        self._inner = MemoryStore()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("dump", "load"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_a_store_that_cannot_dump_is_refused_with_a_clear_error() -> None:
+    """Dump and load are a capability (stores.base.Dumps): on a store without them the
+    Frontier raises ConfigError naming the store, and the crawl goes on untouched."""
+    f = Frontier(_NoDumps())
+    assert f.add(["https://a.example/1"]).added == 1
+    with pytest.raises(ConfigError, match="_NoDumps cannot dump or load a crawl"):
+        list(f.dump())
+    with pytest.raises(ConfigError, match="cannot dump or load"):
+        f.load([{"type": "entry"}])
+    with pytest.raises(ConfigError, match="cannot dump or load"):
+        f.records()
+    assert [le.request.url for le in f.next(5)] == ["https://a.example/1"]
+
+
 def test_relative_sqlite_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     with Frontier.open("sqlite:///rel.db") as f:
@@ -818,7 +844,7 @@ def test_sqlite_seen_levels_merge_and_still_dedup(tmp_path: Path,
         assert f.add(urls[:500]).added == 0
         sizes = _level_sizes(db)
         assert sum(sizes.values()) > 3000  # the revisited keys are in two levels for now
-        seen = [r["fp"] for r in f.store.dump() if r.get("type") == "seen"]
+        seen = [r["fp"] for r in f.records() if r.get("type") == "seen"]
         assert len(seen) == len(set(seen)) == 3000
         now[0] += 50  # the revisited 500 are not due again; the other 2,500 still are
         assert f.add(urls).added == 2500
@@ -882,7 +908,7 @@ def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> No
         assert f.add(["https://a.example/1", "https://a.example/3"]).added == 1
         assert [lease.request.url for lease in f.next(3)] == ["https://a.example/1"]
         assert (f.stats().queued, f.stats().leased) == (2, 1)
-        entries = [r for r in f.store.dump() if r.get("type") == "entry"]
+        entries = [r for r in f.records() if r.get("type") == "entry"]
         assert len(entries) == 3  # 2 queued and the leased one
     assert _level_sizes(db) == {"seen0": 1, "seen1": 0, "seen": 2}
     # The leased row stays in level 2, behind its queue's cursor, until its slice merges.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 from .errors import ConfigError
 from .frontier_core import FrontierCore
@@ -20,6 +20,7 @@ from .models import (
 )
 from .stores import dumpfmt
 from .stores.base import (
+    Dumps,
     as_count,
     as_seconds,
     check_settings,
@@ -185,10 +186,25 @@ class FrontierAdmin(FrontierCore):
 
     def dump(self) -> Iterator[dict[str, Any]]:
         """The whole state as JSON-friendly records (for ``crawlq dump``), after a header
-        with the dump's id and the crawl's canonical form."""
+        with the dump's id and the crawl's canonical form. ConfigError on a store that
+        cannot dump (see :class:`~crawlq.stores.base.Dumps`)."""
+        store = self._dumps()
         yield dumpfmt.header(uuid.uuid4().hex, self.clock(),
                              self._stored_form() or self.canonical_form)
-        yield from self.store.dump()
+        yield from store.dump()
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """The crawl's records as its store dumps them, without a header: for a scan of
+        the whole crawl (``crawlq serve``'s ListURLs and GetURLStatus)."""
+        return self._dumps().dump()
+
+    def _dumps(self) -> Dumps:
+        """The store, if it can dump and load; else ConfigError."""
+        store = self.store
+        if not (callable(getattr(store, "dump", None))
+                and callable(getattr(store, "load", None))):
+            raise ConfigError(f"{type(store).__name__} cannot dump or load a crawl")
+        return cast(Dumps, store)
 
     def load(self, records: Iterable[Mapping[str, Any]]) -> int:
         """Merge records from :meth:`dump`; returns how many were applied. Each request
@@ -199,6 +215,7 @@ class FrontierAdmin(FrontierCore):
         re-fingerprinted: each queued and dead request is also marked seen under this
         frontier's form. (Fetched URLs are in the dump only as fingerprints: one whose
         canonical spelling changed between the forms may be fetched once more.)"""
+        store = self._dumps()
         it = iter(records)
         first = next(it, None)
         if first is None:
@@ -230,7 +247,7 @@ class FrontierAdmin(FrontierCore):
             if marker is not None:  # (in the same transaction, where the store has one)
                 yield dumpfmt.value(marker, repr(self.clock()).encode(), None)
 
-        return self.store.load(records_then_marker()) - extra[0]
+        return store.load(records_then_marker()) - extra[0]
 
 
 _REST_SETTINGS = ("min_delay", "max_delay", "delay_factor")

@@ -305,7 +305,7 @@ def listed(frontier: Frontier, key: str = "", text: str | None = None,
     """The URLs of the crawl held as text (queued, leased or dead), optionally of one
     queue and containing ``text``; in the dump's order (a scan of the whole crawl)."""
     needle = None if not text else text.lower() if ignore_case else text
-    for rec in frontier.store.dump():
+    for rec in frontier.records():
         if rec.get("type") not in ("entry", "dead") or (key and rec.get("queue") != key):
             continue
         url = str(rec["request"]["url"])
@@ -321,7 +321,7 @@ def status_of(frontier: Frontier, url: str) -> Listed | None:
     fp = frontier.fingerprint_of(canon)
     hexed = None if fp is None else fp.hex()
     seen = False
-    for rec in frontier.store.dump():
+    for rec in frontier.records():
         kind = rec.get("type")
         if kind in ("entry", "dead"):
             if str(rec["request"]["url"]) == canon:

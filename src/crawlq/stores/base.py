@@ -107,7 +107,10 @@ goes (``not_before``: its due time when it is scheduled, else None)."""
 class Store(Protocol):
     """The storage contract every backend implements (see module docstring).
 
-    The contract suite in :mod:`crawlq.testing` is its executable specification.
+    Each method is one atomic step of the store (a lock, a transaction, a Lua script):
+    another process sees all of it or none of it. What a store may offer beyond this:
+    :class:`QueueAdmin`, :class:`Dumps`, :class:`Transactions`. The contract suite in
+    :mod:`crawlq.testing` is its executable specification.
     """
 
     policy: QueuePolicy
@@ -153,16 +156,19 @@ class Store(Protocol):
         ...
 
     def block(self, queue: str, until: float, now: float) -> None:
-        """Keep ``queue`` from being leased before ``until`` (Retry-After, 429)."""
+        """Keep ``queue`` from being leased before ``until`` (Retry-After, 429); an
+        unknown queue is made, empty, with the block (its first entries wait for it)."""
         ...
 
     def configure_queue(self, queue: str, settings: Mapping[str, float | None],
                         now: float) -> None:
-        """Override policy settings for one queue (``None`` removes an override)."""
+        """Override policy settings for one queue (``None`` removes an override), kept
+        durably with the queue; an unknown queue is made, empty, with them."""
         ...
 
     def count_rejected(self, reasons: Mapping[str, int]) -> None:
-        """Add to the durable counters of rejected requests by reason."""
+        """Add to the durable counters of rejected requests by reason (an empty
+        mapping: nothing)."""
         ...
 
     def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
@@ -175,7 +181,8 @@ class Store(Protocol):
         ...
 
     def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
-        """The values kept under ``names``; None for those never kept or expired."""
+        """The values kept under ``names``, in their order; None for those never kept
+        or expired (an empty list for no names)."""
         ...
 
     def drop_values(self, names: Sequence[str]) -> None:
@@ -189,33 +196,43 @@ class Store(Protocol):
         ...
 
     def stats(self, now: float, per_queue: int = 0) -> Stats:
-        """Counters, queue-state counts and the ``per_queue`` largest queues."""
+        """Counters, queue-state counts and the ``per_queue`` largest queues, as of one
+        moment (all zero for a new store)."""
         ...
 
     def queues(self, now: float, limit: int = 100) -> list[QueueInfo]:
-        """Up to ``limit`` queues, most queued first."""
+        """Up to ``limit`` queues, most queued first (an empty list: no queues)."""
         ...
 
     def dead(self, limit: int = 100) -> list[DeadEntry]:
-        """Up to ``limit`` buried entries, oldest first."""
+        """Up to ``limit`` buried entries, oldest first (an empty list: none)."""
         ...
 
     def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
-        """Put buried entries (all when ``ids`` is None) back in their queues, retries 0."""
-        ...
-
-    # Optional: the methods of QueueAdmin (below).
-
-    def dump(self) -> Iterator[dict[str, Any]]:
-        """Every piece of state as JSON-friendly records (see :mod:`crawlq.dumpfmt`)."""
-        ...
-
-    def load(self, records: Iterable[dict[str, Any]]) -> int:
-        """Merge records produced by :meth:`dump`; returns how many were applied."""
+        """Put buried entries (all when ``ids`` is None) back in their queues, retries
+        0; how many (ids of no dead entry are left out: 0 when none is)."""
         ...
 
     def close(self) -> None:
         """Release resources; idempotent."""
+        ...
+
+
+class Dumps(Protocol):
+    """What a store may offer to be dumped and loaded (``crawlq dump`` / ``load``, and
+    moving a crawl between stores). Every store crawlq ships has it; on a store
+    without it :meth:`~crawlq.Frontier.dump` and ``load`` raise ConfigError."""
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """Every piece of state as JSON-friendly records (see
+        :mod:`crawlq.stores.dumpfmt`), read from one consistent snapshot where the
+        store has them (SQLite); nothing for an empty store."""
+        ...
+
+    def load(self, records: Iterable[dict[str, Any]]) -> int:
+        """Merge records produced by :meth:`dump` in one atomic step where the store
+        has one (SQLite: a bad record loads nothing); returns how many were applied
+        (0 for none)."""
         ...
 
 
