@@ -139,18 +139,21 @@ def test_queue_settling_compiled_agrees_with_python(
     for now in (100.0, 100.0, 120.5):
         rows, fields = _random_settle_case(rng, 300)
         out = []
-        for mod, cache in zip(rows_modules, caches):
+        rests: list[list[float]] = [[], []]
+        for mod, cache, rest in zip(rows_modules, caches, rests):
             deltas = {}
             for row, f in zip(rows, fields):
                 d = deltas[row[0]] = mod.Delta()
                 for k, v in f.items():
                     setattr(d, k, v)
             # (a generator: settle takes any iterable of rows)
-            out.append(mod.settle((r for r in rows), deltas, now, policy, {}, cache))
-        assert out[0] == out[1]
+            out.append(mod.settle((r for r in rows), deltas, now, policy, {}, cache, rest))
+        assert out[0] == out[1] and rests[0] == rests[1]
         assert [list(w) for w in out[0].values()] == [list(w) for w in out[1].values()]
         assert caches[0] == caches[1]
         assert len(caches[0]) > 50 and len(out[0]) >= 3
+        resting = sum(1 for r in caches[0].values() if r[1] == RESTING)
+        assert rests[0] and all(t > now for t in rests[0]) and len(rests[0]) >= resting
 
 
 @pytest.mark.parametrize("seed", range(4))

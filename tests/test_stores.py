@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import math
 import re
 import sqlite3
 import subprocess
@@ -1138,3 +1139,35 @@ def test_values_whose_time_is_up_are_dropped(kind: str, tmp_path: Path,
         f.stats()
         assert _values_held(f) == own + 5
         assert [f.get_value(f"for-good:{i}") for i in range(5)] == [b"g"] * 5
+
+
+def test_sqlite_skips_waking_only_while_nothing_can_be_due(tmp_path: Path) -> None:
+    """The SQLite store skips _wake's statements while it knows nothing can be due;
+    each write of its own that makes something due later (an entry scheduled by add
+    or by a retry, a lease's expiry, a queue's rest) brings that time forward."""
+    clock = Clock()
+    f = Frontier.open(f"sqlite:///{tmp_path}/w.db", clock=clock, min_delay=5.0,
+                      max_delay=5.0, delay_factor=0.0, lease_ttl=30)
+    store: Any = f.store
+    assert f.next(5) == [] and store._wake_due == math.inf  # known: nothing anywhere
+    f.add([Request("https://a.example/1", not_before=clock() + 10)])  # scheduled
+    clock.advance(9.9)
+    assert f.next(5) == []
+    clock.advance(0.1)
+    (first,) = f.next(5)
+    f.add(["https://a.example/2"])
+    f.done(first, duration=0.2)  # the host rests 5 s
+    clock.advance(4.9)
+    assert f.next(5) == []
+    clock.advance(0.1)
+    (second,) = f.next(5)
+    assert second.request.url == "https://a.example/2"
+    clock.advance(30)  # its lease expires: back in its queue
+    (again,) = f.next(5)
+    assert again.request.url == second.request.url and f.stats().redelivered == 1
+    f.retry(again, after=20)  # scheduled by an answer
+    clock.advance(19.9)
+    assert f.next(5) == []
+    clock.advance(0.1)
+    assert [le.request.url for le in f.next(5)] == ["https://a.example/2"]
+    f.close()

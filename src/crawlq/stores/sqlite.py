@@ -76,6 +76,7 @@ class SQLiteStore(SQLiteAdmin):
             if later:
                 c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                               "VALUES (?,?,?,?,?,?)", later)
+                self._wake_no_sooner(min(r[0] for r in later))
             seen.flush()
             for qid, n in accepted.items():
                 if n != rows[qid][Q_ACCEPTED]:
@@ -158,6 +159,8 @@ class SQLiteStore(SQLiteAdmin):
                     and (share == 1 or counts[q] >= min(share, room[q]))]
             self._ahead.read_on(c, after, cursor)
             sqlite_leases.write(c, first, expires, ints, payloads)
+            if payloads:
+                self._wake_no_sooner(expires)
             self._group.own.made(first, token, expires)
             c.execute("UPDATE meta SET value=? WHERE name='lease_seq'", (token,))
             deltas: dict[int, Delta] = {}

@@ -62,9 +62,9 @@ class SQLiteAdmin(SQLiteAnswers):
         """See :meth:`Store.put_values`."""
         with self._tx() as c:
             c.executemany(sqlite_dump.PUT_VALUE, [(n, bytearray(v), e) for n, v, e in items])
-            due = self._values_due
-            if due is not None:
-                self._values_due = min([due, *(e for _, _, e in items if e is not None)])
+            expiries = [e for _, _, e in items if e is not None]
+            if expiries:
+                self._wake_no_sooner(min(expiries))
 
     def drop_values(self, names: Sequence[str]) -> None:
         """See :meth:`Store.drop_values`."""
@@ -221,5 +221,7 @@ class SQLiteAdmin(SQLiteAnswers):
             loader.c = c
             n = sum(dumpfmt.apply(loader, rec) for rec in records)
             loader.finish()
-            self._values_due = None  # (values loaded: their expiries are not known here)
+            # (values, scheduled entries, leases and rests loaded: their times are not
+            # known here)
+            self._wake_due = None
         return n

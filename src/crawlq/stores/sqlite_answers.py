@@ -27,6 +27,21 @@ class SQLiteAnswers(SQLiteCore):
         Due entries and expired leases are settled in time order, each at its own time
         (due entries first at equal times, as the memory store takes them): a queue they
         make ready has waited since then, not since the call that noticed."""
+        due = self._wake_due
+        if due is not None and now < due:
+            return  # nothing can be due yet (see SQLiteCore._wake_due)
+        self._wake_events(c, now)
+        c.execute("DELETE FROM vals WHERE expires <= ?", (now,))  # values whose time is up
+        # When the next of them may be due, each through its index (scheduled_due,
+        # lease_calls_expiry, queues_resting, vals_expiry).
+        times = c.execute(
+            "SELECT (SELECT min(due) FROM scheduled), (SELECT min(expires) FROM lease_calls), "
+            "(SELECT min(ready_at) FROM queues WHERE state=2), "
+            "(SELECT min(expires) FROM vals WHERE expires IS NOT NULL)").fetchone()
+        self._wake_due = min((float(t) for t in times if t is not None), default=math.inf)
+
+    def _wake_events(self, c: sqlite3.Connection, now: float) -> None:
+        """_wake's due entries, expired leases and ended rests."""
         # (time, 0: due entry / 1: expired lease, entry); expired leases go back to their
         # old place: the same key puts them at the head.
         events = [(r[0], 0, r[1:]) for r in c.execute(
@@ -56,12 +71,6 @@ class SQLiteAnswers(SQLiteCore):
         self._queues.forget(r[0] for r in c.execute(
             "UPDATE queues SET state=0, since=ready_at WHERE state=2 AND ready_at <= ? "
             "RETURNING qid", (now,)).fetchall())
-        due = self._values_due
-        if due is None or due <= now:  # named values whose time is up
-            c.execute("DELETE FROM vals WHERE expires <= ?", (now,))
-            (due,) = c.execute(
-                "SELECT min(expires) FROM vals WHERE expires IS NOT NULL").fetchone()
-            self._values_due = math.inf if due is None else float(due)
 
     def _expired(self, c: sqlite3.Connection,
                  expired: list[tuple[float, sqlite_leases.LeaseRow]]
@@ -181,6 +190,7 @@ class SQLiteAnswers(SQLiteCore):
         if later:
             c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                           "VALUES (?,?,?,?,?,?)", later)
+            self._wake_no_sooner(min(r[0] for r in later))
         requeue = back + later
         n_sched = len(later)
         self._apply(c, deltas, now)

@@ -78,7 +78,13 @@ class SQLiteCore(abc.ABC):
         self._expiries: bool | None = None
         # The earliest expiry of a named value (None: unknown, another connection
         # wrote; inf: none): until then waking need not look for values to drop.
-        self._values_due: float | None = None
+        # The earliest time _wake may find a scheduled entry due, a lease call expired, a
+        # rest ended or a named value's time up, as far as this connection knows (None:
+        # not known; unknown again whenever another connection wrote, or a transaction
+        # rolled back): before it, _wake's statements would find nothing and are
+        # skipped. Every write of this connection that makes one lowers it
+        # (_wake_no_sooner).
+        self._wake_due: float | None = None
         self._bloom = bloom
         self._lock = threading.RLock()
         # Small acknowledgements, held until a transaction takes them (see release).
@@ -155,7 +161,7 @@ class SQLiteCore(abc.ABC):
                 if version != self._version:  # another connection committed
                     self._queues.rows.clear()
                     self._ahead.forget()
-                    self._expiries = self._values_due = None
+                    self._expiries = self._wake_due = None
                     self._version = version
                 taken = self._group.take()
                 if taken is not None:  # every call sees the acknowledgements made before it
@@ -192,7 +198,7 @@ class SQLiteCore(abc.ABC):
         self._queues.rows.clear()  # it may hold changes that were not committed
         self._counts.clear()
         self._ahead.forget()
-        self._values_due = None
+        self._wake_due = None
         self._queues.stale = False
         # (and queues created in the transaction: their qids may go to other keys)
         self._queues.forget_ids()
@@ -234,6 +240,14 @@ class SQLiteCore(abc.ABC):
             self._ahead.forget()
             self._queues.stale = True
 
+    def _wake_no_sooner(self, at: float) -> None:
+        """Something of _wake's may be due at ``at`` (a scheduled entry, a lease call's
+        expiry, a rest's end, a value's expiry, written in this transaction): it must
+        not be skipped then."""
+        due = self._wake_due
+        if due is not None and at < due:
+            self._wake_due = at
+
     def _apply(self, c: sqlite3.Connection, deltas: dict[int, Delta], now: float,
                rows: Iterable[tuple[Any, ...]] | None = None) -> None:
         """Write queue changes and recompute each queue's state (the one settle step).
@@ -245,9 +259,13 @@ class SQLiteCore(abc.ABC):
             return
         if rows is None:
             rows = self._queues.rows_of(c, list(deltas))
-        writes = settle(rows, deltas, now, self.policy, self._policies, self._queues.rows)
+        rests: list[float] = []
+        writes = settle(rows, deltas, now, self.policy, self._policies, self._queues.rows,
+                        rests)
         for sql, args in writes.items():
             c.executemany(sql, args)
+        if rests:
+            self._wake_no_sooner(min(rests))
 
     def _before_level0(self, c: sqlite3.Connection, rows: Sequence[Sequence[Any]],
                        queue_rows: Iterable[Sequence[Any]] | None = None) -> set[int]:

@@ -139,11 +139,13 @@ def policy_of(base: QueuePolicy, cache: dict[tuple[Any, ...], QueuePolicy],
 
 def settle(rows: Iterable[tuple[Any, ...]], deltas: dict[int, Delta], now: float,
            base: QueuePolicy, policies: dict[tuple[Any, ...], QueuePolicy],
-           cache: dict[int, tuple[Any, ...]]) -> dict[str, list[tuple[Any, ...]]]:
+           cache: dict[int, tuple[Any, ...]], rests: list[float]
+           ) -> dict[str, list[tuple[Any, ...]]]:
     """The one settle step: each queue's row (``rows``, QUEUE_COLS) with its ``deltas``
     applied and its state recomputed. Returns the UPDATE statements to run (statement ->
     parameters); ``cache`` (queue rows by qid) gets the new rows, or loses those whose
-    head the statement looks up."""
+    head the statement looks up; ``rests`` gets the rest end of each queue it leaves
+    resting."""
     writes: dict[str, list[tuple[Any, ...]]] = {}
     for row in rows:
         qid: int = row[Q_QID]
@@ -192,6 +194,7 @@ def settle(rows: Iterable[tuple[Any, ...]], deltas: dict[int, Delta], now: float
             new_state = _BUSY
         elif ready_at > now:
             new_state = _RESTING
+            rests.append(ready_at)
         else:
             new_state = _READY
             if served:
