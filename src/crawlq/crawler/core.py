@@ -9,79 +9,30 @@ only keeps at most ``concurrency`` fetches in flight and sleeps until
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urljoin, urlsplit
 
-from ..errors import CrawlqError, StoreError
+from ..errors import StoreError
 from ..frontier import Frontier
-from ..models import Lease, Outcome, Request
-from . import robots as robots_mod
+from ..models import Lease
 from . import seeds
+from .base import EVENTS
 from .commit import Acks
-from .config import BACKOFF_STATUSES, DEFAULT_AGENT, CrawlConfig, Summary, backoff
-from .discover import Links
-from .fetch import Blocked, Fetched, Fetcher, FetchError
+from .config import DEFAULT_AGENT, CrawlConfig, Summary
+from .fetch import Fetcher
 from .output import Output, OutputError, open_output
-from .parsing import ParseFailed, Parsers, ParseTimeout
-from .scope import Scope
+from .visits import PageVisits
 
 __all__ = ["DEFAULT_AGENT", "EVENTS", "CrawlConfig", "Crawler", "Summary"]
 
-log = logging.getLogger("crawlq.crawl")
 
-EVENTS = ("start", "round_start", "page", "error", "round_end", "shutdown")
-
-
-class Crawler:
+class Crawler(PageVisits):
     """A polite crawler on a :class:`~crawlq.Frontier`.
 
     ``events`` maps ``start``, ``round_start``, ``page``, ``error``, ``round_end`` and
     ``shutdown`` to callables; an exception in one is logged, never fatal.
     """
-
-    def __init__(self, config: CrawlConfig,
-                 events: Mapping[str, Callable[..., Any]] | None = None) -> None:
-        unknown = set(events or {}) - set(EVENTS)
-        if unknown:
-            raise ValueError(f"unknown event(s) {sorted(unknown)}; known: {EVENTS}")
-        self.config = config
-        self.events = dict(events or {})
-        domains = config.allow_domains or [_host(s) for s in config.seeds]
-        self.scope = Scope(domains, config.include, config.exclude, config.max_depth,
-                           priority=config.priority_rules, target=config.target)
-        self.summary = Summary()
-        self._robots = robots_mod.RobotsCache(config.user_agent, self.summary.errors,
-                                              self._archive)
-        self._stop = False
-        self._fatal: CrawlqError | None = None
-        self._acks: Acks | None = None
-        self._out: Output | None = None
-        self._parsers = Parsers(config.parse_timeout)
-        self.frontier: Frontier | None = None
-        """The frontier while :meth:`run` runs (for progress displays)."""
-        self.links = Links(self.scope, self.summary, once_per_round=bool(config.revisit_after))
-
-    def stop(self) -> None:
-        """Stop soon (Ctrl-C and SIGTERM do this): fetches in flight get
-        :attr:`STOP_GRACE` seconds to finish; the others are put back, unfailed, for the
-        next run. Everything fetched is written and acknowledged before :meth:`run`
-        returns."""
-        if not self._stop:
-            self.summary.interrupted = True
-        self._stop = True
-
-    STOP_GRACE = 2.0
-
-    def _emit(self, name: str, *args: Any) -> None:
-        fn = self.events.get(name)
-        if fn is not None:
-            try:
-                fn(*args)
-            except Exception:  # a hook must never kill the crawl
-                log.exception("the %r event hook failed", name)
 
     async def run(self) -> Summary:
         """Crawl until nothing in scope is left, a limit is reached or :meth:`stop`.
@@ -265,179 +216,3 @@ class Crawler:
                 except StoreError as exc:
                     self._fail(exc)
                     return
-
-    def _fail(self, exc: CrawlqError) -> None:
-        """The frontier (e.g. Redis gone past its retry deadline) or the output (a full
-        disk) failed for good: stop at once. Nothing is lost: unacknowledged leases
-        return after ``lease_ttl``."""
-        if self._fatal is None:
-            if isinstance(exc, StoreError):
-                log.error("the frontier failed, stopping the crawl: %s", exc)
-            self._fatal = exc
-        self._stop = True
-        held = self._acks.forget() if self._acks is not None else []
-        if held and self.frontier is not None and not isinstance(exc, StoreError):
-            self._put_back(self.frontier, held)  # not durable: fetched again next run
-
-    def _put_back(self, frontier: Frontier, leases: list[Lease]) -> None:
-        """Leases not answered, back to their queues unfailed, for the next run (rather
-        than after their ``lease_ttl``)."""
-        log.info("%d page(s) in flight put back for the next run", len(leases))
-        try:
-            frontier.retry(leases)
-        except StoreError as exc:
-            self._fail(exc)
-
-    async def _robots_for(self, fetcher: Fetcher, frontier: Frontier, url: str,
-                          queue: str) -> robots_mod.Robots:
-        rules, fresh = await self._robots.rules(fetcher, url, frontier)
-        if fresh:  # just fetched: its Crawl-delay and sitemaps take effect
-            delay = rules.crawl_delay
-            if delay:
-                frontier.configure_queue(queue, min_delay=delay)
-            if self.config.sitemaps and rules.sitemaps:
-                self.links.add_sitemaps(frontier, rules.sitemaps,
-                                        robots_mod.origin(url) + "/robots.txt")
-        return rules
-
-    async def _visit(self, frontier: Frontier, fetcher: Fetcher, lease: Lease,
-                     out: Output | None) -> None:
-        try:
-            await self._fetch_one(frontier, fetcher, lease, out)
-        except StoreError as exc:
-            self._fail(exc)
-        except Exception as exc:  # a bug or a broken response must not stop the crawl
-            log.exception("crawling %s failed", lease.request.url)
-            self.summary.errors[type(exc).__name__] += 1
-            self._emit("error", lease.request, exc)
-            try:
-                frontier.done(lease, Outcome.FAILED, error=f"{type(exc).__name__}: {exc}")
-            except StoreError as store_exc:
-                self._fail(store_exc)
-
-    def _ack(self, lease: Lease, outcome: Outcome = Outcome.DONE, *, wrote: bool = False,
-             error: str | None = None, duration: float | None = None) -> None:
-        """Answer a lease; after an output record (``wrote``), once it is durable."""
-        if wrote and self._acks is not None:
-            self._acks.add(lease, outcome, error=error, duration=duration)
-        else:
-            assert self.frontier is not None  # (set while run() runs)
-            self.links.flush(self.frontier)  # (never done while its links are not queued)
-            self.frontier.done(lease, outcome, error=error, duration=duration)
-
-    async def _fetch_one(self, frontier: Frontier, fetcher: Fetcher, lease: Lease,
-                         out: Output | None) -> None:
-        req = lease.request
-        s = self.summary
-        seed = req.depth == 0 and req.referrer is None
-        try:
-            if self.config.obey_robots:
-                rules = await self._robots_for(fetcher, frontier, req.url, lease.queue)
-                if not rules.allows(req.url):
-                    s.robots_denied += 1
-                    if rules.disallow_all:
-                        # robots.txt 5xx or unreachable: nothing may be fetched for now
-                        # (Google's rule); a failure, retried with backoff, then dead.
-                        why = f"robots.txt unavailable ({rules.reason})"
-                        self._ack(lease, Outcome.FAILED, error=why)
-                    else:
-                        why = "robots.txt disallows it (--ignore-robots to crawl anyway)"
-                        frontier.count_rejected("robots-denied")  # (in crawlq stats)
-                        self._ack(lease)
-                    if seed:
-                        seeds.refuse(self.summary, req.url, why)
-                    return
-            r = await fetcher.get(req.url)
-            if self._fatal is not None:  # the frontier is gone: the lease will come back
-                return
-        except Blocked as exc:
-            s.blocked[exc.reason] += 1
-            self._emit("error", req, exc)
-            if exc.reason == "unresolvable":  # DNS may be back soon: retried, then dead
-                self._ack(lease, Outcome.FAILED, error=str(exc))
-            else:  # not fetched with these options: given up now (a rerun with the
-                s.given_up[exc.reason] += 1  # option revives a seed, see _revive_seeds)
-                self._ack(lease, Outcome.DEAD, error=str(exc))
-            if seed:
-                seeds.refuse(self.summary, req.url, str(exc))
-            return
-        except FetchError as exc:
-            kind = exc.kind
-            s.errors[kind] += 1
-            log.debug("- %s failed: %s", req.url, exc)
-            self._emit("error", req, exc)
-            self._ack(lease, Outcome.FAILED, error=f"{kind}: {exc}")
-            if seed:
-                seeds.refuse(self.summary, req.url, str(exc))
-            return
-        s.fetched += 1
-        s.statuses[r.status] += 1
-        # the crawl log (as Heritrix's crawl.log): one line per fetch, at DEBUG
-        log.debug("%d %s %d bytes %.3fs depth %d via %s", r.status, req.url, len(r.raw),
-                  r.elapsed, req.depth, req.referrer or "-")
-        if seed:
-            s.seeds_refused.pop(req.url, None)
-        if r.status in BACKOFF_STATUSES:
-            # "Come back later": the host is left alone (in the store, so every process
-            # sharing it obeys), and the URL counts a failure: dead after its retries.
-            wait = backoff(r, req.retries, self.config.retry_backoff, self.config.max_backoff)
-            frontier.block(lease.queue, seconds=wait)
-            wrote = self._write(out, req, r, None, 0)
-            self._ack(lease, Outcome.FAILED, wrote=wrote, duration=r.elapsed,
-                      error=f"HTTP {r.status} (host backed off {wait:.0f}s)")
-            return
-        if r.status >= 500:
-            wrote = self._write(out, req, r, None, 0)
-            self._ack(lease, Outcome.FAILED, wrote=wrote, error=f"HTTP {r.status}",
-                      duration=r.elapsed)
-            return
-        links: list[str] = []
-        title = None
-        if req.meta.get("sitemap") and r.status < 300:
-            self.links.sitemap(frontier, req, r, self.config.max_bytes)
-        elif r.location and 300 <= r.status < 400:
-            hops = int(req.meta.get("redirects", 0)) + 1
-            if hops > self.config.max_redirects:
-                s.out_of_scope["too-many-redirects"] += 1
-            else:
-                self.links.follow(frontier, [urljoin(req.url, r.location)], req.depth, req.url,
-                             {"redirects": hops})
-        elif r.content_type in ("text/html", "application/xhtml+xml") and r.status < 300:
-            try:
-                page = await self._parsers.extract(r.body, r.charset, req.url)
-                links, title = page.links, page.title
-            except (ParseTimeout, ParseFailed) as exc:  # saved, its links not followed
-                kind = "parse-timeout" if isinstance(exc, ParseTimeout) else "parse-failed"
-                s.errors[kind] += 1
-                log.warning("%s: %s (saved; its links are not followed)", req.url, exc)
-        if links:
-            self.links.follow(frontier, links, req.depth + 1, req.url)
-        wrote = False
-        if self.scope.is_target(req.url):
-            wrote = self._write(out, req, r, title, len(links))
-        else:
-            s.not_saved += 1
-        self._ack(lease, wrote=wrote, duration=r.elapsed)
-        self._emit("page", req, r)
-
-    def _archive(self, url: str, r: Fetched) -> None:
-        """A robots.txt response: into a WARC output too (archives keep what decided
-        what was fetched); a JSON Lines output lists pages only."""
-        out = self._out
-        if out is not None and out.archives_robots:
-            out.write(Request(url), r, None, 0)
-
-    def _write(self, out: Output | None, req: Request, r: Fetched, title: str | None,
-               outlinks: int) -> bool:
-        if out is None:
-            return False
-        out.write(req, r, title, outlinks)
-        return True
-
-
-def _host(url: str) -> str:
-    """The host of a seed, "" for one that is no URL (reported when it is offered)."""
-    try:
-        return urlsplit(url).hostname or ""
-    except ValueError:
-        return ""
