@@ -48,7 +48,8 @@ _ACK_REQUEUE: Final = ACK_REQUEUE
 _INF: Final = float("inf")
 
 _PACK: Final = struct.Struct(">IHIH").pack  # inverted priority, sequence (16+32 bits), retries
-_heappush: Final = heapq.heappush
+_heappush: Final = heapq.heappush  # (heapq's functions, bound once)
+_heappop: Final = heapq.heappop
 # A ready queue's place in line, as bytes (compared by memcmp, the cheapest heap there
 # is): inverted priority of its head (4), sign of `since` (1), `since` (8), the queue's
 # creation number (8), its version (8). Non-negative doubles compare big-endian as their
@@ -58,7 +59,6 @@ _READY_KEY: Final = struct.Struct(">IBdQQ").pack
 _READY_NEG: Final = struct.Struct(">IBQQQ").pack
 _DOUBLE_BITS: Final = struct.Struct(">q").unpack
 _DOUBLE: Final = struct.Struct(">d").pack
-_heappop: Final = heapq.heappop
 
 
 def _item(priority: int, seq: int, retries: int, payload: bytes) -> bytes:
