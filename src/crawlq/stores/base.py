@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from ..models import DEPTH_MAX as DEPTH_MAX  # (the request rules live in models)
 from ..models import PRIORITY_MAX as PRIORITY_MAX
@@ -30,14 +30,15 @@ from .policy import check_settings as check_settings
 from .policy import flag as flag
 
 # add() status codes, one per entry.
-ADDED = 0
-DUPLICATE = 1
-OVER_BUDGET = 2
+# (Final: modules compiled by mypyc read them as constants)
+ADDED: Final = 0
+DUPLICATE: Final = 1
+OVER_BUDGET: Final = 2
 
 # Ack kinds for release().
-ACK_DONE = 0
-ACK_REQUEUE = 1  # back to the queue (retry after failure, or retry-later); see Ack.failed
-ACK_DEAD = 2
+ACK_DONE: Final = 0
+ACK_REQUEUE: Final = 1  # back to the queue (retry after failure, or retry-later); see Ack.failed
+ACK_DEAD: Final = 2
 
 
 MAX_REDELIVERIES = 5

@@ -39,12 +39,6 @@ _READY: Final = 0
 _BUSY: Final = 1
 _RESTING: Final = 2
 _EMPTY: Final = 3
-_ADDED: Final = ADDED
-_DUPLICATE: Final = DUPLICATE
-_OVER_BUDGET: Final = OVER_BUDGET
-_ACK_DONE: Final = ACK_DONE
-_ACK_DEAD: Final = ACK_DEAD
-_ACK_REQUEUE: Final = ACK_REQUEUE
 _INF: Final = float("inf")
 
 _PACK: Final = struct.Struct(">IHIH").pack  # inverted priority, sequence (16+32 bits), retries
@@ -125,16 +119,16 @@ def _add_entries(store: MemoryCore, entries: Sequence[Entry], now: float,
         if fp is not None:
             if bloom is None:
                 if fp in seen and (not revisit or revisit.get(fp, _INF) > now):
-                    out.append(_DUPLICATE)
+                    out.append(DUPLICATE)
                     dups += 1
                     continue
             elif bloom.contains(fp):
-                out.append(_DUPLICATE)
+                out.append(DUPLICATE)
                 dups += 1
                 continue
         cap = q.policy.max_queue_urls
         if cap and q.accepted >= cap:
-            out.append(_OVER_BUDGET)
+            out.append(OVER_BUDGET)
             continue
         if fp is not None:
             if bloom is None:
@@ -165,7 +159,7 @@ def _add_entries(store: MemoryCore, entries: Sequence[Entry], now: float,
                 _heappush(heap, item)
                 if state == _EMPTY:
                     _settle(store, q, now)
-        out.append(_ADDED)
+        out.append(ADDED)
     store._seq_n = seq
     return added, seen_added, dups
 
@@ -284,15 +278,15 @@ def _release_acks(store: MemoryCore, acks: Sequence[Ack], now: float,
         del leases[token]
         q, item, _ = held
         q.inflight -= 1
-        if expired and kind != _ACK_REQUEUE:
+        if expired and kind != ACK_REQUEUE:
             expired.pop(item[4:10], None)
         rest = delay if delay is not None else q.policy.delay(duration)
         if rest > 0:
             q.ready_at = max(q.ready_at, now + rest)
             q.session = 0
-        if kind == _ACK_DONE:
+        if kind == ACK_DONE:
             done += 1
-        elif kind == _ACK_DEAD:
+        elif kind == ACK_DEAD:
             store._bury(q, item, retries, error or "", now)
         else:
             if failed:

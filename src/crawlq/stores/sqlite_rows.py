@@ -44,15 +44,6 @@ CURSORS_AT: Final = 9
 """Where the cursors (nprio, ord per CURSOR_LEVELS) start in a queue row."""
 SETTINGS_AT: Final = CURSORS_AT + 2 * len(CURSOR_LEVELS)
 """Where QUEUE_SETTINGS start in a queue row."""
-# (Final names: compiled, they are read as constants, not looked up in the module)
-_READY: Final = READY
-_BUSY: Final = BUSY
-_RESTING: Final = RESTING
-_EXHAUSTED: Final = EXHAUSTED
-_NO_CURSOR: Final = NO_CURSOR
-_ADDED: Final = ADDED
-_DUPLICATE: Final = DUPLICATE
-_OVER_BUDGET: Final = OVER_BUDGET
 _NO_OVERRIDES: Final = (None,) * len(QUEUE_SETTINGS)
 
 
@@ -189,19 +180,19 @@ def settle(rows: Iterable[tuple[Any, ...]], deltas: dict[int, Delta], now: float
         if d.exact or (new_head is not None and (head is None or new_head < head)):
             head = new_head  # (an exact head replaces the old one, a candidate may)
         if queued <= 0:
-            new_state = _EXHAUSTED
+            new_state = EXHAUSTED
         elif inflight >= pol.concurrency:
-            new_state = _BUSY
+            new_state = BUSY
         elif ready_at > now:
-            new_state = _RESTING
+            new_state = RESTING
             rests.append(ready_at)
         else:
-            new_state = _READY
+            new_state = READY
             if served:
                 since = now
-            elif state == _RESTING:
+            elif state == RESTING:
                 since = ready_at
-            elif state != _READY:
+            elif state != READY:
                 since = now
         cursor = d.cursor
         moved = cursor is not None
@@ -223,7 +214,7 @@ def settle(rows: Iterable[tuple[Any, ...]], deltas: dict[int, Delta], now: float
             else:
                 key = UPDATE_PLAIN[moved]
                 vals = (new_state, since, ready_at, queued, inflight, session, accepted,
-                        _NO_CURSOR if head is None else head)
+                        NO_CURSOR if head is None else head)
             state_cols = (qid, new_state, head, since, ready_at, queued, inflight, session,
                           accepted)
             cache[qid] = state_cols + cursor + settings
@@ -304,12 +295,12 @@ def admit(entries: Sequence[tuple[Any, ...]], qids: Mapping[str, Any],
         fp: bytes | None = e[0]
         qid = qids[e[1]]
         if fp is not None and seen.is_dup(fp, now):
-            out.append(_DUPLICATE)
+            out.append(DUPLICATE)
             dups += 1
             continue
         cap = caps[qid]
         if cap and accepted[qid] >= cap:
-            out.append(_OVER_BUDGET)
+            out.append(OVER_BUDGET)
             continue
         if fp is not None:
             seen.mark(fp, e[5])
@@ -322,7 +313,7 @@ def admit(entries: Sequence[tuple[Any, ...]], qids: Mapping[str, Any],
             new_rows.append((qid, -e[2], order, e[6], bytearray(e[3])))
         else:
             later.append((not_before, qid, -e[2], order, e[6], e[3]))
-        out.append(_ADDED)
+        out.append(ADDED)
     return out, new_rows, later, dups, seen_added, seq
 
 

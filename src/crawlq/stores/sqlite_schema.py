@@ -60,13 +60,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from typing import Final
 
 from ..errors import StoreBusy, StoreCorrupt, StoreError, StoreFull, StoreReadOnly
 from . import sqlite_leases
 
 SCHEMA_VERSION = 5
 
-NO_CURSOR = -(2**62)
+NO_CURSOR: Final = -(2**62)
 """Below every negated priority: the cursor of a queue that has leased nothing from a
 level since that level's rows behind the cursors were last deleted. Stored as NULL
 ``l1_nprio`` (``l2_nprio``), which takes no room in the row."""
@@ -83,7 +84,11 @@ a store of up to 2.5M rows of the kind; bigger ones grow level 0 (see the SQLite
 ``_l0_limit``)."""
 SLICES = 16
 
-READY, BUSY, RESTING, EXHAUSTED = 0, 1, 2, 3
+# A queue's states (Final: modules compiled by mypyc read them as constants).
+READY: Final = 0
+BUSY: Final = 1
+RESTING: Final = 2
+EXHAUSTED: Final = 3
 
 COUNTERS = ("seen", "added", "done", "failed", "retried", "dead", "redelivered",
             "late_acks", "duplicates", "queued", "scheduled", "leased",
