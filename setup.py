@@ -1,11 +1,13 @@
 """Build the optional compiled parts; everything else is in pyproject.toml.
 
-- ``crawlq._speedups``: C code for the plain case of ``Frontier.add`` and ``next``, and
-  the memory store's compact seen-set.
+- ``crawlq._speedups``: two kernels on bytes in C, BLAKE2b-128 and the memory store's
+  compact seen-set; they know nothing of crawlq's objects or rules.
 - Modules compiled by mypyc from their own Python source (``COMPILED``): the one
   definition of a rule that runs once per URL, compiled; the .py beside each is the same
-  code, run where the build could not compile it. ``policies/canonical.py`` (canonical
-  URLs, about 1.4x faster compiled), ``stores/policy.py`` (the politeness delay and
+  code, run where the build could not compile it. ``entries.py`` (what ``add`` accepts,
+  a request's store entry, the leases of ``next``), ``payload.py`` (a request's stored
+  bytes), ``policies/canonical.py`` (canonical URLs, about 1.4x faster compiled),
+  ``stores/policy.py`` (the politeness delay and
   per-queue settings), ``stores/sqlite_rows.py`` (the SQLite store's per-entry,
   per-lease and per-queue rules) and ``stores/memory_loops.py`` (the memory store's
   add, lease and release loops).
@@ -23,7 +25,8 @@ import sys
 from setuptools import Extension, setup
 
 
-COMPILED = ["src/crawlq/policies/canonical.py", "src/crawlq/stores/policy.py",
+COMPILED = ["src/crawlq/entries.py", "src/crawlq/payload.py",
+            "src/crawlq/policies/canonical.py", "src/crawlq/stores/policy.py",
             "src/crawlq/stores/sqlite_rows.py", "src/crawlq/stores/memory_loops.py"]
 
 

@@ -12,7 +12,7 @@ through the sqlite3 module, with the SQLite store's settings (WAL, synchronous=N
 
 No politeness, queue rows, counters, budgets or retries: the queues' line is a Python
 list, so it does less than crawlq's store must. Requests become entries with crawlq's own
-C fast path (canonical URL, host key, fingerprint, payload), as in the store's runs, so
+entry maker (canonical URL, host key, fingerprint, payload), as in the store's runs, so
 only the storage differs. ``--leases batch`` writes one row per next() call (all its
 leases in one blob) instead of a row per lease: the saving of a batched lease log.
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import pickle
 import sqlite3
-import sys
 import tempfile
 import time
 from typing import Any
@@ -62,9 +61,7 @@ def main() -> None:
         CREATE TABLE leases (token INTEGER PRIMARY KEY, qid INT, nprio INT, seq INT,
                              payload BLOB);
     """)
-    fast = Frontier.open("memory://")._fast  # crawlq's C fast path of add
-    if fast is None:
-        sys.exit("crawlq's C extension is not built")
+    make = Frontier.open("memory://")._entries.make  # crawlq's entries, as add() makes them
     qids: dict[str, int] = {}
     line: list[int] = []  # the queues in round-robin order (in memory: not durable)
     seq = 0
@@ -72,7 +69,7 @@ def main() -> None:
     for i in range(0, len(pairs), 5_000):
         reqs = [Request(u, priority=p) for u, p in pairs[i:i + 5_000]]
         entries: list[Any] = []
-        fast.prepare(reqs, 0, len(reqs), None, None, entries, [])
+        make(reqs, 0, len(reqs), 0.0, [], entries, [])
         c.execute("BEGIN")
         fps = sorted({e[0] for e in entries})
         known: set[bytes] = set()

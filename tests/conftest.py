@@ -51,6 +51,45 @@ def as_python(name: str) -> ModuleType:
 
 
 @pytest.fixture(scope="session")
+def payload_as_python() -> ModuleType:
+    """crawlq.payload run from its .py source (raising the compiled module's
+    PayloadError, which its callers catch)."""
+    from crawlq import payload
+
+    python = as_python("crawlq.payload")
+    python.PayloadError = payload.PayloadError  # type: ignore[attr-defined]
+    return python
+
+
+@pytest.fixture(scope="session")
+def entries_as_python(payload_as_python: ModuleType) -> ModuleType:
+    """crawlq.entries run from its .py source, with payload's .py source."""
+    python = as_python("crawlq.entries")
+    for name in ("encode", "decode", "PayloadError"):
+        setattr(python, name, getattr(payload_as_python, name))
+    return python
+
+
+@pytest.fixture
+def frontier_as_python(monkeypatch: pytest.MonkeyPatch, entries_as_python: ModuleType,
+                       payload_as_python: ModuleType) -> None:
+    """Until the test ends, frontiers make entries and leases (entries) and payloads
+    (payload) from the .py sources, and fingerprints with hashlib's BLAKE2b: what runs
+    where nothing could be compiled."""
+    import hashlib
+
+    from crawlq import frontier, frontier_core, models
+    from crawlq.policies import fingerprint
+
+    monkeypatch.setattr(frontier_core, "EntryMaker", entries_as_python.EntryMaker)
+    monkeypatch.setattr(frontier, "leases_of", entries_as_python.leases)
+    monkeypatch.setattr(models, "_encode", payload_as_python.encode)
+    monkeypatch.setattr(models, "_decode", payload_as_python.decode)
+    monkeypatch.setattr(fingerprint, "_blake2b_128",
+                        lambda data: hashlib.blake2b(data, digest_size=16).digest())
+
+
+@pytest.fixture(scope="session")
 def sqlite_rows_as_python() -> ModuleType:
     """crawlq.stores.sqlite_rows run from its .py source."""
     return as_python("crawlq.stores.sqlite_rows")

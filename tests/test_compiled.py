@@ -25,8 +25,8 @@ from crawlq.stores.sqlite_schema import (
     RESTING,
 )
 
-COMPILED = ["crawlq.policies.canonical", "crawlq.stores.sqlite_rows", "crawlq.stores.policy",
-            "crawlq.stores.memory_loops"]
+COMPILED = ["crawlq.entries", "crawlq.payload", "crawlq.policies.canonical",
+            "crawlq.stores.sqlite_rows", "crawlq.stores.policy", "crawlq.stores.memory_loops"]
 
 
 @pytest.mark.parametrize("name", COMPILED)

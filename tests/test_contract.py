@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from crawlq import Frontier
-from crawlq import frontier as frontier_module
 from crawlq.redislocal import LocalCluster, LocalRedis
 from crawlq.stores import memory as memory_module
 from crawlq.stores import (
@@ -32,20 +31,20 @@ class TestMemoryStore(MemoryOnlyContract):
 
 
 class TestMemoryStorePurePython(MemoryOnlyContract):
-    """The memory store's contract on Python alone: the C extension switched off (add's
-    fast path, leases, the seen-set) and the store's loops (memory_loops, compiled by
-    mypyc) run from their .py source: what runs where nothing could be compiled."""
+    """The memory store's contract on Python alone: the C extension switched off (the
+    seen-set, BLAKE2b), the frontier's entries and payloads and the store's loops
+    (entries, payload, memory_loops, compiled by mypyc) run from their .py source: what
+    runs where nothing could be compiled."""
 
     @pytest.fixture(autouse=True)
     def _pure(self, monkeypatch: pytest.MonkeyPatch,
-              memory_store_as_python: Callable[[], None]) -> None:
+              memory_store_as_python: Callable[[], None], frontier_as_python: None) -> None:
         memory_store_as_python()
         monkeypatch.setenv("CRAWLQ_PURE_PYTHON", "1")
-        monkeypatch.setattr(frontier_module, "_LEASES", None)
 
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         f = Frontier.open("memory://", clock=clock, **options)
-        assert f._fast is None
+        assert type(f._entries).__module__.endswith("_as_python")
         assert vars(memory_module)["_lease_rounds"].__module__.endswith("_as_python")
         assert vars(memory_core)["_settle"].__module__.endswith("_as_python")
         assert type(f.store._seen) is set  # type: ignore[attr-defined]
@@ -59,15 +58,14 @@ class TestSQLiteStore(FrontierContract):
 
 
 class TestSQLiteStorePurePython(TestSQLiteStore):
-    """The SQLite store's contract on Python alone: the C extension switched off (add's
-    fast path) and the store's per-row rules (sqlite_rows, compiled by mypyc) run from
-    their .py source."""
+    """The SQLite store's contract on Python alone: the C extension switched off, the
+    frontier's entries and payloads and the store's per-row rules (entries, payload,
+    sqlite_rows, compiled by mypyc) run from their .py source."""
 
     @pytest.fixture(autouse=True)
     def _pure(self, monkeypatch: pytest.MonkeyPatch, sqlite_rows_as_python: ModuleType,
-              ) -> None:
+              frontier_as_python: None) -> None:
         monkeypatch.setenv("CRAWLQ_PURE_PYTHON", "1")
-        monkeypatch.setattr(frontier_module, "_LEASES", None)
         for module in (sqlite_module, sqlite_core, sqlite_answers, sqlite_admin):
             for name in ("Delta", "admit", "settle", "take_rows"):
                 if hasattr(module, name):
@@ -77,7 +75,7 @@ class TestSQLiteStorePurePython(TestSQLiteStore):
 
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         f = super().open_frontier(clock, path, **options)
-        assert f._fast is None
+        assert type(f._entries).__module__.endswith("_as_python")
         assert sqlite_core.settle.__module__.endswith("_as_python")  # type: ignore[attr-defined]
         assert sqlite_module.take_rows.__module__.endswith("_as_python")  # type: ignore[attr-defined]
         return f

@@ -14,14 +14,13 @@ import itertools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
 
-from ._native import native
+from .entries import leases as leases_of
+from .entries import url_of
 from .errors import ConfigError, LeaseError
 from .frontier_admin import FrontierAdmin
-from .frontier_core import _gc_paused, _url_of
+from .frontier_core import _gc_paused
 from .models import (
-    _NO_META,
     AddResult,
     Lease,
     Outcome,
@@ -71,7 +70,7 @@ class Frontier(FrontierAdmin):
             requests = list(requests)
         now = self.clock()
         rejected: list[Rejection] = []
-        one = self._entry_maker(now, rejected)
+        make = self._entries.make
         entries: list[Entry] = []
         index: list[int] = []  # the position in requests of each entry
         # A store that can take part of a batch without waiting (Redis) gets a big batch
@@ -80,20 +79,9 @@ class Frontier(FrontierAdmin):
         begin = getattr(self.store, "add_begin", None) if total > _PART else None
         pending: list[Callable[[], list[int]]] = []
         step = _PART if begin is not None else max(total, 1)
-        fast = self._fast
-        if fast is not None:
-            revisit_at = None if self.revisit_after is None else now + self.revisit_after
         for start in range(0, total, step):
             sent = len(entries)
-            if fast is not None:
-                # Plain requests in C, the others through one() in order.
-                fast.prepare(requests, start, start + step, revisit_at, one, entries, index)
-            else:
-                for i in range(start, min(start + step, total)):
-                    entry = one(i, requests[i])
-                    if entry is not None:
-                        entries.append(entry)
-                        index.append(i)
+            make(requests, start, start + step, now, rejected, entries, index)
             if begin is not None and len(entries) > sent:
                 pending.append(begin(entries[sent:], now))
         if pending:
@@ -109,7 +97,7 @@ class Frontier(FrontierAdmin):
                 if st == ADDED:
                     flags[pos] = True
         if added + dups < len(statuses):
-            rejected += [Rejection(pos, _url_of(requests[pos]), "queue-budget")
+            rejected += [Rejection(pos, url_of(requests[pos]), "queue-budget")
                          for pos, st in zip(index, statuses) if st != ADDED and st != DUPLICATE]
         reasons: dict[str, int] = {}
         for r in rejected:
@@ -142,14 +130,7 @@ class Frontier(FrontierAdmin):
             raise ConfigError(f"a queue is a non-empty string, not {queue!r}")
         else:
             leased = self.store.lease(now, n, ttl, queue)
-        if _LEASES is not None and leased.__class__ is list:
-            return _LEASES(leased, now)  # type: ignore[no-any-return]
-        from_payload = Request.from_payload
-        return [
-            Lease(token, from_payload(payload, prio, retries, None, queue), queue, now,
-                  expires)
-            for token, queue, prio, retries, payload, expires in leased
-        ]
+        return leases_of(leased if leased.__class__ is list else list(leased), now)
 
     @_gc_paused
     def done(
@@ -307,16 +288,3 @@ def _per_lease_durations(leases: Iterable[Lease], durations: object,
     if len(durations) != len(leases):
         raise ConfigError(f"{len(durations)} durations for {len(leases)} leases")
     return leases, [None if d is None else as_seconds("duration", d) for d in durations]
-
-
-def _lease_maker() -> Any:
-    """``leases(rows, now)`` of crawlq._speedups, or None (pure Python)."""
-    maker = native("LeaseMaker")
-    return None if maker is None else maker(Request, Lease, _NO_META,
-                                            Request.from_payload).leases
-
-
-_LEASES = _lease_maker()
-"""Frontier.next's lease builder in C (the same Lease objects), when it is built."""
-
-

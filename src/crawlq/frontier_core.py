@@ -7,38 +7,25 @@ from __future__ import annotations
 
 import functools
 import gc
-import math
 import time
-from collections.abc import Callable, Iterable, Mapping
-from hashlib import blake2b
+from collections.abc import Callable, Iterable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ._native import native
-from .errors import ConfigError, CrawlqError, InvalidURL
+from .entries import EntryMaker
+from .errors import ConfigError, CrawlqError
 from .models import (
-    _NO_META,
-    Rejection,
     Request,
-    request_problem,
 )
 from .policies.canonical import DEFAULT_MAX_LENGTH, Canonicalizer
-from .policies.fingerprint import Fingerprinter, FingerprintFunction
+from .policies.fingerprint import Fingerprinter, FingerprintFunction, url_fingerprint
 from .policies.queueing import QueueKeyFunction, host_key, resolve_queue_key
 from .stores.base import (
-    DEPTH_MAX,
-    PRIORITY_MAX,
-    RETRIES_MAX,
-    Entry,
     Store,
     as_count,
     as_seconds,
     flag,
 )
 
-_PLAIN_META = (dict, type(_NO_META))
-"""Classes of a request's meta that are Mappings, known without isinstance(): checking
-against the Mapping ABC cost ~10% of add()'s Python path, taken by every request with
-meta (the Scrapy scheduler's, crawlq serve's)."""
 _FORM = "crawlq:canonical-form"
 """The store value holding the canonical form of a crawl's URLs."""
 
@@ -165,7 +152,12 @@ class FrontierCore:
         self.strict_acks = strict_acks
         self.pause_gc = pause_gc
         self.clock = clock
-        self._fast = _fast_add(self)
+        fp = self.fingerprint
+        self._entries = EntryMaker(
+            self._split, fp,
+            url_fingerprint if type(fp) is Fingerprinter and not fp.source_aware else None,
+            priority, dedup_post, revisit_after)
+        """The one definition of what add() accepts: each request's store entry."""
         if _check_form:
             self._check_canonical_form()
 
@@ -202,64 +194,6 @@ class FrontierCore:
         except BaseException:
             store.close()
             raise
-
-    def _entry_maker(self, now: float,
-                     rejected: list[Rejection]) -> Callable[[int, Request | str], Entry | None]:
-        """The function turning ``requests[i]`` into its store entry, or recording why
-        it is rejected (then None): the one definition of what add() accepts."""
-        split, fingerprint = self._split, self.fingerprint
-        priority_fn, dedup_post = self.priority, self.dedup_post
-        default_revisit = self.revisit_after
-        # The default fingerprint of a plain GET, inlined (same bytes as Fingerprinter).
-        plain_fp = type(fingerprint) is Fingerprinter and not fingerprint.source_aware
-
-        def one(i: int, item: Request | str) -> Entry | None:
-            req = Request(item) if isinstance(item, str) else item
-            try:
-                canon, key = split(req.url)
-                if req.queue is not None:
-                    key = _queue_override(req.queue)
-                if req.dont_filter or req.retries or (not dedup_post and req.method == "POST"):
-                    fp = None
-                elif plain_fp and req.method == "GET" and not req.body:
-                    fp = blake2b(canon.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-                else:
-                    fp = fingerprint(req, canon)
-                prio = priority_fn(req) if priority_fn else req.priority
-                if prio.__class__ is not int or not -PRIORITY_MAX <= prio <= PRIORITY_MAX:
-                    raise InvalidURL("bad-priority", req.url,
-                                     f"priority must be an int within ±{PRIORITY_MAX}: {prio!r}")
-                retries = req.retries
-                nb = req.not_before
-                ref = req.referrer
-                depth = req.depth
-                revisit = req.revisit_after
-                if (retries.__class__ is not int or not 0 <= retries <= RETRIES_MAX
-                        or (nb is not None and (nb.__class__ not in (float, int)
-                                                or not math.isfinite(nb)))
-                        or req.body.__class__ is not bytes
-                        or (ref is not None and ref.__class__ is not str)
-                        or depth.__class__ is not int or not 0 <= depth <= DEPTH_MAX
-                        or req.method.__class__ is not str or not req.method
-                        or req.dont_filter.__class__ is not bool
-                        or (req.meta.__class__ not in _PLAIN_META
-                            and not isinstance(req.meta, Mapping))
-                        or (revisit is not None and (revisit.__class__ not in (float, int)
-                                                     or not 0 < revisit < math.inf))):
-                    raise ConfigError(request_problem(req) or "invalid request")
-                if revisit is None:
-                    revisit = default_revisit
-                return (fp, key, prio, req.to_payload(key), nb,
-                        None if revisit is None else now + revisit, retries)
-            except InvalidURL as exc:
-                rejected.append(Rejection(i, _url_of(req), exc.reason, exc.detail))
-            except (ConfigError, AttributeError, TypeError) as exc:
-                rejected.append(Rejection(i, _url_of(req), "invalid-request", str(exc)))
-            except Exception as exc:  # a user's key function failed on this URL
-                rejected.append(Rejection(i, _url_of(req), "custom", repr(exc)))
-            return None
-
-        return one
 
     def fingerprint_of(self, request: Request | str) -> bytes | None:
         """The seen-set key :meth:`add` would use for ``request`` (None: it bypasses
@@ -321,35 +255,3 @@ class FrontierCore:
 
     def __repr__(self) -> str:
         return f"<Frontier store={type(self.store).__name__}>"
-
-
-
-def _fast_add(frontier: FrontierCore) -> Any:
-    """The C fast path of :meth:`Frontier.add` (crawlq._speedups.FastAdd), or None.
-
-    It knows only the default rules: a Canonicalizer (called for each URL), host
-    queues, the default fingerprint and no priority function. Set
-    ``CRAWLQ_PURE_PYTHON=1`` to run without it (the results are the same).
-    """
-    fp = frontier.fingerprint
-    if (not isinstance(frontier.canonicalize, Canonicalizer)
-            or frontier.queue_key is not host_key
-            or type(fp) is not Fingerprinter or fp.source_aware
-            or frontier.priority is not None):
-        return None
-    FastAdd = native("FastAdd")
-    return None if FastAdd is None else FastAdd(Request, _NO_META, frontier._split,
-                                                PRIORITY_MAX)
-
-
-def _queue_override(queue: object) -> str:
-    """A request's own ``queue``, checked: a non-empty str (it becomes a queue's key)."""
-    if not isinstance(queue, str) or not queue or len(queue) > 1024:
-        raise ConfigError(f"queue must be a non-empty str of at most 1024 characters, "
-                          f"not {queue!r}")
-    return queue
-
-
-def _url_of(req: object) -> str:
-    url = getattr(req, "url", req)
-    return url if isinstance(url, str) else repr(url)

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-import msgpack
-
 from .errors import ConfigError
+from .payload import PayloadError
+from .payload import decode as _decode
+from .payload import encode as _encode
 
-_PAYLOAD_VERSION = 1
 _NO_META: Mapping[str, Any] = MappingProxyType({})  # shared: no dict per request
 
 PRIORITY_MAX = 2**31 - 1
@@ -25,7 +25,6 @@ PRIORITY_MAX = 2**31 - 1
 RETRIES_MAX = 2**16 - 1
 DEPTH_MAX = 2**32 - 1
 """A request's depth must lie in [0, DEPTH_MAX]."""
-_packb = msgpack.packb  # (a shared Packer would be faster but is not thread-safe)
 
 
 class Outcome(enum.Enum):
@@ -77,40 +76,17 @@ class Request:
         ``key``: the request's queue key. When the URL is ``http(s)://<key>`` followed by
         ``/`` or ``:`` (the default host queues), that prefix is left out, and out of the
         referrer too when it shares it: the queue already says it, and it is most of the
-        bytes of a queued URL. Pass the same key to :meth:`from_payload`.
+        bytes of a queued URL. Pass the same key to :meth:`from_payload`. The format:
+        :mod:`crawlq.payload`. Raises :class:`~crawlq.errors.ConfigError` for a request
+        that cannot be encoded (fields of the wrong type, a meta msgpack cannot hold).
         """
-        url, version, ref = self.url, _PAYLOAD_VERSION, self.referrer
-        if key is not None and url.__class__ is str:
-            n = len(key)
-            if url.startswith(key, 8) and url.startswith("https://") \
-                    and url[8 + n:9 + n] in _BOUNDARY:
-                url, version, base = url[8 + n:], _V_HTTPS, 8 + n
-            elif url.startswith(key, 7) and url.startswith("http://") \
-                    and url[7 + n:8 + n] in _BOUNDARY:
-                url, version, base = url[7 + n:], _V_HTTP, 7 + n
-            if version != _PAYLOAD_VERSION and ref is not None and ref.__class__ is str:
-                if ref[:base] == self.url[:base] and ref[base:base + 1] in _BOUNDARY:
-                    ref = ref[base:]
-                elif ref[:1] in _ESCAPED:  # not absolute: marked, so it stays as it is
-                    ref = "!" + ref
-        if (self.method == "GET" and not self.body and not self.meta and not self.dont_filter
-                and self.revisit_after is None and url.__class__ is str):
-            # The common request, encoded without the generic trimming loop.
-            if ref is None:
-                if not self.depth:
-                    return _packb((version, url))  # type: ignore[no-any-return]
-                return _packb((version, url, self.depth))  # type: ignore[no-any-return]
-            return _packb((version, url, self.depth, ref))  # type: ignore[no-any-return]
-        parts: list[Any] = [
-            version, url, self.depth, ref, self.method, self.body,
-            dict(self.meta) if self.meta else None, self.dont_filter, self.revisit_after,
-        ]
-        # Trailing defaults cost bytes in every queued row; drop them.
-        while parts[-1] in _TRAILING_DEFAULTS[len(parts) - 1]:
-            parts.pop()
         try:
-            return msgpack.packb(parts, use_bin_type=True)  # type: ignore[no-any-return]
-        except (TypeError, ValueError, OverflowError) as exc:
+            return _encode(self.url, key, self.depth, self.referrer, self.method, self.body,
+                           dict(self.meta) if self.meta else None, self.dont_filter,
+                           self.revisit_after)
+        except PayloadError as exc:
+            raise ConfigError(str(exc)) from exc
+        except TypeError as exc:  # a field of the wrong type
             raise ConfigError(f"request is not serializable: {exc}") from exc
 
     @classmethod
@@ -119,48 +95,11 @@ class Request:
         not_before: float | None = None, key: str | None = None,
     ) -> Request:
         """Decode :meth:`to_payload` output (made with the same ``key``); the inverse,
-        for any request."""
-        p = msgpack.unpackb(payload, raw=False, strict_map_key=False)
-        n = len(p)
-        url = p[1]
-        ref = p[3] if n > 3 else None
-        if p[0] != _PAYLOAD_VERSION:  # host-relative (see to_payload)
-            if key is None:
-                raise ConfigError("this payload is relative to its queue: pass its key")
-            base = ("https://" if p[0] == _V_HTTPS else "http://") + key
-            url = base + url
-            if ref is not None:
-                if ref[:1] == "!":
-                    ref = ref[1:]
-                elif ref[:1] in _BOUNDARY:
-                    ref = base + ref
-        if n == 2:  # the common request: all positional, no conditionals
-            return cls(url, "GET", b"", priority, 0, None, _NO_META, False, not_before,
-                       retries, None, None)
-        return cls(
-            url,
-            p[4] if n > 4 else "GET",
-            p[5] if n > 5 else b"",
-            priority,
-            p[2] if n > 2 else 0,
-            ref,
-            (p[6] or _NO_META) if n > 6 else _NO_META,
-            p[7] if n > 7 else False,
-            not_before,
-            retries,
-            p[8] if n > 8 else None,
-        )
-
-
-# Payload versions: 1 absolute URLs; 2 and 3 relative to https:// or http:// + queue key.
-_V_HTTPS, _V_HTTP = 2, 3
-_BOUNDARY = ("/", ":")  # what may follow the host in a URL whose prefix is left out
-_ESCAPED = ("/", ":", "!")  # referrers that would read as relative: kept behind a "!"
-
-# For each payload position, the values that may be trimmed when trailing.
-_TRAILING_DEFAULTS: tuple[tuple[Any, ...], ...] = (
-    (), (), (0,), (None,), ("GET",), (b"",), (None,), (False,), (None,),
-)
+        for any request. Raises ValueError for bytes that are not a payload."""
+        url, method, body, depth, ref, meta, dont_filter, revisit = _decode(payload, key)
+        return cls(url, method, body, priority, depth, ref,
+                   _NO_META if meta is None else meta, dont_filter, not_before, retries,
+                   revisit, None)
 
 
 @dataclass(slots=True)

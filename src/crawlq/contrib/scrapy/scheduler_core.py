@@ -12,7 +12,6 @@ import os
 import secrets
 import time
 from collections import deque
-from hashlib import blake2b
 from typing import Any, TypeVar
 
 from scrapy import Request as ScrapyRequest
@@ -27,6 +26,7 @@ from ...errors import ConfigError, CrawlqError
 from ...frontier import Frontier
 from ...models import Lease, Outcome
 from ...models import Request as CrawlqRequest
+from ...policies.fingerprint import Fingerprinter
 from .codec import BAND, LIVE, TOKEN, to_crawlq
 from .config import (
     fingerprint_choice,
@@ -278,6 +278,9 @@ def _fingerprint_from_meta(req: CrawlqRequest, canonical: str) -> bytes:
     fp = req.meta.get("fp")
     if isinstance(fp, str):
         return bytes.fromhex(fp)
-    # A request another producer added: crawlq's fingerprint of its canonical URL.
-    return blake2b(canonical.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    # A request another producer added: crawlq's default fingerprint.
+    return _CRAWLQ_FINGERPRINT(req, canonical)
+
+
+_CRAWLQ_FINGERPRINT = Fingerprinter()
 
