@@ -1,10 +1,15 @@
-"""The contract suite's clock and each test's frontier (its close/reopen checkpoints)."""
+"""The contract suite's clock, each test's frontier (its close/reopen checkpoints) and
+the check of an optional capability a store lacks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+import pytest
+
+from ..errors import ConfigError
 from ..frontier import Frontier
 
 T0 = 1_800_000_000.0
@@ -71,3 +76,17 @@ class Env:
         for g in [self.frontier, *self.others]:
             if g is not None:
                 g.close()
+
+
+def refused_without(f: Frontier, method: str, call: Callable[[], object]) -> bool:
+    """True when the store offers ``method`` (of the optional QueueAdmin); otherwise
+    checks that the Frontier refuses ``call`` with ConfigError, changing nothing, and
+    returns False: that refusal is the behaviour of a store without it."""
+    if getattr(f.store, method, None) is not None:
+        return True
+    before = f.stats()
+    with pytest.raises(ConfigError, match="cannot"):
+        call()
+    after = f.stats()
+    assert (after.queued, after.leased) == (before.queued, before.leased)
+    return False

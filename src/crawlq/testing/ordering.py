@@ -10,7 +10,7 @@ import pytest
 
 from ..errors import ConfigError
 from ..models import Request
-from .env import FAST, Env
+from .env import FAST, Env, refused_without
 
 
 class OrderingContract:
@@ -94,6 +94,8 @@ class OrderingContract:
                Request("https://a.example/later", not_before=env.clock() + 100),
                "https://b.example/1"])
         (held,) = f.next(1, queue="a.example")
+        if not refused_without(f, "delete_queue", lambda: f.delete_queue("a.example")):
+            return
         f = env.checkpoint()
         assert f.delete_queue("a.example") == 3
         assert f.delete_queue("nowhere.example") == 0
@@ -135,6 +137,8 @@ class OrderingContract:
         def old(r: Request) -> bool:
             return "/old" in r.url
 
+        if not refused_without(f, "remove_queued", lambda: f.remove_queued(old)):
+            return
         with pytest.raises(ZeroDivisionError):
             f.remove_queued(lambda r: 1 / 0 > 0)
         assert f.stats().queued == 7
@@ -237,3 +241,4 @@ class OrderingContract:
         assert f.next_ready_at() == t0 + 110                  # only leases left: expiry
         f.done([lease, b])
         assert f.next_ready_at() is None and f.stats().finished
+

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from ..errors import ConfigError
-from .env import FAST, Env
+from .env import FAST, Env, refused_without
 
 
 class PolitenessContract:
@@ -91,6 +91,9 @@ class PolitenessContract:
         f.configure_queue("own.example", min_delay=2.0)
         f.add(["https://a.example/1", "https://a.example/2", "https://own.example/1",
                "https://own.example/2"])
+        if not refused_without(f, "set_policy",
+                               lambda: f.configure_default(min_delay=10.0, max_delay=10.0)):
+            return
         f.configure_default(min_delay=10.0, max_delay=10.0)
         f.done(f.next(10))
         f = env.checkpoint()                          # (the rests taken are kept)
