@@ -14,13 +14,14 @@ whole behind a ``!``).
 
 The forms of a plain GET (``[version, url]``, ``[.., depth]``, ``[.., depth,
 referrer]``: nearly every queued request) are written and read here byte by byte;
-msgpack (the library) packs and unpacks every other form. msgpack's ``packb`` builds a
-Packer per call, which costs more than the whole encoding of a plain request, and a
-shared Packer is not thread-safe.
+msgpack (the library) packs and unpacks every other form, with a Packer per thread:
+msgpack's ``packb`` builds one per call, which costs more than the whole encoding of a
+plain request, and a Packer is not thread-safe (it resets itself after a failed pack).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Final
 
 import msgpack
@@ -41,6 +42,18 @@ _STR_HEAD: Final = tuple(bytes((0xA0 | n,)) if n < 32 else bytes((0xD9, n)) for 
 _PLAIN: Final = tuple(bytes((0x90 | size, version)) if version else b""
                       for size in range(5) for version in range(4))
 """The array header and version of a plain GET's payload: _PLAIN[size * 4 + version]."""
+
+
+_local: Final = threading.local()
+
+
+def _packer() -> Any:
+    """This thread's msgpack Packer."""
+    try:
+        return _local.packer
+    except AttributeError:
+        packer = _local.packer = msgpack.Packer(use_bin_type=True)
+        return packer
 
 
 class PayloadError(ValueError):
@@ -111,7 +124,7 @@ def encode(url: str, key: str | None, depth: int, ref: str | None, method: str,
         # Trailing defaults cost bytes in every queued row; drop them.
         while parts[-1] in _TRAILING_DEFAULTS[len(parts) - 1]:
             parts.pop()
-        packed: bytes = msgpack.packb(parts, use_bin_type=True)
+        packed: bytes = _packer().pack(parts)
         return packed
     except (TypeError, ValueError, OverflowError) as exc:  # (UnicodeError is a ValueError)
         raise PayloadError(f"request is not serializable: {exc}") from exc
