@@ -220,3 +220,25 @@ def test_unserializable_requests_are_refused_at_add() -> None:
     with pytest.raises(ConfigError, match="not serializable"):
         bad.to_payload()
     f.close()
+
+
+@pytest.mark.parametrize("options", [{}, {"dedup_post": False}, {"source_aware": True}])
+def test_fingerprint_of_is_the_key_add_uses(options: dict[str, Any]) -> None:
+    """``Frontier.fingerprint_of`` gives the seen-set key of the entry add() makes
+    (None for a request that bypasses dedup: dont_filter, a retry, a POST without
+    dedup_post)."""
+    f = Frontier.open("memory://", **options)
+    reqs = [Request("https://a.example/p"), Request("https://a.example/p", dont_filter=True),
+            Request("https://a.example/p", retries=1),
+            Request("https://a.example/p", method="POST", body=b"x"),
+            Request("https://a.example/p", method="PUT"),
+            Request("https://a.example/p", referrer="https://r.example/"),
+            Request("https://a.example/p", body=b"b")]
+    entries: list[Any] = []
+    f._entries.make(reqs, 0, len(reqs), 0.0, [], entries, [])
+    assert [f.fingerprint_of(r) for r in reqs] == [e[0] for e in entries]
+    keys = [e[0] for e in entries]
+    assert keys[1] is None and keys[2] is None and keys[0] is not None
+    assert (keys[3] is None) == (options.get("dedup_post") is False)
+    assert (keys[5] != keys[0]) == bool(options.get("source_aware"))
+    f.close()

@@ -56,6 +56,22 @@ class EntryMaker:
                 entries.append(entry)
                 index.append(i)
 
+    def seen_key(self, req: Any, canon: str) -> bytes | None:
+        """The seen-set key of request ``req`` whose URL canonicalizes to ``canon``, or
+        None: it bypasses dedup (``dont_filter``, a retry, a POST without
+        ``dedup_post``)."""
+        return self._seen_key(req, canon, req.method, req.body, req.retries,
+                              req.dont_filter)
+
+    def _seen_key(self, req: Any, canon: str, method: Any, body: Any, retries: Any,
+                  dont_filter: Any) -> bytes | None:
+        """:meth:`seen_key`, given the fields it reads (entry() has them at hand)."""
+        if dont_filter or retries or (not self.dedup_post and method == "POST"):
+            return None
+        if self.url_fingerprint is not None and method == "GET" and not body:
+            return self.url_fingerprint(canon)
+        return self.fingerprint(req, canon)
+
     def entry(self, i: int, item: Any, now: float, rejected: list[Rejection]) -> Entry | None:
         """The entry of request (or URL) ``item``, at position ``i`` of its batch; or
         None, with the reason appended to ``rejected``."""
@@ -71,13 +87,8 @@ class EntryMaker:
             method = req.method
             body = req.body
             retries = req.retries
-            fp: bytes | None
-            if req.dont_filter or retries or (not self.dedup_post and method == "POST"):
-                fp = None
-            elif self.url_fingerprint is not None and method == "GET" and not body:
-                fp = self.url_fingerprint(canon)
-            else:
-                fp = self.fingerprint(req, canon)
+            dont_filter = req.dont_filter
+            fp = self._seen_key(req, canon, method, body, retries, dont_filter)
             prio = req.priority if self.priority is None else self.priority(req)
             if prio.__class__ is not int or not -PRIORITY_MAX <= prio <= PRIORITY_MAX:
                 raise InvalidURL("bad-priority", req.url,
@@ -87,7 +98,6 @@ class EntryMaker:
             depth = req.depth
             revisit = req.revisit_after
             meta = req.meta
-            dont_filter = req.dont_filter
             if (retries.__class__ is not int or not 0 <= retries <= RETRIES_MAX
                     or (nb is not None and ((nb.__class__ is not float and nb.__class__ is not int)
                                             or not math.isfinite(nb)))

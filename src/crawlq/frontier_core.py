@@ -13,9 +13,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .entries import EntryMaker
 from .errors import ConfigError, CrawlqError
-from .models import (
-    Request,
-)
+from .models import Request
 from .policies.canonical import DEFAULT_MAX_LENGTH, Canonicalizer
 from .policies.fingerprint import Fingerprinter, FingerprintFunction, url_fingerprint
 from .policies.queueing import QueueKeyFunction, host_key, resolve_queue_key
@@ -200,9 +198,7 @@ class FrontierCore:
         dedup). Raises :class:`InvalidURL` for a URL that add() would reject."""
         req = Request(request) if isinstance(request, str) else request
         canon, _ = self._split(req.url)
-        if req.dont_filter or req.retries or (not self.dedup_post and req.method == "POST"):
-            return None
-        return self.fingerprint(req, canon)
+        return self._entries.seen_key(req, canon)
 
     def queue_of(self, url: str) -> str:
         """The queue key a URL would wait in."""
