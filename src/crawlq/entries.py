@@ -19,6 +19,8 @@ from .payload import PayloadError, decode, encode
 from .stores.base import DEPTH_MAX, PRIORITY_MAX, RETRIES_MAX, Entry
 
 _INF: Final = math.inf
+
+
 def url_of(req: object) -> str:
     """A request's URL for a rejection (its repr when it is not a string)."""
     url = getattr(req, "url", req)
@@ -28,9 +30,10 @@ def url_of(req: object) -> str:
 class EntryMaker:
     """Turns requests into store entries under one frontier's rules: its ``split``
     (URL -> canonical URL and queue key), ``fingerprint``, ``priority`` function,
-    ``dedup_post`` and default ``revisit_after``. ``plain_fp``: the fingerprint is the
-    default one (a plain GET's is :func:`~crawlq.policies.fingerprint.url_fingerprint`
-    of its canonical URL, asked directly)."""
+    ``dedup_post`` and default ``revisit_after``. ``url_fingerprint``: given when
+    ``fingerprint`` is the default one, whose key of a GET without a body is
+    :func:`~crawlq.policies.fingerprint.url_fingerprint` of its canonical URL (asked
+    directly, without the request)."""
 
     def __init__(self, split: Callable[[str], tuple[str, str]],
                  fingerprint: Callable[[Any, str], bytes],
@@ -120,9 +123,7 @@ class EntryMaker:
                     None if revisit is None else now + revisit, retries)
         except InvalidURL as exc:
             rejected.append(Rejection(i, url_of(req), exc.reason, exc.detail))
-        except PayloadError as exc:
-            rejected.append(Rejection(i, url_of(req), "invalid-request", str(exc)))
-        except (ConfigError, AttributeError, TypeError) as exc:
+        except (ConfigError, PayloadError, AttributeError, TypeError) as exc:
             rejected.append(Rejection(i, url_of(req), "invalid-request", str(exc)))
         except Exception as exc:  # a user's key function failed on this URL
             rejected.append(Rejection(i, url_of(req), "custom", repr(exc)))
