@@ -93,23 +93,20 @@ def encode(url: str, key: str | None, depth: int, ref: str | None, method: str,
     keep the URL whole; ``revisit_after``: None or seconds, an int or a float, kept as
     it is). Raises :class:`PayloadError` for what msgpack cannot encode."""
     version = V_ABSOLUTE
-    whole = url
-    base = 0
     if key is not None:
         # (the scheme first: str.startswith with a start is a generic call to mypyc)
         start = 8 if url.startswith("https://") else 7 if url.startswith("http://") else 0
-        end = start + len(key)
-        if start and url[start:end] == key and (url[end:end + 1] == "/"
-                                                or url[end:end + 1] == ":"):
-            version, base = (V_HTTPS if start == 8 else V_HTTP), end
-        if base:
-            url = url[base:]
+        base = start + len(key)  # where the URL's part after the queue's prefix starts
+        if start and url[start:base] == key and (url[base:base + 1] == "/"
+                                                 or url[base:base + 1] == ":"):
+            version = V_HTTPS if start == 8 else V_HTTP
             if ref is not None:
-                if ref[:base] == whole[:base] and (ref[base:base + 1] == "/"
-                                                   or ref[base:base + 1] == ":"):
+                if ref[:base] == url[:base] and (ref[base:base + 1] == "/"
+                                                 or ref[base:base + 1] == ":"):
                     ref = ref[base:]
                 elif ref[:1] == "/" or ref[:1] == ":" or ref[:1] == "!":
                     ref = "!" + ref  # would read as relative: marked, kept whole
+            url = url[base:]
     try:
         if (method == "GET" and not body and meta is None and not dont_filter
                 and revisit_after is None and 0 <= depth < 0x100000000):
