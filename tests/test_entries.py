@@ -242,3 +242,22 @@ def test_fingerprint_of_is_the_key_add_uses(options: dict[str, Any]) -> None:
     assert (keys[3] is None) == (options.get("dedup_post") is False)
     assert (keys[5] != keys[0]) == bool(options.get("source_aware"))
     f.close()
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"revisit_after": 30.0}, {"source_aware": True},
+    {"priority": lambda r: len(r.url) % 7 - 3},
+    {"fingerprint": lambda r, canon: canon.encode()[:16]}])
+def test_a_url_is_its_request(options: dict[str, Any]) -> None:
+    """A plain URL given to add() makes the entry (or rejection) of ``Request(url)``,
+    whatever the frontier's functions (they get a Request)."""
+    urls = generated_urls(2_000, seed=9)
+    f = Frontier.open("memory://", **options)
+    as_urls: tuple[list[Any], list[Any]] = ([], [])
+    as_requests: tuple[list[Any], list[Any]] = ([], [])
+    f._entries.make(urls, 0, len(urls), 5.0, as_urls[0], as_urls[1], [])
+    f._entries.make([Request(u) for u in urls], 0, len(urls), 5.0, as_requests[0],
+                    as_requests[1], [])
+    assert as_urls == as_requests
+    assert len(as_urls[1]) > 1000 and len(as_urls[0]) > 50
+    f.close()

@@ -66,41 +66,59 @@ class EntryMaker:
         return self._seen_key(req, canon, req.method, req.body, req.retries,
                               req.dont_filter)
 
-    def _seen_key(self, req: Any, canon: str, method: Any, body: Any, retries: Any,
+    def _seen_key(self, item: Any, canon: str, method: Any, body: Any, retries: Any,
                   dont_filter: Any) -> bytes | None:
-        """:meth:`seen_key`, given the fields it reads (entry() has them at hand)."""
+        """:meth:`seen_key` of a request or URL, given the fields it reads (entry() has
+        them at hand)."""
         if dont_filter or retries or (not self.dedup_post and method == "POST"):
             return None
         if self.url_fingerprint is not None and method == "GET" and not body:
             return self.url_fingerprint(canon)
-        return self.fingerprint(req, canon)
+        return self.fingerprint(_request(item), canon)
 
     def entry(self, i: int, item: Any, now: float, rejected: list[Rejection]) -> Entry | None:
         """The entry of request (or URL) ``item``, at position ``i`` of its batch; or
         None, with the reason appended to ``rejected``."""
-        req: Any = Request(item) if isinstance(item, str) else item
         try:
-            canon, key = self.split(req.url)
-            queue = req.queue
+            if isinstance(item, str):
+                # A URL: a Request's defaults, without building one (most never need it)
+                url: Any = item
+                queue: Any = None
+                method: Any = "GET"
+                body: Any = b""
+                retries: Any = 0
+                dont_filter: Any = False
+                prio: Any = 0
+                nb: Any = None
+                ref: Any = None
+                depth: Any = 0
+                revisit: Any = None
+                meta: Any = _NO_META
+            else:
+                url = item.url
+                queue = item.queue
+                method = item.method
+                body = item.body
+                retries = item.retries
+                dont_filter = item.dont_filter
+                prio = item.priority
+                nb = item.not_before
+                ref = item.referrer
+                depth = item.depth
+                revisit = item.revisit_after
+                meta = item.meta
+            canon, key = self.split(url)
             if queue is not None:
                 if not isinstance(queue, str) or not queue or len(queue) > 1024:
                     raise ConfigError("queue must be a non-empty str of at most 1024 "
                                       f"characters, not {queue!r}")
                 key = queue
-            method = req.method
-            body = req.body
-            retries = req.retries
-            dont_filter = req.dont_filter
-            fp = self._seen_key(req, canon, method, body, retries, dont_filter)
-            prio = req.priority if self.priority is None else self.priority(req)
+            fp = self._seen_key(item, canon, method, body, retries, dont_filter)
+            if self.priority is not None:
+                prio = self.priority(_request(item))
             if prio.__class__ is not int or not -PRIORITY_MAX <= prio <= PRIORITY_MAX:
-                raise InvalidURL("bad-priority", req.url,
+                raise InvalidURL("bad-priority", url,
                                  f"priority must be an int within ±{PRIORITY_MAX}: {prio!r}")
-            nb = req.not_before
-            ref = req.referrer
-            depth = req.depth
-            revisit = req.revisit_after
-            meta = req.meta
             if (retries.__class__ is not int or not 0 <= retries <= RETRIES_MAX
                     or (nb is not None and ((nb.__class__ is not float and nb.__class__ is not int)
                                             or not math.isfinite(nb)))
@@ -114,20 +132,25 @@ class EntryMaker:
                     or (revisit is not None and ((revisit.__class__ is not float
                                                   and revisit.__class__ is not int)
                                                  or not 0 < revisit < _INF))):
-                raise ConfigError(request_problem(req) or "invalid request")
+                raise ConfigError(request_problem(item) or "invalid request")
+            payload = encode(url, key, depth, ref, method, body,
+                             dict(meta) if meta else None, dont_filter, revisit)
             if revisit is None:
                 revisit = self.revisit_after
-            payload = encode(req.url, key, depth, ref, method, body,
-                             dict(meta) if meta else None, dont_filter, req.revisit_after)
             return (fp, key, prio, payload, nb,
                     None if revisit is None else now + revisit, retries)
         except InvalidURL as exc:
-            rejected.append(Rejection(i, url_of(req), exc.reason, exc.detail))
+            rejected.append(Rejection(i, url_of(item), exc.reason, exc.detail))
         except (ConfigError, PayloadError, AttributeError, TypeError) as exc:
-            rejected.append(Rejection(i, url_of(req), "invalid-request", str(exc)))
+            rejected.append(Rejection(i, url_of(item), "invalid-request", str(exc)))
         except Exception as exc:  # a user's key function failed on this URL
-            rejected.append(Rejection(i, url_of(req), "custom", repr(exc)))
+            rejected.append(Rejection(i, url_of(item), "custom", repr(exc)))
         return None
+
+
+def _request(item: Any) -> Any:
+    """The Request of a request or URL."""
+    return Request(item) if isinstance(item, str) else item
 
 
 def leases(rows: list[Any], now: float) -> list[Lease]:
