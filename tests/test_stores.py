@@ -470,7 +470,8 @@ def test_sqlite_level_cursors_survive_merges_and_redelivery(
             assert f.add(first[i:i + 6]).added == 6
         sizes = _level_sizes(db, ("entries0", "entries1", "entries"))
         assert sizes == {"entries0": 0, "entries1": 6, "entries": 60}
-        leases = f.next(64)
+        with f.transaction():  # (committed at once: the file is read below)
+            leases = f.next(64)
         assert [lease.request.url for lease in leases] == first[:64]
         assert _level_sizes(db, ("entries0", "entries1", "entries")) == sizes  # no deletes
         with sqlite3.connect(db) as c:
@@ -1041,7 +1042,8 @@ def test_a_held_answer_is_checked_against_the_leases_this_store_made(
     url = f"sqlite:///{tmp_path}/own.db"
     with Frontier.open(url, **FAST) as f, Frontier.open(url, **FAST) as g:
         f.add([f"https://h{i}.example/" for i in range(3)])
-        a, b, c = f.next(3)
+        with f.transaction():  # (committed at once: g reads them from the file)
+            a, b, c = f.next(3)
         assert g.done(lease_of(handle(a))) == 1  # (g made no lease: it reads the file)
         assert g.done(lease_of(handle(a))) == 0
         g.store._commit_held()  # type: ignore[attr-defined]
@@ -1100,12 +1102,59 @@ def test_small_acknowledgements_are_committed_together_and_soon(tmp_path: Path) 
         assert len(f.next(5)) == 2
 
 
+
+def test_small_lease_calls_are_committed_together_and_soon(tmp_path: Path) -> None:
+    """A small next() of a store object alone on its file leaves its transaction open
+    for the calls that follow (group commit): the flusher commits it within
+    group_commit, close() at once. A process that dies first loses only those leases:
+    their requests are handed out again at once, none lost. With another store object
+    on the file, a lease call commits before it returns (the other's writes would
+    wait for it), and so does one in a transaction() block."""
+    url, db = f"sqlite:///{tmp_path}/l.db", tmp_path / "l.db"
+
+    def queued_in_file() -> int:  # (as another process sees the file)
+        with sqlite3.connect(db) as c:
+            return int(c.execute("SELECT value FROM meta WHERE name='queued'").fetchone()[0])
+
+    with Frontier.open(url, group_commit=1.0, **FAST) as f:
+        f.add([f"https://h{i}.example/" for i in range(6)])
+        assert queued_in_file() == 6  # (an add commits before it returns)
+        first = f.next(1)
+        assert queued_in_file() == 6  # (not committed yet)
+        assert f.done(first) == 1 and len(f.next(1)) == 1  # (joins the open transaction)
+        deadline = time.monotonic() + 5
+        while queued_in_file() != 4:  # (the flusher commits both: no call of f)
+            assert time.monotonic() < deadline, "a small lease call was never committed"
+            time.sleep(0.01)
+        with f.transaction():
+            f.next(1)
+        assert queued_in_file() == 3
+        with Frontier.open(url, **FAST) as other:
+            assert len(f.next(1)) == 1 and queued_in_file() == 2  # (not alone: at once)
+            assert other.stats().leased == 3
+        f.next(1)
+        assert queued_in_file() == 2
+    assert queued_in_file() == 1  # (close commits)
+    code = (
+        "import os\nfrom crawlq import Frontier\n"
+        f"f = Frontier.open({url!r}, group_commit=1.0, min_delay=0, max_delay=0, "
+        "delay_factor=0)\n"
+        "print(len(f.next(5)), flush=True)\nos._exit(0)  # (dies with its leases open)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60)
+    assert r.stdout.strip() == "1", r.stderr
+    with Frontier.open(url, **FAST) as f:  # (no lease to wait for: it was never made)
+        s = f.stats()
+        assert (s.queued, s.leased, s.done) == (1, 4, 1)
+        assert len(f.next(5)) == 1
+
 def _values_held(f: Frontier) -> int:
     """How many named values the store holds, expired or not (its own room for them)."""
     store: Any = f.store
     if isinstance(store, MemoryStore):
         return len(store._values)
     if type(store).__name__ == "SQLiteStore":
+        store._commit_held()  # (what another connection sees once it is committed)
         with sqlite3.connect(store.path) as c:
             return int(c.execute("SELECT count(*) FROM vals").fetchone()[0])
     held, expiring = store._client.hlen(f"{store._p}:kv"), store._client.zcard(f"{store._p}:kvx")

@@ -233,6 +233,7 @@ def _run(config: Any, resumable: bool, every: float | None = None,
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from ..stores import SQLITE_SUFFIXES
     from ..testweb import SiteSpec, serve
     from .core import CrawlConfig
 
@@ -241,7 +242,7 @@ def _demo(args: argparse.Namespace) -> int:
     Path(args.out).unlink(missing_ok=True)
     state = Path(args.state)
     state.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", "-wal", "-shm"):  # the test web's port changes: start afresh
+    for suffix in SQLITE_SUFFIXES:  # the test web's port changes: start afresh
         (state / f"frontier.db{suffix}").unlink(missing_ok=True)
     with serve(spec) as web:
         print(f"test web: {spec.hosts} hosts x {spec.pages} pages on 127.0.0.1:{web.port} "

@@ -121,9 +121,14 @@ def _registered(scheme: str) -> Any:
     return None
 
 
+SQLITE_SUFFIXES = ("", "-wal", "-shm", "-open")
+"""A SQLite store's files: the database, SQLite's two beside it, and the one whose
+locks tell who has it open (``sqlite_group.OPEN_SUFFIX``)."""
+
+
 def destroy_store(store: Any) -> None:
     """Delete all state of an open store and close it: a Redis store's keys under its
-    prefix, a SQLite store's file (with its -wal and -shm); a memory store is just
+    prefix, a SQLite store's files (``SQLITE_SUFFIXES``); a memory store is just
     closed."""
     destroy = getattr(store, "destroy", None)
     path = getattr(store, "path", None)
@@ -133,7 +138,7 @@ def destroy_store(store: Any) -> None:
     finally:
         store.close()
     if not callable(destroy) and isinstance(path, str) and path != ":memory:":
-        for suffix in ("", "-wal", "-shm"):
+        for suffix in SQLITE_SUFFIXES:
             try:
                 os.remove(path + suffix)
             except FileNotFoundError:
@@ -172,5 +177,5 @@ def _no_more(options: dict[str, Any], scheme: str) -> None:
         raise ConfigError(f"option(s) {sorted(options)} do not apply to {scheme}:// stores")
 
 
-__all__ = ["ENTRY_POINTS", "STORE_OPTIONS", "BloomShape", "QueuePolicy", "Store",
+__all__ = ["ENTRY_POINTS", "SQLITE_SUFFIXES", "STORE_OPTIONS", "BloomShape", "QueuePolicy", "Store",
            "destroy_store", "open_store", "sqlite_file"]

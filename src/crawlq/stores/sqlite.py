@@ -2,7 +2,9 @@
 
 Every Store call is one ``BEGIN IMMEDIATE`` transaction in WAL mode, so a process killed
 at any moment leaves the file at the last committed call, and several processes can
-share one file (writers take turns; no entry is ever leased twice). With
+share one file (writers take turns; no entry is ever leased twice). Small
+acknowledgements and small lease calls are group-committed with the calls that follow
+(:mod:`.sqlite_group`): a crash undoes at most those, never an add. With
 ``synchronous=normal`` (the default) a committed call survives a killed process; with
 ``synchronous=full`` it survives a power loss too, at a cost in speed.
 """
@@ -98,7 +100,7 @@ class SQLiteStore(SQLiteAdmin):
         if limit <= 0:
             return out
         expires = now + ttl
-        with self._tx() as c:
+        with self._tx(leased=out) as c:
             self._wake(c, now)
             self._ahead.called()
             # The ready queues in line (the index alone), their rows from the cache.

@@ -16,7 +16,7 @@ import abc
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
 from typing import Any
 
@@ -25,7 +25,7 @@ from . import sqlite_leases
 from .base import MAX_REDELIVERIES, Ack, QueuePolicy
 from .bloom import BloomShape
 from .sqlite_ahead import ReadAhead
-from .sqlite_group import GROUP_COMMIT, GroupCommit
+from .sqlite_group import GROUP_COMMIT, GROUP_MAX, GroupCommit
 from .sqlite_levels import drop_behind_cursors, settle_levels
 from .sqlite_queues import QueueCache
 from .sqlite_rows import CURSORS_AT, Delta, policy_of, settle
@@ -132,9 +132,13 @@ class SQLiteCore(abc.ABC):
     # -- plumbing ----------------------------------------------------------------------
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, leased: Sized | None = None) -> Iterator[sqlite3.Connection]:
         """One atomic step: BEGIN IMMEDIATE ... COMMIT, driver errors wrapped. Inside
-        a :meth:`transaction` block (this thread's: the lock says so) a call joins it."""
+        a :meth:`transaction` block (this thread's: the lock says so) a call joins it.
+        ``leased``: a lease call's result, filled in the block; with fewer than
+        GROUP_MAX leases the commit may wait for the calls that follow (see
+        :mod:`.sqlite_group`). A call finding such a deferred transaction open joins it,
+        and commits it unless it defers too."""
         with self._lock:
             if self._closed:
                 raise StoreError("the store is closed")
@@ -151,19 +155,22 @@ class SQLiteCore(abc.ABC):
                         raise store_error(self.path, exc) from exc
                     raise
                 return
-            try:
-                c.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise store_error(self.path, exc) from exc
+            group = self._group
+            if not group.open:
+                try:
+                    c.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as exc:
+                    raise store_error(self.path, exc) from exc
             self._tx_open = True
             try:
-                (version,) = c.execute("PRAGMA data_version").fetchone()
-                if version != self._version:  # another connection committed
-                    self._queues.rows.clear()
-                    self._ahead.forget()
-                    self._expiries = self._wake_due = None
-                    self._version = version
-                taken = self._group.take()
+                if not group.open:  # (a deferred transaction has held the lock since)
+                    (version,) = c.execute("PRAGMA data_version").fetchone()
+                    if version != self._version:  # another connection committed
+                        self._queues.rows.clear()
+                        self._ahead.forget()
+                        self._expiries = self._wake_due = None
+                        self._version = version
+                taken = group.take()
                 if taken is not None:  # every call sees the acknowledgements made before it
                     self._release(c, *taken)
                 yield c
@@ -175,8 +182,11 @@ class SQLiteCore(abc.ABC):
                 if self._tx_doomed:
                     raise StoreError("a call in this transaction failed: the transaction "
                                      "was rolled back")
-                c.execute("COMMIT")
-                self._group.committed()
+                if leased is not None and len(leased) < GROUP_MAX and group.may_defer():
+                    group.defer()
+                else:
+                    c.execute("COMMIT")
+                    group.committed()
             except sqlite3.Error as exc:
                 self._rollback()
                 raise store_error(self.path, exc) from exc

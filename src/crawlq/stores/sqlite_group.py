@@ -1,15 +1,23 @@
-"""Group commit of the SQLite store's small acknowledgements.
+"""Group commit of the SQLite store's small acknowledgements and small leases.
 
 A ``done()`` per fetched page, as a crawler's loop makes them, would cost a transaction
 each (a commit, ~50-170 µs). Instead a small call is answered at once, from what the
 store object knows of the leases it made (:class:`~crawlq.stores.sqlite_leases.OwnCalls`;
 a lease it did not make is read from the file), and held: the next transaction of any
 call applies it first thing, or the flusher thread commits it ``wait`` seconds after the
-first answer was held, whichever comes first. A crash in between undoes those answers
-(their leases expire and the pages are fetched again), never an add.
+first answer was held, whichever comes first.
 
-:class:`GroupCommit` keeps the held answers and runs the flusher; the store owns the
-lock they share and the transaction that applies them (see ``SQLiteCore._tx``).
+A small ``next()`` (fewer than ``GROUP_MAX`` leases) runs its statements at once but
+leaves its transaction open ("deferred"): the calls that follow join it, and the first
+call that must be durable when it returns (an add, any call but a small lease), the
+flusher after ``wait`` seconds, or a lease call finding the transaction ``wait`` seconds
+old commits it. A crash in between undoes those answers (their leases expire and the
+pages are fetched again) and those leases (their requests were never leased: they are
+handed out again at once), never an add.
+
+:class:`GroupCommit` keeps the held answers, knows whether a deferred transaction is
+open, and runs the flusher; the store owns the lock they share and the transaction
+that applies them (see ``SQLiteCore._tx``).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +45,61 @@ GROUP_MAX = 1000
 held ones are committed when they reach it."""
 FLUSHER_IDLE = 1.0
 """Seconds without an answer held before the flusher waits untimed (for a notify)."""
+OPEN_SUFFIX = "-open"
+"""The file beside a database whose locks tell who has it open (see :class:`Openers`)."""
+
+
+class Openers:
+    """Whether a store object is the only one with its database open, in any process.
+
+    Each store object holds a shared ``flock`` on the file ``<database>-open`` from
+    open to close; only one alone can take it exclusively. A deferred transaction
+    holds SQLite's write lock between calls: another connection waiting for it sleeps
+    in SQLite's busy handler and, woken at its own pace, seldom finds the lock free
+    (measured: one of four worker processes never wrote). So a small lease call's
+    commit is deferred only while its store object is alone. Without ``flock``
+    (Windows) or the file (a read-only directory) nothing is deferred.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._fd = -1
+        self._pid = os.getpid()
+        self._private = path in ("", ":memory:")  # (a database no one else can open)
+        if self._private or sys.platform == "win32":
+            return
+        import fcntl
+
+        try:
+            fd = os.open(path + OPEN_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError:
+            os.close(fd)
+            return
+        self._fd = fd
+
+    def alone(self) -> bool:
+        """Whether no other store object has the database open now (two syscalls)."""
+        if self._private:
+            return True
+        if self._fd < 0 or os.getpid() != self._pid:  # (a forked child shares the lock)
+            return False
+        import fcntl
+
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        fcntl.flock(self._fd, fcntl.LOCK_SH)  # (back at once: others may open)
+        return True
+
+    def close(self) -> None:
+        """Let go of the lock (the file stays: removing it could race with an opener)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class GroupCommit:
@@ -57,6 +121,8 @@ class GroupCommit:
         self._now = 0.0  # the latest time of a held call (rests start from it)
         self._since = 0.0  # (monotonic) when the first of them was held
         self._taken: tuple[list[Ack], float] | None = None  # (in the open transaction)
+        self.open = False  # a deferred transaction is open on the store's connection
+        self.openers = Openers(path)
         self._commit = commit
         self._cv = threading.Condition(lock)  # answers were held, or the store closed
         self._thread: threading.Thread | None = None
@@ -65,8 +131,29 @@ class GroupCommit:
 
     @property
     def pending(self) -> bool:
-        """Whether answers are held."""
-        return bool(self._acks)
+        """Whether answers are held or a deferred transaction is open: the store has
+        work that is not committed yet."""
+        return self.open or bool(self._acks)
+
+    def may_defer(self) -> bool:
+        """Whether a small lease call's transaction may stay open: group commit is on,
+        and what the transaction holds uncommitted (a deferred transaction joined, or
+        answers it took) is younger than ``wait``."""
+        if self.wait <= 0 or self.closed:
+            return False
+        started = self.open or self._taken is not None
+        if started and time.monotonic() - self._since >= self.wait:
+            return False
+        return self.openers.alone()
+
+    def defer(self) -> None:
+        """The open transaction stays open, for the flusher or a later call to commit
+        (at the latest ``wait`` after its oldest uncommitted work)."""
+        if not self.open:
+            if self._taken is None:  # (else its clock runs from the first answer held)
+                self._since = time.monotonic()
+            self.open = True
+            self._wake()
 
     def holds(self, n: int) -> bool:
         """Whether a call answering ``n`` leases is held (else it commits on its own)."""
@@ -97,7 +184,7 @@ class GroupCommit:
                     out[i] = False
                 else:
                     held.add(a[0])
-        was_empty = not self._acks
+        was_empty = not self.pending
         self._acks.extend(acks)  # (the others count as late at the commit)
         self._now = max(self._now, now)
         if len(self._acks) >= GROUP_MAX:
@@ -111,17 +198,24 @@ class GroupCommit:
         """The held answers and their time, now the open transaction's to apply."""
         if not self._acks:
             return None
-        self._taken = (self._acks, self._now)
+        if self._taken is not None:  # (a deferred transaction took some before)
+            before, then = self._taken
+            self._taken = (before + self._acks, max(then, self._now))
+        else:
+            self._taken = (self._acks, self._now)
+        taken = (self._acks, self._now)
         self._acks, self._tokens, self._now = [], set(), 0.0
-        return self._taken
+        return taken
 
     def committed(self) -> None:
         """The transaction that took them committed."""
         self._taken = None
+        self.open = False
 
     def rolled_back(self) -> None:
         """The transaction did not commit: what it took is held again, for the next
         call; what this object knew of leases may be of calls that were undone."""
+        self.open = False
         if self._taken is not None:
             acks, now = self._taken
             self._taken = None
@@ -133,6 +227,7 @@ class GroupCommit:
     def close(self) -> None:
         """The store closed: the flusher returns."""
         self.closed = True
+        self.openers.close()
         self._cv.notify_all()
 
     def _wake(self) -> None:
@@ -157,7 +252,7 @@ class GroupCommit:
         ~30 µs of its ~200."""
         with self._cv:
             while not self.closed:
-                if not self._acks:
+                if not self.pending:
                     if time.monotonic() - self._since > FLUSHER_IDLE:
                         self._idle = True  # (quiet: sleep until told)
                         self._cv.wait()
