@@ -1132,9 +1132,11 @@ def test_small_lease_calls_are_committed_together_and_soon(tmp_path: Path) -> No
         with Frontier.open(url, **FAST) as other:
             assert len(f.next(1)) == 1 and queued_in_file() == 2  # (not alone: at once)
             assert other.stats().leased == 3
+        assert (tmp_path / "l.db-open").exists()  # (f still has it open)
         f.next(1)
         assert queued_in_file() == 2
     assert queued_in_file() == 1  # (close commits)
+    assert not (tmp_path / "l.db-open").exists()  # (the last to close removes it)
     code = (
         "import os\nfrom crawlq import Frontier\n"
         f"f = Frontier.open({url!r}, group_commit=1.0, min_delay=0, max_delay=0, "

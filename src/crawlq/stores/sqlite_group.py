@@ -53,32 +53,40 @@ class Openers:
     """Whether a store object is the only one with its database open, in any process.
 
     Each store object holds a shared ``flock`` on the file ``<database>-open`` from
-    open to close; only one alone can take it exclusively. A deferred transaction
-    holds SQLite's write lock between calls: another connection waiting for it sleeps
-    in SQLite's busy handler and, woken at its own pace, seldom finds the lock free
-    (measured: one of four worker processes never wrote). So a small lease call's
-    commit is deferred only while its store object is alone. Without ``flock``
-    (Windows) or the file (a read-only directory) nothing is deferred.
+    open to close; only one alone can take it exclusively. (A guide, not a guard: at
+    worst, in a rare race with a closing store object, two store objects each believe
+    they are alone and take turns less fairly; nothing is leased twice either way.)
+    A deferred transaction holds SQLite's write lock between calls: another connection
+    waiting for it sleeps in SQLite's busy handler and, woken at its own pace, seldom
+    finds the lock free (measured: one of four worker processes never wrote). So a
+    small lease call's commit is deferred only while its store object is alone.
+    Without ``flock`` (Windows) or the file (a read-only directory) nothing is
+    deferred.
     """
 
     def __init__(self, path: str) -> None:
         self._fd = -1
         self._pid = os.getpid()
+        self._path = path + OPEN_SUFFIX
         self._private = path in ("", ":memory:")  # (a database no one else can open)
         if self._private or sys.platform == "win32":
             return
         import fcntl
 
-        try:
-            fd = os.open(path + OPEN_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError:
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        except OSError:
-            os.close(fd)
-            return
-        self._fd = fd
+        for _ in range(100):  # (the last store object to close removes the file)
+            try:
+                fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError:
+                return
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                st, now = os.fstat(fd), os.stat(self._path)
+                if (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino):
+                    self._fd = fd
+                    return
+            except OSError:
+                pass
+            os.close(fd)  # (removed as it was locked: open the new one)
 
     def alone(self) -> bool:
         """Whether no other store object has the database open now (two syscalls)."""
@@ -90,16 +98,26 @@ class Openers:
 
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False
-        fcntl.flock(self._fd, fcntl.LOCK_SH)  # (back at once: others may open)
-        return True
+            alone = True
+        except OSError:  # (Linux drops the shared lock before it fails to convert it)
+            alone = False
+        fcntl.flock(self._fd, fcntl.LOCK_SH)  # (shared again: others may open)
+        return alone
 
     def close(self) -> None:
-        """Let go of the lock (the file stays: removing it could race with an opener)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Let go of the lock; the last store object to close removes the file (an
+        opener that locked it meanwhile sees it gone and opens a new one)."""
+        if self._fd < 0:
+            return
+        import fcntl
+
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.unlink(self._path)
+        except OSError:
+            pass
+        os.close(self._fd)
+        self._fd = -1
 
 
 class GroupCommit:
