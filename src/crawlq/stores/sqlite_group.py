@@ -38,8 +38,9 @@ from .sqlite_schema import store_error
 log = logging.getLogger("crawlq.stores.sqlite")
 
 GROUP_COMMIT = 0.005
-"""Default longest wait of a small acknowledgement for others to share its transaction
-(seconds; the ``group_commit`` store option, 0: every call commits on its own)."""
+"""Default longest wait of a small acknowledgement or lease call for others to share its
+transaction (seconds; the ``group_commit`` store option, 0: every call commits on its
+own)."""
 GROUP_MAX = 1000
 """Acknowledgements held at most: a call of as many is committed on its own, and the
 held ones are committed when they reach it."""
