@@ -210,8 +210,7 @@ def _cmd_add(f: Frontier, args: argparse.Namespace, out: IO[str], stdin: IO[str]
 
 
 def _cmd_next(f: Frontier, args: argparse.Namespace, out: IO[str]) -> int:
-    with f.transaction():  # (committed before their handles are printed)
-        leases = f.next(args.n)
+    leases = handles.lease_out(f, args.n)
     for le in leases:
         print(json.dumps(handles.record(le), ensure_ascii=False), file=out)
     if args.ack and leases:

@@ -22,8 +22,8 @@ from aiohttp import web
 
 from ..errors import ConfigError, CrawlqError, StoreError
 from ..frontier import Frontier
-from ..handles import lease_of, record
-from ..models import Lease, Outcome, Request
+from ..handles import lease_of, lease_out, record
+from ..models import Outcome, Request
 from ..stores.dumpfmt import request_from_json
 from .metrics import Metrics
 
@@ -173,7 +173,7 @@ class _Api:
         n = _count((await _body(request)).get("n"), "n", 1)
         if not await asyncio.to_thread(is_active, self.f):
             return web.json_response({"leases": [], "paused": True})
-        leases = await asyncio.to_thread(_next_committed, self.f, n)
+        leases = await asyncio.to_thread(lease_out, self.f, n)
         return web.json_response({"leases": [record(le) for le in leases]})
 
     async def get_active(self, request: web.Request) -> web.Response:
@@ -228,10 +228,3 @@ class _Api:
     async def metrics(self, request: web.Request) -> web.Response:
         text, content_type = await asyncio.to_thread(self.figures.render)
         return web.Response(body=text, headers={"Content-Type": content_type})
-
-
-def _next_committed(f: Frontier, n: int) -> list[Lease]:
-    """``f.next(n)``, committed before it returns (a small lease call may otherwise wait
-    for the calls that follow it: these leases leave the process at once)."""
-    with f.transaction():
-        return f.next(n)

@@ -156,14 +156,15 @@ class SQLiteCore(abc.ABC):
                     raise
                 return
             group = self._group
-            if not group.open:
+            joined = group.open  # (a deferred transaction: it has held the lock since)
+            if not joined:
                 try:
                     c.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error as exc:
                     raise store_error(self.path, exc) from exc
             self._tx_open = True
             try:
-                if not group.open:  # (a deferred transaction has held the lock since)
+                if not joined:
                     (version,) = c.execute("PRAGMA data_version").fetchone()
                     if version != self._version:  # another connection committed
                         self._queues.rows.clear()

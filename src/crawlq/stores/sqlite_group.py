@@ -35,6 +35,9 @@ from . import sqlite_leases
 from .base import Ack
 from .sqlite_schema import store_error
 
+if sys.platform != "win32":  # (no flock there: nothing is deferred, see Openers)
+    import fcntl
+
 log = logging.getLogger("crawlq.stores.sqlite")
 
 GROUP_COMMIT = 0.005
@@ -72,8 +75,6 @@ class Openers:
         self._private = path in ("", ":memory:")  # (a database no one else can open)
         if self._private or sys.platform == "win32":
             return
-        import fcntl
-
         for _ in range(100):  # (the last store object to close removes the file)
             try:
                 fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -95,8 +96,6 @@ class Openers:
             return True
         if self._fd < 0 or os.getpid() != self._pid:  # (a forked child shares the lock)
             return False
-        import fcntl
-
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             alone = True
@@ -110,8 +109,6 @@ class Openers:
         opener that locked it meanwhile sees it gone and opens a new one)."""
         if self._fd < 0:
             return
-        import fcntl
-
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             os.unlink(self._path)
@@ -217,12 +214,13 @@ class GroupCommit:
         """The held answers and their time, now the open transaction's to apply."""
         if not self._acks:
             return None
-        if self._taken is not None:  # (a deferred transaction took some before)
-            before, then = self._taken
-            self._taken = (before + self._acks, max(then, self._now))
-        else:
-            self._taken = (self._acks, self._now)
         taken = (self._acks, self._now)
+        if self._taken is None:
+            self._taken = taken
+        else:  # a deferred transaction took (and applied) some before: all are held
+            before, then = self._taken  # again if it rolls back
+            before.extend(self._acks)
+            self._taken = (before, max(then, self._now))
         self._acks, self._tokens, self._now = [], set(), 0.0
         return taken
 
