@@ -324,11 +324,15 @@ def test_hot_calls_pause_the_garbage_collector(pause: bool) -> None:
     try:
         f.add(["https://a.example/1", "https://b.example/2"])
         leases = f.next(2)
-        f.done(leases[0])
+        f.done(leases[:1])
         f.retry(leases[1])  # retry() goes through done(): paused once, restored once
         assert gc.isenabled()
         assert store.gc_seen == [("add", not pause), ("lease", not pause),
                                  ("release", not pause), ("release", not pause)]
+        # One lease done allocates next to nothing: answered without the pause.
+        f.add("https://c.example/5")
+        f.done(f.next(1)[0])
+        assert store.gc_seen[-1] == ("release", True)
         # An exception out of the store still leaves the collector on.
         f.add("https://a.example/3")
         (lease,) = f.next(1)

@@ -132,7 +132,6 @@ class Frontier(FrontierAdmin):
             leased = self.store.lease(now, n, ttl, queue)
         return leases_of(leased if leased.__class__ is list else list(leased), now)
 
-    @_gc_paused
     def done(
         self,
         leases: _Leases,
@@ -154,6 +153,18 @@ class Frontier(FrontierAdmin):
         expired or are unknown change nothing (counted as ``late_acks``; with
         ``strict_acks`` a :class:`LeaseError` is raised after the others are applied).
         """
+        if (type(leases) is Lease and outcome is Outcome.DONE and not after
+                and (duration is None or duration.__class__ is float)):
+            # One lease done (README's loop, once per fetch): its answer alone, without
+            # the batch path (nor its garbage-collector pause, which pays off for batches).
+            d = None if duration is None else as_seconds("duration", duration)
+            return self._release([ack(leases.token, ACK_DONE, d)], self.clock())
+        return self._done(leases, outcome, error, duration, after)
+
+    @_gc_paused
+    def _done(self, leases: _Leases, outcome: Outcome, error: str | None,
+              duration: float | Sequence[float | None] | None, after: float) -> int:
+        """:meth:`done` for any leases and outcome."""
         if isinstance(leases, Lease):
             leases = (leases,)
         durations: Iterable[float | None]
