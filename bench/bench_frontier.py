@@ -27,6 +27,11 @@ then come one per next() call, which makes the Zipf head host a long tail), else
 is none. Leases are taken with next(1000) and answered with one done() per batch, or,
 "per-call", with one done() per lease as README's loop does.
 
+"floor-memory" is not a frontier but a bound (bench/memory_floor.py): the caller's
+Request objects, crawlq's canonical URL and fingerprint, a set and a list per host,
+Lease objects out; no priorities, politeness, validation, payloads, lease records or
+acknowledgements. No in-memory frontier with these parts can beat its rate.
+
     python bench/bench_frontier.py                 # 200,000 requests, 5,000 hosts
     python bench/bench_frontier.py --n 50000 --only crawlq-memory
     python bench/bench_frontier.py --repeat 3      # each contender's fastest of 3 runs
@@ -45,6 +50,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from memory_floor import run_floor
 
 HERE = Path(__file__).resolve().parent
 
@@ -243,6 +250,7 @@ CONTENDERS: dict[str, Any] = {
     "scrapy-memory dl-aware": lambda u, p, b, t: run_scrapy(
         False, u, p, b, t, "scrapy.pqueues.DownloaderAwarePriorityQueue"),
     "scrapy-redis": lambda u, p, b, t: run_scrapy_redis(u, p),
+    "floor-memory": lambda u, p, b, t: run_floor(u, p, b, t),  # (not a frontier: a bound)
 }
 
 
