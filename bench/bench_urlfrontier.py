@@ -15,6 +15,13 @@ The same work is then done in-process on a store of the same kind (``add`` in ba
 URLFrontier server). Reported: URLs/s of each, the ratios, and each server's CPU per
 URL in the GetURLs + ack phase.
 
+The GetURLs + ack phase runs with two clients, each against a fresh server: grpcio's
+generated stubs and message classes ("pb", what a Python crawler writes), and a client
+that reads GetURLs' answers as bytes and writes each KnownURLItem by hand ("raw": the
+least client CPU per URL grpcio allows, standing in for a client in a compiled
+language). Client and server share the machine's cores, so a client's own CPU per URL
+can bound the rate.
+
     python bench/bench_urlfrontier.py --urls 100000 --batch 1000 --store sqlite
 """
 
@@ -40,11 +47,13 @@ from crawlq.serve.grpc_base import load_proto
 POLICY = {"min_delay": 0, "max_delay": 0, "delay_factor": 0, "concurrency": 1000}
 
 
-def served(target: str, n: int, batch: int, pid: int) -> tuple[float, float, float]:
-    return asyncio.run(_served(target, n, batch, pid))
+def served(target: str, n: int, batch: int, pid: int,
+           client: str) -> tuple[float, float, float]:
+    return asyncio.run(_served(target, n, batch, pid, client))
 
 
-async def _served(target: str, n: int, batch: int, pid: int) -> tuple[float, float, float]:
+async def _served(target: str, n: int, batch: int, pid: int,
+                  client: str) -> tuple[float, float, float]:
     pb, services = load_proto()
     todo = urls(n)
     async with aio.insecure_channel(target, options=[
@@ -60,7 +69,10 @@ async def _served(target: str, n: int, batch: int, pid: int) -> tuple[float, flo
         assert ok == n, f"{ok} of {n} URLs taken"
         t = time.perf_counter()
         cpu = cpu_seconds(pid)
-        done = await _get_and_ack(pb, stub, n, batch)
+        if client == "raw":
+            done = await _get_and_ack_raw(pb, channel, n, batch)
+        else:
+            done = await _get_and_ack(pb, stub, n, batch)
         cpu = cpu_seconds(pid) - cpu
         return n / add_s, done / (time.perf_counter() - t), cpu / max(done, 1) * 1e6
 
@@ -88,6 +100,50 @@ async def _get_and_ack(pb: Any, stub: Any, n: int, batch: int) -> int:
         async for info in stub.GetURLs(pb.GetParams(max_queues=batch)):
             got += 1
             await call.write(pb.URLItem(known=pb.KnownURLItem(info=info)))
+        handed += got
+        if not got:
+            await asyncio.sleep(0.001)
+    await reader
+    await call.done_writing()
+    return done
+
+
+def _varint(n: int) -> bytes:
+    """Protocol Buffers' base-128 varint of ``n`` >= 0."""
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+async def _get_and_ack_raw(pb: Any, channel: Any, n: int, batch: int) -> int:
+    """:func:`_get_and_ack` with the messages as bytes: each URLInfo received is sent
+    back as is inside a URLItem's KnownURLItem (field 2, then field 1: the info;
+    refetchable_from_date left 0, done for good), and the acks are counted unread."""
+    get = channel.unary_stream("/urlfrontier.URLFrontier/GetURLs",
+                               request_serializer=pb.GetParams.SerializeToString,
+                               response_deserializer=None)
+    call = channel.stream_stream("/urlfrontier.URLFrontier/PutURLs",
+                                 request_serializer=None, response_deserializer=None)()
+    done = 0
+
+    async def acks() -> None:
+        nonlocal done
+        async for _ in call:
+            done += 1
+            if done == n:
+                return
+
+    reader = asyncio.ensure_future(acks())
+    handed = 0
+    while handed < n:
+        got = 0
+        async for info in get(pb.GetParams(max_queues=batch)):
+            got += 1
+            known = b"\x0a" + _varint(len(info)) + info
+            await call.write(b"\x12" + _varint(len(known)) + known)
         handed += got
         if not got:
             await asyncio.sleep(0.001)
@@ -140,13 +196,13 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run_against(args: list[str], target_of: Any, n: int, batch: int,
-                ) -> tuple[float, float, float]:
+                client: str) -> tuple[float, float, float]:
     """Start a server process, run the client against it: (put/s, get+ack/s, the
     server's CPU µs per URL in the get+ack phase)."""
     p = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
         target = target_of(p)
-        return served(target, n, batch, p.pid)
+        return served(target, n, batch, p.pid, client)
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(30)
@@ -157,13 +213,15 @@ def main() -> None:
     ap.add_argument("--urls", type=int, default=100_000)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
+    ap.add_argument("--client", choices=["pb", "raw", "both"], default="both",
+                    help="the GetURLs + ack client(s): grpcio's message classes, "
+                         "hand-written bytes, or each in turn (default)")
     ap.add_argument("--floor-server", metavar="PORT_FILE", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.floor_server:
         floor_server(a.floor_server, a.urls)
         return
     tmp = tempfile.mkdtemp(prefix="crawlq-bench-uf-")
-    store = "memory://" if a.store == "memory" else f"sqlite:///{tmp}/served.db"
     opts = [x for k, v in POLICY.items() for x in ("-o", f"{k}={v}")]
 
     def crawlq_target(p: subprocess.Popen[str]) -> str:
@@ -171,9 +229,6 @@ def main() -> None:
         p.stdout.readline()
         return p.stdout.readline().split(" on ", 1)[1].split()[0]
 
-    s_add, s_lease, s_cpu = run_against(
-        [sys.executable, "-m", "crawlq.cli", "--store", store, *opts, "serve", "--port",
-         "0", "--grpc-port", "0"], crawlq_target, a.urls, a.batch)
     port_file = os.path.join(tmp, "floor.port")
 
     def floor_target(p: subprocess.Popen[str]) -> str:
@@ -184,22 +239,35 @@ def main() -> None:
             time.sleep(0.05)
         return f"127.0.0.1:{path.read_text()}"
 
-    f_add, f_lease, f_cpu = run_against(
-        [sys.executable, __file__, "--urls", str(a.urls), "--floor-server", port_file],
-        floor_target, a.urls, a.batch)
+    rows: dict[tuple[str, str], tuple[float, float, float]] = {}
+    for client in ["pb", "raw"] if a.client == "both" else [a.client]:
+        store = ("memory://" if a.store == "memory"
+                 else f"sqlite:///{tmp}/served-{client}.db")
+        rows["crawlq", client] = run_against(
+            [sys.executable, "-m", "crawlq.cli", "--store", store, *opts, "serve",
+             "--port", "0", "--grpc-port", "0"], crawlq_target, a.urls, a.batch, client)
+        Path(port_file).unlink(missing_ok=True)
+        rows["floor", client] = run_against(
+            [sys.executable, __file__, "--urls", str(a.urls), "--floor-server", port_file],
+            floor_target, a.urls, a.batch, client)
     local = "memory://" if a.store == "memory" else f"sqlite:///{tmp}/local.db"
     l_add, l_lease = in_process(local, a.urls, a.batch)
     print(f"{a.urls:,} URLs over 500 hosts, batches of {a.batch}, store {a.store}, "
           "politeness off; one client")
-    print(f"{'':<22} {'put/s':>10} {'get+ack/s':>10} {'server CPU/URL':>15}")
-    print(f"{'crawlq serve (gRPC)':<22} {s_add:>10,.0f} {s_lease:>10,.0f} {s_cpu:>12.0f} µs")
-    print(f"{'do-nothing gRPC server':<22} {f_add:>10,.0f} {f_lease:>10,.0f} {f_cpu:>12.0f} µs")
-    print(f"{'in-process':<22} {l_add:>10,.0f} {l_lease:>10,.0f}")
-    print(f"  crawlq over gRPC: {s_add / l_add:.2f}x in-process add (PutDiscovered), "
-          f"{s_lease / l_lease:.2f}x next+done (GetURLs + one PutURLs message per URL)")
-    print(f"  crawlq over gRPC: {s_add / f_add:.2f}x and {s_lease / f_lease:.2f}x the "
-          f"do-nothing server's rates; its own work: {s_cpu - f_cpu:.0f} µs of server "
-          "CPU per URL")
+    print(f"{'':<30} {'put/s':>10} {'get+ack/s':>10} {'server CPU/URL':>15}")
+    names = {"crawlq": "crawlq serve (gRPC)", "floor": "do-nothing gRPC server"}
+    for (server, client), (add, lease, cpu) in rows.items():
+        label = f"{names[server]}, {client}"
+        print(f"{label:<30} {add:>10,.0f} {lease:>10,.0f} {cpu:>12.0f} µs")
+    print(f"{'in-process':<30} {l_add:>10,.0f} {l_lease:>10,.0f}")
+    for client in dict.fromkeys(c for _, c in rows):
+        s_add, s_lease, s_cpu = rows["crawlq", client]
+        _, f_lease, f_cpu = rows["floor", client]
+        print(f"  {client} client: crawlq over gRPC {s_add / l_add:.2f}x in-process add "
+              f"(PutDiscovered), {s_lease / l_lease:.2f}x next+done (GetURLs + one PutURLs "
+              f"message per URL); {s_lease / f_lease:.2f}x the do-nothing server's "
+              f"get+ack; its own work: {s_cpu - f_cpu:.0f} µs of server CPU per URL")
+
 
 if __name__ == "__main__":
     main()
