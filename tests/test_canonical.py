@@ -59,6 +59,26 @@ def test_canonical_forms(url: str, expected: str) -> None:
     assert canon(url) == expected
 
 
+def test_query_pairs_are_sorted_stably_by_name() -> None:
+    """Against Python's own stable sort, on queries short and long, in order already
+    or not, with names that repeat (the long ones ``scrapy bench`` makes) or not."""
+    import random
+
+    rnd = random.Random(7)
+    for _ in range(500):
+        names = rnd.choice([["n"], ["a", "b"], ["total", "show", "n"],
+                            [f"k{i}" for i in range(12)], ["b", "a", "ab", "a_", "B"]])
+        pairs = [f"{rnd.choice(names)}={rnd.randrange(100)}"
+                 for _ in range(rnd.choice([1, 2, 3, 5, 40, 150]))]
+        if rnd.random() < 0.3:
+            pairs.append(rnd.choice(names))  # a name without "="
+        if rnd.random() < 0.3:
+            pairs.sort(key=lambda p: p.partition("=")[0])  # in order already
+        expected = "&".join(sorted(pairs, key=lambda p: p.partition("=")[0]))
+        assert canon("https://example.com/?" + "&".join(pairs)) == \
+            "https://example.com/?" + expected
+
+
 def test_each_step_can_be_switched_off() -> None:
     c = Canonicalizer(drop_fragment=False, sort_query=False, normalize_percent=False,
                       drop_params=(), drop_prefixes=(), session_params=(),

@@ -248,13 +248,37 @@ class Canonicalizer:
 
 def _sort_pairs(pairs: list[str]) -> list[str]:
     """Sort ``name=value`` pairs by name, stably: repeated names keep their order
-    (``a=2&a=1`` stays). Two pairs, the usual case, without a key function."""
+    (``a=2&a=1`` stays). Returns ``pairs`` itself when they are in order already (the
+    usual case); otherwise gathers them by name, which costs one pass whatever the
+    length (a long query often repeats a few names: ``n=1&n=2&...``)."""
     if len(pairs) == 2:
         a, b = pairs
-        return [b, a] if b.partition("=")[0] < a.partition("=")[0] else pairs
-    names = [p.partition("=")[0] for p in pairs]
-    order = sorted(range(len(pairs)), key=names.__getitem__)
-    return [pairs[i] for i in order]
+        return [b, a] if _name(b) < _name(a) else pairs
+    names = [_name(p) for p in pairs]
+    prev = names[0]
+    for name in names:
+        if name < prev:
+            break
+        prev = name
+    else:
+        return pairs
+    groups: dict[str, list[str]] = {}
+    for name, pair in zip(names, pairs):
+        group = groups.get(name)
+        if group is None:
+            groups[name] = [pair]
+        else:
+            group.append(pair)
+    out: list[str] = []
+    for name in sorted(groups):
+        out.extend(groups[name])
+    return out
+
+
+def _name(pair: str) -> str:
+    """The name of a ``name=value`` pair (all of it when it has no ``=``)."""
+    cut = pair.find("=")
+    return pair if cut < 0 else pair[:cut]
 
 
 KeyFunction = Callable[[str], str]
