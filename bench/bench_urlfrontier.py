@@ -80,32 +80,11 @@ async def _served(target: str, n: int, batch: int, pid: int,
 async def _get_and_ack(pb: Any, stub: Any, n: int, batch: int) -> int:
     """GetURLs calls in a loop while one PutURLs stream, open throughout, answers each
     URL as it comes (as a crawler's spout and status updater do); returns the URLs
-    answered OK. grpc.aio on the client: grpcio's synchronous streams cost a thread
+    answered. grpc.aio on the client: grpcio's synchronous streams cost a thread
     hand-off per message, about a third more client CPU per URL on this machine."""
-    call = stub.PutURLs()
-    done = 0
-
-    async def acks() -> None:
-        nonlocal done
-        async for ack in call:
-            assert ack.status == pb.AckMessage.OK
-            done += 1
-            if done == n:
-                return
-
-    reader = asyncio.ensure_future(acks())
-    handed = 0
-    while handed < n:
-        got = 0
-        async for info in stub.GetURLs(pb.GetParams(max_queues=batch)):
-            got += 1
-            await call.write(pb.URLItem(known=pb.KnownURLItem(info=info)))
-        handed += got
-        if not got:
-            await asyncio.sleep(0.001)
-    await reader
-    await call.done_writing()
-    return done
+    return await _stream(stub.GetURLs, stub.PutURLs(),
+                         lambda info: pb.URLItem(known=pb.KnownURLItem(info=info)),
+                         lambda ack: ack.status == pb.AckMessage.OK, pb, n, batch)
 
 
 def _varint(n: int) -> bytes:
@@ -127,11 +106,24 @@ async def _get_and_ack_raw(pb: Any, channel: Any, n: int, batch: int) -> int:
                                response_deserializer=None)
     call = channel.stream_stream("/urlfrontier.URLFrontier/PutURLs",
                                  request_serializer=None, response_deserializer=None)()
+
+    def known(info: bytes) -> bytes:
+        item = b"\x0a" + _varint(len(info)) + info
+        return b"\x12" + _varint(len(item)) + item
+
+    return await _stream(get, call, known, lambda ack: True, pb, n, batch)
+
+
+async def _stream(get: Any, call: Any, known: Any, ok: Any, pb: Any, n: int,
+                  batch: int) -> int:
+    """The loop of both clients: ``get`` (GetURLs) in a loop, each URL it hands out
+    written to ``call`` (PutURLs) as ``known(info)``, until ``n`` acks came back."""
     done = 0
 
     async def acks() -> None:
         nonlocal done
-        async for _ in call:
+        async for ack in call:
+            assert ok(ack), ack
             done += 1
             if done == n:
                 return
@@ -142,8 +134,7 @@ async def _get_and_ack_raw(pb: Any, channel: Any, n: int, batch: int) -> int:
         got = 0
         async for info in get(pb.GetParams(max_queues=batch)):
             got += 1
-            known = b"\x0a" + _varint(len(info)) + info
-            await call.write(b"\x12" + _varint(len(known)) + known)
+            await call.write(known(info))
         handed += got
         if not got:
             await asyncio.sleep(0.001)
