@@ -15,9 +15,13 @@ list, so it does less than crawlq's store must. Requests become entries with cra
 entry maker (canonical URL, host key, fingerprint, payload), as in the store's runs, so
 only the storage differs. ``--leases batch`` writes one row per next() call (all its
 leases in one blob) instead of a row per lease: the saving of a batched lease log.
+``--leases none`` drops the leases and the queues' line too: each next() takes the
+first 1,000 entries in key order with one ``DELETE ... RETURNING`` (no per-host queue,
+nothing to acknowledge): the least any SQLite frontier with a row per URL can do.
 
     python bench/sqlite_floor.py                 # a row per lease
     python bench/sqlite_floor.py --leases batch  # a row per next() call
+    python bench/sqlite_floor.py --leases none   # no leases, no per-host queues
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ def marks(n: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--leases", choices=("rows", "batch"), default="rows")
+    ap.add_argument("--leases", choices=("rows", "batch", "none"), default="rows")
     ap.add_argument("--n", type=int, default=200_000, help="offered requests")
     ap.add_argument("--hosts", type=int, default=5_000)
     a = ap.parse_args()
@@ -96,7 +100,16 @@ def main() -> None:
         c.execute("COMMIT")
     t1 = time.perf_counter()
     token = taken = 0
-    while line:
+    while a.leases == "none":
+        c.execute("BEGIN")
+        got = c.execute("DELETE FROM entries WHERE (qid, nprio, seq) IN (SELECT qid, nprio, "
+                        "seq FROM entries ORDER BY qid, nprio, seq LIMIT 1000) "
+                        "RETURNING payload").fetchall()
+        c.execute("COMMIT")
+        if not got:
+            break
+        taken += len(got)
+    while line and a.leases != "none":
         want, line = line[:1_000], line[1_000:]
         c.execute("BEGIN")
         got: list[Any] = []
