@@ -144,6 +144,24 @@ def test_two_spider_processes_share_one_redis_crawl(redis_server: LocalRedis) ->
     assert min(by) > 0 and sum(by) == sum(got.values())          # both took part
 
 
+@pytest.mark.parametrize("background", [True, False])
+def test_a_redis_crawl_with_and_without_the_worker_thread(redis_server: LocalRedis,
+                                                         background: bool) -> None:
+    """On a store on a server the scheduler sends and leases ahead from a worker thread
+    (CRAWLQ_BACKGROUND, on by default there); with it or without, every page once."""
+    spec = SiteSpec(hosts=3, pages=40, special_links=False)
+    store = f"{redis_server.url}?prefix=scrapy-bg-{background}"
+    settings = {} if background else {"CRAWLQ_BACKGROUND": False}
+    with serve(spec) as web:
+        stats = run_spider(store, web, **settings)
+        got = fetched(web)
+    assert set(got) == reachable(spec, web.port) and set(got.values()) == {1}
+    assert stats["finish_reason"] == "finished"
+    assert stats["scheduler/enqueued/crawlq"] == stats["scheduler/dequeued/crawlq"] == len(got)
+    calls = stats.get("crawlq/background_calls", 0)
+    assert (calls > 10) if background else (calls == 0), calls
+
+
 def test_priorities_are_honored_within_a_host(tmp_path: Path) -> None:
     spec = SiteSpec(hosts=2, pages=12, special_links=False)
     with serve(spec) as web:

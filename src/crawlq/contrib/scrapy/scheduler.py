@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from scrapy import Request as ScrapyRequest
@@ -14,7 +15,7 @@ from twisted.python.failure import Failure
 
 from ...errors import CrawlqError
 from ...frontier import Frontier
-from ...models import Outcome
+from ...models import AddResult, Lease, Outcome
 from ...models import Request as CrawlqRequest
 from ...stores import destroy_store
 from .codec import LIVE, TOKEN, from_crawlq
@@ -23,10 +24,12 @@ from .config import (
 )
 from .scheduler_core import (
     _ADD_BATCH_MAX,
+    _AHEAD_MIN,
     _FLUSH_AFTER,
     _SCHEMES,
     SchedulerCore,
     _fingerprint_from_meta,
+    _Pending,
     logger,
 )
 
@@ -100,6 +103,8 @@ class Scheduler(SchedulerCore):
         if f is None:
             return self.df.close(reason)
         try:
+            if self._job is not None:
+                self._collect()
             self._flush_adds()
             self._count_duplicates(force=True)
             self._flush_acks()
@@ -114,6 +119,10 @@ class Scheduler(SchedulerCore):
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+            if self._worker is not None:
+                self._worker.shutdown(wait=True)
+                self._worker = None
+            self._job = None
             self._ready.clear()
             self._held.clear()
             self._memory.clear()
@@ -130,7 +139,7 @@ class Scheduler(SchedulerCore):
     def has_pending_requests(self) -> bool:
         """True while anything is queued or in flight anywhere (every process sharing
         the frontier): the crawl is over only when the frontier says so."""
-        if self._ready or self._held or self._memory or self._pending:
+        if self._ready or self._held or self._memory or self._pending or self._job:
             return True
         self._flush()
         assert self.frontier is not None
@@ -138,6 +147,8 @@ class Scheduler(SchedulerCore):
 
     def __len__(self) -> int:
         assert self.frontier is not None
+        if self._job is not None:
+            self._collect()
         return (self.frontier.stats().queued + len(self._ready) + len(self._memory)
                 + len(self._pending))
 
@@ -180,7 +191,7 @@ class Scheduler(SchedulerCore):
             self._since = time.monotonic()
         if key is not None:
             self._pending_keys.add(key)
-        if len(self._pending) >= _ADD_BATCH_MAX:
+        if len(self._pending) >= _ADD_BATCH_MAX and self._job is None:
             self._flush_adds()
         return True
 
@@ -214,9 +225,12 @@ class Scheduler(SchedulerCore):
         if f is None:
             return
         self._count_duplicates(force=False)
-        if not pending:
-            return
-        result = f.add([creq for _, creq, _ in pending])
+        if pending:
+            self._added(pending, f.add([creq for _, creq, _ in pending]))
+
+    def _added(self, pending: _Pending, result: AddResult) -> None:
+        """What the store did with the requests ``pending`` (stats, the seen record,
+        requests handed over or dropped): on the reactor thread."""
         rejected = {r.index: r for r in result.rejected}
         if result.added:  # (one stats call a batch: Scrapy's stats calls are slow)
             self.stats.inc_value("scheduler/enqueued/crawlq", result.added)
@@ -248,14 +262,21 @@ class Scheduler(SchedulerCore):
         when one may be)."""
         f = self.frontier
         assert f is not None and self.spider is not None
+        if self._job is not None and self._job[1].done():
+            self._collect()
         if self._since is not None and time.monotonic() - self._since >= _FLUSH_AFTER:
-            self._flush()
+            if not self.background:
+                self._flush()
+            elif self._job is None:
+                self._start_lease(0)
         if self._memory:
             _, _, request = heapq.heappop(self._memory)
             self.stats.inc_value("scheduler/dequeued/memory")
             self.stats.inc_value("scheduler/dequeued")
             return request
         while True:
+            if not self._ready and self._job is not None:
+                self._collect()  # (waits for the call in flight, if it is not back yet)
             if not self._ready:
                 with f.transaction():  # (one commit for what waits and the next leases)
                     self._flush()  # the store is called anyway: send what waits first
@@ -272,11 +293,59 @@ class Scheduler(SchedulerCore):
                 f.done(lease, Outcome.FAILED, error=f"cannot restore: {exc!r}")
                 self._forget(lease.request)
                 continue
+            if (self.background and self._job is None and self.batch >= _AHEAD_MIN
+                    and len(self._ready) <= self.batch // 2):
+                # Half the leases at hand are handed out: the next ones are taken in
+                # the worker thread while the engine fetches these.
+                self._start_lease(self.batch - len(self._ready))
             request.meta[TOKEN] = lease.token
             self._held[lease.token] = lease
             self.stats.inc_value("scheduler/dequeued/crawlq")
             self.stats.inc_value("scheduler/dequeued")
             return request
+
+    # -- calls in the worker thread (a store on a server) --------------------------------
+
+    def _start_lease(self, n: int) -> None:
+        """Send what waits (new requests, then acknowledgements) and take up to ``n``
+        leases (0: none) in the worker thread, while the reactor goes on; the next
+        ``next_request`` that finds it answered (or needs its leases: it then waits)
+        takes the answer (:meth:`_collect`). One call in flight at a time, and the
+        scheduler's own sends wait for it: the store sees them in the order they were
+        gathered, new requests always before the acknowledgement of their parent."""
+        f = self.frontier
+        assert f is not None
+        pending, self._pending = self._pending, []
+        self._pending_keys.clear()
+        acks, self._acks = self._acks, []
+        self._since = None
+        self._count_duplicates(force=False)
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="crawlq-scheduler")
+        future = self._worker.submit(self._lease_call, f,
+                                     [creq for _, creq, _ in pending], acks, n)
+        self._job = (pending, future, n)
+        self.stats.inc_value("crawlq/background_calls")
+
+    @classmethod
+    def _lease_call(cls, f: Frontier, creqs: list[CrawlqRequest], acks: list[Any],
+                    n: int) -> tuple[AddResult | None, list[Lease]]:
+        """The worker thread's part: store calls only."""
+        with f.transaction():
+            result = f.add(creqs) if creqs else None
+            cls._send_acks(f, acks)
+            return result, f.next(n) if n else []
+
+    def _collect(self) -> None:
+        """Take the answer of the call in flight, waiting for it if need be (its
+        store's error, if any, is raised here, as an inline call would raise it)."""
+        assert self._job is not None
+        pending, future, _ = self._job
+        self._job = None
+        result, leases = future.result()
+        if result is not None:
+            self._added(pending, result)
+        self._ready.extend(leases)
 
     def _restore(self, creq: CrawlqRequest) -> ScrapyRequest:
         """The Scrapy request a leased frontier request stands for."""
@@ -294,3 +363,4 @@ class Scheduler(SchedulerCore):
                 return request
         assert self.spider is not None
         return from_crawlq(creq, self.spider)
+

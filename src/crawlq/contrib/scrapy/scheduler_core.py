@@ -12,6 +12,7 @@ import os
 import secrets
 import time
 from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from scrapy import Request as ScrapyRequest
@@ -24,7 +25,7 @@ from twisted.python.failure import Failure
 
 from ...errors import ConfigError, CrawlqError
 from ...frontier import Frontier
-from ...models import Lease, Outcome
+from ...models import AddResult, Lease, Outcome
 from ...models import Request as CrawlqRequest
 from ...policies.fingerprint import Fingerprinter
 from .codec import BAND, LIVE, TOKEN, to_crawlq
@@ -47,15 +48,33 @@ _UNSERIALIZABLE = ("memory", "drop", "fail")
 _ADD_BATCH_MAX = 500
 """Requests taken before they are added without waiting any longer."""
 
+_AHEAD_MIN = 8
+"""The least lease batch (``CRAWLQ_LEASE_BATCH``, by default ``CONCURRENT_REQUESTS``)
+with which a scheduler on a server's store takes its next leases ahead, in the worker
+thread: with fewer, the order of a small crawl would change (a request added while the
+next ones are leased ahead waits for the batch after)."""
+
 _FLUSH_AFTER = 0.05
 """Seconds new requests and acknowledgements may wait to be sent together with later
 ones while leased requests are still at hand (then the store is called anyway)."""
 
 # What became of a request handed to Scrapy (see _finished).
 _Ack = tuple[Lease, float | None, str | None]  # lease, fetch time, error (None: done)
+_Pending = list[tuple[ScrapyRequest, CrawlqRequest, object]]  # request, entry, dedup key
+# A call in the worker thread: the requests it adds, its answer (what the store did
+# with them, the leases), and how many leases it asked for (0: it only sends).
+_Job = tuple[_Pending, "Future[tuple[AddResult | None, list[Lease]]]", int]
 
 
 _S = TypeVar("_S", bound="SchedulerCore")
+
+_ON_A_SERVER = ("redis", "rediss", "unix")
+"""Store schemes whose calls wait on a server (the Redis store)."""
+
+
+def on_a_server(store_url: str) -> bool:
+    """Whether the store's calls wait on a server over the network."""
+    return store_url.partition(":")[0].lower() in _ON_A_SERVER
 
 
 class SchedulerCore:
@@ -112,7 +131,7 @@ class SchedulerCore:
         self._logged_unserializable = False
         self._redelivered0 = 0
         self._acks: list[_Ack] = []  # to send
-        self._pending: list[tuple[ScrapyRequest, CrawlqRequest, object]] = []  # to add
+        self._pending: _Pending = []  # to add
         self._pending_keys: set[object] = set()  # their dedup keys
         self._local_duplicates = 0  # answered by _seen, to count in the store
         self._duplicates_sent = 0.0  # when they were last counted (monotonic)
@@ -121,6 +140,13 @@ class SchedulerCore:
                       if self.own_dupefilter and seen_cache_applies(self.options) else None)
         self._timer: Any = None  # our pending wake-up of the engine
         self._timer_due = 0.0
+        # A store on a server (Redis) makes each call wait on the network: there the
+        # scheduler sends what waits, and takes its next leases ahead, from a worker
+        # thread while the reactor goes on (see Scheduler._start_lease); in process
+        # (memory, SQLite) the calls are CPU work, which a thread would not overlap.
+        self.background = s.getbool("CRAWLQ_BACKGROUND", on_a_server(self.store_url))
+        self._job: _Job | None = None  # the call in flight (see _Job)
+        self._worker: ThreadPoolExecutor | None = None  # its thread
 
     @classmethod
     def from_crawler(cls: type[_S], crawler: Crawler) -> _S:
@@ -200,13 +226,16 @@ class SchedulerCore:
     # -- acknowledgements ---------------------------------------------------------------
 
     def _flush_acks(self) -> None:
-        """Send the acknowledgements gathered since the last call: one store call for
-        the finished requests (each queue's politeness rest follows its own fetch
-        time), and one per failure (each with its error)."""
+        """Send the acknowledgements gathered since the last call."""
         acks, self._acks = self._acks, []
-        f = self.frontier
-        if not acks or f is None:
-            return
+        if acks and self.frontier is not None:
+            self._send_acks(self.frontier, acks)
+
+    @staticmethod
+    def _send_acks(f: Frontier, acks: list[_Ack]) -> None:
+        """One store call for the finished requests (each queue's politeness rest
+        follows its own fetch time), and one per failure (each with its error). Store
+        work only: it may run in the worker thread."""
         finished = [(lease, latency) for lease, latency, error in acks if error is None]
         if finished:
             f.done([lease for lease, _ in finished],
