@@ -151,9 +151,9 @@ def test_a_redis_crawl_with_and_without_the_worker_thread(redis_server: LocalRed
     (CRAWLQ_BACKGROUND, on by default there); with it or without, every page once."""
     spec = SiteSpec(hosts=3, pages=40, special_links=False)
     store = f"{redis_server.url}?prefix=scrapy-bg-{background}"
-    settings = {} if background else {"CRAWLQ_BACKGROUND": False}
-    with serve(spec) as web:
-        stats = run_spider(store, web, **settings)
+    with serve(spec) as web:  # (the default on Redis: the worker thread)
+        stats = (run_spider(store, web) if background
+                 else run_spider(store, web, CRAWLQ_BACKGROUND=False))
         got = fetched(web)
     assert set(got) == reachable(spec, web.port) and set(got.values()) == {1}
     assert stats["finish_reason"] == "finished"
