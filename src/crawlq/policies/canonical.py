@@ -249,8 +249,8 @@ class Canonicalizer:
 def _sort_pairs(pairs: list[str]) -> list[str]:
     """Sort ``name=value`` pairs by name, stably: repeated names keep their order
     (``a=2&a=1`` stays). Returns ``pairs`` itself when they are in order already (the
-    usual case); otherwise gathers them by name, which costs one pass whatever the
-    length (a long query often repeats a few names: ``n=1&n=2&...``)."""
+    usual case); otherwise gathers them by name in one pass and sorts the distinct
+    names (a long query often repeats a few: ``n=1&n=2&...``)."""
     if len(pairs) == 2:
         a, b = pairs
         return [b, a] if _name(b) < _name(a) else pairs

@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import ConfigError
 from ..frontier import Frontier
-from ..stores import destroy_store, sqlite_file
+from ..stores import REDIS_SCHEMES, destroy_store, sqlite_file
 
 DEFAULT = "DEFAULT"
 """The crawl ID of the store the server was given (URLFrontier's default crawl)."""
@@ -119,7 +119,7 @@ class Crawls:
                 name = path[len(base) + len(_SQLITE_MARK):-3]
                 if _ID.fullmatch(name):
                     found.add(name)
-        elif self._scheme in ("redis", "rediss", "unix"):
+        elif self._scheme in REDIS_SCHEMES:
             store: Any = self.default.store
             for prefix in store.prefixes_under(store.prefix + _REDIS_MARK):
                 name = prefix[len(store.prefix) + len(_REDIS_MARK):]
@@ -169,7 +169,7 @@ class Crawls:
             path = self._sqlite_stem() + _SQLITE_MARK + crawl + ".db"
             rest = f"?{parts.query}" if parts.query else ""
             return f"sqlite:///{path}{rest}"
-        if self._scheme in ("redis", "rediss", "unix"):
+        if self._scheme in REDIS_SCHEMES:
             store: Any = self.default.store
             query = [(k, v) for k, v in parse_qsl(parts.query) if k != "prefix"]
             query.append(("prefix", store.prefix + _REDIS_MARK + crawl))
@@ -180,6 +180,6 @@ class Crawls:
     def _exists(self, crawl: str, url: str) -> bool:
         if self._scheme == "sqlite":
             return os.path.exists(sqlite_file(url) or "")
-        if self._scheme in ("redis", "rediss", "unix"):
+        if self._scheme in REDIS_SCHEMES:
             return crawl in self.names()
         return False  # (memory: only what this server made, which is open)

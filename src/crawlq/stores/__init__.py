@@ -83,7 +83,7 @@ def open_store(url: str, **options: Any) -> Store:
         return SQLiteStore(path, policy, lifo=lifo, bloom=bloom, synchronous=synchronous,
                            busy_timeout=busy, cache_mb=cache_mb,
                            max_redeliveries=redeliveries, group_commit=group)
-    if scheme in ("redis", "rediss", "unix"):
+    if scheme in REDIS_SCHEMES:
         from .redis_store import RedisStore
 
         deadline = options.pop("retry_deadline", None)  # None: the URL's, or 30 s
@@ -120,6 +120,10 @@ def _registered(scheme: str) -> Any:
                                   f"cannot be loaded: {exc!r}") from None
     return None
 
+
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+"""The store URL schemes of the Redis store: the built-in store whose calls wait on a
+server over the network."""
 
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-open")
 """A SQLite store's files: the database, SQLite's two beside it, and the one whose
@@ -177,5 +181,5 @@ def _no_more(options: dict[str, Any], scheme: str) -> None:
         raise ConfigError(f"option(s) {sorted(options)} do not apply to {scheme}:// stores")
 
 
-__all__ = ["ENTRY_POINTS", "SQLITE_SUFFIXES", "STORE_OPTIONS", "BloomShape", "QueuePolicy", "Store",
-           "destroy_store", "open_store", "sqlite_file"]
+__all__ = ["ENTRY_POINTS", "REDIS_SCHEMES", "SQLITE_SUFFIXES", "STORE_OPTIONS", "BloomShape",
+           "QueuePolicy", "Store", "destroy_store", "open_store", "sqlite_file"]

@@ -28,6 +28,7 @@ from ...frontier import Frontier
 from ...models import AddResult, Lease, Outcome
 from ...models import Request as CrawlqRequest
 from ...policies.fingerprint import Fingerprinter
+from ...stores import REDIS_SCHEMES
 from .codec import BAND, LIVE, TOKEN, to_crawlq
 from .config import (
     fingerprint_choice,
@@ -68,13 +69,10 @@ _Job = tuple[_Pending, "Future[tuple[AddResult | None, list[Lease]]]", int]
 
 _S = TypeVar("_S", bound="SchedulerCore")
 
-_ON_A_SERVER = ("redis", "rediss", "unix")
-"""Store schemes whose calls wait on a server (the Redis store)."""
-
 
 def on_a_server(store_url: str) -> bool:
-    """Whether the store's calls wait on a server over the network."""
-    return store_url.partition(":")[0].lower() in _ON_A_SERVER
+    """Whether the store's calls wait on a server over the network (Redis)."""
+    return store_url.partition(":")[0].lower() in REDIS_SCHEMES
 
 
 class SchedulerCore:
