@@ -196,15 +196,8 @@ class Scheduler(SchedulerCore):
         return True
 
     def _flush(self) -> None:
-        """Send what was gathered: new requests first, then acknowledgements, in one
-        transaction of the store where it has them (otherwise a crash in between
-        re-fetches the parents: nothing is lost either way)."""
-        self._since = None
-        if self.frontier is None:
-            return
-        with self.frontier.transaction():
-            self._flush_adds()
-            self._flush_acks()
+        """Send what was gathered, now (see :meth:`_send`)."""
+        self._send(0, wait=True)
 
     def _count_duplicates(self, force: bool) -> None:
         """Report the duplicates answered in process to the store's counter, at most
@@ -268,7 +261,7 @@ class Scheduler(SchedulerCore):
             if not self.background:
                 self._flush()
             elif self._job is None:
-                self._start_lease(0)
+                self._send(0, wait=False)
         if self._memory:
             _, _, request = heapq.heappop(self._memory)
             self.stats.inc_value("scheduler/dequeued/memory")
@@ -278,9 +271,7 @@ class Scheduler(SchedulerCore):
             if not self._ready and self._job is not None:
                 self._collect()  # (waits for the call in flight, if it is not back yet)
             if not self._ready:
-                with f.transaction():  # (one commit for what waits and the next leases)
-                    self._flush()  # the store is called anyway: send what waits first
-                    self._ready.extend(f.next(self.batch))
+                self._send(self.batch, wait=True)  # (the store is called anyway)
                 if not self._ready:
                     self._wake_engine_later()
                     return None
@@ -297,40 +288,45 @@ class Scheduler(SchedulerCore):
                     and len(self._ready) <= self.batch // 2):
                 # Half the leases at hand are handed out: the next ones are taken in
                 # the worker thread while the engine fetches these.
-                self._start_lease(self.batch - len(self._ready))
+                self._send(self.batch - len(self._ready), wait=False)
             request.meta[TOKEN] = lease.token
             self._held[lease.token] = lease
             self.stats.inc_value("scheduler/dequeued/crawlq")
             self.stats.inc_value("scheduler/dequeued")
             return request
 
-    # -- calls in the worker thread (a store on a server) --------------------------------
+    # -- sending what was gathered, and leasing -------------------------------------------
 
-    def _start_lease(self, n: int) -> None:
-        """Send what waits (new requests, then acknowledgements) and take up to ``n``
-        leases (0: none) in the worker thread, while the reactor goes on; the next
-        ``next_request`` that finds it answered (or needs its leases: it then waits)
-        takes the answer (:meth:`_collect`). One call in flight at a time, and the
-        scheduler's own sends wait for it: the store sees them in the order they were
-        gathered, new requests always before the acknowledgement of their parent."""
+    def _send(self, n: int, wait: bool) -> None:
+        """Send what was gathered (new requests first, then acknowledgements) and take
+        up to ``n`` leases (0: none), in one transaction of the store where it has them
+        (elsewhere a crash in between re-fetches the parents: nothing is lost either
+        way). ``wait``: now; else in the worker thread (a store on a server), while the
+        reactor goes on: the next ``next_request`` that finds the call answered, or
+        needs its leases (it then waits), takes the answer (:meth:`_collect`). One call
+        in flight at a time, and every other send waits for it: the store sees them in
+        the order they were gathered."""
         f = self.frontier
-        assert f is not None
+        self._since = None
+        if f is None:
+            return
         pending, self._pending = self._pending, []
         self._pending_keys.clear()
         acks, self._acks = self._acks, []
-        self._since = None
         self._count_duplicates(force=False)
+        creqs = [creq for _, creq, _ in pending]
+        if wait:
+            self._answered(pending, *self._lease_call(f, creqs, acks, n))
+            return
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix="crawlq-scheduler")
-        future = self._worker.submit(self._lease_call, f,
-                                     [creq for _, creq, _ in pending], acks, n)
-        self._job = (pending, future, n)
+        self._job = (pending, self._worker.submit(self._lease_call, f, creqs, acks, n), n)
         self.stats.inc_value("crawlq/background_calls")
 
     @classmethod
     def _lease_call(cls, f: Frontier, creqs: list[CrawlqRequest], acks: list[Any],
                     n: int) -> tuple[AddResult | None, list[Lease]]:
-        """The worker thread's part: store calls only."""
+        """The store calls of :meth:`_send` (they may run in the worker thread)."""
         with f.transaction():
             result = f.add(creqs) if creqs else None
             cls._send_acks(f, acks)
@@ -342,7 +338,11 @@ class Scheduler(SchedulerCore):
         assert self._job is not None
         pending, future, _ = self._job
         self._job = None
-        result, leases = future.result()
+        self._answered(pending, *future.result())
+
+    def _answered(self, pending: _Pending, result: AddResult | None,
+                  leases: list[Lease]) -> None:
+        """On the reactor thread: what the store did with ``pending``, and its leases."""
         if result is not None:
             self._added(pending, result)
         self._ready.extend(leases)

@@ -140,7 +140,7 @@ class SchedulerCore:
         self._timer_due = 0.0
         # A store on a server (Redis) makes each call wait on the network: there the
         # scheduler sends what waits, and takes its next leases ahead, from a worker
-        # thread while the reactor goes on (see Scheduler._start_lease); in process
+        # thread while the reactor goes on (see Scheduler._send); in process
         # (memory, SQLite) the calls are CPU work, which a thread would not overlap.
         self.background = s.getbool("CRAWLQ_BACKGROUND", on_a_server(self.store_url))
         self._job: _Job | None = None  # the call in flight (see _Job)
