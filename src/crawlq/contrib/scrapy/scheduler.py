@@ -288,7 +288,7 @@ class Scheduler(SchedulerCore):
                     and len(self._ready) <= self.batch // 2):
                 # Half the leases at hand are handed out: the next ones are taken in
                 # the worker thread while the engine fetches these.
-                self._send(self.batch - len(self._ready), wait=False)
+                self._send(self.batch, wait=False)
             request.meta[TOKEN] = lease.token
             self._held[lease.token] = lease
             self.stats.inc_value("scheduler/dequeued/crawlq")
