@@ -249,9 +249,10 @@ def test_politeness_settings_map_onto_the_frontier_policy() -> None:
 
     from crawlq.contrib.scrapy import frontier_options, slot_overrides
 
-    # A lease lasts download and callback: twice the slot's downloads may be leased.
+    # A lease lasts download and callback: twice the slot's downloads may be leased,
+    # and a lease batch (CONCURRENT_REQUESTS, 16 by default) besides.
     assert frontier_options(Settings({"CONCURRENT_REQUESTS_PER_DOMAIN": 4})) == {
-        "concurrency": 8, "min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0,
+        "concurrency": 8 + 16, "min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0,
         "lifo": True}  # Scrapy's default memory queue is LIFO
     assert frontier_options(Settings({
         "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue"}))["lifo"] is False
@@ -270,14 +271,15 @@ def test_politeness_settings_map_onto_the_frontier_policy() -> None:
         warnings.simplefilter("ignore", ScrapyDeprecationWarning)
         per_ip = frontier_options(Settings({"CONCURRENT_REQUESTS_PER_IP": 3,
                                             "CRAWLQ_OPTIONS": {"lease_ttl": 60}}))
-    assert (per_ip["concurrency"], per_ip["lease_ttl"]) == (6, 60)
+    assert (per_ip["concurrency"], per_ip["lease_ttl"]) == (6 + 16, 60)
+    assert frontier_options(Settings({"CRAWLQ_LEASE_BATCH": 5}))["concurrency"] == 16 + 5
     slots = slot_overrides(Settings({"DOWNLOAD_SLOTS": {
         "big.example": {"delay": 0.5}, "fast.example": {"concurrency": 16},
         "jittery.example": {"delay": 1.0, "jitter": 0.2}},
         "DOWNLOAD_DELAY_JITTER": 0}))
     assert slots["big.example"] == {"concurrency": 1, "min_delay": 0.5, "max_delay": 0.5,
                                     "delay_factor": 0.0}
-    assert slots["fast.example"]["concurrency"] == 32
+    assert slots["fast.example"]["concurrency"] == 32 + 16
     assert (slots["jittery.example"]["min_delay"], slots["jittery.example"]["max_delay"]) \
         == (0.8, 1.2)
 
@@ -348,6 +350,26 @@ def test_a_custom_dupefilter_is_called_as_scrapy_calls_it(tmp_path: Path) -> Non
         got = fetched(web)
     assert got[("site0.crawlq.test", "/page/2")] == 2 and stats["got/dup"] == 2
     assert "dupefilter/filtered" not in stats
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_duplicates_are_logged_and_counted_as_scrapys_dupefilter_does(
+        tmp_path: Path, debug: bool) -> None:
+    # RFPDupeFilter logs the first duplicate (or, with DUPEFILTER_DEBUG, each one) and
+    # counts them all in dupefilter/filtered; the scheduler gathers the count into
+    # Scrapy's stats a batch at a time, and the total at close must be exact.
+    spec = SiteSpec(hosts=2, pages=20, special_links=False)
+    with serve(spec) as web:
+        stats = run_spider(f"sqlite:///{tmp_path}/f.db", web, LOG_LEVEL="DEBUG",
+                           DUPEFILTER_DEBUG=debug)
+        got = fetched(web)
+    lines = [line for line in stats["_log"].splitlines() if "Filtered duplicate" in line]
+    filtered = stats["dupefilter/filtered"]
+    assert filtered > len(got) and set(got.values()) == {1}
+    assert len(lines) == (filtered if debug else 1)
+    assert stats["scheduler/dequeued"] == stats["scheduler/dequeued/crawlq"] == len(got)
+    with Frontier.open(f"sqlite:///{tmp_path}/f.db") as f:
+        assert f.stats().duplicates == filtered
 
 
 def test_persistence_the_scrapy_way(tmp_path: Path) -> None:

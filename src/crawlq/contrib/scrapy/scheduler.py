@@ -108,6 +108,7 @@ class Scheduler(SchedulerCore):
             self._flush_adds()
             self._count_duplicates(force=True)
             self._flush_acks()
+            self._flush_stats()
             back = list(self._ready) + list(self._held.values())
             if back:  # fetched again later, by this or another process; no failure counted
                 f.retry(back)
@@ -180,7 +181,7 @@ class Scheduler(SchedulerCore):
             key = self._seen.key(request, fp)
             if key is not None and (key in self._seen or key in self._pending_keys):
                 self._local_duplicates += 1
-                self.df.log(request, self.spider)  # counts dupefilter/filtered
+                self._log_duplicate(request)  # counts dupefilter/filtered
                 return False
         try:
             creq = self._to_crawlq(request, fp)
@@ -246,7 +247,7 @@ class Scheduler(SchedulerCore):
             else:  # a duplicate the store knew of (another process added it)
                 if key is not None and seen is not None:
                     seen.add(key)
-                self.df.log(request, self.spider)  # counts dupefilter/filtered
+                self._log_duplicate(request)  # counts dupefilter/filtered
             self.crawler.signals.send_catch_log(signals.request_dropped, request=request,
                                                 spider=self.spider)
 
@@ -291,8 +292,7 @@ class Scheduler(SchedulerCore):
                 self._send(self.batch, wait=False)
             request.meta[TOKEN] = lease.token
             self._held[lease.token] = lease
-            self.stats.inc_value("scheduler/dequeued/crawlq")
-            self.stats.inc_value("scheduler/dequeued")
+            self._dequeued += 1  # (in Scrapy's stats with the next store call)
             return request
 
     # -- sending what was gathered, and leasing -------------------------------------------
@@ -308,6 +308,7 @@ class Scheduler(SchedulerCore):
         the order they were gathered."""
         f = self.frontier
         self._since = None
+        self._flush_stats()
         if f is None:
             return
         pending, self._pending = self._pending, []

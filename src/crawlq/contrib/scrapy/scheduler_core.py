@@ -33,6 +33,7 @@ from .codec import BAND, LIVE, TOKEN, to_crawlq
 from .config import (
     fingerprint_choice,
     frontier_options,
+    lease_batch,
     start_order,
     store_choice,
 )
@@ -102,7 +103,7 @@ class SchedulerCore:
                                       fingerprinter=crawler.request_fingerprinter)
                         if self.own_dupefilter else build_from_crawler(df_cls, crawler))
         # As many as the engine may download at once: one store call can fill them all.
-        self.batch = s.getint("CRAWLQ_LEASE_BATCH") or max(s.getint("CONCURRENT_REQUESTS"), 1)
+        self.batch = lease_batch(s)
         self.poll = s.getfloat("CRAWLQ_POLL", 1.0)
         self.frontier: Frontier | None = None
         self.spider: Spider | None = None
@@ -132,6 +133,8 @@ class SchedulerCore:
         self._pending: _Pending = []  # to add
         self._pending_keys: set[object] = set()  # their dedup keys
         self._local_duplicates = 0  # answered by _seen, to count in the store
+        self._dequeued = 0  # handed to Scrapy, not yet in its stats (see _flush_stats)
+        self._filtered = 0  # duplicates logged, not yet in its stats
         self._duplicates_sent = 0.0  # when they were last counted (monotonic)
         self._since: float | None = None  # when the oldest unsent add or ack was taken
         self._seen = (SeenKeys(s.getint("CRAWLQ_SEEN_CACHE", 100_000), self.fingerprints)
@@ -164,13 +167,35 @@ class SchedulerCore:
         it finds invalid) to the downloader as Scrapy's scheduler would, through this
         process's memory; the downloader or the errback says what is wrong with it."""
         if self.own_dupefilter and not request.dont_filter and self.df.request_seen(request):
-            self.df.log(request, self.spider)
+            self._log_duplicate(request)
             return False
         heapq.heappush(self._memory, (-request.priority, next(self._seq), request))
         self.stats.inc_value(f"crawlq/memory/{why}")
         self.stats.inc_value("scheduler/enqueued/memory")
         self.stats.inc_value("scheduler/enqueued")
         return True
+
+    def _log_duplicate(self, request: ScrapyRequest) -> None:
+        """What Scrapy's ``RFPDupeFilter.log`` does with a duplicate of ours: its log
+        line while it writes them (``DUPEFILTER_DEBUG``, or the first duplicate), else
+        only the count, gathered into ``dupefilter/filtered`` by :meth:`_flush_stats`
+        (a Scrapy stats call costs more than the rest of a duplicate's handling)."""
+        df = self.df
+        if getattr(df, "debug", True) or getattr(df, "logdupes", True):
+            df.log(request, self.spider)  # (it counts this one)
+        else:
+            self._filtered += 1
+
+    def _flush_stats(self) -> None:
+        """Add the counts gathered since the last call to Scrapy's stats: called with
+        every store call and at close, so the stats lag by at most one batch."""
+        if self._dequeued:
+            self.stats.inc_value("scheduler/dequeued/crawlq", self._dequeued)
+            self.stats.inc_value("scheduler/dequeued", self._dequeued)
+            self._dequeued = 0
+        if self._filtered:
+            self.stats.inc_value("dupefilter/filtered", self._filtered)
+            self._filtered = 0
 
     def _unserializable(self, request: ScrapyRequest, exc: Exception) -> bool:
         if self.unserializable == "fail":
