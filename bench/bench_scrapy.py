@@ -29,7 +29,13 @@ scrapy-bench
 The test web (crawlq.testweb) runs on 127.0.0.1 in this process; redis-server is
 started on a free loopback port for the Redis contenders.
 
+crawlq's scheduler freezes the garbage collector's view of the objects alive when the
+spider opens (``CRAWLQ_GC_FREEZE``, on by default), which Scrapy's does not: that alone
+makes a crawl here ~15% cheaper. ``--crawlq-setting CRAWLQ_GC_FREEZE=False`` compares
+the schedulers without it.
+
     python bench/bench_scrapy.py
+    python bench/bench_scrapy.py --crawlq-setting CRAWLQ_GC_FREEZE=False
     python bench/bench_scrapy.py --scenario plain --only crawlq-sqlite
     python bench/bench_scrapy.py --scenario scrapy-bench --rounds 5
 """

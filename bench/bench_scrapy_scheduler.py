@@ -143,7 +143,10 @@ def main() -> None:
                 tmp = tempfile.mkdtemp(prefix="crawlq-bench-sched-")
                 settings: dict[str, Any] = {
                     "LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False,
-                    "SCHEDULER": "crawlq.contrib.scrapy.Scheduler"}
+                    "SCHEDULER": "crawlq.contrib.scrapy.Scheduler",
+                    # (the scheduler's own work only: not the collector's, which
+                    # CRAWLQ_GC_FREEZE changes for the whole process)
+                    "CRAWLQ_GC_FREEZE": False}
                 settings.update({k: v.format(tmp=tmp, redis=server.url, n=rnd)
                                  for k, v in CONTENDERS[name].items()})
                 redis0 = _proc_cpu(server.proc.pid)

@@ -11,6 +11,7 @@ STORE ``-`` sets no CRAWLQ_STORE (the scheduler's own choice: JOBDIR or memory).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from typing import Any
@@ -33,6 +34,8 @@ class SiteSpider(scrapy.Spider):
     def parse(self, response: scrapy.http.Response, **kw: Any) -> Any:
         if not isinstance(response, scrapy.http.TextResponse):
             return
+        # (objects the collector skips: crawlq's scheduler freezes the heap it found)
+        self.crawler.stats.max_value("test/gc_frozen", gc.get_freeze_count())
         for href in response.css("a::attr(href)").getall():
             yield response.follow(href, callback=self.parse, cb_kwargs={"via": "a"})
 
@@ -174,6 +177,7 @@ def main() -> None:
     process.start()
     stats = {k: (v if isinstance(v, (int, float, str)) else str(v))
              for k, v in (crawler.stats.get_stats() if crawler.stats else {}).items()}
+    stats["test/gc_frozen_after"] = gc.get_freeze_count()
     print(json.dumps(stats))
     sys.stdout.flush()
 

@@ -372,6 +372,23 @@ def test_duplicates_are_logged_and_counted_as_scrapys_dupefilter_does(
         assert f.stats().duplicates == filtered
 
 
+@pytest.mark.parametrize("freeze", [True, False])
+def test_the_heap_is_frozen_for_the_crawl_and_given_back_at_close(
+        tmp_path: Path, freeze: bool) -> None:
+    # CRAWLQ_GC_FREEZE (default on): the objects alive when the spider opens are left
+    # out of the collector's full collections during the crawl, and given back after.
+    spec = SiteSpec(hosts=2, pages=5, special_links=False)
+    with serve(spec) as web:
+        stats = run_spider(f"sqlite:///{tmp_path}/f.db", web, CRAWLQ_GC_FREEZE=freeze)
+        got = fetched(web)
+    assert set(got) == reachable(spec, web.port) and set(got.values()) == {1}
+    if freeze:
+        assert stats["test/gc_frozen"] > 10_000  # Scrapy's modules, crawler, engine...
+    else:
+        assert stats["test/gc_frozen"] == 0
+    assert stats["test/gc_frozen_after"] == 0
+
+
 def test_persistence_the_scrapy_way(tmp_path: Path) -> None:
     """No store and no JOBDIR: fresh every run, nothing written. JOBDIR: the crawl lives
     there and resumes. CRAWLQ_FLUSH_ON_START / CRAWLQ_PERSIST: as scrapy-redis'."""

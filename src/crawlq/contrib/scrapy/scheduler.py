@@ -30,7 +30,9 @@ from .scheduler_core import (
     SchedulerCore,
     _fingerprint_from_meta,
     _Pending,
+    freeze_heap,
     logger,
+    thaw_heap,
 )
 
 
@@ -59,6 +61,9 @@ class Scheduler(SchedulerCore):
         else:
             logger.info("crawlq: a new crawl in %s (%s)", self.store_url, self.choice.origin)
         self._attach(self.crawler.engine)
+        if self.gc_freeze and not self._frozen:
+            freeze_heap()
+            self._frozen = True
         return self.df.open()
 
     def _attach(self, engine: Any) -> None:
@@ -129,6 +134,9 @@ class Scheduler(SchedulerCore):
             self._memory.clear()
             self._live.clear()
             self.frontier = None
+            if self._frozen:
+                thaw_heap()
+                self._frozen = False
             if self.choice.persist:
                 f.close()
             else:

@@ -5,6 +5,7 @@ rank, and the acknowledgements it gathers (:class:`SchedulerCore`, extended by
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import logging
@@ -69,6 +70,36 @@ _Job = tuple[_Pending, "Future[tuple[AddResult | None, list[Lease]]]", int]
 
 
 _S = TypeVar("_S", bound="SchedulerCore")
+
+_freezers = 0
+"""Open schedulers that hold the collector's heap frozen (see :func:`freeze_heap`)."""
+
+
+def freeze_heap() -> None:
+    """Leave the objects alive when a spider opens out of the cyclic garbage
+    collector's full collections until it closes (``gc.freeze``; ``CRAWLQ_GC_FREEZE``).
+
+    A Scrapy process holds ~80,000 objects tracked by the collector when its spider
+    opens (modules, classes, the crawler and its components), nearly all of which live
+    as long as the crawl. A crawl's requests and responses set off a full collection
+    every ~125 pages, and each walks all of them again: ~60 ms, ~16% of the CPU of a
+    crawl of the local test web. Frozen, they are skipped; objects made later are
+    collected as before. :func:`thaw_heap` gives them back when the last scheduler
+    closes, so garbage they become afterwards is collected as usual.
+    """
+    global _freezers
+    if _freezers == 0:
+        gc.collect()  # (nothing already garbage is kept for the crawl)
+    gc.freeze()
+    _freezers += 1
+
+
+def thaw_heap() -> None:
+    """Undo :func:`freeze_heap` (the last open scheduler unfreezes the heap)."""
+    global _freezers
+    _freezers = max(_freezers - 1, 0)
+    if _freezers == 0:
+        gc.unfreeze()
 
 
 def on_a_server(store_url: str) -> bool:
@@ -146,6 +177,8 @@ class SchedulerCore:
         # thread while the reactor goes on (see Scheduler._send); in process
         # (memory, SQLite) the calls are CPU work, which a thread would not overlap.
         self.background = s.getbool("CRAWLQ_BACKGROUND", on_a_server(self.store_url))
+        self.gc_freeze = s.getbool("CRAWLQ_GC_FREEZE", True)  # (see freeze_heap)
+        self._frozen = False
         self._job: _Job | None = None  # the call in flight (see _Job)
         self._worker: ThreadPoolExecutor | None = None  # its thread
 
