@@ -389,6 +389,26 @@ def test_the_heap_is_frozen_for_the_crawl_and_given_back_at_close(
     assert stats["test/gc_frozen_after"] == 0
 
 
+def test_a_process_that_froze_its_own_heap_is_left_alone() -> None:
+    import gc
+
+    from crawlq.contrib.scrapy.scheduler_core import freeze_heap, thaw_heap
+
+    assert gc.get_freeze_count() == 0
+    assert freeze_heap() and gc.get_freeze_count() > 0
+    assert freeze_heap()  # a second scheduler of the process
+    thaw_heap()
+    assert gc.get_freeze_count() > 0  # the first one is still open
+    thaw_heap()
+    assert gc.get_freeze_count() == 0
+    gc.freeze()  # the process's own (e.g. before forking workers)
+    try:
+        frozen = gc.get_freeze_count()
+        assert not freeze_heap() and gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
 def test_persistence_the_scrapy_way(tmp_path: Path) -> None:
     """No store and no JOBDIR: fresh every run, nothing written. JOBDIR: the crawl lives
     there and resumes. CRAWLQ_FLUSH_ON_START / CRAWLQ_PERSIST: as scrapy-redis'."""

@@ -62,8 +62,7 @@ class Scheduler(SchedulerCore):
             logger.info("crawlq: a new crawl in %s (%s)", self.store_url, self.choice.origin)
         self._attach(self.crawler.engine)
         if self.gc_freeze and not self._frozen:
-            freeze_heap()
-            self._frozen = True
+            self._frozen = freeze_heap()
         return self.df.open()
 
     def _attach(self, engine: Any) -> None:

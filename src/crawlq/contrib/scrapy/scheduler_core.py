@@ -75,7 +75,7 @@ _freezers = 0
 """Open schedulers that hold the collector's heap frozen (see :func:`freeze_heap`)."""
 
 
-def freeze_heap() -> None:
+def freeze_heap() -> bool:
     """Leave the objects alive when a spider opens out of the cyclic garbage
     collector's full collections until it closes (``gc.freeze``; ``CRAWLQ_GC_FREEZE``).
 
@@ -86,12 +86,18 @@ def freeze_heap() -> None:
     crawl of the local test web. Frozen, they are skipped; objects made later are
     collected as before. :func:`thaw_heap` gives them back when the last scheduler
     closes, so garbage they become afterwards is collected as usual.
+
+    Returns whether it froze: a process that froze objects of its own (e.g. before
+    forking workers) is left as it is, and never unfrozen by a scheduler.
     """
     global _freezers
     if _freezers == 0:
+        if gc.get_freeze_count():
+            return False
         gc.collect()  # (nothing already garbage is kept for the crawl)
     gc.freeze()
     _freezers += 1
+    return True
 
 
 def thaw_heap() -> None:
