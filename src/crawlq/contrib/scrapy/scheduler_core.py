@@ -226,8 +226,9 @@ class SchedulerCore:
             self._filtered += 1
 
     def _flush_stats(self) -> None:
-        """Add the counts gathered since the last call to Scrapy's stats: called with
-        every store call and at close, so the stats lag by at most one batch."""
+        """Add the counts gathered since the last call to Scrapy's stats: called by each
+        send-and-lease round (``Scheduler._send``) and at close, so during the crawl
+        the stats lag by about one lease batch."""
         if self._dequeued:
             self.stats.inc_value("scheduler/dequeued/crawlq", self._dequeued)
             self.stats.inc_value("scheduler/dequeued", self._dequeued)
