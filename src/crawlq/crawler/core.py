@@ -80,8 +80,12 @@ class Crawler(PageVisits):
                 seeds.offer(frontier, c.seeds, self.scope, self.summary, report=n == 1)
                 self._emit("round_start", n)
                 deadline = time.monotonic() + c.duration if c.duration else None
-                self.summary.finished = await self._round(frontier, fetcher, out, inflight,
-                                                          deadline)
+                try:
+                    self.summary.finished = await self._round(frontier, fetcher, out,
+                                                              inflight, deadline)
+                except StoreError as exc:  # (a flush, lease or wait call failed)
+                    self._fail(exc)  # nothing more is acknowledged in this run
+                    raise
                 if self._fatal is not None:
                     raise self._fatal
                 self._emit("round_end", n, self.summary)

@@ -82,11 +82,14 @@ class Links:
         self._pending += new
 
     def flush(self, frontier: Frontier) -> None:
-        """Offer the links waiting in the buffer to the frontier."""
+        """Offer the links waiting in the buffer to the frontier. When the frontier
+        fails (a full disk, Redis gone), the links stay in the buffer and the error goes
+        up: the pages that found them are not acknowledged until a flush succeeds."""
         if not self._pending:
             return
-        new, self._pending = self._pending, []
-        result = frontier.add(new)
+        new = self._pending
+        result = frontier.add(new)  # (raises: nothing was taken, the buffer is kept)
+        self._pending = []
         self.summary.links_added += result.added
         for rej in result.rejected:
             self.summary.out_of_scope[rej.reason] += 1

@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgpack
 
-from ..errors import ConfigError, StoreError
+from ..errors import ConfigError, StoreError, StoreFull
 from .base import (
     MAX_REDELIVERIES,
     DeadEntry,
@@ -150,7 +150,18 @@ class RedisCore:
                 time.sleep(min(pause, deadline - now))
                 pause = min(pause * 2, 2.0)
             except redis.ResponseError as exc:
-                raise StoreError(f"Redis refused a crawlq command: {exc}") from exc
+                raise self.refused(exc) from exc
+
+    def refused(self, exc: Exception) -> StoreError:
+        """The error for a command Redis refused: :class:`StoreFull` when it is full
+        (``maxmemory`` with ``noeviction``: Redis refuses a script that may write before
+        it runs, so the call changed nothing)."""
+        text = str(exc)
+        if text.startswith("OOM") or "maxmemory" in text:
+            return StoreFull(f"Redis at {self._where} is full (maxmemory, noeviction): "
+                             f"{text}; the call that failed changed nothing: give Redis "
+                             "more memory and run again")
+        return StoreError(f"Redis refused a crawlq command: {text}")
 
     def _cmd(self, command: str, *args: Any, **kwargs: Any) -> Any:
         """One plain Redis command (redis-py method ``command``), retried."""

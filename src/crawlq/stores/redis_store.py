@@ -25,7 +25,6 @@ from typing import Any
 
 import msgpack
 
-from ..errors import StoreError
 from .base import (
     Ack,
     Entry,
@@ -112,7 +111,7 @@ class RedisStore(RedisDump):
                     except redis.exceptions.NoScriptError:  # a restarted or flushed server
                         res = self._run("add", now, blobs[i])
                     except redis.ResponseError as exc:
-                        raise StoreError(f"Redis refused a crawlq command: {exc}") from exc
+                        raise self.refused(exc) from exc
                     out.extend(res)
                     done += 1
             except (redis.ConnectionError, redis.TimeoutError):
