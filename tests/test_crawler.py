@@ -58,8 +58,9 @@ def test_robots_rules_traps_redirects_and_backoff(tmp_path: Path) -> None:
     out = tmp_path / "pages.jsonl"
     store = f"sqlite:///{tmp_path}/frontier.db"
     with serve(spec) as web:
-        s = crawl(web, **FAST, concurrency=6, max_per_host=40, max_retries=1,
-                  retry_backoff=0.2, out=str(out), store=store)
+        # (max_delay 0.5: a Crawl-delay is kept within [min_delay, max_delay])
+        s = crawl(web, **{**FAST, "max_delay": 0.5}, concurrency=6, max_per_host=40,
+                  max_retries=1, retry_backoff=0.2, out=str(out), store=store)
         hits = web.hits()
         assert s.finished
         # robots.txt: /private/ is off limits where robots.txt says so (site2 has none)

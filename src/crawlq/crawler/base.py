@@ -43,12 +43,12 @@ class CrawlerBase:
                            priority=config.priority_rules, target=config.target)
         self.summary = Summary()
         self._robots = robots_mod.RobotsCache(config.user_agent, self.summary.errors,
-                                              self._archive)
+                                              self._archive, config.robots_error_window)
         self._stop = False
         self._fatal: CrawlqError | None = None
         self._acks: Acks | None = None
         self._out: Output | None = None
-        self._parsers = Parsers(config.parse_timeout)
+        self._parsers = Parsers(config.parse_timeout, max_bytes=config.max_bytes)
         self.frontier: Frontier | None = None
         """The frontier while :meth:`run` runs (for progress displays)."""
         self.links = Links(self.scope, self.summary, once_per_round=bool(config.revisit_after))

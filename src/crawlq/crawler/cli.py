@@ -154,7 +154,8 @@ def command(args: argparse.Namespace) -> int:
         out=args.out, out_format=args.format, out_rotate=args.rotate, rounds=args.rounds,
         duration=args.duration,
         round_delay=args.delay, revisit_after=args.revisit,
-        sitemaps=args.sitemaps, ca_file=args.ca_file)
+        sitemaps=args.sitemaps, ca_file=args.ca_file,
+        robots_error_window=args.robots_error_window)
     return _run(config, resumable=bool(args.state or store), every=args.progress,
                 metrics_port=args.metrics)
 

@@ -70,6 +70,11 @@ def add_options(c: argparse.ArgumentParser) -> None:
                         "(sitemap indexes and .xml.gz files included)")
     p.add_argument("--ignore-robots", action="store_true",
                    help="do not obey robots.txt (be sure you may)")
+    p.add_argument("--robots-error-window", type=duration, default=30 * 86400.0,
+                   metavar="TIME",
+                   help="while a host's robots.txt errs (5xx, 429, unreachable) its URLs "
+                        "wait, the host backed off (RFC 9309); after erring this long it "
+                        "is taken as absent (default 30d)")
     p.add_argument("--allow-private", action="store_true",
                    help="allow fetching every special-purpose address (loopback, private, "
                         "link-local, CGNAT...)")

@@ -92,6 +92,9 @@ class CrawlConfig:
     """Seconds after which a fetched URL may be fetched again (in a later round)."""
     sitemaps: bool = False
     """Also fetch the sitemaps robots.txt names and queue the pages they list."""
+    robots_error_window: float = 30 * 86400.0
+    """Seconds robots.txt may keep erring (5xx, 429, unreachable) before it is taken as
+    absent; until then the host's URLs wait (RFC 9309)."""
 
 
 @dataclass
@@ -102,6 +105,10 @@ class Summary:
     statuses: Counter[int] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     robots_denied: int = 0
+    robots_waits: int = 0
+    crawl_delays_capped: int = 0
+    """Hosts whose robots.txt Crawl-delay was over ``max_delay`` (kept to it)."""
+    """Leases put back because their host's robots.txt erred (the host backed off)."""
     blocked: Counter[str] = field(default_factory=Counter)
     out_of_scope: Counter[str] = field(default_factory=Counter)
     links_added: int = 0
@@ -128,6 +135,12 @@ class Summary:
                "statuses: " + (", ".join(f"{k}: {v}" for k, v in sorted(self.statuses.items()))
                                or "-"),
                f"new links queued: {self.links_added}; robots.txt denied: {self.robots_denied}"]
+        if self.crawl_delays_capped:
+            out.append(f"hosts whose Crawl-delay was cut to --max-delay: "
+                       f"{self.crawl_delays_capped}")
+        if self.robots_waits:
+            out.append(f"pages put back while their robots.txt erred (host backed off): "
+                       f"{self.robots_waits}")
         if self.not_saved:
             out.append(f"pages followed but not saved (not a --target): {self.not_saved}")
         if self.sitemap_urls:

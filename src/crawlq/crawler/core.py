@@ -20,6 +20,7 @@ from . import seeds
 from .base import EVENTS
 from .commit import Acks
 from .config import DEFAULT_AGENT, CrawlConfig, Summary
+from .decode import ACCEPT_ENCODING
 from .fetch import Fetcher
 from .output import Output, OutputError, open_output
 from .visits import PageVisits
@@ -61,7 +62,9 @@ class Crawler(PageVisits):
                           resolve=c.resolve, allow_private=c.allow_private,
                           allow_addresses=c.allow_addresses, connections=c.concurrency,
                           ca_file=c.ca_file, headers=c.headers, proxy=c.proxy,
-                          proxy_from_env=c.proxy_from_env, cookies=c.cookies)
+                          proxy_from_env=c.proxy_from_env, cookies=c.cookies,
+                          accept_encoding=(out.accept_encoding if out is not None
+                                           and out.accept_encoding else ACCEPT_ENCODING))
         self._out = out
         acks = self._acks = (Acks(frontier, out, self._fail,
                                   before_done=lambda: self.links.flush(frontier))
@@ -101,7 +104,7 @@ class Crawler(PageVisits):
             if committer is not None and acks is not None:
                 await acks.stop(committer)  # (a commit under way finishes first)
             await fetcher.close()
-            self._parsers.close()
+            await self._parsers.aclose()
             try:
                 if acks is not None and self._fatal is None:
                     await acks.commit()  # the last pages written: durable, then acknowledged

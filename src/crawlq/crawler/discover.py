@@ -4,7 +4,9 @@ crawl's scope, to the frontier (which drops duplicates and says what it rejected
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..frontier import Frontier
 from ..models import Request
@@ -32,6 +34,8 @@ class Links:
         self.scope = scope
         self.summary = summary
         self._pending: list[Request] = []
+        self._sitemaps: Counter[str] = Counter()  # sitemap files queued, per host
+        self._sitemap_urls: Counter[str] = Counter()  # page URLs they listed, per host
         # the hashes of the canonical URLs offered this round
         self._this_round: set[int] | None = set() if once_per_round else None
 
@@ -41,7 +45,9 @@ class Links:
             self._this_round.clear()
 
     def sitemap(self, frontier: Frontier, req: Request, r: Fetched, max_bytes: int) -> None:
-        """Queue what a fetched sitemap (or sitemap index) lists."""
+        """Queue what a fetched sitemap (or sitemap index) lists, within the bounds of
+        :mod:`.sitemaps` (nesting, sitemaps and URLs per host), counting what is left
+        out in ``out_of_scope``."""
         try:
             found = sitemaps.parse(r.body, max_bytes)
         except sitemaps.SitemapError as exc:
@@ -49,15 +55,45 @@ class Links:
             self.summary.errors["bad-sitemap"] += 1
             return
         if found.kind == "sitemapindex":
-            self.add_sitemaps(frontier, found.locs, req.url)
+            level = int(req.meta.get("sitemap", 1))
+            if level >= sitemaps.MAX_NESTING:
+                log.warning("sitemap index %s at level %d: the %d sitemaps it names are "
+                            "not followed (nesting over %d)", req.url, level,
+                            len(found.locs), sitemaps.MAX_NESTING)
+                self.summary.out_of_scope["sitemap-too-deep"] += len(found.locs)
+                return
+            self.add_sitemaps(frontier, found.locs, req.url, level + 1)
         else:
-            self.summary.sitemap_urls += len(found.locs)
-            self.follow(frontier, found.locs, req.depth + 1, req.url)
+            locs = self._within(self._sitemap_urls, found.locs,
+                                sitemaps.MAX_URLS_PER_HOST, "sitemap-urls-cap")
+            self.summary.sitemap_urls += len(locs)
+            self.follow(frontier, locs, req.depth + 1, req.url)
 
-    def add_sitemaps(self, frontier: Frontier, urls: list[str], referrer: str) -> None:
-        """Queue sitemaps (from robots.txt or an index) that are in scope; at depth 0,
-        as a sitemap is not a page: no depth limit."""
-        self.follow(frontier, urls, 0, referrer, {"sitemap": 1})
+    def add_sitemaps(self, frontier: Frontier, urls: list[str], referrer: str,
+                     level: int = 1) -> None:
+        """Queue sitemaps (from robots.txt: ``level`` 1, or an index: its level + 1)
+        that are in scope, at most :data:`~.sitemaps.MAX_SITEMAPS_PER_HOST` per host;
+        at depth 0, as a sitemap is not a page: no depth limit."""
+        urls = self._within(self._sitemaps, urls, sitemaps.MAX_SITEMAPS_PER_HOST,
+                            "sitemaps-cap")
+        self.follow(frontier, urls, 0, referrer, {"sitemap": level})
+
+    def _within(self, counts: Counter[str], urls: list[str], cap: int,
+                reason: str) -> list[str]:
+        """The ``urls`` that fit under ``cap`` per host (``counts`` so far, updated);
+        the others are counted as left out for ``reason``."""
+        kept = []
+        for url in urls:
+            try:
+                host = urlsplit(url).hostname or ""
+            except ValueError:  # (the frontier says why when it is offered)
+                host = ""
+            if counts[host] >= cap:
+                self.summary.out_of_scope[reason] += 1
+                continue
+            counts[host] += 1
+            kept.append(url)
+        return kept
 
     def follow(self, frontier: Frontier, links: list[str], depth: int, referrer: str,
                meta: dict[str, Any] | None = None) -> None:

@@ -16,20 +16,27 @@ import asyncio
 import fnmatch
 import functools
 import ipaddress
+import logging
 import socket
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from http.cookies import BaseCookie, Morsel
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.abc import AbstractCookieJar, AbstractResolver, ResolveResult
 from aiohttp.client_proto import ResponseHandler
+from aiohttp.typedefs import LooseCookies
 from yarl import URL
 
+from ..policies.domains import is_public_suffix
 from .addresses import networks, refusal
 from .decode import ACCEPT_ENCODING, DecodeError, decode
+
+log = logging.getLogger("crawlq.crawl")
 
 
 class FetchError(Exception):
@@ -124,6 +131,48 @@ class _Resolver(AbstractResolver):
         pass
 
 
+_NO_URL = URL()
+
+
+class SiteCookieJar(aiohttp.CookieJar):
+    """aiohttp's cookie jar (RFC 6265's domain and path matching, expiry, secure
+    cookies), refusing as browsers do a cookie whose ``Domain`` is a public suffix by the
+    Public Suffix List: ``Domain=com`` from ``evil.com``, ``Domain=github.io`` from a
+    ``github.io`` site, ``Domain=test`` from ``a.test`` would otherwise be sent to every
+    site under that suffix, letting one crawled site plant cookies on requests to
+    others. aiohttp's jar has no such check, hence this filter. A public-suffix
+    ``Domain`` equal to the response's own host makes a host-only cookie (RFC 6265
+    5.3, step 5). ``refused`` counts the cookies dropped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = 0
+
+    def update_cookies(self, cookies: LooseCookies, response_url: URL = _NO_URL) -> None:
+        """Keep ``cookies`` set by ``response_url``, less those for a public suffix."""
+        host = (response_url.raw_host or "").lower()
+        items = cookies.items() if isinstance(cookies, Mapping) else cookies
+        kept: list[tuple[str, str | BaseCookie[str] | Morsel[Any]]] = []
+        for name, value in items:
+            if isinstance(value, Morsel) and value["domain"]:
+                domain = value["domain"].lstrip(".").lower()
+                if is_public_suffix(domain):
+                    if domain != host:
+                        self.refused += 1
+                        log.debug("cookie %s for the public suffix %r from %s refused",
+                                  name, domain, host)
+                        continue
+                    value = value.copy()
+                    value["domain"] = ""  # host-only
+            kept.append((name, value))
+        super().update_cookies(kept, response_url)
+
+    def update_cookies_from_headers(self, headers: Sequence[str], response_url: URL) -> None:
+        """The Set-Cookie headers of a response, parsed by aiohttp, through
+        :meth:`update_cookies` (aiohttp's jar would store them past that check)."""
+        AbstractCookieJar.update_cookies_from_headers(self, headers, response_url)
+
+
 def _whole(wire: bytes, body: bytes | bytearray) -> bytes:
     """``wire`` if it is one whole response ending in the body read (else b"": the WARC
     writer then rebuilds the record from the parsed response)."""
@@ -141,14 +190,16 @@ class Fetcher:
     addresses, ahead of the system resolver: the local test web is reached this way.
     Special-purpose addresses are refused unless ``allow_private`` (all of them) or
     ``allow_addresses`` (these addresses and CIDR blocks) allow them.
-    ``timeout`` bounds a whole fetch, connection included. Cookies are kept (per host,
-    by the cookie rules) only with ``cookies``. ``proxy`` (an http:// URL) carries every
-    request, or with ``proxy_from_env`` the standard variables (``HTTP_PROXY``,
-    ``HTTPS_PROXY``, ``NO_PROXY``) say; target names are still resolved and checked
-    here first (the proxy resolves them again).
+    ``timeout`` bounds a whole fetch, connection included. Cookies are kept (per site,
+    by the cookie rules, see :class:`SiteCookieJar`) only with ``cookies``. ``proxy``
+    (an http:// URL) carries every request, or with ``proxy_from_env`` the standard
+    variables (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``) say; target names are
+    still resolved and checked here first (the proxy resolves them again).
     HTTPS certificates are checked against the system's CAs, plus ``ca_file`` (a PEM
     file, e.g. a company's internal CA) when given. ``headers`` are sent with every
-    request (after the User-Agent, which they may replace).
+    request (after the User-Agent, which they may replace). ``accept_encoding`` is
+    the ``Accept-Encoding`` sent (a WARC output asks for less, see
+    :class:`~crawlq.crawler.output.WarcOutput`).
     """
 
     DNS_TTL = 300.0
@@ -158,7 +209,8 @@ class Fetcher:
                  allow_addresses: tuple[str, ...] = (),
                  connections: int = 64, ca_file: str | None = None,
                  headers: Mapping[str, str] | None = None, proxy: str | None = None,
-                 proxy_from_env: bool = False, cookies: bool = False) -> None:
+                 proxy_from_env: bool = False, cookies: bool = False,
+                 accept_encoding: str = ACCEPT_ENCODING) -> None:
         self.user_agent = user_agent
         self.ssl = ssl.create_default_context()
         if ca_file:
@@ -173,6 +225,7 @@ class Fetcher:
         self.proxy = proxy
         self.proxy_from_env = proxy_from_env
         self.cookies = cookies
+        self.accept_encoding = accept_encoding
         # The proxy the user named may be at a special-purpose address (often is: a
         # proxy on the LAN): its host is not refused. Targets still are.
         self._proxy_host = urlsplit(proxy).hostname if proxy else None
@@ -191,8 +244,8 @@ class Fetcher:
                 recording = type("Recording", (_Recording,), {"cap": self.max_bytes + 65536})
                 connector._factory = functools.partial(
                     recording, loop=asyncio.get_running_loop())
-            jar: aiohttp.abc.AbstractCookieJar = (
-                aiohttp.CookieJar() if self.cookies else aiohttp.DummyCookieJar())
+            jar: AbstractCookieJar = (
+                SiteCookieJar() if self.cookies else aiohttp.DummyCookieJar())
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout),
                 headers=self.headers, auto_decompress=False, cookie_jar=jar,
@@ -244,7 +297,7 @@ class Fetcher:
         try:
             # encoded=True: the URL goes out exactly as the frontier canonicalized it.
             async with session.get(URL(url, encoded=True), allow_redirects=False,
-                                   headers={"Accept-Encoding": ACCEPT_ENCODING},
+                                   headers={"Accept-Encoding": self.accept_encoding},
                                    proxy=self.proxy) as r:
                 # (taken now: once the body is read the connection may serve another)
                 wire = getattr(getattr(r, "_protocol", None), "raw", None)

@@ -50,6 +50,9 @@ class Output(Protocol):
 
     archives_robots: bool
     """Whether robots.txt responses go in too (WARC) or pages only (JSON Lines)."""
+    accept_encoding: str | None
+    """The content codings the crawler may ask servers for (``Accept-Encoding``) when
+    writing here; None: every coding the crawler decodes."""
 
     @property
     def path(self) -> str:
@@ -180,6 +183,7 @@ class Rotating:
         self.serial = max(taken, default=0)
         self.current = _open_one(self.name(self.serial), self.kind, self.gz, save)
         self.archives_robots = self.current.archives_robots
+        self.accept_encoding = self.current.accept_encoding
 
     @property
     def path(self) -> str:
@@ -223,6 +227,7 @@ class JsonlOutput(_File):
     """One JSON object per fetched response; gzip: one gzip member per flush."""
 
     archives_robots = False
+    accept_encoding: str | None = None
 
     def __init__(self, path: str, stream: BinaryIO, gz: bool = False,
                  save: tuple[str, ...] = ()) -> None:
@@ -258,9 +263,23 @@ class JsonlOutput(_File):
 
 
 class WarcOutput(_File):
-    """Writes a warcinfo record, then a request and a response record per fetch."""
+    """Writes a warcinfo record, then a request and a response record per fetch.
+
+    Responses are archived as they came (content coding and chunked framing included),
+    except Brotli. warcio, the library that reads and checks WARC files in Python
+    (pywb replays through it), decodes ``Content-Encoding: br`` only with the old
+    ``brotlipy`` module; with Google's ``brotli`` (which Scrapy and most environments
+    install) reading such a record fails. So the crawler asks WARC-bound fetches for
+    ``gzip, deflate`` only (:attr:`accept_encoding`, as Heritrix and wget do), and a
+    server that sends br all the same gets its record written from the parsed
+    response with the body decoded: ``Content-Encoding`` becomes
+    ``X-Crawlq-Original-Content-Encoding``, ``Content-Length`` is the decoded length,
+    and ``Transfer-Encoding`` is dropped (the block is no longer chunked). A body that
+    does not decode is kept as received under the renamed header.
+    """
 
     archives_robots = True
+    accept_encoding: str | None = "gzip, deflate"
 
     def __init__(self, path: str, stream: BinaryIO, gz: bool = False) -> None:
         from warcio.warcwriter import WARCWriter
@@ -284,7 +303,14 @@ class WarcOutput(_File):
         warc_headers = {"WARC-IP-Address": r.ip} if r.ip else {}
         if r.truncated:
             warc_headers["WARC-Truncated"] = "length"
-        if r.http_raw:  # the bytes as received: warcio reads the status and headers
+        if _brotli(r.header_list):  # (see the class docstring)
+            resp_headers = StatusAndHeaders(f"{r.status} {r.reason}".strip(),
+                                            _decoded_headers(r), protocol="HTTP/1.1")
+            body = r.raw if r.decode_error else r.body
+            response = self.writer.create_warc_record(
+                req.url, "response", payload=BytesIO(body), length=len(body),
+                http_headers=resp_headers, warc_headers_dict=warc_headers)
+        elif r.http_raw:  # the bytes as received: warcio reads the status and headers
             response = self.writer.create_warc_record(   # from them (and writes them back)
                 req.url, "response", payload=BytesIO(r.http_raw), length=len(r.http_raw),
                 warc_headers_dict=warc_headers)
@@ -298,6 +324,26 @@ class WarcOutput(_File):
                                response.rec_headers.get_header("WARC-Record-ID")})
         self.writer.write_record(request)
         self.writer.write_record(response)
+
+
+def _brotli(headers: list[tuple[str, str]]) -> bool:
+    """Whether a response's content codings include br."""
+    return any(k.lower() == "content-encoding" and "br" in
+               (c.strip().lower() for c in v.split(",")) for k, v in headers)
+
+
+def _decoded_headers(r: Fetched) -> list[tuple[str, str]]:
+    """The response's headers for a record whose body was decoded (see
+    :class:`WarcOutput`)."""
+    out: list[tuple[str, str]] = []
+    for k, v in r.header_list:
+        low = k.lower()
+        if low == "content-encoding":
+            out.append(("X-Crawlq-Original-Content-Encoding", v))
+        elif low not in ("content-length", "transfer-encoding"):
+            out.append((k, v))
+    out.append(("Content-Length", str(len(r.raw if r.decode_error else r.body))))
+    return out
 
 
 # -- torn tails -------------------------------------------------------------------------

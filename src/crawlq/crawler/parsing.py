@@ -46,7 +46,40 @@ class ParseTimeout(Exception):
 
 
 class ParseFailed(Exception):
-    """A worker died while parsing a page (e.g. out of memory), or could not start."""
+    """A worker died while parsing a page, or could not start, or the page did not
+    parse."""
+
+
+class ParseMemory(ParseFailed):
+    """A page needed more memory than a worker may take (see :data:`MEMORY_FACTOR`);
+    that worker was replaced."""
+
+
+MEMORY_FACTOR = 20
+"""A worker may take this many times ``--max-bytes`` of memory (address space) beyond
+what it holds when it starts, and at least :data:`MEMORY_FLOOR`: lexbor builds about
+25 bytes of tree per byte of a page made only of links, so the default 5 MB page limit
+gives room to any page, while a raised ``--max-bytes`` cannot let a hostile page take
+the machine's memory (RLIMIT_AS: an allocation over it fails, the page is reported)."""
+MEMORY_FLOOR = 256 * 1024 * 1024
+
+
+def memory_budget(max_bytes: int) -> int:
+    """Bytes of address space a worker may add to its own for pages of ``max_bytes``."""
+    return max(MEMORY_FACTOR * max_bytes, MEMORY_FLOOR)
+
+
+def _status(field: str) -> int:
+    """A size this process's /proc status gives (``VmSize``: its address space now,
+    ``VmPeak``: the most it held), in bytes; 0 where /proc cannot tell."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _parse(body: bytes, charset: str | None, url: str) -> Page:
@@ -54,20 +87,32 @@ def _parse(body: bytes, charset: str | None, url: str) -> Page:
     return Page(page.title, page.links[:MAX_LINKS], page.nofollow)
 
 
-def _serve(src: BinaryIO, dst: BinaryIO) -> None:
-    """A worker: parse framed pages from ``src`` until it ends (the parent went away)."""
+def _serve(src: BinaryIO, dst: BinaryIO, limit: int = 0) -> None:
+    """A worker: parse framed pages from ``src`` until it ends (the parent went away).
+    With ``limit`` (the address-space limit set on this process), a page whose parse
+    ran out of memory is answered ``("memory", why)`` and the worker ends after it:
+    its heap may be left fragmented near the limit; the parent starts another."""
     while True:
         head = src.read(4)
         if len(head) < 4:
             return
         body, charset, url = pickle.loads(src.read(_LEN.unpack(head)[0]))
+        out_of_memory = False
         try:
             reply: Any = tuple(_parse(body, charset, url))
         except Exception as exc:  # reported to the parent, which counts it
-            reply = f"{type(exc).__name__}: {exc}"
+            del body
+            # (lexbor reports a failed allocation as "Can't parse HTML", Python as a
+            # MemoryError: the address space used says which it was)
+            out_of_memory = isinstance(exc, MemoryError) or (
+                limit > 0 and _status("VmPeak") >= limit - (32 << 20))
+            why = f"{type(exc).__name__}: {exc}"
+            reply = ("memory", why) if out_of_memory else why
         data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         dst.write(_LEN.pack(len(data)) + data)
         dst.flush()
+        if out_of_memory:
+            return
 
 
 class _Worker:
@@ -94,9 +139,12 @@ class Parsers:
     subprocess, so nothing of the caller's program is imported or run again in it)
     start on first use and stop at :meth:`close`."""
 
-    def __init__(self, timeout: float = 10.0, workers: int | None = None) -> None:
+    def __init__(self, timeout: float = 10.0, workers: int | None = None,
+                 max_bytes: int = 5_000_000) -> None:
         self.timeout = timeout
         self.workers = workers or os.cpu_count() or 1
+        self.memory = memory_budget(max_bytes)
+        """Bytes of address space each worker may take beyond its start."""
         self._idle: list[_Worker] = []
         self._all: set[_Worker] = set()
         self._slots: asyncio.Semaphore | None = None
@@ -104,7 +152,7 @@ class Parsers:
     async def _spawn(self) -> _Worker:
         try:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "crawlq.crawler.parsing",
+                sys.executable, "-m", "crawlq.crawler.parsing", str(self.memory),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 limit=1 << 24)
         except OSError as exc:
@@ -144,6 +192,10 @@ class Parsers:
             self._idle.append(w)
         if isinstance(reply, str):
             raise ParseFailed(reply)
+        if reply[0] == "memory":  # (that worker has ended: see _serve)
+            self._idle.remove(w)
+            self._drop(w)
+            raise ParseMemory(f"parsing needed over {self.memory >> 20} MiB: {reply[1]}")
         title, links, nofollow = reply
         return Page(title, links, nofollow)
 
@@ -153,15 +205,32 @@ class Parsers:
             self._drop(w)
         self._idle.clear()
 
+    async def aclose(self) -> None:
+        """Stop every worker and wait until each has exited (its pipes closed)."""
+        workers = list(self._all)
+        self.close()
+        for w in workers:
+            with contextlib.suppress(asyncio.TimeoutError, ProcessLookupError):
+                await asyncio.wait_for(w.proc.wait(), 5.0)
+
 
 def main() -> None:
     """The worker's entry point: framed requests on stdin, replies on stdout."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # (nothing else may write to the replies' pipe)
+    limit = 0
+    budget = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    start = _status("VmSize")
+    if budget > 0 and start > 0:
+        import resource
+
+        limit = start + budget
+        with contextlib.suppress(ValueError, OSError):  # (a lower hard limit: kept)
+            resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
     # the parent gone (killed, or done) ends this worker's work quietly
     with contextlib.suppress(BrokenPipeError, ConnectionResetError, EOFError):
-        _serve(sys.stdin.buffer, out)
+        _serve(sys.stdin.buffer, out, limit)
     with contextlib.suppress(OSError):
         out.close()
 

@@ -22,7 +22,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("crawlq.crawl")
 
 ROBOTS_TTL = 24 * 3600.0
-ERROR_RETRY = 30.0  # robots.txt 5xx/unreachable: ask again this soon
+ERROR_RETRY = 30.0
+"""robots.txt 5xx, 429 or unreachable: asked again this soon, the wait doubling with each
+error in a row, up to :data:`ERROR_MAX_WAIT`."""
+ERROR_MAX_WAIT = 3600.0
+ERROR_WINDOW = 30 * 86400.0
+"""How long robots.txt may err before it is taken as absent (RFC 9309, 2.3.1.4: "a
+reasonably long period of time (for example, 30 days)"); the ``robots_error_window``
+crawl option."""
 
 
 @dataclass
@@ -32,10 +39,17 @@ class Robots:
     parser: RobotsTxt | None
     """None: no rules (4xx: everything allowed)."""
     disallow_all: bool
-    """5xx or unreachable: nothing may be fetched until ``expires`` (Google's spec)."""
+    """5xx, 429 or unreachable: nothing may be fetched until ``expires`` (RFC 9309)."""
     expires: float
     reason: str = ""
-    """Why robots.txt could not be had (with ``disallow_all``): status or network error."""
+    """Why robots.txt could not be had (status or network error), while it errs."""
+    erring_since: float | None = None
+    """When the run of errors began (None: the last answer was no error)."""
+    errors: int = 0
+    """Errors in a row."""
+    reachable: bool = True
+    """False when the last error was the network's (refused, timed out, a certificate
+    that does not verify): the host's pages would fail the same way."""
 
     def allows(self, url: str) -> bool:
         """May the crawler (the agent the rules were parsed for) fetch ``url``?"""
@@ -61,13 +75,24 @@ def decode(body: bytes) -> str:
 
 
 def from_response(status: int | None, text: str, agent: str, now: float | None = None,
-                  error: str = "") -> Robots:
+                  error: str = "", *, erring_since: float | None = None, errors: int = 0,
+                  window: float = ERROR_WINDOW) -> Robots:
     """Rules for ``agent`` (a user agent) from a robots.txt fetch: ``status`` None means
-    unreachable (``error``)."""
+    unreachable (``error``).
+
+    An error (5xx, 429, unreachable) disallows everything for now (RFC 9309), until a
+    retry ``ERROR_RETRY`` seconds later, doubled with each error in a row (``errors``
+    before this one, the run begun at ``erring_since``), at most ``ERROR_MAX_WAIT``.
+    Once the errors have lasted ``window`` seconds the file is taken as absent
+    (everything allowed) while it keeps erring."""
     now = time.time() if now is None else now
     if status is None or status >= 500 or status == 429:
         reason = error or (f"HTTP {status}" if status else "unreachable")
-        return Robots(None, True, now + ERROR_RETRY, reason)
+        since = now if erring_since is None else erring_since
+        wait = min(ERROR_RETRY * 2.0 ** min(errors, 32), ERROR_MAX_WAIT)
+        absent = now - since >= window
+        return Robots(None, not absent, now + wait, reason, since, errors + 1,
+                      reachable=status is not None)
     if status >= 400:
         return Robots(None, False, now + ROBOTS_TTL)
     if status >= 300:  # redirects were followed by the fetcher; a leftover 3xx: no rules
@@ -75,16 +100,22 @@ def from_response(status: int | None, text: str, agent: str, now: float | None =
     return Robots(RobotsTxt.parse(text, product_token(agent)), False, now + ROBOTS_TTL)
 
 
-def _freeze(fetched_at: float, status: int | None, text: str, error: str) -> bytes:
+def _freeze(fetched_at: float, status: int | None, text: str, error: str,
+            rules: Robots) -> bytes:
     """A robots.txt answer as kept in the store: enough to parse it again."""
-    return json.dumps([fetched_at, status, error, text]).encode()
+    return json.dumps([fetched_at, status, error, text, rules.erring_since,
+                       rules.errors]).encode()
 
 
-def _thaw(value: bytes, agent: str) -> Robots | None:
+def _thaw(value: bytes, agent: str, window: float) -> Robots | None:
     """Rules from a kept answer; None for a value this code cannot read."""
     try:
-        fetched_at, status, error, text = json.loads(value)
-        return from_response(status, text, agent, float(fetched_at), error)
+        fetched_at, status, error, text, *run = json.loads(value)
+        since, errors = run if run else (None, 0)
+        # (the run of errors up to and including this answer)
+        return from_response(status, text, agent, float(fetched_at), error,
+                             erring_since=since, errors=max(int(errors) - 1, 0),
+                             window=window)
     except (ValueError, TypeError):
         return None
 
@@ -101,8 +132,10 @@ class RobotsCache:
     included) is handed to ``on_response`` (to be archived)."""
 
     def __init__(self, agent: str, errors: Counter[str],
-                 on_response: Callable[[str, Fetched], None] | None = None) -> None:
+                 on_response: Callable[[str, Fetched], None] | None = None,
+                 window: float = ERROR_WINDOW) -> None:
         self.agent = agent
+        self.window = window
         self.errors = errors
         self.on_response = on_response
         self._rules: dict[str, Robots] = {}
@@ -121,16 +154,29 @@ class RobotsCache:
                 return rules, False
             name = "robots:" + key
             kept = frontier.get_value(name) if frontier is not None else None
-            rules = _thaw(kept, self.agent) if kept is not None else None
-            if rules is not None and rules.expires > time.time():
-                self._rules[key] = rules
-                return rules, False
+            last = _thaw(kept, self.agent, self.window) if kept is not None else rules
+            if last is not None and last.expires > time.time():
+                self._rules[key] = last
+                return last, False
             now = time.time()
             status, text, error = await self._fetch(fetcher, key)
-            rules = self._rules[key] = from_response(status, text, self.agent, now, error)
+            erring = last is not None and last.erring_since is not None
+            rules = self._rules[key] = from_response(
+                status, text, self.agent, now, error,
+                erring_since=last.erring_since if erring and last else None,
+                errors=last.errors if erring and last else 0, window=self.window)
+            if rules.erring_since is not None:
+                self.errors["robots.txt unavailable"] += 1
+                log.warning("robots.txt of %s unavailable (%s, %d in a row): %s",
+                            key, rules.reason, rules.errors,
+                            "its URLs wait, the host backed off until it answers"
+                            if rules.disallow_all else
+                            f"erring for over {self.window:g}s, taken as absent")
             if frontier is not None:
-                frontier.put_value(name, _freeze(now, status, text, error),
-                                   ttl=max(rules.expires - now, 1.0))
+                # (kept past its expiry while erring: the next process continues the run)
+                keep = ROBOTS_TTL if rules.erring_since is not None else rules.expires - now
+                frontier.put_value(name, _freeze(now, status, text, error, rules),
+                                   ttl=max(keep, 1.0))
             return rules, True
 
     async def _fetch(self, fetcher: Fetcher, key: str) -> tuple[int | None, str, str]:

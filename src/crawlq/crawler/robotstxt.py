@@ -94,6 +94,9 @@ class RobotsTxt:
     """The selected group's ``Crawl-delay`` (Google ignores it; crawlers honour it)."""
     sitemaps: list[str] = field(default_factory=list)
     """Every ``Sitemap:`` line of the file."""
+    ignored_delays: list[str] = field(default_factory=list)
+    """``Crawl-delay`` values of the selected groups that are no delay (non-finite or
+    negative): ignored, for the crawler to warn about."""
     _index: dict[str, list[tuple[tuple[int, bool], bool, re.Pattern[str] | None]]] = field(
         default_factory=dict)
     _lengths: list[int] = field(default_factory=list)
@@ -118,7 +121,7 @@ class RobotsTxt:
                 rules.append((slash + 2, True, pattern[:slash + 1] + "$"))
         # longest first; at equal length an allow first (a disallow must be longer)
         rules.sort(key=lambda r: (-r[0], not r[1]))
-        out = cls(agent, rules, delay, handler.sitemaps)
+        out = cls(agent, rules, delay, handler.sitemaps, handler.bad_delays)
         out._compile()
         return out
 
@@ -188,6 +191,7 @@ class _Groups(googlebot.RobotsParseHandler):  # type: ignore[misc]
         self.specific_delay: float | None = None
         self.global_delay: float | None = None
         self.sitemaps: list[str] = []
+        self.bad_delays: list[str] = []
         self.seen_global = self.seen_specific = self.ever_specific = False
         self.separator = False
 
@@ -228,7 +232,8 @@ class _Groups(googlebot.RobotsParseHandler):  # type: ignore[misc]
             delay = float(value)
         except ValueError:
             return
-        if not math.isfinite(delay) or delay < 0:
+        if not math.isfinite(delay) or delay < 0:  # (no delay anyone can mean)
+            self.bad_delays.append(value)
             return
         if self.seen_specific:
             if self.specific_delay is None:

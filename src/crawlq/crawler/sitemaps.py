@@ -16,6 +16,14 @@ from .decode import DecodeError, decode
 
 MAX_URLS = 50_000
 """The protocol's limit of URLs per sitemap file; more are ignored."""
+MAX_NESTING = 3
+"""Sitemap levels followed: a sitemap robots.txt names is level 1, one an index at level
+n names is level n + 1. The protocol has one level of indexes; a deeper chain (indexes
+of ever-new indexes, a trap) stops here."""
+MAX_SITEMAPS_PER_HOST = 1_000
+"""Sitemap files queued per host in one crawl run (each may list 50,000 URLs)."""
+MAX_URLS_PER_HOST = 500_000
+"""Page URLs taken from one host's sitemaps in one crawl run."""
 
 
 class SitemapError(ValueError):

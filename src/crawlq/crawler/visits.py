@@ -15,7 +15,7 @@ from .base import CrawlerBase, log
 from .config import BACKOFF_STATUSES, backoff
 from .fetch import Blocked, Fetcher, FetchError
 from .output import Output
-from .parsing import ParseFailed, ParseTimeout
+from .parsing import ParseFailed, ParseMemory, ParseTimeout
 
 
 class PageVisits(CrawlerBase):
@@ -25,13 +25,33 @@ class PageVisits(CrawlerBase):
                           queue: str) -> robots_mod.Robots:
         rules, fresh = await self._robots.rules(fetcher, url, frontier)
         if fresh:  # just fetched: its Crawl-delay and sitemaps take effect
-            delay = rules.crawl_delay
-            if delay:
+            if rules.parser is not None and rules.parser.ignored_delays:
+                log.warning("%s: robots.txt Crawl-delay %s ignored (no delay)",
+                            robots_mod.origin(url), ", ".join(rules.parser.ignored_delays))
+            delay = self._crawl_delay(rules.crawl_delay, url)
+            if delay is not None:
                 frontier.configure_queue(queue, min_delay=delay)
             if self.config.sitemaps and rules.sitemaps:
                 self.links.add_sitemaps(frontier, rules.sitemaps,
                                         robots_mod.origin(url) + "/robots.txt")
         return rules
+
+    def _crawl_delay(self, asked: float | None, url: str) -> float | None:
+        """The host's minimum delay from its robots.txt ``Crawl-delay``, kept within the
+        user's ``[min_delay, max_delay]``: a site may ask for more rest than
+        ``--min-delay`` (never less), and never park itself beyond ``--max-delay``.
+        None when there is nothing to set (no Crawl-delay, or one at or under
+        ``--min-delay``). Non-finite and negative values never get here: the robots.txt
+        reader ignores them."""
+        c = self.config
+        if asked is None or asked <= c.min_delay:
+            return None
+        if asked > c.max_delay:
+            log.warning("%s: robots.txt asks Crawl-delay %g s; kept to --max-delay %g s",
+                        robots_mod.origin(url), asked, c.max_delay)
+            self.summary.crawl_delays_capped += 1
+            return c.max_delay
+        return asked
 
     async def _visit(self, frontier: Frontier, fetcher: Fetcher, lease: Lease,
                      out: Output | None) -> None:
@@ -56,17 +76,29 @@ class PageVisits(CrawlerBase):
         try:
             if self.config.obey_robots:
                 rules = await self._robots_for(fetcher, frontier, req.url, lease.queue)
+                if rules.disallow_all and rules.reachable:
+                    # robots.txt answered 5xx or 429: nothing may be fetched for now (RFC
+                    # 9309). The host is backed off in the store until robots.txt is
+                    # asked again, and the URL waits there: no failure is counted.
+                    s.robots_waits += 1
+                    frontier.block(lease.queue, until=rules.expires)
+                    self._ack(lease, Outcome.RETRY)
+                    return
+                if rules.disallow_all:
+                    # robots.txt unreachable (refused, timed out, a certificate that does
+                    # not verify): the page would fail the same way. A failure, retried
+                    # with backoff, then dead with the reason: a host nobody can reach
+                    # does not keep the crawl waiting.
+                    why = f"robots.txt unavailable ({rules.reason})"
+                    self._ack(lease, Outcome.FAILED, error=why)
+                    if seed:
+                        seeds.refuse(self.summary, req.url, why)
+                    return
                 if not rules.allows(req.url):
                     s.robots_denied += 1
-                    if rules.disallow_all:
-                        # robots.txt 5xx or unreachable: nothing may be fetched for now
-                        # (Google's rule); a failure, retried with backoff, then dead.
-                        why = f"robots.txt unavailable ({rules.reason})"
-                        self._ack(lease, Outcome.FAILED, error=why)
-                    else:
-                        why = "robots.txt disallows it (--ignore-robots to crawl anyway)"
-                        frontier.count_rejected("robots-denied")  # (in crawlq stats)
-                        self._ack(lease)
+                    why = "robots.txt disallows it (--ignore-robots to crawl anyway)"
+                    frontier.count_rejected("robots-denied")  # (in crawlq stats)
+                    self._ack(lease)
                     if seed:
                         seeds.refuse(self.summary, req.url, why)
                     return
@@ -130,7 +162,8 @@ class PageVisits(CrawlerBase):
                 page = await self._parsers.extract(r.body, r.charset, req.url)
                 links, title = page.links, page.title
             except (ParseTimeout, ParseFailed) as exc:  # saved, its links not followed
-                kind = "parse-timeout" if isinstance(exc, ParseTimeout) else "parse-failed"
+                kind = ("parse-timeout" if isinstance(exc, ParseTimeout) else
+                        "parse-memory" if isinstance(exc, ParseMemory) else "parse-failed")
                 s.errors[kind] += 1
                 log.warning("%s: %s (saved; its links are not followed)", req.url, exc)
         if links:

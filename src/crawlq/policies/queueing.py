@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ..errors import ConfigError
+from .domains import public_suffix_list, registered_domain
 
 QueueKeyFunction = Callable[[str], str]
 """``canonical_url -> queue key``."""
@@ -24,34 +24,13 @@ def host_key(canonical_url: str) -> str:
 
 
 def domain_key(canonical_url: str) -> str:
-    """The registered domain (``news.example.co.uk`` -> ``example.co.uk``).
-
-    Needs the ``publicsuffixlist`` package (which ships the list, no download); hosts
-    that are IP literals or have no known suffix keep their full host as key.
-    """
+    """The registered domain (``news.example.co.uk`` -> ``example.co.uk``), by the
+    Public Suffix List (:mod:`crawlq.policies.domains`); an IP literal, or a host
+    that is a public suffix, keeps its full host as key."""
     host = host_key(canonical_url)
     if host.startswith("["):
         return host  # an IPv6 literal has no registered domain
-    host = host.partition(":")[0]
-    if host.replace(".", "").isdigit():
-        return host  # nor has an IPv4 address
-    psl = _psl()
-    domain = psl.privatesuffix(host)
-    return domain if domain else host
-
-
-_PSL: Any = None
-
-
-def _psl() -> Any:
-    global _PSL
-    if _PSL is None:
-        try:
-            from publicsuffixlist import PublicSuffixList  # type: ignore[import-not-found,unused-ignore]
-        except ImportError as exc:
-            raise ConfigError("queue_by='domain' needs: pip install 'crawlq[domain]'") from exc
-        _PSL = PublicSuffixList()
-    return _PSL
+    return registered_domain(host.partition(":")[0])
 
 
 def resolve_queue_key(queue_by: str | QueueKeyFunction) -> QueueKeyFunction:
@@ -61,6 +40,6 @@ def resolve_queue_key(queue_by: str | QueueKeyFunction) -> QueueKeyFunction:
     if queue_by == "host":
         return host_key
     if queue_by == "domain":
-        _psl()
+        public_suffix_list()
         return domain_key
     raise ConfigError(f"queue_by must be 'host', 'domain' or a callable, not {queue_by!r}")

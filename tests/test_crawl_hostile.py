@@ -1,0 +1,291 @@
+"""The crawler against hostile or careless sites (real HTTP on 127.0.0.1): Crawl-delay
+kept within the user's bounds, cookies refused for public suffixes, WARC files warcio
+reads whatever the content coding, robots.txt errors that make URLs wait (RFC 9309),
+bounded sitemap nesting and a bounded parse memory."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import itertools
+import logging
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import brotli
+import pytest
+from hostile_web import Answer, Hit, HostileWeb, html, page_with_links, serve_routes
+from warcio.archiveiterator import ArchiveIterator
+
+from crawlq import Frontier
+from crawlq.crawler import CrawlConfig, Crawler, Summary
+from crawlq.crawler import robots as robots_mod
+from crawlq.crawler.fetch import Fetcher
+from crawlq.crawler.parsing import ParseMemory, Parsers
+
+FAST: dict[str, Any] = {"min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0}
+
+
+def crawl(web: HostileWeb, seeds: list[str], **options: Any) -> Summary:
+    config = CrawlConfig(seeds=seeds, resolve={"*.test": "127.0.0.1"}, allow_private=True,
+                         allow_domains=["test"], **options)
+    return asyncio.run(Crawler(config).run())
+
+
+def robots(text: str) -> Any:
+    return lambda hit: (200, [("Content-Type", "text/plain")], text.encode())
+
+
+def site(host: str, pages: int, robots_txt: str) -> dict[tuple[str, str], Any]:
+    """``host`` with ``/`` linking to ``/p/1`` .. ``/p/<pages>`` and a robots.txt."""
+    routes: dict[tuple[str, str], Any] = {
+        (host, "/robots.txt"): robots(robots_txt),
+        (host, "/"): lambda hit: page_with_links("home", [f"/p/{i}"
+                                                          for i in range(1, pages + 1)])}
+    for i in range(1, pages + 1):
+        routes[(host, f"/p/{i}")] = lambda hit, i=i: page_with_links(f"p{i}", [])
+    return routes
+
+
+# -- Crawl-delay -------------------------------------------------------------------------
+
+def test_crawl_delay_is_kept_within_min_and_max_delay(caplog: pytest.LogCaptureFixture,
+                                                      tmp_path: Path) -> None:
+    routes = {**site("huge.test", 3, "User-agent: *\nCrawl-delay: 1e308\n"),
+              **site("tiny.test", 3, "User-agent: *\nCrawl-delay: 1e-300\n"),
+              **site("nan.test", 3, "User-agent: *\nCrawl-delay: nan\n"),
+              **site("day.test", 3, "User-agent: *\nCrawl-delay: 86400\n")}
+    store = f"sqlite:///{tmp_path}/f.db"
+    with serve_routes(routes) as web, caplog.at_level(logging.WARNING, "crawlq.crawl"):
+        hosts = ("huge.test", "tiny.test", "nan.test", "day.test")
+        s = crawl(web, [web.url(h) for h in hosts], min_delay=0.3, max_delay=0.6,
+                  delay_factor=0.0, store=store)
+        assert s.finished and s.fetched == 16  # (a parked host would never finish)
+        for host in hosts:
+            times = [h.at for h in web.hits(host) if h.path != "/robots.txt"]
+            gaps = [b - a for a, b in itertools.pairwise(times)]
+            assert len(times) == 4 and min(gaps) >= 0.29, (host, gaps)
+            if host in ("huge.test", "day.test"):  # capped at --max-delay
+                assert min(gaps) >= 0.59 and max(gaps) < 5, (host, gaps)
+    assert s.crawl_delays_capped == 2 and not s.errors
+    assert "Crawl-delay nan ignored" in caplog.text
+    with Frontier.open(store) as f:  # no absurd wait in `crawlq queues`
+        for q in f.queues():
+            assert q.settings.get("min_delay", 0.0) <= 0.6
+
+
+# -- cookies -----------------------------------------------------------------------------
+
+def test_cookies_for_a_public_suffix_are_refused() -> None:
+    def setting(*cookies: str) -> Any:
+        return lambda hit: html("<p>set</p>", *(("Set-Cookie", c) for c in cookies))
+
+    def echo(hit: Hit) -> Answer:
+        return html("<p>echo</p>")
+
+    routes: dict[tuple[str, str], Any] = {
+        ("a.test", "/set"): setting("psl=1; Domain=test; Path=/",
+                                    "site=1; Domain=a.test; Path=/", "host=1; Path=/"),
+        ("evil.com", "/set"): setting("com=1; Domain=com; Path=/"),
+        ("x.github.io", "/set"): setting("io=1; Domain=github.io; Path=/",
+                                         "own=1; Domain=x.github.io; Path=/"),
+        ("test", "/set"): setting("self=1; Domain=test; Path=/")}
+    with serve_routes(routes, fallback=echo) as web:
+        async def go() -> dict[str, str]:
+            f = Fetcher(user_agent="t", resolve={"*": "127.0.0.1"}, allow_private=True,
+                        cookies=True)
+            try:
+                for host in ("a.test", "evil.com", "x.github.io", "test"):
+                    await f.get(web.url(host, "/set"))
+                for host in ("a.test", "www.a.test", "b.test", "other.com", "y.github.io",
+                             "x.github.io", "test"):
+                    await f.get(web.url(host, "/echo"))
+            finally:
+                await f.close()
+            return {h.host: h.headers.get("Cookie", "") for h in web.hits()
+                    if h.path == "/echo"}
+
+        sent = asyncio.run(go())
+    cookies = {host: sorted(c.split("; ")) if c else [] for host, c in sent.items()}
+    assert cookies == {
+        "a.test": ["host=1", "site=1"],
+        "www.a.test": ["site=1"],  # the site's own Domain cookie, as browsers send it
+        "b.test": [],  # nothing planted through Domain=test
+        "other.com": [],  # nor through Domain=com
+        "y.github.io": [],  # nor from one github.io site to another
+        "x.github.io": ["own=1"],
+        "test": ["self=1"],  # a suffix's own host may set a host-only cookie
+    }
+
+
+# -- WARC --------------------------------------------------------------------------------
+
+BODY = "<html><head><title>{}</title></head><body><p>{}</p></body></html>"
+CODINGS = {"identity": lambda b: b, "gzip": gzip.compress, "deflate": zlib.compress,
+           "br": brotli.compress}
+
+
+def encoded(name: str, coding: str, chunked: bool, always: bool) -> Any:
+    def answer(hit: Hit) -> Answer:
+        body = BODY.format(name, "x" * 3000).encode()
+        asked = hit.headers.get("Accept-Encoding", "")
+        use = coding if always or coding in asked or coding == "identity" else "identity"
+        headers = [("Content-Type", "text/html")]
+        if use != "identity":
+            headers.append(("Content-Encoding", use))
+        if chunked:
+            headers.append(("Transfer-Encoding", "chunked"))
+        return 200, headers, CODINGS[use](body)
+    return answer
+
+
+@pytest.mark.parametrize("name", ["c.warc", "c.warc.gz"])
+def test_warc_files_with_every_content_coding_pass_warcio(tmp_path: Path, name: str) -> None:
+    routes: dict[tuple[str, str], Any] = {}
+    paths = []
+    for coding, chunked, always in itertools.product(CODINGS, (False, True), (False, True)):
+        path = f"/{coding}-{'chunked' if chunked else 'plain'}-{'always' if always else 'asked'}"
+        routes[("w.test", path)] = encoded(path, coding, chunked, always)
+        paths.append(path)
+    routes[("w.test", "/")] = lambda hit: page_with_links("home", paths)
+    out = tmp_path / name
+    with serve_routes(routes) as web:
+        s = crawl(web, [web.url("w.test")], **FAST, out=str(out))
+        assert s.fetched == len(paths) + 1
+        asked = {h.headers.get("Accept-Encoding") for h in web.hits("w.test")}
+        assert asked == {"gzip, deflate"}  # a WARC crawl does not ask for br
+    warcio = str(Path(sys.executable).with_name("warcio"))
+    for command in (["check", "-v"], ["index"]):
+        run = subprocess.run([warcio, *command, str(out)], capture_output=True, text=True,
+                             timeout=60)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "Traceback" not in run.stdout + run.stderr
+    bodies = {}
+    with open(out, "rb") as f:
+        for record in ArchiveIterator(f):
+            if record.rec_type != "response":
+                continue
+            url = record.rec_headers.get_header("WARC-Target-URI")
+            coding = record.http_headers.get_header("Content-Encoding")
+            bodies[url.rsplit("/", 1)[1]] = (coding, record.content_stream().read(),
+                                             record.http_headers)
+    for path in paths:
+        coding, body, headers = bodies[path[1:]]
+        assert body == BODY.format(path, "x" * 3000).encode(), path  # warcio decoded it
+        if path.startswith("/br-") and path.endswith("always"):  # sent unasked: decoded
+            assert coding is None
+            assert headers.get_header("X-Crawlq-Original-Content-Encoding") == "br"
+            assert headers.get_header("Content-Length") == str(len(body))
+        elif path.startswith(("/gzip", "/deflate")):  # archived as sent
+            assert coding == path[1:].split("-")[0]
+
+
+def test_a_jsonl_crawl_asks_for_brotli_and_decodes_it(tmp_path: Path) -> None:
+    routes = {("w.test", "/"): encoded("/", "br", False, False)}
+    with serve_routes(routes) as web:
+        s = crawl(web, [web.url("w.test")], **FAST, out=str(tmp_path / "p.jsonl"))
+        assert "br" in web.hits("w.test")[-1].headers["Accept-Encoding"]
+    assert s.fetched == 1
+    assert '"title": "/"' in (tmp_path / "p.jsonl").read_text()
+
+
+# -- robots.txt errors -------------------------------------------------------------------
+
+def flaky_robots(errors: int, text: str) -> Any:
+    """robots.txt answering 503 ``errors`` times, then ``text``."""
+    count = itertools.count()
+
+    def answer(hit: Hit) -> Answer:
+        if next(count) < errors:
+            return 503, [("Content-Type", "text/plain")], b"busy"
+        return 200, [("Content-Type", "text/plain")], text.encode()
+    return answer
+
+
+def test_urls_wait_while_robots_txt_errs_and_none_dies(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(robots_mod, "ERROR_RETRY", 0.3)  # (30 s in real crawls)
+    routes = site("r.test", 3, "")
+    routes[("r.test", "/robots.txt")] = flaky_robots(3, "User-agent: *\nDisallow: /p/3\n")
+    store = f"sqlite:///{tmp_path}/f.db"
+    with serve_routes(routes) as web:
+        s = crawl(web, [web.url("r.test")], **FAST, max_retries=0, store=store)
+        fetched = [h.path for h in web.hits("r.test")]
+    assert s.finished
+    assert fetched.count("/robots.txt") == 4  # 3 errors, backed off 0.3, 0.6, 1.2 s
+    assert sorted(p for p in fetched if p != "/robots.txt") == ["/", "/p/1", "/p/2"]
+    assert s.robots_waits >= 3 and s.robots_denied == 1
+    with Frontier.open(store) as f:
+        assert f.stats().dead == 0  # no URL died because robots.txt erred
+    assert s.errors["robots.txt unavailable"] == 3
+
+
+def test_robots_txt_erring_past_the_window_is_taken_as_absent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(robots_mod, "ERROR_RETRY", 0.2)
+    routes = site("r.test", 2, "")
+    routes[("r.test", "/robots.txt")] = flaky_robots(1000, "")
+    with serve_routes(routes) as web:
+        s = crawl(web, [web.url("r.test")], **FAST, max_retries=0, robots_error_window=1.0)
+        fetched = [h.path for h in web.hits("r.test")]
+    assert s.finished and s.fetched == 3
+    assert 2 <= fetched.count("/robots.txt") <= 5
+
+
+def test_the_error_run_of_robots_txt_is_kept_in_the_store() -> None:
+    """Another process (or the next run) continues the backoff and the window."""
+    first = robots_mod.from_response(503, "", "a", now=100.0)
+    assert first.disallow_all and first.expires == 100.0 + robots_mod.ERROR_RETRY
+    kept = robots_mod._freeze(100.0, 503, "", "", first)
+    again = robots_mod._thaw(kept, "a", 1000.0)
+    assert again is not None and again.erring_since == 100.0 and again.errors == 1
+    third = robots_mod.from_response(503, "", "a", now=200.0, erring_since=100.0, errors=2)
+    assert third.errors == 3 and third.expires == 200.0 + 4 * robots_mod.ERROR_RETRY
+    late = robots_mod.from_response(None, "", "a", now=100.0 + robots_mod.ERROR_WINDOW,
+                                    error="refused", erring_since=100.0, errors=50)
+    assert not late.disallow_all and late.allows("http://x.test/a")
+    assert late.expires - (100.0 + robots_mod.ERROR_WINDOW) == robots_mod.ERROR_MAX_WAIT
+    ok = robots_mod.from_response(200, "User-agent: *\nDisallow: /x", "a", now=300.0)
+    assert ok.erring_since is None and not ok.allows("http://x.test/x")
+
+
+# -- sitemaps and parsing ----------------------------------------------------------------
+
+def test_a_chain_of_sitemap_indexes_stops_at_the_nesting_bound() -> None:
+    def index(hit: Hit) -> Answer:
+        n = int(hit.path.split("/")[2].split(".")[0])
+        nxt = f"http://s.test:{hit.headers['Host'].rpartition(':')[2]}/sm/{n + 1}.xml"
+        xml = ('<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/'
+               f'schemas/sitemap/0.9"><sitemap><loc>{nxt}</loc></sitemap></sitemapindex>')
+        return 200, [("Content-Type", "application/xml")], xml.encode()
+
+    with serve_routes({}) as web:
+        web.routes[("s.test", "/robots.txt")] = robots(
+            f"User-agent: *\nSitemap: {web.url('s.test', '/sm/1.xml')}\n")
+        web.routes[("s.test", "/")] = lambda hit: page_with_links("home", [])
+        for n in range(1, 20):
+            web.routes[("s.test", f"/sm/{n}.xml")] = index
+        s = crawl(web, [web.url("s.test")], **FAST, sitemaps=True)
+        fetched = sorted(h.path for h in web.hits("s.test") if h.path.startswith("/sm/"))
+    assert fetched == ["/sm/1.xml", "/sm/2.xml", "/sm/3.xml"]
+    assert s.out_of_scope["sitemap-too-deep"] == 1 and s.finished
+
+
+def test_a_page_over_the_parse_memory_bound_is_reported_and_the_worker_replaced() -> None:
+    flood = "".join(f'<a href="/p/{i}">x</a>' for i in range(700_000)).encode()  # ~15 MB
+
+    async def go() -> None:
+        parsers = Parsers(10.0, workers=1, max_bytes=1_000_000)  # 256 MiB: the floor
+        try:
+            with pytest.raises(ParseMemory, match="256 MiB"):
+                await parsers.extract(flood, "utf-8", "http://a.test/")
+            page = await parsers.extract(b"<title>t</title>" + b"<a href=/x>x</a>" * 900,
+                                         "utf-8", "http://a.test/")
+            assert page.title == "t" and page.links == ["http://a.test/x"]
+        finally:
+            await parsers.aclose()
+
+    asyncio.run(go())
