@@ -78,10 +78,10 @@ def frontier_as_python(monkeypatch: pytest.MonkeyPatch, entries_as_python: Modul
     where nothing could be compiled."""
     import hashlib
 
-    from crawlq import frontier, frontier_core, models
+    from crawlq import frontier, models
     from crawlq.policies import fingerprint
 
-    monkeypatch.setattr(frontier_core, "EntryMaker", entries_as_python.EntryMaker)
+    monkeypatch.setattr(frontier, "EntryMaker", entries_as_python.EntryMaker)
     monkeypatch.setattr(frontier, "leases_of", entries_as_python.leases)
     monkeypatch.setattr(models, "_encode", payload_as_python.encode)
     monkeypatch.setattr(models, "_decode", payload_as_python.decode)

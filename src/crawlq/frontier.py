@@ -1,32 +1,42 @@
 """The Frontier: policies on top of a Store, turning add / next / done into store calls.
 
-It never sleeps and reads time only through its injected ``clock``; all state lives in
-the store, so a Frontier object is cheap, thread-safe (stores lock) and can be opened
-by many processes on the same SQLite file or Redis database. Its parts, each a class
-the next one extends: :class:`~crawlq.frontier_core.FrontierCore` (options, entries,
-canonical form, values), :class:`~crawlq.frontier_admin.FrontierAdmin` (looking and
-steering); here the calls of a crawl.
+It reads time only through its injected ``clock`` (only :meth:`Frontier.wait` sleeps);
+all state lives in the store, so a Frontier object is cheap, thread-safe (stores lock)
+and can be opened by many processes on the same SQLite file or Redis database. One
+class, in this order: its options and how a request becomes a store entry (the one
+definition of what ``add`` accepts), the calls of a crawl (add, next, done, renew),
+then the calls that look at and steer a crawl (blocks, settings, listings, stats,
+values, dump and load).
 """
 
 from __future__ import annotations
 
+import functools
+import gc
 import itertools
 import time
-from collections.abc import Callable, Iterable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
+from .entries import EntryMaker, url_of
 from .entries import leases as leases_of
-from .entries import url_of
-from .errors import ConfigError, LeaseError
-from .frontier_admin import FrontierAdmin
-from .frontier_core import _gc_paused
+from .errors import ConfigError, CrawlqError, LeaseError
 from .models import (
     AddResult,
+    DeadRequest,
     Lease,
     Outcome,
+    QueueInfo,
     Rejection,
     Request,
+    Stats,
 )
+from .policies.canonical import DEFAULT_MAX_LENGTH, Canonicalizer
+from .policies.fingerprint import Fingerprinter, FingerprintFunction, url_fingerprint
+from .policies.queueing import QueueKeyFunction, host_key, resolve_queue_key
+from .stores import dumpfmt
 from .stores.base import (
     ACK_DEAD,
     ACK_DONE,
@@ -34,22 +44,249 @@ from .stores.base import (
     ADDED,
     DUPLICATE,
     Ack,
+    Dumps,
     Entry,
+    Store,
     ack,
+    as_count,
     as_seconds,
+    check_settings,
+    flag,
 )
+
+_FORM = "crawlq:canonical-form"
+"""The store value holding the canonical form of a crawl's URLs."""
+
+_F = TypeVar("_F", bound="Frontier")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _gc_paused(
+        method: Callable[Concatenate[_F, _P], _R]) -> Callable[Concatenate[_F, _P], _R]:
+    """Run a hot-path method with Python's cyclic garbage collector paused (unless the
+    frontier's ``pause_gc`` is off, or the collector is off already).
+
+    CPython starts a collection every 700 container objects allocated, and every tenth
+    of those collections walks an older generation, every hundredth the whole heap. A
+    batch call allocates thousands of short-lived tuples (rows, entries, leases) but
+    makes no reference cycles, so each batch set off several collections that only
+    walked the caller's heap (the crawler's, the benchmark's) and freed nothing. Paused,
+    the allocations still count: the next allocation after the call starts one
+    collection instead of several, so cycles anywhere are still collected, later.
+    (Mercurial does the same around its big parses, for the same reason.)
+    """
+
+    @functools.wraps(method)
+    def paused(self: _F, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if not self.pause_gc or not gc.isenabled():
+            return method(self, *args, **kwargs)
+        gc.disable()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            gc.enable()
+
+    return paused
+
 
 _Leases = Lease | Iterable[Lease]
 _PART = 1000
 """Requests per part of a batch handed to a store's ``add_begin`` (see Frontier.add)."""
 
 
-class Frontier(FrontierAdmin):
+class Frontier:
     """The crawl frontier. Build one with :meth:`open`; use it as a context manager.
 
     See ``docs/options.md`` for every option. The hot paths take batches: pass many
     requests to :meth:`add`, ask :meth:`next` for many leases, acknowledge many at once.
     """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        canonicalize: bool | Callable[[str], str] = True,
+        max_url_length: int = DEFAULT_MAX_LENGTH,
+        schemes: Iterable[str] = ("http", "https"),
+        fingerprint: FingerprintFunction | None = None,
+        source_aware: bool = False,
+        dedup_post: bool = True,
+        queue_by: str | QueueKeyFunction = "host",
+        priority: Callable[[Request], int] | None = None,
+        revisit_after: float | None = None,
+        lease_ttl: float = 300.0,
+        max_retries: int = 3,
+        retry_backoff: float = 60.0,
+        retry_backoff_max: float = 3600.0,
+        strict_acks: bool = False,
+        pause_gc: bool = True,
+        clock: Callable[[], float] = time.time,
+        _check_form: bool = True,
+    ) -> None:
+        # (checked here, not where they are used: a bad retry_backoff would otherwise
+        # raise only at the first failed fetch, deep into a crawl)
+        lease_ttl = as_seconds("lease_ttl", lease_ttl, positive=True)
+        max_retries = as_count("max_retries", max_retries)
+        retry_backoff = as_seconds("retry_backoff", retry_backoff)
+        retry_backoff_max = as_seconds("retry_backoff_max", retry_backoff_max)
+        if revisit_after is not None:
+            revisit_after = as_seconds("revisit_after", revisit_after, positive=True)
+        max_url_length = as_count("max_url_length", max_url_length, 1)
+        names = (None if isinstance(schemes, str) or not isinstance(schemes, Iterable)
+                 else tuple(schemes))
+        if names is None or not all(isinstance(x, str) for x in names):
+            raise ConfigError(f"schemes must be a list of scheme names, like ['https'], "
+                              f"not {schemes!r}")
+        schemes = names
+        for name, fn in (("clock", clock), ("priority", priority),
+                         ("fingerprint", fingerprint)):
+            if (fn is not None or name == "clock") and not callable(fn):
+                raise ConfigError(f"{name} must be a function, not {fn!r}")
+        source_aware = flag("source_aware", source_aware)
+        dedup_post = flag("dedup_post", dedup_post)
+        strict_acks = flag("strict_acks", strict_acks)
+        pause_gc = flag("pause_gc", pause_gc)
+        self.store = store
+        if canonicalize is True:
+            self.canonicalize: Callable[[str], str] = Canonicalizer(
+                schemes=schemes, max_length=max_url_length)
+        elif canonicalize is False:
+            # crawlq's steps off: the URL as the WHATWG parser serializes it (what the
+            # fetcher requests), validated (scheme, host, length).
+            self.canonicalize = Canonicalizer(
+                drop_fragment=False, normalize_percent=False, sort_query=False,
+                drop_params=(), drop_prefixes=(), session_params=(),
+                drop_session_in_path=False, schemes=schemes, max_length=max_url_length)
+        elif callable(canonicalize):
+            self.canonicalize = canonicalize
+        else:
+            raise ConfigError("canonicalize must be True, False or a callable")
+        self.fingerprint: FingerprintFunction = fingerprint or Fingerprinter(
+            source_aware=source_aware)
+        self.dedup_post = dedup_post
+        self.queue_key = resolve_queue_key(queue_by)
+        if isinstance(self.canonicalize, Canonicalizer) and self.queue_key is host_key:
+            # The canonicalizer has the host at hand: one step instead of two.
+            self._split: Callable[[str], tuple[str, str]] = self.canonicalize.split
+        else:
+            canon_fn, key_fn = self.canonicalize, self.queue_key
+
+            def split(url: str) -> tuple[str, str]:
+                c = canon_fn(url)
+                return c, key_fn(c)
+
+            self._split = split
+        self.priority = priority
+        self.revisit_after = revisit_after
+        self.lease_ttl = float(lease_ttl)
+        self.max_retries = max_retries
+        self.retry_backoff = retry_backoff
+        self.retry_backoff_max = retry_backoff_max
+        self.strict_acks = strict_acks
+        self.pause_gc = pause_gc
+        self.clock = clock
+        fp = self.fingerprint
+        self._entries = EntryMaker(
+            self._split, fp,
+            url_fingerprint if type(fp) is Fingerprinter and not fp.source_aware else None,
+            priority, dedup_post, revisit_after)
+        """The one definition of what add() accepts: each request's store entry."""
+        if _check_form:
+            self._check_canonical_form()
+
+    @classmethod
+    def open(cls: type[_F], url: str = "memory://", **options: Any) -> _F:
+        """Open a frontier on the store named by ``url``.
+
+        ``memory://``, ``sqlite:///path/to/file.db`` (relative: ``sqlite:///crawl.db``;
+        absolute: ``sqlite:////abs/path.db``), later ``redis://``. Options are split
+        between the store (politeness, budgets, seen-set) and the frontier (see
+        ``docs/options.md``).
+        """
+        from .stores import STORE_OPTIONS, open_store
+
+        store_opts = {k: options.pop(k) for k in list(options) if k in STORE_OPTIONS}
+        frontier_opts = options
+        if store_opts.get("bloom_capacity") and frontier_opts.get("revisit_after"):
+            raise ConfigError("revisit_after needs the exact seen-set: a Bloom filter cannot "
+                              "remember when a URL was seen (drop bloom_capacity)")
+        try:
+            store = open_store(url, **store_opts)
+        except CrawlqError:
+            raise
+        except (TypeError, ValueError) as exc:  # e.g. concurrency="four"
+            raise ConfigError(f"bad store option: {exc}") from None
+        # (commands that only look, opened with create=False, may read a crawl of
+        # another canonical form: `crawlq dump` is how it moves to this one)
+        frontier_opts["_check_form"] = store_opts.get("create", True) is not False
+        try:
+            return cls(store, **frontier_opts)
+        except TypeError as exc:
+            store.close()
+            raise ConfigError(f"unknown option: {exc}") from None
+        except BaseException:
+            store.close()
+            raise
+
+    def fingerprint_of(self, request: Request | str) -> bytes | None:
+        """The seen-set key :meth:`add` would use for ``request`` (None: it bypasses
+        dedup). Raises :class:`InvalidURL` for a URL that add() would reject."""
+        req = Request(request) if isinstance(request, str) else request
+        canon, _ = self._split(req.url)
+        return self._entries.seen_key(req, canon)
+
+    def queue_of(self, url: str) -> str:
+        """The queue key a URL would wait in."""
+        return self.queue_key(self.canonicalize(url))
+
+    @property
+    def canonical_form(self) -> str | None:
+        """The version of the canonical form this frontier gives URLs
+        (:attr:`Canonicalizer.version`), or None for a canonicalize function of the
+        user's own (whose forms crawlq cannot tell apart)."""
+        canon = self.canonicalize
+        return canon.version if isinstance(canon, Canonicalizer) else None
+
+    def _check_canonical_form(self) -> None:
+        """Record this frontier's canonical form with a new crawl; refuse a crawl whose
+        URLs were canonicalized another way (mixed, the same page would be queued once
+        per form and the seen-set would miss)."""
+        form = self.canonical_form
+        if form is None:
+            return
+        theirs = self._stored_form()
+        if theirs is None:
+            self.store.put_values([(_FORM, form.encode(), None)])
+        elif theirs != form:
+            raise ConfigError(
+                f"this crawl's URLs are in canonical form {theirs}, this frontier's are in "
+                f"form {form} (another crawlq version or canonicalizer steps): move it with "
+                "`crawlq dump` and `crawlq load` into a new store, which re-fingerprints "
+                "its requests, or open it with the same steps")
+
+    def _stored_form(self) -> str | None:
+        """The canonical form the crawl recorded; ``"1"`` for a crawl with requests but
+        none recorded (written before crawlq recorded forms, by its RFC 3986 parser);
+        None for a new crawl."""
+        stored = self.store.get_values([_FORM], self.clock())[0]
+        if stored is not None:
+            return stored.decode("utf-8", "replace")
+        st = self.store.stats(self.clock(), 0)
+        return "1" if (st.seen or st.added or st.queued or st.dead) else None
+
+    def close(self) -> None:
+        """Close the store; the frontier cannot be used afterwards."""
+        self.store.close()
+
+    def __enter__(self: _F) -> _F:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Frontier store={type(self.store).__name__}>"
 
     # -- adding ---------------------------------------------------------------------
 
@@ -288,6 +525,229 @@ class Frontier(FrontierAdmin):
                     return True
                 pause = min(pause, left)
             time.sleep(pause)
+
+    # -- named values and counts from outside ---------------------------------------
+
+    def put_value(self, name: str, value: bytes, ttl: float | None = None) -> None:
+        """Keep ``value`` under ``name`` for every process sharing the store, for
+        ``ttl`` seconds (None: for good); see :meth:`get_value`. For what a crawler
+        learns about a host once (``crawlq crawl`` keeps each origin's robots.txt
+        here); values are not part of a dump."""
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"a value's name is a non-empty string, not {name!r}")
+        if not isinstance(value, bytes):
+            raise ConfigError(f"a value is bytes, not {type(value).__name__}")
+        expires = None if ttl is None else self.clock() + as_seconds("ttl", ttl,
+                                                                     positive=True)
+        self.store.put_values([(name, value, expires)])
+
+    def get_value(self, name: str) -> bytes | None:
+        """The value kept under ``name`` (:meth:`put_value`); None if there is none or
+        its time is up."""
+        if not isinstance(name, str):
+            raise ConfigError(f"a value's name is a string, not {name!r}")
+        return self.store.get_values([name], self.clock())[0]
+
+    def drop_value(self, name: str) -> None:
+        """Forget the value kept under ``name`` (:meth:`put_value`) before its time is
+        up; nothing if there is none."""
+        if not isinstance(name, str):
+            raise ConfigError(f"a value's name is a string, not {name!r}")
+        self.store.drop_values([name])
+
+    def count_rejected(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` requests refused for ``reason`` after they were accepted (e.g.
+        ``robots-denied``): they appear in ``stats().rejected`` with those refused at
+        :meth:`add`."""
+        if not isinstance(reason, str) or not reason:
+            raise ConfigError(f"a reason is a non-empty string, not {reason!r}")
+        n = as_count("count_rejected()", n)
+        if n:
+            self.store.count_rejected({reason: n})
+
+    def count_duplicates(self, n: int) -> None:
+        """Count ``n`` duplicates the caller recognized itself, without offering them.
+
+        For a caller that keeps its own record of URLs this frontier has already seen
+        (as the Scrapy scheduler does, to answer most duplicates without a store call):
+        ``stats().duplicates`` then still counts every duplicate offered.
+        """
+        n = as_count("count_duplicates()", n)
+        if n:
+            self.store.count_duplicates(n)
+
+    # -- queues ---------------------------------------------------------------------
+
+    def block(self, queue: str, until: float | None = None, *,
+              seconds: float | None = None) -> None:
+        """Keep ``queue`` from being leased until ``until`` (epoch) or for ``seconds``."""
+        now = self.clock()
+        if (until is None) == (seconds is None):
+            raise ConfigError("block() takes exactly one of until= or seconds=")
+        if until is None:
+            until = now + as_seconds("seconds", seconds, signed=True)
+        self.store.block(queue, as_seconds("until", until, signed=True), now)
+
+    def configure_queue(self, queue: str, **settings: float | None) -> None:
+        """Override ``concurrency``, ``min_delay``, ``max_delay``, ``delay_factor``,
+        ``max_queue_urls``, ``session_budget`` or ``session_rest`` for one queue
+        (``None`` restores the default). Stored durably with the queue."""
+        self.store.configure_queue(queue, settings, self.clock())
+
+    def configure_default(self, **settings: float) -> None:
+        """Change the rest of the queues that have no rest of their own: ``min_delay``,
+        ``max_delay``, ``delay_factor``, as the options of the same names. Each queue
+        takes it from its next answer on. It holds in this process until the store is
+        closed: the store keeps the options each process opens it with (``crawlq
+        serve`` keeps URLFrontier's default delay in the store for every server)."""
+        unknown = set(settings) - set(_REST_SETTINGS)
+        if not settings or unknown:
+            raise ConfigError(f"configure_default() changes {', '.join(_REST_SETTINGS)}; "
+                              f"not {sorted(unknown) or 'nothing'} (the other settings "
+                              "are options of the store's open)")
+        if any(v is None for v in settings.values()):
+            raise ConfigError("a default rest is a number of seconds (or a factor), "
+                              "not None")
+        set_policy = getattr(self.store, "set_policy", None)
+        if set_policy is None:
+            raise ConfigError(f"{type(self.store).__name__} cannot change its default "
+                              "policy while open")
+        clean = {k: v for k, v in check_settings(settings).items() if v is not None}
+        set_policy(self.store.policy.merged(clean))
+
+    def queues(self, limit: int = 100) -> list[QueueInfo]:
+        """Up to ``limit`` queues, most queued first."""
+        return self.store.queues(self.clock(), as_count("limit", limit))
+
+    # -- reporting and maintenance ------------------------------------------------------
+
+    def stats(self, per_queue: int = 0) -> Stats:
+        """Counters and queue states; ``per_queue`` > 0 adds the largest queues."""
+        return self.store.stats(self.clock(), as_count("per_queue", per_queue))
+
+    def dead(self, limit: int = 100) -> list[DeadRequest]:
+        """Requests that ran out of retries, with their last error."""
+        return [DeadRequest(d.id, Request.from_payload(d.payload, d.priority, d.retries, None,
+                                                       d.queue),
+                            d.queue, d.error, d.died_at)
+                for d in self.store.dead(as_count("limit", limit))]
+
+    def delete_queue(self, queue: str) -> int:
+        """Remove the queued and scheduled requests of ``queue``; returns how many. Its
+        leased requests stay leased (answer them as usual; one whose lease ends comes
+        back); its settings, the seen-set (its URLs stay known) and dead requests stay.
+        """
+        if not isinstance(queue, str) or not queue:
+            raise ConfigError(f"a queue is a non-empty string, not {queue!r}")
+        delete = getattr(self.store, "delete_queue", None)
+        if delete is None:
+            raise ConfigError(f"{type(self.store).__name__} cannot delete a queue")
+        return int(delete(queue, self.clock()))
+
+    def remove_queued(self, where: Callable[[Request], bool],
+                      queue: str | None = None) -> int:
+        """Remove the queued and scheduled requests of ``queue`` (None: of every queue)
+        for which ``where(request)`` is true; returns how many. Leased requests stay
+        leased (one whose lease ends comes back), dead ones stay, and their URLs stay
+        seen (adding one again is a duplicate). Each queue is one atomic step of the
+        store, and ``where`` runs inside it: keep it quick, do not call the frontier
+        from it; an error it raises removes nothing of that queue. A scan of the queues'
+        requests: for maintenance, not for a crawl's hot path."""
+        if queue is not None and (not isinstance(queue, str) or not queue):
+            raise ConfigError(f"a queue is a non-empty string, not {queue!r}")
+        if not callable(where):
+            raise ConfigError(f"where is a function of a Request, not {where!r}")
+        remove = getattr(self.store, "remove_queued", None)
+        if remove is None:
+            raise ConfigError(f"{type(self.store).__name__} cannot remove queued requests")
+        keys = [queue] if queue is not None else [
+            q.key for q in self.store.queues(self.clock(), 2**31 - 1)]
+        removed = 0
+        for key in keys:
+            def pick(priority: int, retries: int, payload: bytes, not_before: float | None,
+                     key: str = key) -> bool:
+                return bool(where(Request.from_payload(payload, priority, retries,
+                                                       not_before, key)))
+
+            removed += int(remove(key, pick, self.clock()))
+        return removed
+
+    def requeue_dead(self, ids: Iterable[int] | None = None) -> int:
+        """Give dead requests (all, or those ``ids``) a fresh start in their queues."""
+        if ids is not None:
+            if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+                raise ConfigError(f"requeue_dead() takes ids of dead requests, not {ids!r}")
+            ids = [as_count("a dead request's id", i, 1) for i in ids]
+        return self.store.requeue_dead(ids, self.clock())
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """The whole state as JSON-friendly records (for ``crawlq dump``), after a header
+        with the dump's id and the crawl's canonical form. ConfigError on a store that
+        cannot dump (see :class:`~crawlq.stores.base.Dumps`)."""
+        store = self._dumps()
+        yield dumpfmt.header(uuid.uuid4().hex, self.clock(),
+                             self._stored_form() or self.canonical_form)
+        yield from store.dump()
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """The crawl's records as its store dumps them, without a header: for a scan of
+        the whole crawl (``crawlq serve``'s ListURLs and GetURLStatus)."""
+        return self._dumps().dump()
+
+    def _dumps(self) -> Dumps:
+        """The store, if it can dump and load; else ConfigError."""
+        store = self.store
+        if not (callable(getattr(store, "dump", None))
+                and callable(getattr(store, "load", None))):
+            raise ConfigError(f"{type(store).__name__} cannot dump or load a crawl")
+        return cast(Dumps, store)
+
+    def load(self, records: Iterable[Mapping[str, Any]]) -> int:
+        """Merge records from :meth:`dump`; returns how many were applied. Each request
+        is checked as :meth:`add` checks it (a bad one raises :class:`ConfigError`
+        before anything reaches the store). A dump is loaded once: loading one whose
+        header says it was loaded into this store already raises ConfigError and
+        changes nothing. A dump of another canonical form (its header says which) is
+        re-fingerprinted: each queued and dead request is also marked seen under this
+        frontier's form. (Fetched URLs are in the dump only as fingerprints: one whose
+        canonical spelling changed between the forms may be fetched once more.)"""
+        store = self._dumps()
+        it = iter(records)
+        first = next(it, None)
+        if first is None:
+            return 0
+        marker = None
+        if first.get("type") == "dump" and first.get("id"):
+            marker = f"crawlq:loaded:{first['id']}"
+            if self.get_value(marker) is not None:
+                raise ConfigError(f"this dump (id {first['id']}) was loaded into this store "
+                                  "already; loading it again would queue its requests twice")
+
+        form = first.get("canonical_form") if first.get("type") == "dump" else None
+        refingerprint = form is not None and form != self.canonical_form
+        fingerprint_of = self.fingerprint_of
+        extra = [0 if marker is None else 1]  # records of ours, not the dump's
+
+        def records_then_marker() -> Iterator[dict[str, Any]]:
+            # (each request is checked by dumpfmt.apply, as the store applies it)
+            for rec in itertools.chain((first,), it):
+                yield dict(rec)
+                if refingerprint and rec.get("type") in ("entry", "dead"):
+                    # A dump of another canonical form: each request it holds is known
+                    # by its fingerprint in this frontier's form too, so offering it
+                    # again is a duplicate, as it was in the crawl dumped.
+                    fp = fingerprint_of(dumpfmt.request_from_json(rec["request"]))
+                    if fp is not None:
+                        extra[0] += 1
+                        yield dumpfmt.seen(fp, None)
+            if marker is not None:  # (in the same transaction, where the store has one)
+                yield dumpfmt.value(marker, repr(self.clock()).encode(), None)
+
+        return store.load(records_then_marker()) - extra[0]
+
+
+_REST_SETTINGS = ("min_delay", "max_delay", "delay_factor")
+"""The policy settings :meth:`Frontier.configure_default` may change while open."""
 
 def _per_lease_durations(leases: Iterable[Lease], durations: object,
                          ) -> tuple[list[Lease], list[float | None]]:
