@@ -41,7 +41,7 @@ from typing import Any
 from bench_serve import in_process, urls
 from grpc import aio
 
-from crawlq.serve.grpc_base import load_proto
+from crawlq.serve.grpc_wire import load_proto
 
 # (the JSON API's benchmark's policy, URLs and in-process loop: the same work)
 POLICY = {"min_delay": 0, "max_delay": 0, "delay_factor": 0, "concurrency": 1000}

@@ -392,7 +392,7 @@ def test_the_heap_is_frozen_for_the_crawl_and_given_back_at_close(
 def test_a_process_that_froze_its_own_heap_is_left_alone() -> None:
     import gc
 
-    from crawlq.contrib.scrapy.scheduler_core import freeze_heap, thaw_heap
+    from crawlq.contrib.scrapy.scheduler import freeze_heap, thaw_heap
 
     assert gc.get_freeze_count() == 0
     assert freeze_heap() and gc.get_freeze_count() > 0

@@ -21,7 +21,7 @@ import grpc
 import pytest
 
 from crawlq.redislocal import LocalRedis
-from crawlq.serve.grpc_base import load_proto
+from crawlq.serve.grpc_wire import load_proto
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from crawlq import Frontier, Request
 from crawlq.redislocal import LocalRedis
 from crawlq.serve import uf_ops
 from crawlq.serve.crawls import DEFAULT_DELAY, RECHECK
-from crawlq.serve.grpc_base import load_proto
+from crawlq.serve.grpc_wire import load_proto
 
 pb, services = load_proto()
 OK, SKIPPED = pb.AckMessage.OK, pb.AckMessage.SKIPPED
