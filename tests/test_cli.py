@@ -172,3 +172,14 @@ def test_commands_that_look_never_create_a_redis_crawl(tmp_path: Path,
     assert redis.Redis.from_url(redis_server.url).keys("{nothing-here}*") == []
     assert crawlq(tmp_path, "add", "https://a.example/", store=store).returncode == 0
     assert crawlq(tmp_path, "stats", store=store).returncode == 0  # now there is one
+
+
+def test_every_cli_error_is_reported_in_one_place() -> None:
+    """Commands raise; ``crawlq.cli.report`` alone writes the ``crawlq: error:`` line."""
+    import crawlq
+
+    root = Path(crawlq.__file__).parent
+    writers = [f"{p.relative_to(root)}:{n}" for p in root.rglob("*.py")
+               for n, line in enumerate(p.read_text().splitlines(), 1)
+               if '"crawlq: error:' in line or "'crawlq: error:" in line]
+    assert len(writers) == 1 and writers[0].startswith("cli.py:"), writers

@@ -23,7 +23,7 @@ from typing import IO, Any, NoReturn
 
 from . import __version__, handles
 from .cli_state import Progress, cmd_answer, cmd_dump, cmd_load
-from .errors import CrawlqError, StoreCorrupt
+from .errors import CommandError, CrawlqError, StoreCorrupt
 from .frontier import Frontier
 from .models import Request, Stats
 from .stores import sqlite_file
@@ -42,7 +42,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         command = self.prog.split(" ", 1)[1] + " " if " " in self.prog else ""
-        self.exit(2, f"crawlq: error: {message} (see crawlq {command}--help)\n")
+        raise CommandError(f"{message} (see crawlq {command}--help)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -258,9 +258,32 @@ def _print_queues(queues: Iterable[Any], out: IO[str]) -> None:
               f"{q.state:<9} {_fmt_time(q.ready_at)}", file=out)
 
 
+def report(exc: CrawlqError) -> int:
+    """The one way the command line reports an error: one ``crawlq: error:`` line on
+    standard error (then a :class:`~crawlq.errors.CommandError`'s advice line), and the
+    exit status (the CommandError's, else 2)."""
+    print(f"crawlq: error: {exc}", file=sys.stderr)
+    if isinstance(exc, CommandError):
+        if exc.advice:
+            print(exc.advice, file=sys.stderr)
+        return exc.status
+    return 2
+
+
 def run(argv: Sequence[str] | None = None, out: IO[str] | None = None,
         stdin: IO[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 2 usage or crawlq error)."""
+    """Run the CLI; returns the exit status (0 ok, 2 usage or crawlq error). Commands
+    raise their errors (:class:`~crawlq.errors.CrawlqError`); they are reported here,
+    by :func:`report`."""
+    try:
+        return _run(argv, out, stdin)
+    except CrawlqError as exc:
+        return report(exc)
+    except BrokenPipeError:
+        return 0
+
+
+def _run(argv: Sequence[str] | None, out: IO[str] | None, stdin: IO[str] | None) -> int:
     out = out or sys.stdout
     stdin = stdin or sys.stdin
     args = _parser().parse_args(argv)
@@ -268,76 +291,70 @@ def run(argv: Sequence[str] | None = None, out: IO[str] | None = None,
         from .crawler.cli import command
 
         return command(args)
-    try:
-        store = args.store or os.environ.get("CRAWLQ_STORE") or DEFAULT_STORE
-        path = sqlite_file(store)
-        if args.command == "check":  # (before opening it: a damaged file cannot be)
-            if path is None:
-                raise CrawlqError(f"check reads sqlite:// stores, not {store}")
-            if not os.path.exists(path):
-                raise CrawlqError(f"no crawl at {store}: {path} does not exist")
-            problems = check(path)
-            if problems:
-                raise StoreCorrupt(f"{path} is damaged: {'; '.join(problems[:3])} "
-                                   f"({len(problems)} problem(s); a dump may save what is "
-                                   "readable)")
-            print(f"{path}: no damage found (SQLite's integrity check)", file=out)
-            return 0
-        if args.command == "load" and args.file != "-":  # (before a store is created)
-            try:
-                with open(args.file, "rb"):
-                    pass
-            except OSError as exc:
-                raise CrawlqError(f"cannot read {args.file}: {exc.strerror or exc}") from None
-        options = _options(args.option)
-        if args.command == "serve":
-            from .serve import command as serve
-
-            return serve(args, store, options)
-        if args.command in READ_ONLY:
-            # (opening it would create an empty store, and print zeros as if it were one)
-            options["create"] = False
-        with Frontier.open(store, **options) as f:
-            cmd = args.command
-            if cmd in ("done", "fail", "retry"):
-                return cmd_answer(f, args, out, stdin)
-            if cmd == "add":
-                return _cmd_add(f, args, out, stdin)
-            if cmd == "next":
-                return _cmd_next(f, args, out)
-            if cmd == "stats":
-                s = f.stats(per_queue=args.queues)
-                if args.json:
-                    print(json.dumps(s.as_dict(), ensure_ascii=False), file=out)
-                else:
-                    _print_stats(s, out)
-                return 0
-            if cmd == "queues":
-                qs = f.queues(args.n)
-                if args.json:
-                    for q in qs:
-                        print(json.dumps(q.as_dict()), file=out)
-                else:
-                    _print_queues(qs, out)
-                return 0
-            if cmd == "dead":
-                for d in f.dead(args.n):
-                    print(json.dumps({"id": d.id, "queue": d.queue, "error": d.error,
-                                      "died_at": d.died_at, **request_to_json(d.request)},
-                                     ensure_ascii=False), file=out)
-                return 0
-            if cmd == "requeue-dead":
-                print(f"requeued {f.requeue_dead()}", file=out)
-                return 0
-            if cmd == "dump":
-                return cmd_dump(f, args.file, out)
-            if cmd == "load":
-                return cmd_load(f, args.file, out, stdin)
-    except CrawlqError as exc:
-        print(f"crawlq: error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
+    store = args.store or os.environ.get("CRAWLQ_STORE") or DEFAULT_STORE
+    path = sqlite_file(store)
+    if args.command == "check":  # (before opening it: a damaged file cannot be)
+        if path is None:
+            raise CrawlqError(f"check reads sqlite:// stores, not {store}")
+        if not os.path.exists(path):
+            raise CrawlqError(f"no crawl at {store}: {path} does not exist")
+        problems = check(path)
+        if problems:
+            raise StoreCorrupt(f"{path} is damaged: {'; '.join(problems[:3])} "
+                               f"({len(problems)} problem(s); a dump may save what is "
+                               "readable)")
+        print(f"{path}: no damage found (SQLite's integrity check)", file=out)
         return 0
+    if args.command == "load" and args.file != "-":  # (before a store is created)
+        try:
+            with open(args.file, "rb"):
+                pass
+        except OSError as exc:
+            raise CrawlqError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    options = _options(args.option)
+    if args.command == "serve":
+        from .serve import command as serve
+
+        return serve(args, store, options)
+    if args.command in READ_ONLY:
+        # (opening it would create an empty store, and print zeros as if it were one)
+        options["create"] = False
+    with Frontier.open(store, **options) as f:
+        cmd = args.command
+        if cmd in ("done", "fail", "retry"):
+            return cmd_answer(f, args, out, stdin)
+        if cmd == "add":
+            return _cmd_add(f, args, out, stdin)
+        if cmd == "next":
+            return _cmd_next(f, args, out)
+        if cmd == "stats":
+            s = f.stats(per_queue=args.queues)
+            if args.json:
+                print(json.dumps(s.as_dict(), ensure_ascii=False), file=out)
+            else:
+                _print_stats(s, out)
+            return 0
+        if cmd == "queues":
+            qs = f.queues(args.n)
+            if args.json:
+                for q in qs:
+                    print(json.dumps(q.as_dict()), file=out)
+            else:
+                _print_queues(qs, out)
+            return 0
+        if cmd == "dead":
+            for d in f.dead(args.n):
+                print(json.dumps({"id": d.id, "queue": d.queue, "error": d.error,
+                                  "died_at": d.died_at, **request_to_json(d.request)},
+                                 ensure_ascii=False), file=out)
+            return 0
+        if cmd == "requeue-dead":
+            print(f"requeued {f.requeue_dead()}", file=out)
+            return 0
+        if cmd == "dump":
+            return cmd_dump(f, args.file, out)
+        if cmd == "load":
+            return cmd_load(f, args.file, out, stdin)
     raise AssertionError(f"unhandled command {args.command}")
 
 
@@ -346,14 +363,13 @@ def main() -> None:
     try:
         sys.exit(run())
     except KeyboardInterrupt:
-        print("crawlq: error: interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(report(CommandError("interrupted", status=130)))
     except Exception as exc:  # a bug: still one line (CRAWLQ_TRACEBACK=1 shows it whole)
         if os.environ.get("CRAWLQ_TRACEBACK"):
             raise
-        print(f"crawlq: error: internal error, please report it: {type(exc).__name__}: "
-              f"{exc} (CRAWLQ_TRACEBACK=1 shows where)", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(report(CommandError(f"internal error, please report it: "
+                                     f"{type(exc).__name__}: {exc} (CRAWLQ_TRACEBACK=1 "
+                                     "shows where)")))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,17 @@ class ConfigError(CrawlqError, ValueError):
     """An option, argument or store URL is not valid."""
 
 
+class CommandError(CrawlqError):
+    """A ``crawlq`` command could not do its work. The command line prints it as every
+    error, one ``crawlq: error: <message>`` line, then ``advice`` (a line saying what to
+    do next) when given, and exits with ``status``."""
+
+    def __init__(self, message: str, *, status: int = 2, advice: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.advice = advice
+
+
 class InvalidURL(CrawlqError, ValueError):
     """A URL was refused; ``reason`` is a short machine-readable slug.
 

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..cli import count
+from ..errors import CommandError
 from .cli_options import add_options
 
 DEMO_HELP = ("Serve the built-in test web on 127.0.0.1 and crawl it with the real crawler: "
@@ -48,9 +49,8 @@ def command(args: argparse.Namespace) -> int:
         from .addresses import networks
         from .core import DEFAULT_AGENT, CrawlConfig
     except ImportError as exc:
-        print(f"crawlq: error: crawl needs the crawl extra: pip install 'crawlq[crawl]' ({exc})",
-              file=sys.stderr)
-        return 2
+        raise CommandError(f"crawl needs the crawl extra: pip install 'crawlq[crawl]' "
+                           f"({exc})") from None
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "demo":
@@ -62,14 +62,12 @@ def command(args: argparse.Namespace) -> int:
     for pair in args.resolve:
         host, eq, ip = pair.partition("=")
         if not eq:
-            print(f"crawlq: error: --resolve wants HOST=IP, got {pair!r}", file=sys.stderr)
-            return 2
+            raise CommandError(f"--resolve wants HOST=IP, got {pair!r}")
         resolve[host] = ip
     try:
         networks(args.allow_address)
     except ValueError as exc:
-        print(f"crawlq: error: --allow-address: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(f"--allow-address: {exc}") from None
     priority = []
     for rule in args.priority:
         pattern, eq, n = rule.rpartition("=")
@@ -78,9 +76,7 @@ def command(args: argparse.Namespace) -> int:
         except ValueError:
             eq = ""
         if not eq:
-            print(f"crawlq: error: --priority wants REGEX=N (N an integer), got {rule!r}",
-                  file=sys.stderr)
-            return 2
+            raise CommandError(f"--priority wants REGEX=N (N an integer), got {rule!r}")
     for option, patterns in (("--include", args.include), ("--exclude", args.exclude),
                              ("--target", args.target),
                              ("--priority", [p for p, _ in priority])):
@@ -88,18 +84,15 @@ def command(args: argparse.Namespace) -> int:
             try:
                 re.compile(pattern)
             except re.error as exc:
-                print(f"crawlq: error: {option}: bad regular expression {pattern!r}: {exc}",
-                      file=sys.stderr)
-                return 2
+                raise CommandError(
+                    f"{option}: bad regular expression {pattern!r}: {exc}") from None
     headers = {}
     for raw in args.header:
         name, colon, value = raw.partition(":")
         name, value = name.strip(), value.strip()
         if (not colon or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name)
                 or any(ch in value for ch in "\r\n\0")):
-            print(f"crawlq: error: --header wants 'NAME: VALUE', got {raw!r}",
-                  file=sys.stderr)
-            return 2
+            raise CommandError(f"--header wants 'NAME: VALUE', got {raw!r}")
         headers[name] = value
     if args.proxy is not None:
         try:
@@ -108,30 +101,23 @@ def command(args: argparse.Namespace) -> int:
         except ValueError:
             ok = False
         if not ok:
-            print(f"crawlq: error: --proxy wants http://host:port, got {args.proxy!r}",
-                  file=sys.stderr)
-            return 2
+            raise CommandError(f"--proxy wants http://host:port, got {args.proxy!r}")
         if args.proxy_from_env:
-            print("crawlq: error: --proxy and --proxy-from-env: give one", file=sys.stderr)
-            return 2
+            raise CommandError("--proxy and --proxy-from-env: give one")
     if args.out:
         from .output import OutputError, output_kind
 
         try:
             output_kind(args.out, args.format, tuple(args.save), args.rotate)
         except OutputError as exc:
-            print(f"crawlq: error: --out: {exc}", file=sys.stderr)
-            return 2
+            raise CommandError(f"--out: {exc}") from None
     given = {s for s in (args.store, args.crawl_store) if s}  # (before or after 'crawl')
     if len(given) > 1:
-        print(f"crawlq: error: two different --store values: {' and '.join(sorted(given))}",
-              file=sys.stderr)
-        return 2
+        raise CommandError(f"two different --store values: {' and '.join(sorted(given))}")
     store = next(iter(given), None)
     if store and args.state:
-        print("crawlq: error: --state and --store both say where the crawl is kept: give "
-              "one of them", file=sys.stderr)
-        return 2
+        raise CommandError("--state and --store both say where the crawl is kept: give "
+                           "one of them")
     if store is None and not args.state:
         store = os.environ.get("CRAWLQ_STORE") or None
     if store is None and args.state:
@@ -170,11 +156,7 @@ def _run(config: Any, resumable: bool, every: float | None = None,
     if metrics_port is not None:
         from .metrics import CrawlMetrics
 
-        try:
-            metrics = CrawlMetrics(metrics_port)
-        except CrawlqError as exc:
-            print(f"crawlq: error: {exc}", file=sys.stderr)
-            return 2
+        metrics = CrawlMetrics(metrics_port)  # (its CrawlqError is the command's)
         print(f"metrics on http://127.0.0.1:{metrics.port}/metrics", file=sys.stderr,
               flush=True)
     crawler = Crawler(config, events=metrics.events() if metrics is not None else None)
@@ -207,17 +189,15 @@ def _run(config: Any, resumable: bool, every: float | None = None,
         summary = asyncio.run(main())
     except CrawlqError as exc:
         progress.clear()
-        print(f"crawlq: error: {exc}", file=sys.stderr)
-        if isinstance(exc, StoreError) and resumable:
-            print("nothing is lost: run the same command again once the store is back "
-                  "(pages in flight are fetched again)", file=sys.stderr)
-        return 2
+        raise CommandError(str(exc), advice=(
+            "nothing is lost: run the same command again once the store is back (pages "
+            "in flight are fetched again)" if isinstance(exc, StoreError) and resumable
+            else None)) from exc
     except KeyboardInterrupt:
         progress.clear()
-        print("crawlq: error: interrupted twice: stopped at once" + (
+        raise CommandError("interrupted twice: stopped at once" + (
             "; pages in flight are fetched again by the next run" if resumable else ""),
-            file=sys.stderr)
-        return 128 + (stopped_by[0] if stopped_by else signal.SIGINT)
+            status=128 + (stopped_by[0] if stopped_by else signal.SIGINT)) from None
     progress.clear()
     for line in summary.lines():
         print(line, file=report)
@@ -228,8 +208,7 @@ def _run(config: Any, resumable: bool, every: float | None = None,
         return 128 + stopped_by[0]  # 130 for SIGINT, 143 for SIGTERM, as shells report
     failure = summary.failure()
     if failure is not None:
-        print(f"crawlq: error: {failure}", file=sys.stderr)
-        return 2
+        raise CommandError(failure)
     return 0
 
 

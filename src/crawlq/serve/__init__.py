@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 from typing import Any
+
+from ..errors import CommandError
 
 DEFAULT_PORT = 7072
 """The JSON API's port."""
@@ -61,9 +62,8 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
 
             from . import grpc_server
     except ImportError as exc:
-        print(f"crawlq: error: serve needs the serve extra: pip install 'crawlq[serve]' "
-              f"({exc})", file=sys.stderr)
-        return 2
+        raise CommandError(f"serve needs the serve extra: pip install 'crawlq[serve]' "
+                           f"({exc})") from None
     from ..frontier import Frontier
 
     token = args.token or os.environ.get("CRAWLQ_SERVE_TOKEN") or None
@@ -72,15 +72,13 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
         import ssl
 
         if not args.tls_cert:
-            print("crawlq: error: --tls-key needs --tls-cert", file=sys.stderr)
-            return 2
+            raise CommandError("--tls-key needs --tls-cert")
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         try:
             tls.load_cert_chain(args.tls_cert, args.tls_key)
         except (OSError, ssl.SSLError) as exc:
-            print(f"crawlq: error: cannot use the TLS certificate {args.tls_cert}: {exc}",
-                  file=sys.stderr)
-            return 2
+            raise CommandError(f"cannot use the TLS certificate {args.tls_cert}: "
+                               f"{exc}") from None
     scheme = "https" if tls is not None else "http"
     pem = None
     if tls is not None:
@@ -90,9 +88,7 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
             with open(args.tls_key or args.tls_cert, "rb") as fh:
                 key = fh.read()
         except OSError as exc:
-            print(f"crawlq: error: cannot read {exc.filename}: {exc.strerror}",
-                  file=sys.stderr)
-            return 2
+            raise CommandError(f"cannot read {exc.filename}: {exc.strerror}") from None
         pem = (key, chain)
     with Frontier.open(store, **options) as frontier:
         metrics = Metrics(frontier)
@@ -113,8 +109,8 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
             try:
                 await site.start()
             except OSError as exc:
-                raise SystemExit(f"crawlq: error: cannot listen on {args.host}:{args.port}: "
-                                 f"{exc.strerror or exc}") from None
+                raise CommandError(f"cannot listen on {args.host}:{args.port}: "
+                                   f"{exc.strerror or exc}") from None
             grpc = crawls = None
             if not args.no_grpc:
                 from .crawls import Crawls
@@ -125,7 +121,7 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
                         crawls, metrics, args.host, args.grpc_port, token, pem)
                 except OSError as exc:
                     await runner.cleanup()
-                    raise SystemExit(f"crawlq: error: gRPC: {exc}") from None
+                    raise CommandError(f"gRPC: {exc}") from None
             ready(runner)
             if grpc is not None:
                 how = "TLS" if pem else "plaintext"

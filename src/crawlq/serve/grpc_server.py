@@ -30,8 +30,6 @@ from .crawls import DEFAULT, Crawls, crawl_id
 from .grpc_wire import MAX_MESSAGE, Refused, batches, load_proto
 from .metrics import Metrics
 
-DEFAULT_PORT = 7071
-"""URLFrontier's port."""
 DEFAULT_TTL = 30.0
 """Seconds a URL handed out by GetURLs stays leased when the client leaves it to us."""
 PAGE = 100
