@@ -96,16 +96,18 @@ def run_crawlq(kind: str, conc: int, urls: list[str], prios: list[int], batch: i
     rss1 = rss_bytes()
     ckpt = 0.0
     server = redis_memory() - mem0 if kind == "redis" else None
+    # What a user's disk holds after the adds: the database with its WAL, as the store
+    # left them; then the database alone, after a checkpoint folds the WAL into it.
+    disk = dir_size(tmp) if kind == "sqlite" else None
+    db_only = None
     if kind == "sqlite":
-        # The WAL is bounded (journal_size_limit) and folded back at checkpoints; what
-        # grows with the crawl is the database itself, measured after a checkpoint.
         import sqlite3
 
         with sqlite3.connect(tmp / "bench.db") as c:
             c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         ckpt = time.perf_counter() - t1
         t1 += ckpt  # the checkpoint is not part of either phase
-    disk = dir_size(tmp) if kind == "sqlite" else None
+        db_only = dir_size(tmp)
     taken = 0
     while True:
         leases = f.next(1000)
@@ -138,7 +140,7 @@ def run_crawlq(kind: str, conc: int, urls: list[str], prios: list[int], batch: i
         tracemalloc.stop()
         g.close()
     return {"unique": added, "add_s": t1 - t0 - ckpt, "drain_s": t2 - t1, "rss": rss1 - rss0,
-            "disk": disk, "heap": heap, "server": server}
+            "disk": disk, "db_only": db_only, "heap": heap, "server": server}
 
 
 def redis_memory() -> int:
@@ -344,6 +346,8 @@ def main() -> None:
         if base:
             ratio = f"{combined / (a.n / (base['add_s'] + base['drain_s'])):.2f}x"
         disk = f"{r['disk'] / r['unique']:.0f}" if r["disk"] is not None else "-"
+        if r.get("db_only") is not None:
+            disk += f" ({r['db_only'] / r['unique']:.0f})"
         heap = f"{r['heap'] / r['unique']:.0f}" if r.get("heap") is not None else "-"
         srv = f"{r['server'] / r['unique']:.0f}" if r.get("server") is not None else "-"
         print(f"{name:<22} {a.n / r['add_s']:>9,.0f} {r['unique'] / r['drain_s']:>12,.0f} "
@@ -388,7 +392,8 @@ def main() -> None:
               f"{rates['crawlq-redis'] / rates['scrapy-redis']:.1f}x")
     print("heap: Python allocations held by the scheduler per queued request (tracemalloc); "
           "RSS: resident memory growth during add (blurred by freed workload memory); "
-          "disk: database or JOBDIR size after add, per queued request; "
+          "disk: database (WAL included) or JOBDIR size after add, per queued request, "
+          "in brackets the database alone after a checkpoint; "
           "redis: server used_memory growth during add, per queued request")
 
 

@@ -52,10 +52,11 @@ def every_page(web: HostileWeb) -> set[str]:
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A real tmpfs of 64 MiB at a folder of its own (root is needed to mount it)."""
+    """A real tmpfs of 8 MiB at a folder of its own (root is needed to mount it): small,
+    as a store must work on a small disk once it has room again (its WAL kept small)."""
     where = tmp_path / "fs"
     where.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs",
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs",
                               str(where)], capture_output=True, text=True)
     assert mounted.returncode == 0, (
         f"cannot mount a tmpfs (the full-disk tests need root): {mounted.stderr}")
