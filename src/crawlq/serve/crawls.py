@@ -23,11 +23,10 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import ConfigError
 from ..frontier import Frontier
-from ..stores import REDIS_SCHEMES, destroy_store, sqlite_file
+from ..stores import StoreURL, destroy_store
 
 DEFAULT = "DEFAULT"
 """The crawl ID of the store the server was given (URLFrontier's default crawl)."""
@@ -66,7 +65,8 @@ class Crawls:
         self._opener = opener
         self._open: dict[str, Frontier] = {DEFAULT: default}
         self._lock = threading.Lock()
-        self._scheme = urlsplit(store_url).scheme.lower()
+        self._url = StoreURL.parse(store_url)
+        self._kind = self._url.kind
         # crawl -> (monotonic time of the last reading, the default delay applied)
         self._delays: dict[str, tuple[float, bytes | None]] = {}
 
@@ -113,13 +113,13 @@ class Crawls:
         """Every crawl ID: DEFAULT, then the others sorted (those of other servers on the
         same store too: they are found in the store, not in this server's memory)."""
         found = set(self._open)
-        if self._scheme == "sqlite":
+        if self._kind == "sqlite":
             base = self._sqlite_stem()
             for path in glob.glob(glob.escape(base) + _SQLITE_MARK + "*.db"):
                 name = path[len(base) + len(_SQLITE_MARK):-3]
                 if _ID.fullmatch(name):
                     found.add(name)
-        elif self._scheme in REDIS_SCHEMES:
+        elif self._kind == "redis":
             store: Any = self.default.store
             for prefix in store.prefixes_under(store.prefix + _REDIS_MARK):
                 name = prefix[len(store.prefix) + len(_REDIS_MARK):]
@@ -158,28 +158,26 @@ class Crawls:
     # -- where a crawl lives ------------------------------------------------------
 
     def _sqlite_stem(self) -> str:
-        path = sqlite_file(self.store_url) or ""
+        path = self._url.sqlite_path
         return path[:-3] if path.endswith(".db") else path
 
     def _url_of(self, crawl: str) -> str:
-        parts = urlsplit(self.store_url)
-        if self._scheme == "memory":
+        if self._kind == "memory":
             return "memory://"
-        if self._scheme == "sqlite":
+        if self._kind == "sqlite":
             path = self._sqlite_stem() + _SQLITE_MARK + crawl + ".db"
-            rest = f"?{parts.query}" if parts.query else ""
-            return f"sqlite:///{path}{rest}"
-        if self._scheme in REDIS_SCHEMES:
+            query = self._url.raw_query
+            return f"sqlite:///{path}" + (f"?{query}" if query else "")
+        if self._kind == "redis":
             store: Any = self.default.store
-            query = [(k, v) for k, v in parse_qsl(parts.query) if k != "prefix"]
-            query.append(("prefix", store.prefix + _REDIS_MARK + crawl))
-            return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
+            return self._url.with_query(
+                drop=("prefix",), add=(("prefix", store.prefix + _REDIS_MARK + crawl),))
         raise ConfigError(f"crawl IDs other than {DEFAULT} need a memory, sqlite or redis "
-                          f"store, not {self._scheme}://")
+                          f"store, not {self._url.scheme}://")
 
     def _exists(self, crawl: str, url: str) -> bool:
-        if self._scheme == "sqlite":
-            return os.path.exists(sqlite_file(url) or "")
-        if self._scheme in REDIS_SCHEMES:
+        if self._kind == "sqlite":
+            return os.path.exists(StoreURL.parse(url).sqlite_path)
+        if self._kind == "redis":
             return crawl in self.names()
         return False  # (memory: only what this server made, which is open)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigError, StoreError
 from .base import MAX_REDELIVERIES, QueuePolicy, Store, as_count, flag
 from .bloom import BloomShape
+from .url import REDIS_SCHEMES, StoreURL
 
 POLICY_OPTIONS = ("concurrency", "min_delay", "max_delay", "delay_factor", "max_queue_urls",
                   "session_budget", "session_rest")
@@ -38,13 +38,8 @@ def open_store(url: str, **options: Any) -> Store:
         if not isinstance(error_rate, (int, float)) or isinstance(error_rate, bool):
             raise ConfigError(f"bloom_error_rate must be a number, not {error_rate!r}")
         bloom = BloomShape(as_count("bloom_capacity", capacity, 1), float(error_rate))
-    if not isinstance(url, str):
-        raise ConfigError(f"a store URL is a string, not {url!r}")
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        raise ConfigError(f"not a store URL: {url!r} ({exc})") from None
-    scheme = parts.scheme.lower()
+    parsed = StoreURL.parse(url)
+    scheme = parsed.scheme
     if scheme == "memory":
         _no_more(options, scheme)
         from .memory import MemoryStore
@@ -57,10 +52,10 @@ def open_store(url: str, **options: Any) -> Store:
             raise ConfigError(f"a Bloom filter for {bloom.capacity:,} URLs takes "
                               f"{bloom.size_bytes:,} bytes: more memory than there is") from None
     if scheme == "sqlite":
-        path = _sqlite_path(url, parts.netloc, parts.path)
+        path = parsed.sqlite_path
         if not create and not os.path.exists(path):
             raise StoreError(f"no crawl at {url}: {path} does not exist")
-        query = dict(parse_qsl(parts.query))
+        query = dict(parsed.query)
         from .sqlite import DEFAULT_CACHE_MB, SQLiteStore
         from .sqlite_group import GROUP_COMMIT
 
@@ -83,7 +78,7 @@ def open_store(url: str, **options: Any) -> Store:
         return SQLiteStore(path, policy, lifo=lifo, bloom=bloom, synchronous=synchronous,
                            busy_timeout=busy, cache_mb=cache_mb,
                            max_redeliveries=redeliveries, group_commit=group)
-    if scheme in REDIS_SCHEMES:
+    if parsed.kind == "redis":
         from .redis_store import RedisStore
 
         deadline = options.pop("retry_deadline", None)  # None: the URL's, or 30 s
@@ -121,10 +116,6 @@ def _registered(scheme: str) -> Any:
     return None
 
 
-REDIS_SCHEMES = ("redis", "rediss", "unix")
-"""The store URL schemes of the Redis store: the built-in store whose calls wait on a
-server over the network."""
-
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-open")
 """A SQLite store's files: the database, SQLite's two beside it, and the one whose
 locks tell who has it open (``sqlite_group.OPEN_SUFFIX``)."""
@@ -154,26 +145,8 @@ def destroy_store(store: Any) -> None:
 def sqlite_file(url: str) -> str | None:
     """The file a ``sqlite://`` store URL names; None for other stores. Raises
     :class:`ConfigError` for a malformed one."""
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        raise ConfigError(f"not a store URL: {url!r} ({exc})") from None
-    if parts.scheme.lower() != "sqlite":
-        return None
-    return _sqlite_path(url, parts.netloc, parts.path)
-
-
-def _sqlite_path(url: str, netloc: str, path: str) -> str:
-    """The file of ``sqlite:///relative.db`` or ``sqlite:////absolute.db``: exactly those
-    forms, as in SQLAlchemy; anything else (one slash, a host) is an error rather than
-    another file than the user meant."""
-    rest = url.split(":", 1)[1]
-    if not rest.startswith("///") or netloc:
-        raise ConfigError(f"{url!r} is not a sqlite URL: write sqlite:///relative/path.db "
-                          "or sqlite:////absolute/path.db")
-    if not path[1:]:
-        raise ConfigError(f"sqlite URL needs a file path: {url!r} (e.g. sqlite:///crawl.db)")
-    return path[1:]  # "/rel.db" -> rel.db ; "//abs.db" -> /abs.db
+    parsed = StoreURL.parse(url)
+    return parsed.sqlite_path if parsed.scheme == "sqlite" else None
 
 
 def _no_more(options: dict[str, Any], scheme: str) -> None:
@@ -182,4 +155,4 @@ def _no_more(options: dict[str, Any], scheme: str) -> None:
 
 
 __all__ = ["ENTRY_POINTS", "REDIS_SCHEMES", "SQLITE_SUFFIXES", "STORE_OPTIONS", "BloomShape",
-           "QueuePolicy", "Store", "destroy_store", "open_store", "sqlite_file"]
+           "QueuePolicy", "Store", "StoreURL", "destroy_store", "open_store", "sqlite_file"]

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from importlib import resources
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgpack
 
@@ -24,6 +23,7 @@ from .base import (
     QueuePolicy,
 )
 from .bloom import BloomShape
+from .url import StoreURL
 
 _EXPIRES = struct.Struct("<d")
 """A kept value's expiry, before its bytes (see RedisStore.put_values)."""
@@ -42,6 +42,8 @@ to stall other clients of the server."""
 _QREC = struct.Struct("<9d")  # a queue's record, P:qm:<key> (see common.lua)
 _SCRIPTS = ("add", "lease", "release", "ready_at", "queue_op", "maintain", "renew")
 _T = TypeVar("_T")
+_OURS = ("prefix", "cluster", "retry_deadline")
+"""The Redis store URL's query options that are crawlq's (the others go to redis-py)."""
 _COUNTERS = ("seen", "added", "done", "failed", "retried", "redelivered", "late_acks",
              "duplicates")
 
@@ -83,25 +85,23 @@ class RedisCore:
         self.lifo = lifo
         self.max_redeliveries = max_redeliveries
         self.bloom = bloom
-        parts = urlsplit(url)
-        query = parse_qsl(parts.query)
-        ours = {k: v for k, v in query if k in ("prefix", "cluster", "retry_deadline")}
+        parsed = StoreURL.parse(url)
+        ours = {k: v for k, v in parsed.query if k in _OURS}
         try:
             self.retry_deadline = float(retry_deadline if retry_deadline is not None
                                         else ours.get("retry_deadline", 30.0))
         except ValueError:
             raise ConfigError(f"retry_deadline must be a number of seconds, not "
                               f"{ours.get('retry_deadline')!r}") from None
-        rest = [(k, v) for k, v in query if k not in ours]
         prefix = prefix or ours.get("prefix") or "crawlq"
         if not prefix or any(c in prefix for c in "{}\r\n "):
             raise ConfigError(f"bad Redis key prefix {prefix!r}: no braces, spaces or "
                               "line breaks")
         self.prefix = prefix
-        self._where = f"{parts.hostname or parts.path}:{parts.port or ''}"
-        plain = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), ""))
+        self._where = f"{parsed.hostname or parsed.path}:{parsed.port or ''}"
+        plain = parsed.with_query(drop=_OURS)  # (the rest is redis-py's)
         kwargs: dict[str, Any] = {"socket_connect_timeout": 10.0, "socket_timeout": 120.0}
-        if parts.password is None and os.environ.get("CRAWLQ_REDIS_PASSWORD"):
+        if parsed.password is None and os.environ.get("CRAWLQ_REDIS_PASSWORD"):
             kwargs["password"] = os.environ["CRAWLQ_REDIS_PASSWORD"]
         cluster = ours.get("cluster", "").lower() in ("1", "true", "yes")
         self.cluster = cluster

@@ -30,7 +30,7 @@ from ...frontier import Frontier
 from ...models import AddResult, Lease, Outcome
 from ...models import Request as CrawlqRequest
 from ...policies.fingerprint import Fingerprinter
-from ...stores import REDIS_SCHEMES, destroy_store
+from ...stores import StoreURL, destroy_store
 from .codec import BAND, LIVE, TOKEN, from_crawlq, to_crawlq
 from .config import (
     fingerprint_choice,
@@ -112,7 +112,7 @@ def thaw_heap() -> None:
 
 def on_a_server(store_url: str) -> bool:
     """Whether the store's calls wait on a server over the network (Redis)."""
-    return store_url.partition(":")[0].lower() in REDIS_SCHEMES
+    return StoreURL.parse(store_url).kind == "redis"
 
 
 class Scheduler:
@@ -159,7 +159,7 @@ class Scheduler:
         # them stay here too, so that this process need not rebuild the requests it
         # added itself (~50 µs each: Request() re-parses the URL); any other process,
         # or this one after a restart, reads the serialized copy.
-        self._memory_store = self.store_url.partition(":")[0].lower() == "memory"
+        self._memory_store = StoreURL.parse(self.store_url).kind == "memory"
         self._live_max = s.getint("CRAWLQ_LIVE_CACHE", 10_000)
         if self._live_max < 0:
             raise ConfigError(f"CRAWLQ_LIVE_CACHE must be >= 0, not {self._live_max}")
