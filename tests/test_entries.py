@@ -261,3 +261,20 @@ def test_a_url_is_its_request(options: dict[str, Any]) -> None:
     assert as_urls == as_requests
     assert len(as_urls[1]) > 1000 and len(as_urls[0]) > 50
     f.close()
+
+
+def test_the_frontier_reports_the_entry_options_add_uses_and_refuses_to_change_them() -> None:
+    """priority, dedup_post and revisit_after are what add() applies, read from the entry
+    maker; setting one afterwards is an error, not a silent no-op."""
+    from crawlq import Frontier
+
+    def prio(r: Request) -> int:
+        return 3
+
+    with Frontier.open("memory://", priority=prio, dedup_post=False,
+                       revisit_after=60) as f:
+        assert (f.priority, f.dedup_post, f.revisit_after) == (prio, False, 60.0)
+        with pytest.raises(AttributeError):
+            f.revisit_after = 5  # type: ignore[misc]
+        f.add(["http://a.test/x"])
+        assert f.next()[0].request.priority == 3

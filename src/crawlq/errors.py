@@ -4,16 +4,22 @@ Every error crawlq raises on purpose derives from :class:`CrawlqError`::
 
     CrawlqError
     ├── ConfigError        bad option, unknown store URL scheme, bad argument
+    ├── CommandError       a ``crawlq`` command failed (an exit status, advice)
     ├── InvalidURL         a URL the canonicalizer refuses (``reason`` says why)
-    ├── LeaseError         acknowledging a lease the store no longer holds (strict mode)
+    ├── LeaseError         acknowledging a lease the store no longer holds (strict_acks)
+    ├── OutputError        the crawler's output cannot be written (crawler.output)
+    ├── RedisUnavailable   redis-server cannot be found or started (redislocal)
     └── StoreError         the backing store failed (I/O, corruption, lost connection)
         ├── StoreCorrupt   the store file is not a crawlq store or is damaged
         ├── StoreBusy      another connection holds the store locked (past busy_timeout)
-        ├── StoreFull      the disk (or the store's size limit) is full
+        ├── StoreFull      the disk, the store's size limit or Redis's maxmemory is full
         └── StoreReadOnly  the store cannot be written (permissions, read-only mount)
 
 Driver exceptions (sqlite3, redis) are wrapped into :class:`StoreError` so callers
-need to know only this tree.
+need to know only this tree. One exception stands apart: ``crawlq.payload.PayloadError``
+(a ``ValueError``) is what the compiled payload codec raises for a request msgpack
+cannot encode; ``add`` turns it into an ``invalid-request`` rejection, never lets it
+out.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ class InvalidURL(CrawlqError, ValueError):
 class LeaseError(CrawlqError):
     """A lease was acknowledged that the store no longer holds (expired or unknown).
 
-    Raised only when acknowledging with ``strict=True``; otherwise such acknowledgements
+    Raised only by a frontier opened with ``strict_acks=True``; otherwise such acknowledgements
     are a counted no-op (see ``Stats.late_acks``).
     """
 

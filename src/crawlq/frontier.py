@@ -164,7 +164,6 @@ class Frontier:
             raise ConfigError("canonicalize must be True, False or a callable")
         self.fingerprint: FingerprintFunction = fingerprint or Fingerprinter(
             source_aware=source_aware)
-        self.dedup_post = dedup_post
         self.queue_key = resolve_queue_key(queue_by)
         if isinstance(self.canonicalize, Canonicalizer) and self.queue_key is host_key:
             # The canonicalizer has the host at hand: one step instead of two.
@@ -177,8 +176,6 @@ class Frontier:
                 return c, key_fn(c)
 
             self._split = split
-        self.priority = priority
-        self.revisit_after = revisit_after
         self.lease_ttl = float(lease_ttl)
         self.max_retries = max_retries
         self.retry_backoff = retry_backoff
@@ -194,6 +191,22 @@ class Frontier:
         """The one definition of what add() accepts: each request's store entry."""
         if _check_form:
             self._check_canonical_form()
+
+    # (read from the entry maker, which holds the values add() uses: options of open())
+    @property
+    def priority(self) -> Callable[[Request], int] | None:
+        """The function that gives each added request its priority, if any."""
+        return self._entries.priority
+
+    @property
+    def dedup_post(self) -> bool:
+        """Whether POST requests are deduplicated like GETs."""
+        return bool(self._entries.dedup_post)
+
+    @property
+    def revisit_after(self) -> float | None:
+        """Seconds after which a fetched URL is accepted again (None: never)."""
+        return self._entries.revisit_after
 
     @classmethod
     def open(cls: type[_F], url: str = "memory://", **options: Any) -> _F:
