@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .entries import EntryMaker, url_of
 from .entries import leases as leases_of
@@ -46,7 +46,12 @@ from .stores.base import (
     Ack,
     Dumps,
     Entry,
+    PipelinedAdd,
+    PolicyChange,
+    QueueDeletion,
+    QueueRemoval,
     Store,
+    Transactions,
     ack,
     as_count,
     as_seconds,
@@ -326,7 +331,8 @@ class Frontier:
         # A store that can take part of a batch without waiting (Redis) gets a big batch
         # in parts as they are ready: its server works while the rest is canonicalized.
         total = len(requests)
-        begin = getattr(self.store, "add_begin", None) if total > _PART else None
+        begin = (self.store.add_begin if total > _PART and isinstance(self.store, PipelinedAdd)
+                 else None)
         pending: list[Callable[[], list[int]]] = []
         step = _PART if begin is not None else max(total, 1)
         for start in range(0, total, step):
@@ -498,8 +504,8 @@ class Frontier:
         store without transactions (memory, Redis) each call inside takes effect on its
         own, as outside a block. See :class:`~crawlq.stores.base.Transactions`.
         """
-        begin = getattr(self.store, "transaction", None)
-        return begin() if begin is not None else nullcontext()
+        store = self.store
+        return store.transaction() if isinstance(store, Transactions) else nullcontext()
 
     # -- waiting --------------------------------------------------------------------
 
@@ -621,12 +627,12 @@ class Frontier:
         if any(v is None for v in settings.values()):
             raise ConfigError("a default rest is a number of seconds (or a factor), "
                               "not None")
-        set_policy = getattr(self.store, "set_policy", None)
-        if set_policy is None:
-            raise ConfigError(f"{type(self.store).__name__} cannot change its default "
+        store = self.store
+        if not isinstance(store, PolicyChange):
+            raise ConfigError(f"{type(store).__name__} cannot change its default "
                               "policy while open")
         clean = {k: v for k, v in check_settings(settings).items() if v is not None}
-        set_policy(self.store.policy.merged(clean))
+        store.set_policy(store.policy.merged(clean))
 
     def queues(self, limit: int = 100) -> list[QueueInfo]:
         """Up to ``limit`` queues, most queued first."""
@@ -652,10 +658,10 @@ class Frontier:
         """
         if not isinstance(queue, str) or not queue:
             raise ConfigError(f"a queue is a non-empty string, not {queue!r}")
-        delete = getattr(self.store, "delete_queue", None)
-        if delete is None:
-            raise ConfigError(f"{type(self.store).__name__} cannot delete a queue")
-        return int(delete(queue, self.clock()))
+        store = self.store
+        if not isinstance(store, QueueDeletion):
+            raise ConfigError(f"{type(store).__name__} cannot delete a queue")
+        return int(store.delete_queue(queue, self.clock()))
 
     def remove_queued(self, where: Callable[[Request], bool],
                       queue: str | None = None) -> int:
@@ -670,9 +676,10 @@ class Frontier:
             raise ConfigError(f"a queue is a non-empty string, not {queue!r}")
         if not callable(where):
             raise ConfigError(f"where is a function of a Request, not {where!r}")
-        remove = getattr(self.store, "remove_queued", None)
-        if remove is None:
-            raise ConfigError(f"{type(self.store).__name__} cannot remove queued requests")
+        store = self.store
+        if not isinstance(store, QueueRemoval):
+            raise ConfigError(f"{type(store).__name__} cannot remove queued requests")
+        remove = store.remove_queued
         keys = [queue] if queue is not None else [
             q.key for q in self.store.queues(self.clock(), 2**31 - 1)]
         removed = 0
@@ -710,10 +717,9 @@ class Frontier:
     def _dumps(self) -> Dumps:
         """The store, if it can dump and load; else ConfigError."""
         store = self.store
-        if not (callable(getattr(store, "dump", None))
-                and callable(getattr(store, "load", None))):
+        if not isinstance(store, Dumps):
             raise ConfigError(f"{type(store).__name__} cannot dump or load a crawl")
-        return cast(Dumps, store)
+        return store
 
     def load(self, records: Iterable[Mapping[str, Any]]) -> int:
         """Merge records from :meth:`dump`; returns how many were applied. Each request

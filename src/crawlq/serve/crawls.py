@@ -22,11 +22,11 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from ..errors import ConfigError
 from ..frontier import Frontier
 from ..stores import StoreURL, destroy_store
+from ..stores.base import Namespaced
 
 DEFAULT = "DEFAULT"
 """The crawl ID of the store the server was given (URLFrontier's default crawl)."""
@@ -119,8 +119,7 @@ class Crawls:
                 name = path[len(base) + len(_SQLITE_MARK):-3]
                 if _ID.fullmatch(name):
                     found.add(name)
-        elif self._kind == "redis":
-            store: Any = self.default.store
+        elif isinstance(store := self.default.store, Namespaced):
             for prefix in store.prefixes_under(store.prefix + _REDIS_MARK):
                 name = prefix[len(store.prefix) + len(_REDIS_MARK):]
                 if _ID.fullmatch(name):
@@ -168,8 +167,7 @@ class Crawls:
             path = self._sqlite_stem() + _SQLITE_MARK + crawl + ".db"
             query = self._url.raw_query
             return f"sqlite:///{path}" + (f"?{query}" if query else "")
-        if self._kind == "redis":
-            store: Any = self.default.store
+        if self._kind == "redis" and isinstance(store := self.default.store, Namespaced):
             return self._url.with_query(
                 drop=("prefix",), add=(("prefix", store.prefix + _REDIS_MARK + crawl),))
         raise ConfigError(f"crawl IDs other than {DEFAULT} need a memory, sqlite or redis "

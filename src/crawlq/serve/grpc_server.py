@@ -104,8 +104,7 @@ class Service:
         any_crawl = params.WhichOneof("item") == "anyCrawlID"
         for name, frontier in await self._run(context, "GetURLs", self._crawls_to_serve,
                                               any_crawl, params.crawlID):
-            policy = getattr(frontier.store, "policy", None)
-            cap = max(1, int(getattr(policy, "concurrency", 1)))
+            cap = max(1, int(frontier.store.policy.concurrency))
             n = MAX_BATCH if not max_queues else max_queues * (
                 min(per_queue, cap) if per_queue else cap)
             leases = await self._run(context, "GetURLs", uf_ops.lease, frontier,

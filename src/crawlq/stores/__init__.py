@@ -6,8 +6,9 @@ import os
 from typing import Any
 
 from ..errors import ConfigError, StoreError
-from .base import MAX_REDELIVERIES, QueuePolicy, Store, as_count, flag
+from .base import MAX_REDELIVERIES, Destroyable, QueuePolicy, Store, as_count, flag
 from .bloom import BloomShape
+from .sqlite_group import SQLITE_SUFFIXES
 from .url import REDIS_SCHEMES, StoreURL
 
 POLICY_OPTIONS = ("concurrency", "min_delay", "max_delay", "delay_factor", "max_queue_urls",
@@ -116,30 +117,15 @@ def _registered(scheme: str) -> Any:
     return None
 
 
-SQLITE_SUFFIXES = ("", "-wal", "-shm", "-open")
-"""A SQLite store's files: the database, SQLite's two beside it, and the one whose
-locks tell who has it open (``sqlite_group.OPEN_SUFFIX``)."""
-
-
-def destroy_store(store: Any) -> None:
+def destroy_store(store: Store) -> None:
     """Delete all state of an open store and close it: a Redis store's keys under its
-    prefix, a SQLite store's files (``SQLITE_SUFFIXES``); a memory store is just
-    closed."""
-    destroy = getattr(store, "destroy", None)
-    path = getattr(store, "path", None)
+    prefix, a SQLite store's files (``SQLITE_SUFFIXES``); a memory store (no
+    :class:`~crawlq.stores.base.Destroyable`: its state goes with it) is just closed."""
     try:
-        if callable(destroy):
-            destroy()
+        if isinstance(store, Destroyable):
+            store.destroy()
     finally:
         store.close()
-    if not callable(destroy) and isinstance(path, str) and path != ":memory:":
-        for suffix in SQLITE_SUFFIXES:
-            try:
-                os.remove(path + suffix)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise StoreError(f"cannot delete {path + suffix}: {exc.strerror}") from exc
 
 
 def sqlite_file(url: str) -> str | None:

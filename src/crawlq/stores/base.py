@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol, runtime_checkable
 
 from ..models import DEPTH_MAX as DEPTH_MAX  # (the request rules live in models)
 from ..models import PRIORITY_MAX as PRIORITY_MAX
@@ -110,7 +110,9 @@ class Store(Protocol):
 
     Each method is one atomic step of the store (a lock, a transaction, a Lua script):
     another process sees all of it or none of it. What a store may offer beyond this:
-    :class:`QueueAdmin`, :class:`Dumps`, :class:`Transactions`. The contract suite in
+    :class:`Dumps`, :class:`QueueDeletion`, :class:`QueueRemoval`,
+    :class:`PolicyChange`, :class:`Transactions`, :class:`PipelinedAdd`,
+    :class:`Destroyable`, :class:`Namespaced`. The contract suite in
     :mod:`crawlq.testing` is its executable specification.
     """
 
@@ -219,6 +221,11 @@ class Store(Protocol):
         ...
 
 
+# -- capabilities: what a store may offer beyond Store, each declared and checked with
+# isinstance() where it is used (a store has it when it has the method, with that
+# signature: the contract suite tests each on every store that has it).
+
+@runtime_checkable
 class Dumps(Protocol):
     """What a store may offer to be dumped and loaded (``crawlq dump`` / ``load``, and
     moving a crawl between stores). Every store crawlq ships has it; on a store
@@ -237,18 +244,21 @@ class Dumps(Protocol):
         ...
 
 
-class QueueAdmin(Protocol):
-    """What a store may offer beyond :class:`Store` to change its queues while open.
-
-    Each method is optional on its own: :class:`~crawlq.Frontier`'s ``delete_queue``,
-    ``remove_queued`` and ``configure_default`` raise ConfigError on a store without the
-    one they need. The contract suite tests them on every store that has them.
-    """
+@runtime_checkable
+class QueueDeletion(Protocol):
+    """Deleting a queue while open (:meth:`~crawlq.Frontier.delete_queue` raises
+    ConfigError on a store without it). Every store crawlq ships has it."""
 
     def delete_queue(self, queue: str, now: float) -> int:
         """Remove ``queue``'s queued and scheduled entries in one atomic step; how many
         (0 for an unknown queue). Leased ones stay leased."""
         ...
+
+
+@runtime_checkable
+class QueueRemoval(Protocol):
+    """Removing picked entries of a queue (:meth:`~crawlq.Frontier.remove_queued`
+    raises ConfigError on a store without it). Every store crawlq ships has it."""
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
         """Remove the queued and scheduled entries of ``queue`` that ``where`` picks,
@@ -256,6 +266,13 @@ class QueueAdmin(Protocol):
         still there when its script runs); how many (0 for an unknown queue or none
         picked). Leased ones stay leased; an error raised by ``where`` removes nothing."""
         ...
+
+
+@runtime_checkable
+class PolicyChange(Protocol):
+    """Changing the default policy while open
+    (:meth:`~crawlq.Frontier.configure_default` raises ConfigError on a store without
+    it). Every store crawlq ships has it."""
 
     def set_policy(self, policy: QueuePolicy) -> None:
         """From now on, in this process, ``policy`` is the default of queues without
@@ -265,6 +282,7 @@ class QueueAdmin(Protocol):
         ...
 
 
+@runtime_checkable
 class Transactions(Protocol):
     """What a store may offer to make several calls one atomic step (SQLite does).
 
@@ -280,6 +298,43 @@ class Transactions(Protocol):
         exception is caught there (later calls in the block then raise StoreError, and
         so does the end of the block). Blocks nest (an inner block is part of the
         outer); other threads' calls wait for the block to end."""
+        ...
+
+
+@runtime_checkable
+class PipelinedAdd(Protocol):
+    """Adding a batch in parts without waiting for each (Redis: its server works on one
+    part while the next is canonicalized). :meth:`~crawlq.Frontier.add` uses it for
+    big batches; a store without it gets one :meth:`Store.add` call."""
+
+    def add_begin(self, entries: Sequence[Entry], now: float) -> Callable[[], list[int]]:
+        """Send ``entries`` to be added (as :meth:`Store.add`) and return at once; the
+        returned function waits for their statuses. Each part is atomic on its own."""
+        ...
+
+
+@runtime_checkable
+class Destroyable(Protocol):
+    """Deleting all of a store's state (``crawlq serve``'s DeleteCrawl, the Scrapy
+    scheduler's throwaway crawls): :func:`crawlq.stores.destroy_store`. The SQLite and
+    Redis stores have it; a memory store's state goes with its object."""
+
+    def destroy(self) -> int:
+        """Delete every piece of the store's state (a SQLite store closes first, then
+        its files go); returns how many keys or files were deleted (0: there was
+        nothing). :func:`~crawlq.stores.destroy_store` closes the store after."""
+        ...
+
+
+@runtime_checkable
+class Namespaced(Protocol):
+    """A store that lives under a name in a shared server (Redis: a key prefix), and
+    can list the other crawls beside it (``crawlq serve``'s crawl IDs)."""
+
+    prefix: str
+
+    def prefixes_under(self, start: str) -> list[str]:
+        """The prefixes of the crawls on the same server that begin with ``start``."""
         ...
 
 

@@ -65,7 +65,7 @@ class MemoryAdmin(MemoryCore):
                 self._settle(q, now)
 
     def set_policy(self, policy: QueuePolicy) -> None:
-        """See :meth:`QueueAdmin.set_policy`."""
+        """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
         with self._lock:
             self.policy = policy
             for q in self._queues.values():
@@ -159,11 +159,11 @@ class MemoryAdmin(MemoryCore):
             return list(itertools.islice(self._dead.values(), limit))
 
     def delete_queue(self, queue: str, now: float) -> int:
-        """See :meth:`QueueAdmin.delete_queue`."""
+        """See :meth:`~crawlq.stores.base.QueueDeletion.delete_queue`."""
         return self.remove_queued(queue, _every, now)
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
-        """See :meth:`QueueAdmin.remove_queued`."""
+        """See :meth:`~crawlq.stores.base.QueueRemoval.remove_queued`."""
         with self._lock:
             self._check_open()
             self._wake(now)

@@ -27,7 +27,7 @@ class RedisAdmin(RedisCore):
         self._run("queue_op", now, "block", queue, until)
 
     def set_policy(self, policy: QueuePolicy) -> None:
-        """See :meth:`QueueAdmin.set_policy`."""
+        """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
         self.policy = policy
         self._pargs = self._policy_args()
 
@@ -197,11 +197,11 @@ class RedisAdmin(RedisCore):
     # -- dump and load ----------------------------------------------------------------
 
     def delete_queue(self, queue: str, now: float) -> int:
-        """See :meth:`QueueAdmin.delete_queue`."""
+        """See :meth:`~crawlq.stores.base.QueueDeletion.delete_queue`."""
         return int(self._run("queue_op", now, "delete", queue))
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
-        """See :meth:`QueueAdmin.remove_queued`. The entries are read
+        """See :meth:`~crawlq.stores.base.QueueRemoval.remove_queued`. The entries are read
         here and removed by one script, which takes out only those still there (one
         leased or come due since stays)."""
         p, k = self._p, queue.encode("utf-8", "surrogateescape")

@@ -4,6 +4,7 @@ dump and load."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -13,6 +14,7 @@ from ..models import QueueInfo, Stats
 from . import dumpfmt, sqlite_dump
 from .base import QUEUE_SETTINGS, DeadEntry, Pick, QueuePolicy, check_settings, queue_state
 from .sqlite_answers import SQLiteAnswers
+from .sqlite_group import SQLITE_SUFFIXES
 from .sqlite_levels import FIRST_ENTRIES, chunks, marks
 from .sqlite_rows import CURSORS_AT, Q_QID, Q_QUEUED, SEQ_MAX, SETTINGS_AT, Delta
 from .sqlite_schema import BUSY, CURSOR_LEVELS, ENTRY_LEVELS, EXHAUSTED, NO_CURSOR, READY, RESTING
@@ -42,8 +44,24 @@ class SQLiteAdmin(SQLiteAnswers):
             self._queues.forget([qid])
             self._apply(c, {qid: Delta()}, now)
 
+    def destroy(self) -> int:
+        """See :meth:`~crawlq.stores.base.Destroyable.destroy`: closes the store, then
+        deletes its files (``SQLITE_SUFFIXES``); returns how many there were."""
+        self.close()
+        n = 0
+        for suffix in SQLITE_SUFFIXES:
+            try:
+                os.remove(self.path + suffix)
+                n += 1
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StoreError(f"cannot delete {self.path + suffix}: "
+                                 f"{exc.strerror}") from exc
+        return n
+
     def set_policy(self, policy: QueuePolicy) -> None:
-        """See :meth:`QueueAdmin.set_policy`."""
+        """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
         with self._lock:
             self.policy = policy
             self._policies.clear()  # (each queue's policy is this one merged)
@@ -127,7 +145,7 @@ class SQLiteAdmin(SQLiteAnswers):
                 "FROM dead d JOIN queues q ON q.qid = d.qid ORDER BY d.id LIMIT ?", (limit,))]
 
     def delete_queue(self, queue: str, now: float) -> int:
-        """See :meth:`QueueAdmin.delete_queue`.
+        """See :meth:`~crawlq.stores.base.QueueDeletion.delete_queue`.
         Its rows behind the cursors (what it leased) go too: a lease keeps what it needs
         to put its entry back (sqlite_leases), so the cursors start afresh."""
         with self._tx() as c:
@@ -150,7 +168,7 @@ class SQLiteAdmin(SQLiteAnswers):
             return int(queued) + n_sched
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
-        """See :meth:`QueueAdmin.remove_queued`: the queue's entries past
+        """See :meth:`~crawlq.stores.base.QueueRemoval.remove_queued`: the queue's entries past
         its cursors (its queued ones) and its scheduled ones, each given to ``where``."""
         with self._tx() as c:
             self._wake(c, now)

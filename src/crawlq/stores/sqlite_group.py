@@ -51,6 +51,9 @@ FLUSHER_IDLE = 1.0
 """Seconds without an answer held before the flusher waits untimed (for a notify)."""
 OPEN_SUFFIX = "-open"
 """The file beside a database whose locks tell who has it open (see :class:`Openers`)."""
+SQLITE_SUFFIXES = ("", "-wal", "-shm", OPEN_SUFFIX)
+"""A SQLite store's files: the database, SQLite's two beside it, and the one whose
+locks tell who has it open."""
 
 
 class Openers:

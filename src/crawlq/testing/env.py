@@ -11,6 +11,7 @@ import pytest
 
 from ..errors import ConfigError
 from ..frontier import Frontier
+from ..stores.base import PolicyChange, QueueDeletion, QueueRemoval
 
 T0 = 1_800_000_000.0
 
@@ -79,10 +80,13 @@ class Env:
 
 
 def refused_without(f: Frontier, method: str, call: Callable[[], object]) -> bool:
-    """True when the store offers ``method`` (of the optional QueueAdmin); otherwise
-    checks that the Frontier refuses ``call`` with ConfigError, changing nothing, and
-    returns False: that refusal is the behaviour of a store without it."""
-    if getattr(f.store, method, None) is not None:
+    """True when the store offers ``method`` (of the optional QueueDeletion,
+    QueueRemoval or PolicyChange); otherwise checks that the Frontier refuses ``call``
+    with ConfigError, changing nothing, and returns False: that refusal is the
+    behaviour of a store without it."""
+    capability = {"delete_queue": QueueDeletion, "remove_queued": QueueRemoval,
+                  "set_policy": PolicyChange}[method]
+    if isinstance(f.store, capability):
         return True
     before = f.stats()
     with pytest.raises(ConfigError, match="cannot"):
