@@ -55,12 +55,14 @@ class MemoryAdmin(MemoryCore):
         with self._lock:
             self._check_open()
             q = self._queue(queue)
+            kept = {**q.settings, **{k: v for k, v in clean.items() if v is not None}}
             for k, v in clean.items():
                 if v is None:
-                    q.settings.pop(k, None)
-                else:
-                    q.settings[k] = v
-            q.policy = self.policy.merged(q.settings)
+                    kept.pop(k, None)
+            policy = self.policy.merged(kept)  # (raises before anything is kept)
+            q.settings.clear()
+            q.settings.update(kept)
+            q.policy = policy
             if q.state != _EMPTY:
                 self._settle(q, now)
 

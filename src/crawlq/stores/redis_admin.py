@@ -35,6 +35,18 @@ class RedisAdmin(RedisCore):
                         now: float) -> None:
         """See :meth:`Store.configure_queue`."""
         clean = check_settings(settings)
+        # The queue's settings as they will be, checked before the script keeps them
+        # (Lua cannot run QueuePolicy's checks). Read first, then written: a change
+        # another process makes in between is checked by its own call.
+        key = queue.encode("utf-8", "surrogateescape")
+        kept = {f.decode(): float(v) for f, v in self._retrying(
+            lambda: self._client.hgetall(self._p.encode() + b":qset:" + key)).items()}
+        for k, v in clean.items():
+            if v is None:
+                kept.pop(k, None)
+            else:
+                kept[k] = v
+        self.policy.merged(kept)  # (raises ConfigError: nothing kept)
         args: list[Any] = []
         for k, v in clean.items():
             args += [k, "" if v is None else v]

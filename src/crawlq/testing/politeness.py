@@ -84,6 +84,22 @@ class PolitenessContract:
         assert [le.queue for le in f.next(10)] == ["slow.example"]
         assert f.queues()[0].settings or f.queues()[1].settings
 
+    def test_a_queue_setting_that_contradicts_its_others_changes_nothing(
+            self, env: Env) -> None:
+        """``min_delay`` above the queue's own ``max_delay`` is refused (ConfigError) on
+        every store, before anything is kept: the queue's settings, listings, dumps and
+        leases are as before."""
+        f = env.open(**FAST)
+        f.add(["https://a.example/1"])
+        f.configure_queue("a.example", max_delay=2.0)
+        with pytest.raises(ConfigError):
+            f.configure_queue("a.example", min_delay=40.0)
+        f = env.checkpoint()
+        [q] = f.queues()
+        assert dict(q.settings) == {"max_delay": 2.0}
+        assert any(r.get("queue") == "a.example" for r in f.dump())
+        assert [le.queue for le in f.next(10)] == ["a.example"]
+
     def test_the_default_rest_changes_while_open(self, env: Env) -> None:
         """``configure_default`` changes the rest of queues without their own, from
         their next answer on; a queue's own rest still wins."""
