@@ -457,7 +457,8 @@ class Frontier:
 
     def renew(self, leases: _Leases, ttl: float | None = None) -> list[Lease]:
         """Extend leases still held (a page still being worked on) to ``ttl`` seconds
-        from now (default ``lease_ttl``); returns them with their new ``expires_at``.
+        from now (default ``lease_ttl``), never shortening one; returns them with the
+        ``expires_at`` they now have (the later of the two).
         Leases expired or answered are left out (with ``strict_acks`` a
         :class:`LeaseError` is raised for them). The SQLite store keeps one expiry per
         ``next()`` call: renewing one of its leases extends its unanswered siblings too.
@@ -471,7 +472,8 @@ class Frontier:
         held = self.store.renew([le.token for le in leases], expires, now)
         if self.strict_acks and not all(held):
             raise LeaseError([le.token for le, ok in zip(leases, held) if not ok])
-        return [Lease(le.token, le.request, le.queue, le.leased_at, expires)
+        return [Lease(le.token, le.request, le.queue, le.leased_at,
+                      max(expires, le.expires_at))
                 for le, ok in zip(leases, held) if ok]
 
     def retry(self, leases: _Leases, after: float = 0.0, *,

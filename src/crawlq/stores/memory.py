@@ -107,7 +107,10 @@ class MemoryStore(MemoryAdmin):
                     break
                 heapq.heappop(resting)
             expiry, leases = self._expiry, self._leases
-            while expiry and not any(t in leases for t in expiry[0][2]):
-                heapq.heappop(expiry)  # every lease of that call was answered
+            # (a record is spent when none of its leases is still held until its time:
+            # each was answered, or renewed, which gave it a record of its own)
+            while expiry and not any(t in leases and leases[t][2] <= expiry[0][0]
+                                     for t in expiry[0][2]):
+                heapq.heappop(expiry)
             times = [h[0][0] for h in (resting, self._scheduled, expiry) if h]
             return min(times) if times else None

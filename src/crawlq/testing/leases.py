@@ -138,6 +138,29 @@ class LeaseContract:
         assert [le.request.url for le in f.next(5)] == ["https://c.example/1"]
         assert f.stats().redelivered == 3
 
+    def test_a_renewal_moves_next_ready_at_and_never_shortens_a_lease(
+            self, env: Env) -> None:
+        """After renew(), next_ready_at() says the renewed expiry; a renewal shorter
+        than what the lease has left changes nothing, and renew() reports the expiry
+        the lease really has."""
+        f = env.open(lease_ttl=10, **FAST)
+        f.add(["https://a.example/1"])
+        (la,) = f.next(1)
+        start = env.clock()
+        assert f.next_ready_at() == start + 10
+        env.clock.advance(5)
+        (renewed,) = f.renew([la], ttl=100)
+        assert renewed.expires_at == start + 105
+        f = env.checkpoint()
+        assert f.next_ready_at() == start + 105
+        (again,) = f.renew([renewed], ttl=1)  # shorter than what it has left
+        assert again.expires_at == start + 105
+        env.clock.advance(50)
+        f = env.checkpoint()
+        assert f.next(5) == [] and f.next_ready_at() == start + 105
+        env.clock.advance(51)
+        assert [le.request.url for le in f.next(5)] == ["https://a.example/1"]
+
     def test_a_lease_that_keeps_expiring_dies(self, env: Env) -> None:
         """A request whose lease expires unanswered more than ``max_redeliveries`` times
         (a page that crashes or stalls every fetcher it reaches) is kept as dead with the
