@@ -3,7 +3,7 @@
 
 The corpus is the 4,231 real robots.txt files of protego's sdist (scripts/test.sh puts
 it in .venv/robots-sdist). For every file and agent, each rule's pattern made concrete
-is asked about (as tests/test_robots_conformance.py does). Reported: decisions per
+is asked about (as tests/crawler/test_robots_conformance.py does). Reported: decisions per
 second on rules parsed beforehand (crawlq, protego) or on the file itself (Google's
 matcher parses it for every URL), parses per second, and agreement with Google.
 

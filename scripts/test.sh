@@ -59,7 +59,7 @@ sdist() {
         tar -xzf "$dir/$name.tar.gz" -C "$dir"
     fi
 }
-# Scrapy's own crawl-level tests, run with crawlq's scheduler (tests/test_scrapy_conformance.py):
+# Scrapy's own crawl-level tests, run with crawlq's scheduler (tests/contrib_scrapy/test_scrapy_conformance.py):
 # the sdist of the installed Scrapy (its tests/ folder) and a virtualenv with its test tools.
 SCRAPY_VERSION=$(.venv/bin/python -c 'import scrapy; print(scrapy.__version__)')
 sdist .venv/scrapy-sdist "scrapy==$SCRAPY_VERSION"
@@ -70,7 +70,7 @@ fi
 .venv/scrapy-tests/bin/python -m pip install --quiet -e '.[all]' "scrapy==$SCRAPY_VERSION" \
     pytest pytest-twisted pytest-timeout pyftpdlib attrs pexpect testfixtures
 
-# robots.txt (tests/test_robots_conformance.py): the corpus of real robots.txt files in
+# robots.txt (tests/crawler/test_robots_conformance.py): the corpus of real robots.txt files in
 # protego's sdist, and Google's test cases in robotspy's sdist.
 sdist .venv/robots-sdist protego==0.7.0
 sdist .venv/robots-sdist robotspy==0.13.0

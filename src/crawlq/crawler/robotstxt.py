@@ -19,7 +19,7 @@ Rules are indexed by their literal prefix (up to the first ``*`` or ``$``): a de
 looks up the prefixes of the path, then tries the few rules found, longest first. A
 rule with wildcards is a regular expression in which each ``*`` is matched leftmost and
 never backtracked into (a lookahead, atomic in Python's ``re``), so no pattern can make
-a decision take more than linear time in the URL's length. tests/test_robots_conformance.py
+a decision take more than linear time in the URL's length. tests/crawler/test_robots_conformance.py
 checks every decision against Google's matcher on the robots.txt corpus of protego's
 sdist and runs Google's test cases (from robotspy's sdist).
 """

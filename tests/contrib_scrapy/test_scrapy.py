@@ -22,7 +22,7 @@ from crawlq.redislocal import LocalRedis
 from crawlq.testweb import SiteSpec, TestWeb, pages, reachable, serve
 
 RUNNER = str(Path(__file__).with_name("scrapy_runner.py"))
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PREVIOUS_SCRAPY = ROOT / ".venv" / "scrapy-previous"
 """Scrapy's previous minor release, installed there by scripts/test.sh."""
 

@@ -231,7 +231,7 @@ def test_the_dashboard_shows_what_the_api_reports_in_a_real_browser(tmp_path: Pa
         shot = tmp_path / "dashboard.png"
         taken = _browse(base + "/", f"--screenshot={shot}", "--window-size=1000,1200")
         assert taken.returncode == 0 and shot.stat().st_size > 10_000, taken.stderr[-2000:]
-        keep = Path(__file__).resolve().parent.parent / "test-artifacts"
+        keep = Path(__file__).resolve().parents[2] / "test-artifacts"
         keep.mkdir(exist_ok=True)
         shutil.copy(shot, keep / "dashboard.png")  # (kept for a look after the run)
         # Pause: the API hands out nothing; the flag is in the store, so it holds across

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / ".venv" / "scrapy-tests" / "bin" / "python"
 FILES = [
     "tests/test_crawl.py", "tests/test_engine.py", "tests/test_engine_loop.py",

@@ -1,6 +1,6 @@
 """Run a real Scrapy spider with crawlq's scheduler against the local test web.
 
-Run as a separate process by tests/test_scrapy.py (Twisted's reactor runs once per
+Run as a separate process by tests/contrib_scrapy/test_scrapy.py (Twisted's reactor runs once per
 process). Prints the crawl's stats as one JSON line at the end.
 
     python scrapy_runner.py STORE START_URL [--settings JSON] [--spider NAME]

@@ -21,7 +21,7 @@ from jwm.robotstxt import googlebot
 from crawlq.crawler.robots import decode
 from crawlq.crawler.robotstxt import RobotsTxt, path_params_query, product_token
 
-DATA = Path(__file__).resolve().parent.parent / ".venv" / "robots-sdist"
+DATA = Path(__file__).resolve().parents[2] / ".venv" / "robots-sdist"
 CORPUS = DATA / "protego-0.7.0" / "tests" / "test_data"
 GOOGLE_CASES = DATA / "robotspy-0.13.0" / "tests"
 AGENTS = ("Googlebot", "crawlq/1.0 (+https://example.test/bot)", "bingbot")
