@@ -469,7 +469,16 @@ class Frontier:
         ttl = self.lease_ttl if ttl is None else as_seconds("ttl", ttl, positive=True)
         now = self.clock()
         expires = now + ttl
-        held = self.store.renew([le.token for le in leases], expires, now)
+        # Each lease is renewed to the later of now + ttl and the expiry it has, so no
+        # store is asked to shorten one (one store call per distinct expiry: almost
+        # always one), and the expiry reported is the one the store keeps.
+        by_expiry: dict[float, list[int]] = {}
+        for i, le in enumerate(leases):
+            by_expiry.setdefault(max(expires, le.expires_at), []).append(i)
+        held = [False] * len(leases)
+        for until, at in by_expiry.items():
+            for i, ok in zip(at, self.store.renew([leases[i].token for i in at], until, now)):
+                held[i] = ok
         if self.strict_acks and not all(held):
             raise LeaseError([le.token for le, ok in zip(leases, held) if not ok])
         return [Lease(le.token, le.request, le.queue, le.leased_at,

@@ -285,6 +285,10 @@ def test_a_page_over_the_parse_memory_bound_is_reported_and_the_worker_replaced(
             page = await parsers.extract(b"<title>t</title>" + b"<a href=/x>x</a>" * 900,
                                          "utf-8", "http://a.test/")
             assert page.title == "t" and page.links == ["http://a.test/x"]
+            # (a page's title is no reply kind: one titled "memory" parses as any)
+            page = await parsers.extract(b"<title>memory</title>" + b"<a href=/y>y</a>" * 900,
+                                         "utf-8", "http://a.test/")
+            assert page.title == "memory" and page.links == ["http://a.test/y"]
         finally:
             await parsers.aclose()
 

@@ -106,9 +106,9 @@ class Summary:
     errors: Counter[str] = field(default_factory=Counter)
     robots_denied: int = 0
     robots_waits: int = 0
+    """Leases put back because their host's robots.txt erred (the host backed off)."""
     crawl_delays_capped: int = 0
     """Hosts whose robots.txt Crawl-delay was over ``max_delay`` (kept to it)."""
-    """Leases put back because their host's robots.txt erred (the host backed off)."""
     blocked: Counter[str] = field(default_factory=Counter)
     out_of_scope: Counter[str] = field(default_factory=Counter)
     links_added: int = 0

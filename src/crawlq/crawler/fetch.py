@@ -32,7 +32,7 @@ from aiohttp.client_proto import ResponseHandler
 from aiohttp.typedefs import LooseCookies
 from yarl import URL
 
-from ..policies.domains import is_public_suffix
+from ..policies.domains import is_public_suffix, public_suffix_list
 from .addresses import networks, refusal
 from .decode import ACCEPT_ENCODING, DecodeError, decode
 
@@ -225,6 +225,8 @@ class Fetcher:
         self.proxy = proxy
         self.proxy_from_env = proxy_from_env
         self.cookies = cookies
+        if cookies:
+            public_suffix_list()  # (loaded now: a missing package is one clear error)
         self.accept_encoding = accept_encoding
         # The proxy the user named may be at a special-purpose address (often is: a
         # proxy on the LAN): its host is not refused. Targets still are.

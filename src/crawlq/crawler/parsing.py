@@ -87,31 +87,40 @@ def _parse(body: bytes, charset: str | None, url: str) -> Page:
     return Page(page.title, page.links[:MAX_LINKS], page.nofollow)
 
 
-def _serve(src: BinaryIO, dst: BinaryIO, limit: int = 0) -> None:
+def _serve(src: BinaryIO, dst: BinaryIO, limit: int = 0, budget: int = 0) -> None:
     """A worker: parse framed pages from ``src`` until it ends (the parent went away).
-    With ``limit`` (the address-space limit set on this process), a page whose parse
-    ran out of memory is answered ``("memory", why)`` and the worker ends after it:
-    its heap may be left fragmented near the limit; the parent starts another."""
+
+    Each reply is ``(kind, payload, retire)``: kind ``ok`` (payload: title, links,
+    nofollow), ``error`` (payload: why) or ``memory`` (the parse ran out of the
+    address space ``limit`` set on this process). With ``retire`` the worker ends after
+    the reply and the parent starts another: after a memory failure, and after a parse
+    that took the process past half its ``budget`` (its heap may stay fragmented near
+    the limit, which would fail the next page, or make an ordinary error look like a
+    memory failure)."""
     while True:
         head = src.read(4)
         if len(head) < 4:
             return
         body, charset, url = pickle.loads(src.read(_LEN.unpack(head)[0]))
-        out_of_memory = False
+        kind = "ok"
+        payload: Any = None
         try:
-            reply: Any = tuple(_parse(body, charset, url))
+            payload = tuple(_parse(body, charset, url))
         except Exception as exc:  # reported to the parent, which counts it
             del body
             # (lexbor reports a failed allocation as "Can't parse HTML", Python as a
-            # MemoryError: the address space used says which it was)
+            # MemoryError: the address space used says which it was; a worker that
+            # came near the limit before is retired, so a high peak is this page's)
             out_of_memory = isinstance(exc, MemoryError) or (
                 limit > 0 and _status("VmPeak") >= limit - (32 << 20))
-            why = f"{type(exc).__name__}: {exc}"
-            reply = ("memory", why) if out_of_memory else why
-        data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+            kind = "memory" if out_of_memory else "error"
+            payload = f"{type(exc).__name__}: {exc}"
+        retire = kind == "memory" or (
+            limit > 0 and _status("VmPeak") >= limit - budget // 2)
+        data = pickle.dumps((kind, payload, retire), protocol=pickle.HIGHEST_PROTOCOL)
         dst.write(_LEN.pack(len(data)) + data)
         dst.flush()
-        if out_of_memory:
+        if retire:
             return
 
 
@@ -189,14 +198,16 @@ class Parsers:
             except BaseException:  # cancelled mid-parse: the worker may be busy
                 self._drop(w)
                 raise
-            self._idle.append(w)
-        if isinstance(reply, str):
-            raise ParseFailed(reply)
-        if reply[0] == "memory":  # (that worker has ended: see _serve)
-            self._idle.remove(w)
-            self._drop(w)
-            raise ParseMemory(f"parsing needed over {self.memory >> 20} MiB: {reply[1]}")
-        title, links, nofollow = reply
+            kind, payload, retire = reply
+            if retire:  # (that worker ends after this reply: see _serve)
+                self._drop(w)
+            else:
+                self._idle.append(w)
+        if kind == "memory":
+            raise ParseMemory(f"parsing needed over {self.memory >> 20} MiB: {payload}")
+        if kind != "ok":
+            raise ParseFailed(payload)
+        title, links, nofollow = payload
         return Page(title, links, nofollow)
 
     def close(self) -> None:
@@ -230,7 +241,7 @@ def main() -> None:
             resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
     # the parent gone (killed, or done) ends this worker's work quietly
     with contextlib.suppress(BrokenPipeError, ConnectionResetError, EOFError):
-        _serve(sys.stdin.buffer, out, limit)
+        _serve(sys.stdin.buffer, out, limit, budget)
     with contextlib.suppress(OSError):
         out.close()
 

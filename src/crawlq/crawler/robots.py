@@ -173,8 +173,11 @@ class RobotsCache:
                             if rules.disallow_all else
                             f"erring for over {self.window:g}s, taken as absent")
             if frontier is not None:
-                # (kept past its expiry while erring: the next process continues the run)
-                keep = ROBOTS_TTL if rules.erring_since is not None else rules.expires - now
+                # (kept past its expiry while erring, until the window has passed: the
+                # next process, or a run days later, continues the run of errors)
+                keep = (max(ROBOTS_TTL, rules.erring_since + self.window + ERROR_MAX_WAIT
+                            - now) if rules.erring_since is not None
+                        else rules.expires - now)
                 frontier.put_value(name, _freeze(now, status, text, error, rules),
                                    ttl=max(keep, 1.0))
             return rules, True

@@ -54,12 +54,14 @@ class MemoryAdmin(MemoryCore):
         clean = check_settings(settings)
         with self._lock:
             self._check_open()
-            q = self._queue(queue)
-            kept = {**q.settings, **{k: v for k, v in clean.items() if v is not None}}
+            known = self._queues.get(queue)
+            kept = {**(known.settings if known is not None else {}),
+                    **{k: v for k, v in clean.items() if v is not None}}
             for k, v in clean.items():
                 if v is None:
                     kept.pop(k, None)
-            policy = self.policy.merged(kept)  # (raises before anything is kept)
+            policy = self.policy.merged(kept)  # (raises before anything is kept or made)
+            q = self._queue(queue)
             q.settings.clear()
             q.settings.update(kept)
             q.policy = policy

@@ -161,6 +161,22 @@ class LeaseContract:
         env.clock.advance(51)
         assert [le.request.url for le in f.next(5)] == ["https://a.example/1"]
 
+    def test_a_shorter_renewal_of_one_lease_of_a_call_changes_nothing(
+            self, env: Env) -> None:
+        """Two leases of one next() call; one renewed with a ttl shorter than what it
+        has left keeps its expiry (and is reported with it), on every store."""
+        f = env.open(lease_ttl=100, concurrency=2, **FAST)
+        f.add(["https://a.example/1", "https://a.example/2"])
+        la, _ = f.next(2)
+        start = env.clock()
+        (renewed,) = f.renew([la], ttl=1)
+        assert renewed.expires_at == start + 100
+        env.clock.advance(50)
+        f = env.checkpoint()
+        assert f.next(5) == []  # neither lease was shortened
+        env.clock.advance(51)
+        assert len(f.next(5)) == 2
+
     def test_a_lease_that_keeps_expiring_dies(self, env: Env) -> None:
         """A request whose lease expires unanswered more than ``max_redeliveries`` times
         (a page that crashes or stalls every fetcher it reaches) is kept as dead with the
