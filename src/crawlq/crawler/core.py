@@ -316,8 +316,8 @@ class Crawler:
                           allow_addresses=c.allow_addresses, connections=c.concurrency,
                           ca_file=c.ca_file, headers=c.headers, proxy=c.proxy,
                           proxy_from_env=c.proxy_from_env, cookies=c.cookies,
-                          accept_encoding=(out.accept_encoding if out is not None
-                                           and out.accept_encoding else ACCEPT_ENCODING))
+                          accept_encoding=(out.accept_encoding if out is not None else None)
+                          or ACCEPT_ENCODING)
         self._out = out
         acks = self._acks = (Acks(frontier, out, self._fail,
                                   before_done=lambda: self.links.flush(frontier))

@@ -304,9 +304,10 @@ class WarcOutput(_File):
         if r.truncated:
             warc_headers["WARC-Truncated"] = "length"
         if _brotli(r.header_list):  # (see the class docstring)
-            resp_headers = StatusAndHeaders(f"{r.status} {r.reason}".strip(),
-                                            _decoded_headers(r), protocol="HTTP/1.1")
             body = r.raw if r.decode_error else r.body
+            resp_headers = StatusAndHeaders(f"{r.status} {r.reason}".strip(),
+                                            _decoded_headers(r, len(body)),
+                                            protocol="HTTP/1.1")
             response = self.writer.create_warc_record(
                 req.url, "response", payload=BytesIO(body), length=len(body),
                 http_headers=resp_headers, warc_headers_dict=warc_headers)
@@ -332,9 +333,9 @@ def _brotli(headers: list[tuple[str, str]]) -> bool:
                (c.strip().lower() for c in v.split(",")) for k, v in headers)
 
 
-def _decoded_headers(r: Fetched) -> list[tuple[str, str]]:
-    """The response's headers for a record whose body was decoded (see
-    :class:`WarcOutput`)."""
+def _decoded_headers(r: Fetched, length: int) -> list[tuple[str, str]]:
+    """The response's headers for a record whose body (``length`` bytes) was decoded
+    (see :class:`WarcOutput`)."""
     out: list[tuple[str, str]] = []
     for k, v in r.header_list:
         low = k.lower()
@@ -342,7 +343,7 @@ def _decoded_headers(r: Fetched) -> list[tuple[str, str]]:
             out.append(("X-Crawlq-Original-Content-Encoding", v))
         elif low not in ("content-length", "transfer-encoding"):
             out.append((k, v))
-    out.append(("Content-Length", str(len(r.raw if r.decode_error else r.body))))
+    out.append(("Content-Length", str(length)))
     return out
 
 

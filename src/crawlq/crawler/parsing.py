@@ -107,16 +107,16 @@ def _serve(src: BinaryIO, dst: BinaryIO, limit: int = 0, budget: int = 0) -> Non
         try:
             payload = tuple(_parse(body, charset, url))
         except Exception as exc:  # reported to the parent, which counts it
-            del body
-            # (lexbor reports a failed allocation as "Can't parse HTML", Python as a
-            # MemoryError: the address space used says which it was; a worker that
-            # came near the limit before is retired, so a high peak is this page's)
-            out_of_memory = isinstance(exc, MemoryError) or (
-                limit > 0 and _status("VmPeak") >= limit - (32 << 20))
-            kind = "memory" if out_of_memory else "error"
-            payload = f"{type(exc).__name__}: {exc}"
-        retire = kind == "memory" or (
-            limit > 0 and _status("VmPeak") >= limit - budget // 2)
+            kind, payload = "error", f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, MemoryError):
+                kind = "memory"
+        peak = _status("VmPeak") if limit > 0 else 0
+        # (lexbor reports a failed allocation as "Can't parse HTML", Python as a
+        # MemoryError: the address space used says which it was; a worker that came
+        # near the limit before is retired, so a high peak is this page's)
+        if kind == "error" and peak >= limit - (32 << 20) > 0:
+            kind = "memory"
+        retire = kind == "memory" or (limit > 0 and peak >= limit - budget // 2)
         data = pickle.dumps((kind, payload, retire), protocol=pickle.HIGHEST_PROTOCOL)
         dst.write(_LEN.pack(len(data)) + data)
         dst.flush()

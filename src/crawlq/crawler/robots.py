@@ -160,11 +160,10 @@ class RobotsCache:
                 return last, False
             now = time.time()
             status, text, error = await self._fetch(fetcher, key)
-            erring = last is not None and last.erring_since is not None
-            rules = self._rules[key] = from_response(
+            rules = self._rules[key] = from_response(  # (a run of errors goes on)
                 status, text, self.agent, now, error,
-                erring_since=last.erring_since if erring and last else None,
-                errors=last.errors if erring and last else 0, window=self.window)
+                erring_since=last.erring_since if last else None,
+                errors=last.errors if last else 0, window=self.window)
             if rules.erring_since is not None:
                 self.errors["robots.txt unavailable"] += 1
                 log.warning("robots.txt of %s unavailable (%s, %d in a row): %s",

@@ -56,14 +56,13 @@ def open_store(url: str, **options: Any) -> Store:
         path = parsed.sqlite_path
         if not create and not os.path.exists(path):
             raise StoreError(f"no crawl at {url}: {path} does not exist")
-        query = dict(parsed.query)
         from .sqlite import DEFAULT_CACHE_MB, SQLiteStore
         from .sqlite_group import GROUP_COMMIT
 
-        synchronous = options.pop("synchronous", query.get("synchronous", "normal"))
-        busy = float(options.pop("busy_timeout", query.get("busy_timeout", 60.0)))
-        cache_mb = options.pop("cache_mb", query.get("cache_mb", DEFAULT_CACHE_MB))
-        group = options.pop("group_commit", query.get("group_commit", GROUP_COMMIT))
+        synchronous = options.pop("synchronous", parsed.option("synchronous", "normal"))
+        busy = float(options.pop("busy_timeout", parsed.option("busy_timeout", "60")))
+        cache_mb = options.pop("cache_mb", parsed.option("cache_mb", str(DEFAULT_CACHE_MB)))
+        group = options.pop("group_commit", parsed.option("group_commit", str(GROUP_COMMIT)))
         try:
             group = float(group)
         except (TypeError, ValueError):

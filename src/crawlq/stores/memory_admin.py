@@ -30,6 +30,7 @@ from .memory_loops import (
     _item_retries,
     _Queue,
 )
+from .policy import changed_settings
 
 if TYPE_CHECKING:
     pass
@@ -55,11 +56,7 @@ class MemoryAdmin(MemoryCore):
         with self._lock:
             self._check_open()
             known = self._queues.get(queue)
-            kept = {**(known.settings if known is not None else {}),
-                    **{k: v for k, v in clean.items() if v is not None}}
-            for k, v in clean.items():
-                if v is None:
-                    kept.pop(k, None)
+            kept = changed_settings(known.settings if known is not None else {}, clean)
             policy = self.policy.merged(kept)  # (raises before anything is kept or made)
             q = self._queue(queue)
             q.settings.clear()

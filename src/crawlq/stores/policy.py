@@ -116,6 +116,19 @@ def _typed(name: str, value: float) -> Any:  # (an int or a float: not coerced w
     return int(value) if name in _INT_SETTINGS else float(value)
 
 
+def changed_settings(current: Mapping[str, float],
+                     changes: Mapping[str, float | None]) -> dict[str, float]:
+    """A queue's overrides ``current`` after ``changes`` (from :func:`check_settings`;
+    ``None`` removes an override)."""
+    out = dict(current)
+    for k, v in changes.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return out
+
+
 def check_settings(settings: Mapping[str, Any]) -> dict[str, float | None]:
     """Validate per-queue overrides; ``None`` removes an override."""
     unknown = set(settings) - set(QUEUE_SETTINGS)

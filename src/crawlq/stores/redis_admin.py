@@ -16,6 +16,7 @@ from .base import (
     check_settings,
     queue_state,
 )
+from .policy import changed_settings
 from .redis_core import _EXPIRES, _QREC, RedisCore, _dead, _kv, _unpack
 
 
@@ -41,12 +42,7 @@ class RedisAdmin(RedisCore):
         key = queue.encode("utf-8", "surrogateescape")
         kept = {f.decode(): float(v) for f, v in self._retrying(
             lambda: self._client.hgetall(self._p.encode() + b":qset:" + key)).items()}
-        for k, v in clean.items():
-            if v is None:
-                kept.pop(k, None)
-            else:
-                kept[k] = v
-        self.policy.merged(kept)  # (raises ConfigError: nothing kept)
+        self.policy.merged(changed_settings(kept, clean))  # (raises: nothing kept)
         args: list[Any] = []
         for k, v in clean.items():
             args += [k, "" if v is None else v]

@@ -86,14 +86,14 @@ class RedisCore:
         self.max_redeliveries = max_redeliveries
         self.bloom = bloom
         parsed = StoreURL.parse(url)
-        ours = {k: v for k, v in parsed.query if k in _OURS}
+        deadline: float | str = (retry_deadline if retry_deadline is not None
+                                 else parsed.option("retry_deadline", "30") or "")
         try:
-            self.retry_deadline = float(retry_deadline if retry_deadline is not None
-                                        else ours.get("retry_deadline", 30.0))
+            self.retry_deadline = float(deadline)
         except ValueError:
             raise ConfigError(f"retry_deadline must be a number of seconds, not "
-                              f"{ours.get('retry_deadline')!r}") from None
-        prefix = prefix or ours.get("prefix") or "crawlq"
+                              f"{deadline!r}") from None
+        prefix = prefix or parsed.option("prefix") or "crawlq"
         if not prefix or any(c in prefix for c in "{}\r\n "):
             raise ConfigError(f"bad Redis key prefix {prefix!r}: no braces, spaces or "
                               "line breaks")
@@ -103,7 +103,7 @@ class RedisCore:
         kwargs: dict[str, Any] = {"socket_connect_timeout": 10.0, "socket_timeout": 120.0}
         if parsed.password is None and os.environ.get("CRAWLQ_REDIS_PASSWORD"):
             kwargs["password"] = os.environ["CRAWLQ_REDIS_PASSWORD"]
-        cluster = ours.get("cluster", "").lower() in ("1", "true", "yes")
+        cluster = (parsed.option("cluster") or "").lower() in ("1", "true", "yes")
         self.cluster = cluster
         try:
             if cluster:
