@@ -27,7 +27,8 @@ from setuptools import Extension, setup
 
 COMPILED = ["src/crawlq/entries.py", "src/crawlq/payload.py",
             "src/crawlq/policies/canonical.py", "src/crawlq/stores/policy.py",
-            "src/crawlq/stores/sqlite_rows.py", "src/crawlq/stores/memory_loops.py"]
+            "src/crawlq/stores/sqlite_rows.py", "src/crawlq/stores/memory_queues.py",
+            "src/crawlq/stores/rules.py"]
 
 
 def compiled_python() -> list[Extension]:

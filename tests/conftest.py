@@ -96,23 +96,39 @@ def sqlite_rows_as_python() -> ModuleType:
 
 
 @pytest.fixture(scope="session")
-def memory_loops_as_python() -> ModuleType:
-    """crawlq.stores.memory_loops run from its .py source."""
-    return as_python("crawlq.stores.memory_loops")
+def rules_as_python() -> ModuleType:
+    """crawlq.stores.rules run from its .py source."""
+    return as_python("crawlq.stores.rules")
+
+
+def with_python_rules(module: ModuleType, rules_python: ModuleType) -> ModuleType:
+    """``module`` (a module run as Python) calling the queue rules as Python too."""
+    from crawlq.stores import rules
+
+    for name, value in list(vars(module).items()):
+        if getattr(rules, name, None) is value and not isinstance(value, int):
+            setattr(module, name, getattr(rules_python, name))
+    return module
+
+
+@pytest.fixture(scope="session")
+def memory_queues_as_python(rules_as_python: ModuleType) -> ModuleType:
+    """crawlq.stores.memory_queues run from its .py source, its rules too."""
+    return with_python_rules(as_python("crawlq.stores.memory_queues"), rules_as_python)
 
 
 @pytest.fixture
-def memory_store_as_python(monkeypatch: pytest.MonkeyPatch,
-                           memory_loops_as_python: ModuleType) -> Callable[[], None]:
-    """A switch: once called, memory stores (old and new) run their loops
-    (memory_loops) as Python, until the test ends: each memory module's names from
-    memory_loops are the .py source's."""
-    from crawlq.stores import memory, memory_admin, memory_core, memory_loops
+def memory_store_as_python(monkeypatch: pytest.MonkeyPatch, rules_as_python: ModuleType,
+                           memory_queues_as_python: ModuleType) -> Callable[[], None]:
+    """A switch: once called, memory stores made after it run their compiled parts
+    (memory_queues, rules) as Python, until the test ends."""
+    from crawlq.stores import memory, memory_queues, rules
 
     def switch() -> None:
-        for module in (memory, memory_core, memory_admin):
-            for name, value in list(vars(module).items()):
-                if getattr(memory_loops, name, None) is value and not isinstance(value, int):
-                    monkeypatch.setattr(module, name, getattr(memory_loops_as_python, name))
+        for source, python in ((memory_queues, memory_queues_as_python),
+                               (rules, rules_as_python)):
+            for name, value in list(vars(memory).items()):
+                if getattr(source, name, None) is value and not isinstance(value, int):
+                    monkeypatch.setattr(memory, name, getattr(python, name))
 
     return switch

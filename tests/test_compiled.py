@@ -26,7 +26,8 @@ from crawlq.stores.sqlite_schema import (
 )
 
 COMPILED = ["crawlq.entries", "crawlq.payload", "crawlq.policies.canonical",
-            "crawlq.stores.sqlite_rows", "crawlq.stores.policy", "crawlq.stores.memory_loops"]
+            "crawlq.stores.sqlite_rows", "crawlq.stores.policy", "crawlq.stores.memory_queues",
+            "crawlq.stores.rules"]
 
 
 @pytest.mark.parametrize("name", COMPILED)

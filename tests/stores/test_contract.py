@@ -13,15 +13,14 @@ import pytest
 from crawlq import Frontier
 from crawlq.redislocal import LocalCluster, LocalRedis
 from crawlq.stores import memory as memory_module
+from crawlq.stores import sqlite as sqlite_module
 from crawlq.stores import (
-    memory_core,
     sqlite_admin,
     sqlite_answers,
     sqlite_core,
     sqlite_dump,
     sqlite_levels,
 )
-from crawlq.stores import sqlite as sqlite_module
 from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
 
 
@@ -57,7 +56,7 @@ class TestStoreWithoutQueueAdmin(MemoryOnlyContract):
 class TestMemoryStorePurePython(MemoryOnlyContract):
     """The memory store's contract on Python alone: the C extension switched off (the
     seen-set, BLAKE2b), the frontier's entries and payloads and the store's loops
-    (entries, payload, memory_loops, compiled by mypyc) run from their .py source: what
+    (entries, payload, memory_queues, rules, compiled by mypyc) run from their .py source: what
     runs where nothing could be compiled."""
 
     @pytest.fixture(autouse=True)
@@ -69,9 +68,10 @@ class TestMemoryStorePurePython(MemoryOnlyContract):
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         f = Frontier.open("memory://", clock=clock, **options)
         assert type(f._entries).__module__.endswith("_as_python")
-        assert vars(memory_module)["_lease_rounds"].__module__.endswith("_as_python")
-        assert vars(memory_core)["_settle"].__module__.endswith("_as_python")
-        assert type(f.store._seen) is set  # type: ignore[attr-defined]
+        book = f.store._book  # type: ignore[attr-defined]
+        assert type(book).__module__.endswith("_as_python")
+        assert vars(memory_module)["label"].__module__.endswith("_as_python")
+        assert type(book.seen) is set
         return f
 
 

@@ -157,28 +157,42 @@ def bloom(bits: bytes | bytearray) -> dict[str, Any]:
     return {"type": "bloom", "bits_b64": base64.b64encode(bytes(bits)).decode("ascii")}
 
 
-class Loadable(Protocol):
-    """The primitive writers a store offers to :func:`apply`."""
+class Loader(Protocol):
+    """What a store gives :func:`apply` to write loaded records with (each store's own
+    loader, in the store's module: it writes the store's state directly)."""
 
-    def _load_seen(self, fp: bytes, revisit_at: float | None) -> None: ...
-    def _load_bloom(self, bits: bytes) -> None: ...
-    def _load_entry(self, key: str, priority: int, retries: int, payload: bytes,
-                    not_before: float | None) -> None: ...
-    def _load_queue(self, key: str, accepted: int, ready_at: float,
-                    settings: Mapping[str, float]) -> None: ...
-    def _load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
-                   error: str, died_at: float) -> None: ...
-    def _load_counters(self, counters: Mapping[str, int],
-                       rejected: Mapping[str, int]) -> None: ...
-    def _load_value(self, name: str, data: bytes, expires: float | None) -> None: ...
+    def load_seen(self, fp: bytes, revisit_at: float | None) -> None:
+        """A fingerprint of the seen-set, due again at ``revisit_at``."""
+
+    def load_bloom(self, bits: bytes) -> None:
+        """A Bloom filter's bits (OR-ed into the store's filter of the same shape)."""
+
+    def load_entry(self, key: str, priority: int, retries: int, payload: bytes,
+                   not_before: float | None) -> None:
+        """A queued (or scheduled, with ``not_before``) entry of queue ``key``."""
+
+    def load_queue(self, key: str, accepted: int, ready_at: float,
+                   settings: Mapping[str, float]) -> None:
+        """A queue's counters, rest and setting overrides."""
+
+    def load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
+                  error: str, died_at: float) -> None:
+        """A dead entry."""
+
+    def load_counters(self, counters: Mapping[str, int],
+                      rejected: Mapping[str, int]) -> None:
+        """Counters, added to the store's."""
+
+    def load_value(self, name: str, data: bytes, expires: float | None) -> None:
+        """A named value."""
 
 
-def apply(store: Loadable, rec: Mapping[str, Any]) -> int:
+def apply(store: Loader, rec: Mapping[str, Any]) -> int:
     """Apply one dump record to ``store``; returns 1, or raises ConfigError."""
     kind = rec.get("type")
     try:
         if kind == "seen":
-            store._load_seen(bytes.fromhex(rec["fp"]), rec.get("revisit_at"))
+            store.load_seen(bytes.fromhex(rec["fp"]), rec.get("revisit_at"))
         elif kind == "entry" or kind == "dead":
             req = request_from_json(rec["request"])
             problem = request_problem(req)  # (what add() refuses, load refuses too)
@@ -186,21 +200,21 @@ def apply(store: Loadable, rec: Mapping[str, Any]) -> int:
                 raise ConfigError(f"a {kind} record of {req.url!r}: {problem}")
             payload = req.to_payload(str(rec["queue"]))
             if kind == "entry":
-                store._load_entry(str(rec["queue"]), req.priority, req.retries, payload,
+                store.load_entry(str(rec["queue"]), req.priority, req.retries, payload,
                                   req.not_before)
             else:
-                store._load_dead(str(rec["queue"]), req.priority, req.retries, payload,
+                store.load_dead(str(rec["queue"]), req.priority, req.retries, payload,
                                  str(rec.get("error", "")), float(rec.get("died_at", 0.0)))
         elif kind == "queue":
-            store._load_queue(str(rec["key"]), int(rec.get("accepted", 0)),
+            store.load_queue(str(rec["key"]), int(rec.get("accepted", 0)),
                               float(rec.get("ready_at", 0.0)), rec.get("settings") or {})
         elif kind == "counters":
-            store._load_counters(rec.get("counters") or {}, rec.get("rejected") or {})
+            store.load_counters(rec.get("counters") or {}, rec.get("rejected") or {})
         elif kind == "bloom":
-            store._load_bloom(base64.b64decode(rec["bits_b64"]))
+            store.load_bloom(base64.b64decode(rec["bits_b64"]))
         elif kind == "value":
             expires = rec.get("expires")
-            store._load_value(str(rec["name"]), base64.b64decode(rec["value_b64"]),
+            store.load_value(str(rec["name"]), base64.b64decode(rec["value_b64"]),
                               None if expires is None else float(expires))
         elif kind == "dump":
             return 0  # (the header: Frontier.load reads it)

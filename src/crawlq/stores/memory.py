@@ -8,38 +8,79 @@ implementation of the Store contract.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+import itertools
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
-from .base import OVER_BUDGET, Ack, Entry, Leased
-from .memory_admin import MemoryAdmin
-from .memory_loops import (
-    _READY,
-    _RESTING,
-    _add_entries,
-    _lease_rounds,
-    _ready_queue,
-    _release_acks,
-    _serve_line,
+from ..errors import ConfigError, StoreError
+from ..models import QueueInfo, Stats
+from . import dumpfmt
+from .base import (
+    MAX_REDELIVERIES,
+    Ack,
+    DeadEntry,
+    Entry,
+    Leased,
+    Pick,
+    QueuePolicy,
+    check_settings,
 )
+from .bloom import BloomShape
+from .memory_queues import MemoryQueue, MemoryQueues, item_priority, item_retries, make_item
+from .policy import changed_settings
+from .rules import EXHAUSTED, READY, RESTING, label
 
 
-class MemoryStore(MemoryAdmin):
-    """In-process store; see :class:`crawlq.stores.base.Store` for the contract. Its parts,
-    each a class the next one extends: :class:`~.memory_core.MemoryCore` (state and
-    shared steps), :class:`~.memory_admin.MemoryAdmin` (looking and steering); here the
-    calls of a crawl. The per-entry loops are in :mod:`.memory_loops` (compiled by mypyc)."""
+class MemoryStore:
+    """In-process store; see :class:`crawlq.stores.base.Store` for the contract.
+
+    Its parts: the queues and entries with the calls of a crawl on them
+    (:class:`~.memory_queues.MemoryQueues`, compiled), the named values, the rejection
+    counts and the lock every call takes."""
+
+    def __init__(
+        self,
+        policy: QueuePolicy | None = None,
+        *,
+        lifo: bool = False,
+        bloom: BloomShape | None = None,
+        max_redeliveries: int = MAX_REDELIVERIES,
+    ) -> None:
+        self._lock = threading.RLock()
+        self._book = MemoryQueues(policy or QueuePolicy(), lifo, bloom, max_redeliveries)
+        self._rejected: dict[str, int] = {}
+        self._values: dict[str, tuple[bytes, float | None]] = {}  # name -> (value, expires)
+        self._value_expiry: list[tuple[float, str]] = []  # (heap) expires, name
+        self._closed = False
+
+    @property
+    def policy(self) -> QueuePolicy:
+        """The store's default queue policy."""
+        return self._book.policy
+
+    @property
+    def lifo(self) -> bool:
+        """Whether a queue's entries of one priority come out newest first."""
+        return self._book.lifo
+
+    @property
+    def max_redeliveries(self) -> int:
+        """How many times a lease of one entry may expire before it is buried."""
+        return self._book.max_redeliveries
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("the store is closed")
+
+    # -- the calls of a crawl (MemoryQueues') ------------------------------------------
 
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
         """See :meth:`Store.add`."""
         out: list[int] = []
         with self._lock:
             self._check_open()
-            added, seen_added, dups = _add_entries(self, entries, now, out)
-            c = self._counters
-            c["added"] += added
-            c["seen"] += seen_added
-            c["duplicates"] += dups
-            over = out.count(OVER_BUDGET)
+            over = self._book.add(entries, now, out)
             if over:
                 self._rejected["queue-budget"] = self._rejected.get("queue-budget", 0) + over
         return out
@@ -50,43 +91,23 @@ class MemoryStore(MemoryAdmin):
         out: list[Leased] = []
         if limit <= 0:
             return out
-        expires = now + ttl
         with self._lock:
             self._check_open()
-            self._wake(now)
-            if queue is None:
-                _lease_rounds(self, out, limit, now, expires)
-            else:
-                q = self._queues.get(queue)
-                if q is not None and q.state == _READY:
-                    q.state = -1  # (its place in the ready heap: dropped by _settle)
-                    _serve_line(self, [q], out, limit, now, expires)
-            if out:
-                # One expiry record per call: the leases of a call expire together.
-                heapq.heappush(self._expiry, (expires, out[0][0], [le[0] for le in out]))
+            self._book.lease(now, limit, now + ttl, queue, out)
         return out
 
     def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
         """See :meth:`Store.renew`."""
-        out = []
         with self._lock:
             self._check_open()
-            self._wake(now)
-            leases = self._leases
-            for token in tokens:
-                held = leases.get(token)
-                out.append(held is not None)
-                if held is not None and expires > held[2]:
-                    leases[token] = (held[0], held[1], expires)
-                    heapq.heappush(self._expiry, (expires, token, [token]))
-        return out
+            return self._book.renew(tokens, expires, now)
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
         """See :meth:`Store.release`."""
         out: list[bool] = []
         with self._lock:
             self._check_open()
-            _release_acks(self, acks, now, out)
+            self._book.release(acks, now, out)
         return out
 
     def next_ready_at(self, now: float) -> float | None:
@@ -94,23 +115,291 @@ class MemoryStore(MemoryAdmin):
         with self._lock:
             self._check_open()
             self._wake(now)
-            ready = self._ready
-            while ready:  # drop stale entries (lazy deletion) to see a real one
-                if _ready_queue(self, ready[0]) is not None:
-                    return now
-                heapq.heappop(ready)
-            resting = self._resting
-            while resting:
-                _, version, key = resting[0]
-                q = self._queues[key]
-                if q.version == version and q.state == _RESTING:
-                    break
-                heapq.heappop(resting)
-            expiry, leases = self._expiry, self._leases
-            # (a record is spent when none of its leases is still held until its time:
-            # each was answered, or renewed, which gave it a record of its own)
-            while expiry and not any(t in leases and leases[t][2] <= expiry[0][0]
-                                     for t in expiry[0][2]):
-                heapq.heappop(expiry)
-            times = [h[0][0] for h in (resting, self._scheduled, expiry) if h]
-            return min(times) if times else None
+            return self._book.next_ready_at(now)
+
+    def _wake(self, now: float) -> None:
+        """The queues' waking, and named values whose time is up dropped."""
+        self._book.wake(now)
+        values, vx = self._values, self._value_expiry
+        while vx and vx[0][0] <= now:
+            at, name = heapq.heappop(vx)
+            got = values.get(name)
+            if got is not None and got[1] == at:  # (not put again since, nor dropped)
+                del values[name]
+
+    # -- steering ----------------------------------------------------------------------
+
+    def block(self, queue: str, until: float, now: float) -> None:
+        """See :meth:`Store.block`."""
+        with self._lock:
+            self._check_open()
+            q = self._book.queue(queue)
+            if until > q.ready_at:
+                q.ready_at = until
+                if q.state in (READY, RESTING):
+                    self._book.settle(q, now)
+
+    def configure_queue(self, queue: str, settings: Mapping[str, float | None],
+                        now: float) -> None:
+        """See :meth:`Store.configure_queue`."""
+        clean = check_settings(settings)
+        with self._lock:
+            self._check_open()
+            book = self._book
+            known = book.queues.get(queue)
+            kept = changed_settings(known.settings if known is not None else {}, clean)
+            policy = book.policy.merged(kept)  # (raises before anything is kept or made)
+            q = book.queue(queue)
+            q.settings.clear()
+            q.settings.update(kept)
+            q.policy = policy
+            if q.state != EXHAUSTED:
+                book.settle(q, now)
+
+    def set_policy(self, policy: QueuePolicy) -> None:
+        """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
+        with self._lock:
+            self._book.policy = policy
+            for q in self._book.queues.values():
+                q.policy = policy.merged(q.settings)
+
+    def count_rejected(self, reasons: Mapping[str, int]) -> None:
+        """See :meth:`Store.count_rejected`."""
+        with self._lock:
+            for r, n in reasons.items():
+                self._rejected[r] = self._rejected.get(r, 0) + n
+
+    def count_duplicates(self, n: int) -> None:
+        """See :meth:`Store.count_duplicates`."""
+        with self._lock:
+            self._book.counters["duplicates"] += n
+
+    def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
+        """See :meth:`Store.put_values`."""
+        with self._lock:
+            self._check_open()
+            for name, value, expires in items:
+                self._keep_value(name, value, expires)
+
+    def _keep_value(self, name: str, value: bytes, expires: float | None) -> None:
+        self._values[name] = (value, expires)
+        if expires is not None:
+            heapq.heappush(self._value_expiry, (expires, name))
+
+    def drop_values(self, names: Sequence[str]) -> None:
+        """See :meth:`Store.drop_values`."""
+        with self._lock:
+            self._check_open()
+            for name in names:
+                self._values.pop(name, None)
+
+    def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
+        """See :meth:`Store.get_values`."""
+        with self._lock:
+            self._check_open()
+            out: list[bytes | None] = []
+            for name in names:
+                got = self._values.get(name)
+                out.append(None if got is None or (got[1] is not None and got[1] <= now)
+                           else got[0])
+            return out
+
+    # -- looking -----------------------------------------------------------------------
+
+    def _info(self, q: MemoryQueue, now: float) -> QueueInfo:
+        return QueueInfo(q.key, len(q.heap), q.inflight, q.ready_at, q.accepted,
+                         label(len(q.heap), q.inflight, q.policy.concurrency, q.ready_at,
+                               now),
+                         dict(q.settings))
+
+    def stats(self, now: float, per_queue: int = 0) -> Stats:
+        """See :meth:`Store.stats`."""
+        with self._lock:
+            self._check_open()
+            self._wake(now)
+            book = self._book
+            queued = ready = resting = exhausted = 0
+            for q in book.queues.values():
+                n = len(q.heap)
+                queued += n
+                if n == 0:
+                    exhausted += 1
+                elif q.state == READY:
+                    ready += 1
+                else:
+                    resting += 1
+            c = book.counters
+            return Stats(
+                seen=c["seen"], added=c["added"], queued=queued + len(book.scheduled),
+                scheduled=len(book.scheduled), leased=len(book.leases), done=c["done"],
+                failed=c["failed"], retried=c["retried"], dead=len(book.dead),
+                redelivered=c["redelivered"], late_acks=c["late_acks"],
+                duplicates=c["duplicates"], rejected=dict(self._rejected),
+                queues_total=len(book.queues), queues_ready=ready,
+                queues_resting=resting, queues_exhausted=exhausted,
+                per_queue=tuple(self.queues(now, per_queue)) if per_queue else (),
+            )
+
+    def queues(self, now: float, limit: int = 100) -> list[QueueInfo]:
+        """See :meth:`Store.queues`."""
+        with self._lock:
+            self._check_open()
+            best = heapq.nlargest(limit, self._book.queues.values(),
+                                  key=lambda q: (len(q.heap), q.inflight))
+            return [self._info(q, now) for q in best]
+
+    def dead(self, limit: int = 100) -> list[DeadEntry]:
+        """See :meth:`Store.dead`."""
+        with self._lock:
+            return list(itertools.islice(self._book.dead.values(), limit))
+
+    # -- removing and requeueing -------------------------------------------------------
+
+    def delete_queue(self, queue: str, now: float) -> int:
+        """See :meth:`~crawlq.stores.base.QueueDeletion.delete_queue`."""
+        return self.remove_queued(queue, _every, now)
+
+    def remove_queued(self, queue: str, where: Pick, now: float) -> int:
+        """See :meth:`~crawlq.stores.base.QueueRemoval.remove_queued`."""
+        with self._lock:
+            self._check_open()
+            self._wake(now)
+            book = self._book
+            q = book.queues.get(queue)
+            if q is None:
+                return 0
+            # (all picked first: an error in ``where`` leaves everything as it was)
+            gone = {it for it in q.heap
+                    if where(item_priority(it), item_retries(it), it[12:], None)}
+            sched = book.scheduled
+            tickets = {s[1] for s in sched if s[2] == queue and where(
+                item_priority(s[3]), item_retries(s[3]), s[3][12:], s[0])}
+            # (the lists changed in place: they are shared by reference)
+            if gone:
+                q.heap[:] = [it for it in q.heap if it not in gone]
+                heapq.heapify(q.heap)
+            if tickets:
+                sched[:] = [s for s in sched if s[1] not in tickets]
+                heapq.heapify(sched)
+            if gone:
+                book.settle(q, now)
+            return len(gone) + len(tickets)
+
+    def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
+        """See :meth:`Store.requeue_dead`."""
+        with self._lock:
+            self._check_open()
+            book = self._book
+            chosen = list(book.dead) if ids is None else [i for i in ids if i in book.dead]
+            for i in chosen:
+                d = book.dead.pop(i)
+                book.push(book.queue(d.queue),
+                          make_item(d.priority, book.next_seq(), 0, d.payload), now)
+            return len(chosen)
+
+    # -- dump and load -----------------------------------------------------------------
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """See :meth:`Store.dump`."""
+        with self._lock:
+            self._check_open()
+            records = list(self._dump_records())
+        yield from records
+
+    def _dump_records(self) -> Iterator[dict[str, Any]]:
+        book = self._book
+        c = dict(book.counters)
+        c["dead"] = len(book.dead)
+        yield dumpfmt.counters(c, self._rejected)
+        for q in book.queues.values():
+            yield dumpfmt.queue(q.key, q.accepted, q.ready_at, q.settings)
+            for item in q.heap:
+                yield dumpfmt.entry(q.key, item_priority(item), item_retries(item),
+                                    item[12:], None)
+        for q, item, _ in book.leases.values():
+            yield dumpfmt.entry(q.key, item_priority(item), item_retries(item), item[12:],
+                                None)
+        for nb, _, key, item in book.scheduled:
+            yield dumpfmt.entry(key, item_priority(item), item_retries(item), item[12:], nb)
+        for d in book.dead.values():
+            yield dumpfmt.dead(d)
+        if book.bloom is not None:
+            yield dumpfmt.bloom(book.bloom.bits)
+        # In key order (as the SQLite store's): the same dump whichever set holds them.
+        for fp in sorted(book.seen):
+            yield dumpfmt.seen(fp, book.revisit.get(fp))
+
+    def load(self, records: Iterable[dict[str, Any]]) -> int:
+        """See :meth:`Store.load`."""
+        n = 0
+        with self._lock:
+            self._check_open()
+            loader = _Loader(self)
+            for rec in records:
+                n += dumpfmt.apply(loader, rec)
+        return n
+
+    def close(self) -> None:
+        """See :meth:`Store.close`."""
+        self._closed = True
+
+
+def _every(priority: int, retries: int, payload: bytes, not_before: float | None) -> bool:
+    """remove_queued's ``where`` of delete_queue."""
+    return True
+
+
+class _Loader:
+    """The memory store's :class:`~.dumpfmt.Loader`: writes each record into its
+    store's state (the store's lock held by ``load``)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.book = store._book
+
+    def load_seen(self, fp: bytes, revisit_at: float | None) -> None:
+        self.book.mark_seen(fp, revisit_at)
+
+    def load_bloom(self, bits: bytes) -> None:
+        bloom = self.book.bloom
+        if bloom is None or len(bits) != len(bloom.bits):
+            raise ConfigError("dump has a Bloom filter of another shape than this store")
+        for i, b in enumerate(bits):
+            bloom.bits[i] |= b
+
+    def load_entry(self, key: str, priority: int, retries: int, payload: bytes,
+                   not_before: float | None) -> None:
+        book = self.book
+        q = book.queue(key)
+        item = make_item(priority, book.next_seq(), retries, payload)
+        if not_before is not None:
+            book.schedule(not_before, key, item)
+        else:
+            book.push(q, item, 0.0)
+
+    def load_queue(self, key: str, accepted: int, ready_at: float,
+                   settings: Mapping[str, float]) -> None:
+        book = self.book
+        q = book.queue(key)
+        q.accepted = max(q.accepted, accepted)
+        q.ready_at = max(q.ready_at, ready_at)
+        q.settings.update(settings)
+        q.policy = book.policy.merged(q.settings)
+        if q.state in (READY, RESTING):
+            book.settle(q, 0.0)
+
+    def load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
+                  error: str, died_at: float) -> None:
+        self.book.keep_dead(queue, priority, retries, payload, error, died_at)
+
+    def load_counters(self, counters: Mapping[str, int], rejected: Mapping[str, int]) -> None:
+        mine = self.book.counters
+        for k, v in counters.items():
+            if k in mine and k != "dead":
+                mine[k] += int(v)
+        rej = self.store._rejected
+        for r, v in rejected.items():
+            rej[r] = rej.get(r, 0) + int(v)
+
+    def load_value(self, name: str, data: bytes, expires: float | None) -> None:
+        self.store._keep_value(name, data, expires)

@@ -1,7 +1,8 @@
-"""The memory store's loops (crawlq.stores.memory_loops) compiled by mypyc leave a store
-exactly as the same module run as Python does, call after call, and keep no memory.
+"""The memory store's queues (crawlq.stores.memory_queues, and the queue rules it calls)
+compiled by mypyc leave a store exactly as the same modules run as Python do, call after
+call, and keep no memory.
 
-setup.py compiles memory_loops from its one source; where the build could not, the .py
+setup.py compiles memory_queues from its one source; where the build could not, the .py
 runs. Both must behave the same: mypyc's native ints, floats and classes must not change
 a verdict, a lease, a heap's order or a counter.
 """
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from crawlq.stores import memory as memory_module
-from crawlq.stores import memory_loops
+from crawlq.stores import memory_queues
 from crawlq.stores.base import PRIORITY_MAX, QueuePolicy
 
 
@@ -80,7 +81,7 @@ def _memory_call(s: Any, op: tuple[Any, ...]) -> Any:
         return s.lease(*op[1:])
     if op[0] == "ack":
         _, pick, kind, duration, delay, now = op
-        held = sorted(s._leases)
+        held = sorted(s._book.leases)
         return s.release([(t, kind, duration, None, 1, "err", kind != 0, delay)
                           for t in held[:max(1, int(len(held) * pick))]], now)
     if op[0] == "configure":
@@ -90,12 +91,13 @@ def _memory_call(s: Any, op: tuple[Any, ...]) -> Any:
 
 def _memory_state(s: Any) -> tuple[Any, ...]:
     """A copy of everything a MemoryStore holds, heaps in their list order."""
+    b = s._book
     queues = {k: (list(q.heap), q.inflight, q.ready_at, q.since, q.state, q.version,
-                  q.accepted, q.session, q.policy) for k, q in s._queues.items()}
-    leases = {t: (q.key, item, exp) for t, (q, item, exp) in s._leases.items()}
-    return (queues, list(s._ready), list(s._resting), list(s._scheduled), leases,
-            set(s._seen), dict(s._revisit), s._seq_n, dict(s._counters), dict(s._rejected),
-            [(at, t, list(ts)) for at, t, ts in s._expiry], s._token_n)
+                  q.accepted, q.session, q.policy) for k, q in b.queues.items()}
+    leases = {t: (q.key, item, exp) for t, (q, item, exp) in b.leases.items()}
+    return (queues, list(b.ready), list(b.resting), list(b.scheduled), leases,
+            set(b.seen), dict(b.revisit), b.seq, dict(b.counters), dict(s._rejected),
+            [(at, t, list(ts)) for at, t, ts in b.expiry], b.token)
 
 
 def _run(policy: QueuePolicy, lifo: bool,
@@ -107,16 +109,16 @@ def _run(policy: QueuePolicy, lifo: bool,
     return seen, s.stats(now, per_queue=10)
 
 
-def test_memory_loops_are_compiled() -> None:
-    """The install compiled memory_loops (else the comparison below compares the .py
+def test_memory_queues_are_compiled() -> None:
+    """The install compiled memory_queues (else the comparison below compares the .py
     with itself)."""
-    assert (memory_loops.__file__ or "").endswith(".so")
+    assert (memory_queues.__file__ or "").endswith(".so")
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_compiled_loops_agree_with_python(seed: int,
+def test_compiled_queues_agree_with_python(seed: int,
                                           memory_store_as_python: Callable[[], None]) -> None:
-    """Compiled and as Python, memory_loops gives the same verdicts, leases and
+    """Compiled and as Python, memory_queues gives the same verdicts, leases and
     acknowledgements and leaves the same heaps (in list order), queue fields, seen-set,
     revisits, sequence, tokens and counters, after every generated call."""
     rng = random.Random(seed)
@@ -129,7 +131,7 @@ def test_compiled_loops_agree_with_python(seed: int,
     ops = _memory_ops(rng, 400)
     compiled, compiled_stats = _run(policy, lifo, ops)
     memory_store_as_python()
-    assert vars(memory_module)["_lease_rounds"].__module__.endswith("_as_python")
+    assert vars(memory_module)["MemoryQueues"].__module__.endswith("_as_python")
     python, python_stats = _run(policy, lifo, ops)
     for op, got, want in zip(ops, compiled, python, strict=True):
         assert got == want, op
@@ -175,9 +177,9 @@ def test_ready_keys_sort_as_the_line_does() -> None:
     for prio in (5, 0, -3):
         for since in (-1e9, -2.5, -0.0, 0.0, 1e-9, 7.0, 1.7e9):
             for created in (0, 1, 2**40):
-                q = memory_loops._Queue("k", QueuePolicy())
-                q.heap = [memory_loops._item(prio, 1, 0, b"")]
-                q.since, q.created, q.version = since, created, created + 3
-                cases.append(((-prio, since, created), memory_loops._ready_key(q)))
+                q = memory_queues.MemoryQueue("k", QueuePolicy(), created)
+                q.heap = [memory_queues.make_item(prio, 1, 0, b"")]
+                q.since, q.version = since, created + 3
+                cases.append(((-prio, since, created), memory_queues.ready_key(q)))
     # (Python sorts -0.0 and 0.0 as equal, stably: so do the keys)
     assert [k for _, k in sorted(cases, key=lambda c: c[0])] == sorted(k for _, k in cases)

@@ -1,0 +1,537 @@
+"""The memory store's queues (:class:`MemoryQueues`): every queued, scheduled and leased
+entry, the seen-set, the ready line and the rests, and the calls of a crawl on them
+(add, lease, renew, release, waking). :class:`~crawlq.stores.memory.MemoryStore` holds
+one and calls it under its lock; the rules a queue follows are :mod:`.rules`'.
+
+An entry is one bytes object (:func:`make_item`): 4 bytes of inverted priority, 6 of
+sequence, 2 of retries, then its payload. bytes compare lexicographically, so a heap of
+items is ordered by (priority desc, sequence) with no tuple per entry: the reason the
+memory store stays small.
+
+setup.py compiles this module with mypyc (the one definition, compiled: these loops run
+once per URL); the .py runs where the build could not compile it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import struct
+from collections.abc import MutableSet, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from .._native import native
+from .base import (
+    ACK_DEAD,
+    ACK_DONE,
+    ACK_REQUEUE,
+    ADDED,
+    DUPLICATE,
+    OVER_BUDGET,
+    Ack,
+    DeadEntry,
+    Entry,
+    Leased,
+    QueuePolicy,
+    expired_error,
+)
+from .bloom import BloomShape, MemoryBloom
+from .rules import (
+    EXHAUSTED,
+    READY,
+    RESTING,
+    lease_room,
+    over_cap,
+    ready_since,
+    rest_after,
+    session_spent,
+    state_of,
+)
+
+if TYPE_CHECKING:
+    from .._speedups import FingerprintSet
+
+# (Final names: compiled, they are constants, not looked up in the module's dict)
+_PRIO_BIAS: Final = 2**31 - 1
+SEQ_MAX: Final = 2**48 - 1
+"""Sequence numbers count down from its middle (LIFO) or up (FIFO)."""
+_SERVED: Final = -1  # a queue's state while a lease call serves it (see MemoryQueues.settle)
+_INF: Final = float("inf")
+
+_PACK: Final = struct.Struct(">IHIH").pack  # inverted priority, sequence (16+32 bits), retries
+_heappush: Final = heapq.heappush  # (heapq's functions, bound once)
+_heappop: Final = heapq.heappop
+# A ready queue's place in line, as bytes (compared by memcmp, the cheapest heap there
+# is): inverted priority of its head (4), sign of `since` (1), `since` (8), the queue's
+# creation number (8), its version (8). Non-negative doubles compare big-endian as their
+# values do; a negative `since` (a caller's clock before 1970) is sign 0 with its bytes
+# inverted, so it still comes first and in order.
+_READY_KEY: Final = struct.Struct(">IBdQQ").pack
+_READY_NEG: Final = struct.Struct(">IBQQQ").pack
+_DOUBLE_BITS: Final = struct.Struct(">q").unpack
+_DOUBLE: Final = struct.Struct(">d").pack
+
+
+def make_item(priority: int, seq: int, retries: int, payload: bytes) -> bytes:
+    """An entry as the memory store keeps it (see the module's docstring)."""
+    return _PACK(_PRIO_BIAS - priority, seq >> 32, seq & 0xFFFFFFFF, retries) + payload
+
+
+def item_priority(item: bytes) -> int:
+    """An item's priority."""
+    # (bytes indexing, not int.from_bytes: compiled, it is a native read of each byte)
+    return _PRIO_BIAS - ((item[0] << 24) | (item[1] << 16) | (item[2] << 8) | item[3])
+
+
+def item_retries(item: bytes) -> int:
+    """An item's retry count."""
+    return (item[10] << 8) | item[11]
+
+
+def _u64(b: bytes, at: int) -> int:
+    """The big-endian 8-byte number at ``at`` of ``b`` (in compiled code, native reads)."""
+    n = 0
+    for i in range(at, at + 8):
+        n = (n << 8) | b[i]
+    return n
+
+
+def ready_key(q: MemoryQueue) -> bytes:
+    """``q``'s entry in the ready heap: orders queues by best head priority, then
+    longest waiting, then creation (see _READY_KEY)."""
+    pinv = _PRIO_BIAS - item_priority(q.heap[0])
+    since = q.since + 0.0  # (-0.0 becomes 0.0)
+    if since >= 0.0:
+        return _READY_KEY(pinv, 1, since, q.created, q.version)
+    bits: int = _DOUBLE_BITS(_DOUBLE(since))[0]
+    return _READY_NEG(pinv, 0, ~bits & 0xFFFFFFFFFFFFFFFF, q.created, q.version)
+
+
+class MemoryQueue:
+    """One queue of the memory store: its entries (a heap of items) and its counters."""
+
+    key: str
+    heap: list[bytes]
+    inflight: int
+    ready_at: float
+    since: float
+    state: int
+    accepted: int
+    session: int
+    version: int
+    created: int
+    room: int
+    settings: dict[str, float]
+    policy: QueuePolicy
+
+    def __init__(self, key: str, policy: QueuePolicy, created: int) -> None:
+        self.key = key
+        self.heap = []
+        self.inflight = 0
+        self.ready_at = 0.0
+        self.since = 0.0
+        self.state = EXHAUSTED
+        self.accepted = 0
+        self.session = 0
+        self.version = 0  # bumped at each settle: older ready-heap entries are stale
+        self.created = created  # its number in creation order
+        self.room = 0  # leases it may still give in the lease call serving it
+        self.settings = {}  # its overrides of the store's policy
+        self.policy = policy
+
+
+class MemoryQueues:
+    """The memory store's entries and queues, and the calls of a crawl on them. The
+    caller holds the store's lock; every method takes the caller's clock ``now``."""
+
+    policy: QueuePolicy
+    lifo: bool
+    max_redeliveries: int
+    seen: Any  # a FingerprintSet or a set of bytes (see __init__)
+    revisit: dict[bytes, float]
+    bloom: MemoryBloom | None
+    queues: dict[str, MemoryQueue]
+    by_created: list[MemoryQueue]
+    ready: list[bytes]
+    resting: list[tuple[float, int, str]]
+    scheduled: list[tuple[float, int, str, bytes]]
+    leases: dict[int, tuple[MemoryQueue, bytes, float]]
+    expiry: list[tuple[float, int, list[int]]]
+    expired: dict[bytes, int]
+    dead: dict[int, DeadEntry]
+    counters: dict[str, int]
+    seq: int
+    token: int
+
+    def __init__(self, policy: QueuePolicy, lifo: bool, bloom: BloomShape | None,
+                 max_redeliveries: int) -> None:
+        self.policy = policy
+        self.lifo = lifo
+        self.max_redeliveries = max_redeliveries
+        # The exact seen-set: a FingerprintSet where the C extension is built (about 30
+        # bytes per fingerprint against ~90 in a set of bytes, and not walked by the
+        # garbage collector), else a set; both answer `in`, add(), len() and iteration.
+        fpset = native("FingerprintSet")
+        seen: MutableSet[bytes] | FingerprintSet = set() if fpset is None else fpset()
+        self.seen = seen
+        self.revisit = {}
+        self.bloom = MemoryBloom(bloom) if bloom else None
+        self.queues = {}
+        self.by_created = []  # queues in creation order (q.created)
+        self.ready = []  # (heap) ready_key of ready queues
+        self.resting = []  # (heap) (ready_at, version, key)
+        self.scheduled = []  # (heap) (not_before, ticket, key, item)
+        self.leases = {}  # token -> (queue, item, expires)
+        self.expiry = []  # (heap) (expires, first token, tokens of one call or renewal)
+        # an entry's sequence bytes (item[4:10]) -> how many of its leases expired;
+        # only entries that had one are here (see wake)
+        self.expired = {}
+        self.dead = {}
+        self.counters = dict.fromkeys(
+            ("seen", "added", "done", "failed", "retried", "dead", "redelivered",
+             "late_acks", "duplicates"), 0)
+        self.seq = SEQ_MAX // 2  # counts down for LIFO, up for FIFO
+        self.token = 0  # the last lease token given
+        self._tickets = itertools.count()
+        self._dead_ids = itertools.count(1)
+
+    # -- queues and entries ---------------------------------------------------------
+
+    def queue(self, key: str) -> MemoryQueue:
+        """The queue ``key``, made (exhausted) if it does not exist."""
+        q = self.queues.get(key)
+        if q is None:
+            # (ties in the ready heap go to the queue created first, as the SQLite
+            # store's index orders them: by qid)
+            q = self.queues[key] = MemoryQueue(key, self.policy, len(self.by_created))
+            self.by_created.append(q)
+        return q
+
+    def next_seq(self) -> int:
+        """The next entry's sequence number (FIFO or LIFO order)."""
+        self.seq += -1 if self.lifo else 1
+        return self.seq
+
+    def ticket(self) -> int:
+        """A tie-breaker for the scheduled heap: scheduling order."""
+        return next(self._tickets)
+
+    def schedule(self, not_before: float, key: str, item: bytes) -> None:
+        """Keep ``item`` of queue ``key`` until ``not_before``."""
+        _heappush(self.scheduled, (not_before, next(self._tickets), key, item))
+
+    def mark_seen(self, fp: bytes, revisit_at: float | None) -> None:
+        """Add ``fp`` to the seen-set, due again at ``revisit_at`` (None: never)."""
+        if self.bloom is not None:
+            self.bloom.add(fp)
+            return
+        self.seen.add(fp)
+        if revisit_at is not None:
+            self.revisit[fp] = revisit_at
+        elif self.revisit:
+            self.revisit.pop(fp, None)
+
+    def push(self, q: MemoryQueue, item: bytes, now: float) -> None:
+        """Queue ``item`` in ``q`` and settle ``q`` where that changes its place."""
+        heap = q.heap
+        state = q.state
+        if state == READY:
+            improves = item[:4] < heap[0][:4]
+            _heappush(heap, item)
+            if improves:  # a better head: the ready heap must see its priority
+                self.settle(q, now)
+        else:
+            _heappush(heap, item)
+            if state == EXHAUSTED:
+                self.settle(q, now)
+
+    def bury(self, q: MemoryQueue, item: bytes, retries: int, error: str,
+             now: float) -> None:
+        """Keep an entry of ``q`` as dead (counted as a failure)."""
+        self.counters["dead"] += 1
+        self.counters["failed"] += 1
+        self.keep_dead(q.key, item_priority(item), retries, item[12:], error, now)
+
+    def keep_dead(self, queue: str, priority: int, retries: int, payload: bytes,
+                  error: str, died_at: float) -> None:
+        """Keep a dead entry under a new id."""
+        did = next(self._dead_ids)
+        self.dead[did] = DeadEntry(did, queue, priority, retries, payload, error, died_at)
+
+    def settle(self, q: MemoryQueue, now: float) -> None:
+        """Put ``q`` in the state (and heap) its fields call for (:func:`.rules.state_of`).
+
+        Bumping the version invalidates the queue's older heap entries (lazy deletion).
+        A queue keeps its place in line while it stays ready (:func:`.rules.ready_since`);
+        one just served goes to the back (callers mark that by setting ``state`` to
+        _SERVED first).
+        """
+        old = q.state
+        q.version += 1
+        state = state_of(len(q.heap), q.inflight, q.policy.concurrency, q.ready_at, now)
+        q.state = state
+        if state == RESTING:
+            _heappush(self.resting, (q.ready_at, q.version, q.key))
+        elif state == READY:
+            q.since = ready_since(old, old == _SERVED, q.since, q.ready_at, now)
+            _heappush(self.ready, ready_key(q))
+
+    def ready_queue(self, entry: bytes) -> MemoryQueue | None:
+        """The queue a ready-heap entry stands for, or None where the entry is stale (the
+        queue was settled since: lazy deletion)."""
+        q = self.by_created[_u64(entry, 13)]
+        if q.version == _u64(entry, 21) and q.state == READY:
+            return q
+        return None
+
+    # -- the calls of a crawl ----------------------------------------------------------
+
+    def add(self, entries: Sequence[Entry], now: float, out: list[int]) -> int:
+        """Add ``entries``, appending each one's verdict to ``out``; counts them.
+        Returns how many went over their queue's cap. (It runs once per URL.)"""
+        # (Compiled, out.append is a native list append; bound methods would be calls)
+        added = seen_added = dups = over = 0
+        queues = self.queues
+        bloom = self.bloom
+        seen, revisit = self.seen, self.revisit
+        seen_add = seen.add  # (a FingerprintSet or a set: its method, looked up once)
+        seq, step = self.seq, (-1 if self.lifo else 1)
+        for fp, key, prio, payload, not_before, revisit_at, retries in entries:
+            q = queues.get(key) or self.queue(key)
+            if fp is not None:
+                if bloom is None:
+                    if fp in seen and (not revisit or revisit.get(fp, _INF) > now):
+                        out.append(DUPLICATE)
+                        dups += 1
+                        continue
+                elif bloom.contains(fp):
+                    out.append(DUPLICATE)
+                    dups += 1
+                    continue
+            if over_cap(q.policy, q.accepted):
+                out.append(OVER_BUDGET)
+                over += 1
+                continue
+            if fp is not None:
+                if bloom is None:
+                    seen_add(fp)
+                    if revisit_at is not None:
+                        revisit[fp] = revisit_at
+                    elif revisit:
+                        revisit.pop(fp, None)
+                else:
+                    bloom.add(fp)
+                seen_added += 1
+            q.accepted += 1
+            added += 1
+            seq += step
+            item = _PACK(_PRIO_BIAS - prio, seq >> 32, seq & 0xFFFFFFFF, retries) + payload
+            if not_before is not None and not_before > now:
+                _heappush(self.scheduled, (not_before, next(self._tickets), key, item))
+            else:  # push, inlined
+                heap = q.heap
+                state = q.state
+                if state == READY:
+                    # (a better head priority: item[:4] < heap[0][:4], as numbers)
+                    improves = prio > item_priority(heap[0])
+                    _heappush(heap, item)
+                    if improves:  # a better head: the ready heap must see its priority
+                        self.settle(q, now)
+                else:
+                    _heappush(heap, item)
+                    if state == EXHAUSTED:
+                        self.settle(q, now)
+            out.append(ADDED)
+        self.seq = seq
+        c = self.counters
+        c["added"] += added
+        c["seen"] += seen_added
+        c["duplicates"] += dups
+        return over
+
+    def lease(self, now: float, limit: int, expires: float, queue: str | None,
+              out: list[Leased]) -> None:
+        """Lease up to ``limit`` entries into ``out`` (from ``queue`` only, if given).
+
+        The line: the best ready queues, one per lease wanted. A round-robin over it in
+        its order: each queue gives one entry, then those with more and room
+        (:func:`.rules.lease_room`) give one more, and so on; the round goes on where
+        it stopped when ``limit`` cuts it short and some queues had nothing left. (As a
+        fair share of what is left from each, so that one big queue needs few rounds.)
+        The served queues go to the back of the line at the end, in their order; the
+        SQLite store serves its queues the same way.
+        """
+        self.wake(now)
+        line: list[MemoryQueue] = []
+        if queue is None:
+            ready = self.ready
+            while ready and len(line) < limit:
+                q = self.ready_queue(_heappop(ready))
+                if q is not None:
+                    line.append(q)
+        else:
+            got = self.queues.get(queue)
+            if got is not None and got.state == READY:
+                line.append(got)  # (its place in the ready heap: dropped by settle)
+        for q in line:
+            q.state = _SERVED  # served: settle sends it to the back of the line
+            q.room = lease_room(q.policy, q.inflight, q.session)
+        leases = self.leases
+        token = self.token
+        active = line
+        while active and len(out) < limit:
+            want = active[: limit - len(out)]
+            share = max(1, (limit - len(out)) // len(want))
+            for q in want:
+                heap = q.heap
+                k = min(share, limit - len(out), q.room, len(heap))
+                key = q.key
+                for _ in range(k):
+                    item: bytes = _heappop(heap)
+                    token += 1
+                    leases[token] = (q, item, expires)
+                    out.append((token, key, item_priority(item), item_retries(item),
+                                item[12:], expires))
+                q.inflight += k
+                q.session += k
+                q.room -= k
+            if len(out) >= limit:
+                break
+            # The next round: those not asked, then those asked that have more and room.
+            active = active[len(want):] + [q for q in want if q.heap and q.room > 0]
+        self.token = token
+        for q in line:
+            if session_spent(q.policy, q.session):
+                # Yield to the others: rest a while, then the back of the line.
+                q.session = 0
+                q.ready_at = max(q.ready_at, now + q.policy.session_rest)
+            self.settle(q, now)
+        if out:
+            # One expiry record per call: the leases of a call expire together.
+            _heappush(self.expiry, (expires, out[0][0], [le[0] for le in out]))
+
+    def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
+        """Move the leases ``tokens`` still held to ``expires`` (never earlier)."""
+        self.wake(now)
+        out = []
+        leases = self.leases
+        for token in tokens:
+            held = leases.get(token)
+            out.append(held is not None)
+            if held is not None and expires > held[2]:
+                leases[token] = (held[0], held[1], expires)
+                _heappush(self.expiry, (expires, token, [token]))
+        return out
+
+    def release(self, acks: Sequence[Ack], now: float, out: list[bool]) -> None:
+        """End the leases ``acks`` answer, appending to ``out`` whether each was still
+        held (counted; a late one changes nothing)."""
+        touched: dict[str, MemoryQueue] = {}
+        leases = self.leases
+        expired = self.expired
+        late = done = failed_n = retried = 0
+        for token, kind, duration, not_before, retries, error, failed, delay in acks:
+            held = leases.get(token)
+            if held is None:
+                late += 1
+                out.append(False)
+                continue
+            del leases[token]
+            q, item, _ = held
+            q.inflight -= 1
+            if expired and kind != ACK_REQUEUE:
+                expired.pop(item[4:10], None)
+            # (one answer: its own rest; several of a queue's in one call rest the
+            # longest of theirs, as rest_after gives for all of them at once)
+            rest = rest_after(q.policy, (duration or 0.0) if delay is None else None, delay)
+            if rest > 0:
+                q.ready_at = max(q.ready_at, now + rest)
+                q.session = 0
+            if kind == ACK_DONE:
+                done += 1
+            elif kind == ACK_DEAD:
+                self.bury(q, item, retries, error or "", now)
+            else:
+                if failed:
+                    failed_n += 1
+                retried += 1
+                new = item[:10] + retries.to_bytes(2, "big") + item[12:]
+                if not_before is not None and not_before > now:
+                    _heappush(self.scheduled, (not_before, next(self._tickets), q.key, new))
+                else:
+                    _heappush(q.heap, new)
+            touched[q.key] = q
+            out.append(True)
+        c = self.counters
+        c["late_acks"] += late
+        c["done"] += done
+        c["failed"] += failed_n
+        c["retried"] += retried
+        for q in touched.values():
+            self.settle(q, now)
+
+    def wake(self, now: float) -> None:
+        """Move due scheduled entries, expired leases and rested queues to ready.
+
+        Entries that came due and leases that expired are taken in time order, each at
+        its own time: a queue they make ready has waited since then, not since whichever
+        call noticed (as the SQLite store's wake)."""
+        sched = self.scheduled
+        expiry = self.expiry
+        while True:
+            if sched and sched[0][0] <= now and not (expiry and expiry[0][0] < sched[0][0]):
+                at, _, key, item = _heappop(sched)
+                self.push(self.queue(key), item, at)
+            elif expiry and expiry[0][0] <= now:
+                at, _, tokens = _heappop(expiry)
+                for token in tokens:
+                    held = self.leases.get(token)
+                    if held is None or held[2] > at:  # answered, or renewed since
+                        continue
+                    del self.leases[token]
+                    q, item, _ = held
+                    q.inflight -= 1
+                    seq = item[4:10]
+                    n = self.expired.get(seq, 0) + 1
+                    if n > self.max_redeliveries:
+                        del self.expired[seq]
+                        self.bury(q, item, item_retries(item),
+                                  expired_error(n, self.max_redeliveries), at)
+                    else:
+                        self.expired[seq] = n
+                        self.counters["redelivered"] += 1
+                        _heappush(q.heap, item)  # its old place: the head of its queue
+                    self.settle(q, at)
+            else:
+                break
+        resting = self.resting
+        while resting and resting[0][0] <= now:
+            _, version, key = _heappop(resting)
+            q = self.queues[key]
+            if q.version == version and q.state == RESTING:
+                self.settle(q, now)
+
+    def next_ready_at(self, now: float) -> float | None:
+        """When a lease call may next find something: ``now`` if a queue is ready, else
+        the earliest rest end, scheduled entry or lease expiry (None: nothing waits)."""
+        self.wake(now)
+        ready = self.ready
+        while ready:  # drop stale entries (lazy deletion) to see a real one
+            if self.ready_queue(ready[0]) is not None:
+                return now
+            _heappop(ready)
+        resting = self.resting
+        while resting:
+            _, version, key = resting[0]
+            q = self.queues[key]
+            if q.version == version and q.state == RESTING:
+                break
+            _heappop(resting)
+        expiry, leases = self.expiry, self.leases
+        # (a record is spent when none of its leases is still held until its time: each
+        # was answered, or renewed, which gave it a record of its own)
+        while expiry and not any(t in leases and leases[t][2] <= expiry[0][0]
+                                 for t in expiry[0][2]):
+            _heappop(expiry)
+        times = [h[0][0] for h in (resting, self.scheduled, expiry) if h]
+        return min(times) if times else None

@@ -1,0 +1,122 @@
+"""The queue rules: a queue's states, when it moves between them, how long it rests
+after a fetch, how many entries a lease round may take from it, when its session
+budget is spent, and when it accepts no more entries. The one definition the memory
+and SQLite stores call (the Redis store's Lua scripts are the only other copy, and
+tests/stores/test_stores_agree.py runs the same call sequences on all three).
+
+A queue is
+
+- ``EXHAUSTED`` when it has nothing queued (entries scheduled for later are not in
+  the queue yet, and leased ones are out of it);
+- ``BUSY`` when it has as many leases in flight as its ``concurrency``;
+- ``RESTING`` until ``ready_at``: the politeness rest after a fetch, a block, or the
+  rest at the end of a session;
+- ``READY`` otherwise: in the ready line, ordered by its best entry's priority, then
+  by how long it has waited (``since``), then by its creation.
+
+setup.py compiles this module with mypyc (the stores call it once per queue per call);
+the .py runs where it cannot be compiled.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Final
+
+from .policy import QueuePolicy
+
+
+class QueueState(IntEnum):
+    """A queue's state; its value is what the SQLite store keeps in ``queues.state``
+    (and the Lua scripts in a queue's record)."""
+
+    READY = 0
+    BUSY = 1
+    RESTING = 2
+    EXHAUSTED = 3
+
+    @property
+    def label(self) -> str:
+        """The state's name in listings (``crawlq queues``, :class:`QueueInfo`)."""
+        return self.name.lower()
+
+
+# The states as plain ints, for the compiled loops and for SQL text: compiled, a Final
+# int is a C constant, where a QueueState member is an object looked up on its class.
+READY: Final = 0
+BUSY: Final = 1
+RESTING: Final = 2
+EXHAUSTED: Final = 3
+
+
+def state_of(queued: int, inflight: int, concurrency: int, ready_at: float,
+             now: float) -> int:
+    """The state a queue with ``queued`` entries, ``inflight`` leases and a rest until
+    ``ready_at`` is in at ``now`` (see the module's docstring)."""
+    if queued <= 0:
+        return EXHAUSTED
+    if inflight >= concurrency:
+        return BUSY
+    if ready_at > now:
+        return RESTING
+    return READY
+
+
+def label(queued: int, inflight: int, concurrency: int, ready_at: float, now: float) -> str:
+    """:func:`state_of` by name, for listings."""
+    return QueueState(state_of(queued, inflight, concurrency, ready_at, now)).label
+
+
+def ready_since(old: int, served: bool, since: float, ready_at: float, now: float) -> float:
+    """Since when a queue that is ``READY`` after a call has waited in the ready line:
+    one that stayed ready keeps its place; one just served goes to the back (``now``);
+    one whose rest ended has waited since the rest's end; any other since ``now``."""
+    if served:
+        return now
+    if old == READY:
+        return since
+    if old == RESTING:
+        return ready_at
+    return now
+
+
+def rest_after(policy: QueuePolicy, longest: float | None, explicit: float | None) -> float:
+    """How long a queue rests after the leases that ended in one call: the longest of
+    their rests, where a lease answered with an explicit ``delay`` rests that long and
+    any other rests ``policy.delay(duration)``. ``longest``: the longest duration of the
+    answers without a delay (None: there were none); ``explicit``: the longest explicit
+    delay (None: none). (``delay`` grows with the duration, so the longest duration gives
+    the longest of those rests.) A rest > 0 also ends the queue's session."""
+    rest = 0.0
+    if longest is not None:
+        rest = policy.delay(longest)
+    if explicit is not None and explicit > rest:
+        rest = explicit
+    return rest
+
+
+def session_spent(policy: QueuePolicy, session: int) -> bool:
+    """Whether a queue that gave ``session`` leases in a row has spent its session
+    budget: it then rests ``session_rest`` and goes to the back of the line."""
+    budget = policy.session_budget
+    return budget > 0 and session >= budget
+
+
+def lease_room(policy: QueuePolicy, inflight: int, session: int) -> int:
+    """How many leases a ready queue with ``inflight`` leases out and ``session`` given
+    in a row may give in one call: what its concurrency leaves room for and what its
+    session budget has left, and at least one (a ready queue always gives one: a budget
+    lowered below the session so far leaves it one more). A lease call's rounds take
+    from each queue until it gave this many, or has nothing left."""
+    free = policy.concurrency - inflight
+    budget = policy.session_budget
+    if budget > 0 and budget - session < free:
+        free = budget - session
+    return free if free > 1 else 1
+
+
+def over_cap(policy: QueuePolicy, accepted: int) -> bool:
+    """Whether a queue that accepted ``accepted`` entries takes no more (its
+    ``max_queue_urls``; 0: no cap)."""
+    cap = policy.max_queue_urls
+    return cap > 0 and accepted >= cap
