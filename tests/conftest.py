@@ -90,9 +90,9 @@ def frontier_as_python(monkeypatch: pytest.MonkeyPatch, entries_as_python: Modul
 
 
 @pytest.fixture(scope="session")
-def sqlite_rows_as_python() -> ModuleType:
-    """crawlq.stores.sqlite_rows run from its .py source."""
-    return as_python("crawlq.stores.sqlite_rows")
+def sqlite_rows_as_python(rules_as_python: ModuleType) -> ModuleType:
+    """crawlq.stores.sqlite_rows run from its .py source, its rules too."""
+    return with_python_rules(as_python("crawlq.stores.sqlite_rows"), rules_as_python)
 
 
 @pytest.fixture(scope="session")

@@ -16,14 +16,8 @@ import pytest
 
 from crawlq.errors import ConfigError
 from crawlq.stores.base import ADDED, DUPLICATE, OVER_BUDGET, QueuePolicy
-from crawlq.stores.sqlite_schema import (
-    BUSY,
-    CURSOR_LEVELS,
-    EXHAUSTED,
-    NO_CURSOR,
-    READY,
-    RESTING,
-)
+from crawlq.stores.rules import BUSY, EXHAUSTED, READY, RESTING
+from crawlq.stores.sqlite_schema import CURSOR_LEVELS, NO_CURSOR
 
 COMPILED = ["crawlq.entries", "crawlq.payload", "crawlq.policies.canonical",
             "crawlq.stores.sqlite_rows", "crawlq.stores.policy", "crawlq.stores.memory_queues",
@@ -163,6 +157,7 @@ def test_admit_compiled_agrees_with_python(rows_modules: tuple[ModuleType, Modul
     """admit decides, numbers and marks entries the same, compiled or as Python."""
     rng = random.Random(seed)
     entries, qids, caps, accepted = _random_admit_case(rng, 400)
+    policies = {qid: QueuePolicy(max_queue_urls=cap) for qid, cap in caps.items()}
     known = {bytes([i]) * 16: rng.choice([None, 90.0, 110.0, 100]) for i in range(0, 60, 3)}
     for lifo in (False, True):
         results = []
@@ -170,7 +165,7 @@ def test_admit_compiled_agrees_with_python(rows_modules: tuple[ModuleType, Modul
             seen = mod.SeenMarks(None)
             seen.known = dict(known)
             acc = dict(accepted)
-            got = mod.admit(entries, qids, caps, acc, seen, 100.0, 7, lifo)
+            got = mod.admit(entries, qids, policies, acc, seen, 100.0, 7, lifo)
             results.append((got, acc, seen.batch, seen.fresh))
         assert results[0] == results[1]
         statuses = set(results[0][0][0])
@@ -178,7 +173,7 @@ def test_admit_compiled_agrees_with_python(rows_modules: tuple[ModuleType, Modul
             and results[0][0][2]
     for mod in rows_modules:
         with pytest.raises(KeyError):
-            mod.admit([(None, "zz", 0, b"", None, None, 0)], qids, caps, {},
+            mod.admit([(None, "zz", 0, b"", None, None, 0)], qids, policies, {},
                       mod.SeenMarks(None), 1.0, 0, False)
 
 

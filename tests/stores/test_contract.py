@@ -13,14 +13,8 @@ import pytest
 from crawlq import Frontier
 from crawlq.redislocal import LocalCluster, LocalRedis
 from crawlq.stores import memory as memory_module
+from crawlq.stores import rules, sqlite_levels, sqlite_rows
 from crawlq.stores import sqlite as sqlite_module
-from crawlq.stores import (
-    sqlite_admin,
-    sqlite_answers,
-    sqlite_core,
-    sqlite_dump,
-    sqlite_levels,
-)
 from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
 
 
@@ -88,19 +82,19 @@ class TestSQLiteStorePurePython(TestSQLiteStore):
 
     @pytest.fixture(autouse=True)
     def _pure(self, monkeypatch: pytest.MonkeyPatch, sqlite_rows_as_python: ModuleType,
-              frontier_as_python: None) -> None:
+              rules_as_python: ModuleType, frontier_as_python: None) -> None:
         monkeypatch.setenv("CRAWLQ_PURE_PYTHON", "1")
-        for module in (sqlite_module, sqlite_core, sqlite_answers, sqlite_admin):
-            for name in ("Delta", "admit", "settle", "take_rows"):
-                if hasattr(module, name):
-                    monkeypatch.setattr(module, name, getattr(sqlite_rows_as_python, name))
-        monkeypatch.setattr(sqlite_dump, "Delta", sqlite_rows_as_python.Delta)  # (load's)
+        for source, python in ((sqlite_rows, sqlite_rows_as_python), (rules, rules_as_python)):
+            for name, value in list(vars(sqlite_module).items()):
+                if getattr(source, name, None) is value and not isinstance(value, int):
+                    monkeypatch.setattr(sqlite_module, name, getattr(python, name))
         monkeypatch.setattr(sqlite_levels, "SeenMarks", sqlite_rows_as_python.SeenMarks)
 
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         f = super().open_frontier(clock, path, **options)
         assert type(f._entries).__module__.endswith("_as_python")
-        assert sqlite_core.settle.__module__.endswith("_as_python")  # type: ignore[attr-defined]
+        assert sqlite_module.settle.__module__.endswith("_as_python")  # type: ignore[attr-defined]
+        assert sqlite_module.lease_room.__module__.endswith("_as_python")  # type: ignore[attr-defined]
         assert sqlite_module.take_rows.__module__.endswith("_as_python")  # type: ignore[attr-defined]
         return f
 

@@ -116,7 +116,9 @@ class Store(Protocol):
     :mod:`crawlq.testing` is its executable specification.
     """
 
-    policy: QueuePolicy
+    @property
+    def policy(self) -> QueuePolicy:
+        """The store's default queue policy (each queue's is it with its overrides)."""
 
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
         """Atomically check-and-add: per entry ADDED, DUPLICATE or OVER_BUDGET.
@@ -336,14 +338,3 @@ class Namespaced(Protocol):
     def prefixes_under(self, start: str) -> list[str]:
         """The prefixes of the crawls on the same server that begin with ``start``."""
         ...
-
-
-def queue_state(queued: int, inflight: int, ready_at: float, cap: int, now: float) -> str:
-    """The named state of a queue, for listings."""
-    if queued == 0:
-        return "exhausted"
-    if inflight >= cap:
-        return "busy"
-    if ready_at > now:
-        return "resting"
-    return "ready"

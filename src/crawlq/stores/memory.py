@@ -93,6 +93,7 @@ class MemoryStore:
             return out
         with self._lock:
             self._check_open()
+            self._expire_values(now)
             self._book.lease(now, limit, now + ttl, queue, out)
         return out
 
@@ -100,6 +101,7 @@ class MemoryStore:
         """See :meth:`Store.renew`."""
         with self._lock:
             self._check_open()
+            self._expire_values(now)
             return self._book.renew(tokens, expires, now)
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
@@ -114,12 +116,17 @@ class MemoryStore:
         """See :meth:`Store.next_ready_at`."""
         with self._lock:
             self._check_open()
-            self._wake(now)
+            self._expire_values(now)
             return self._book.next_ready_at(now)
 
     def _wake(self, now: float) -> None:
-        """The queues' waking, and named values whose time is up dropped."""
+        """What came due woken (:meth:`MemoryQueues.wake`), and values whose time is up
+        dropped."""
         self._book.wake(now)
+        self._expire_values(now)
+
+    def _expire_values(self, now: float) -> None:
+        """Drop the named values whose time is up."""
         values, vx = self._values, self._value_expiry
         while vx and vx[0][0] <= now:
             at, name = heapq.heappop(vx)

@@ -20,31 +20,238 @@ when their lease expires) or report added requests as duplicates.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
-from typing import Any
+import heapq
+import math
+import os
+import re
+import struct
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from importlib import resources
+from typing import Any, TypeVar
 
 import msgpack
 
+from ..errors import ConfigError, StoreError, StoreFull
+from ..models import QueueInfo, Stats
+from . import dumpfmt
 from .base import (
+    MAX_REDELIVERIES,
     Ack,
+    DeadEntry,
     Entry,
     Leased,
+    Pick,
+    QueuePolicy,
+    check_settings,
 )
-from .redis_core import CHUNK, _bloom_spec
-from .redis_dump import RedisDump
+from .bloom import BLOCK_BYTES, BloomShape
+from .policy import changed_settings
+from .rules import label
+from .url import StoreURL
+
+__all__ = ["CHUNK", "RedisStore"]
+
+_EXPIRES = struct.Struct("<d")
+"""A kept value's expiry, before its bytes (see RedisStore.put_values)."""
 
 
-class RedisStore(RedisDump):
+
+def _kv(data: bytes, expires: float | None) -> bytes:
+    """A kept value as stored in ``{prefix}:kv``: its expiry, then its bytes."""
+    return _EXPIRES.pack(math.inf if expires is None else expires) + data
+
+
+CHUNK = 2000
+"""Entries per script call: big enough to amortize a call, small enough (a few ms) not
+to stall other clients of the server."""
+
+_QREC = struct.Struct("<9d")  # a queue's record, P:qm:<key> (see common.lua)
+_SCRIPTS = ("add", "lease", "release", "ready_at", "queue_op", "maintain", "renew")
+_T = TypeVar("_T")
+_OURS = ("prefix", "cluster", "retry_deadline")
+"""The Redis store URL's query options that are crawlq's (the others go to redis-py)."""
+_COUNTERS = ("seen", "added", "done", "failed", "retried", "redelivered", "late_acks",
+             "duplicates")
+
+
+def _lua(name: str) -> str:
+    pkg = resources.files("crawlq.stores") / "lua"
+    return (pkg / "common.lua").read_text("utf-8") + "\n" + (pkg / f"{name}.lua").read_text(
+        "utf-8")
+
+
+class RedisStore:
     """A store on a Redis server or cluster; see :class:`crawlq.stores.base.Store`.
 
     ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``) with optional
     crawlq query arguments ``prefix`` (default ``crawlq``), ``cluster`` (``1`` for a
     Redis Cluster) and ``retry_deadline`` (the keyword argument wins). A password comes
-    from the URL or ``$CRAWLQ_REDIS_PASSWORD``. Its parts, each a class the next one
-    extends: :class:`~.redis_core.RedisCore` (the client, scripts and call plumbing),
-    :class:`~.redis_admin.RedisAdmin` (looking and steering),
-    :class:`~.redis_dump.RedisDump` (dump and load); here the calls of a crawl.
+    from the URL or ``$CRAWLQ_REDIS_PASSWORD``. The queue rules run in the Lua scripts
+    (``lua/``), the one copy besides :mod:`.rules`; tests/stores/test_stores_agree.py
+    holds them to the same results.
     """
+
+    def __init__(
+        self,
+        url: str,
+        policy: QueuePolicy | None = None,
+        *,
+        lifo: bool = False,
+        bloom: BloomShape | None = None,
+        prefix: str | None = None,
+        retry_deadline: float | None = None,
+        max_redeliveries: int = MAX_REDELIVERIES,
+        create: bool = True,
+    ) -> None:
+        try:
+            import redis
+        except ImportError:  # pragma: no cover - depends on the installation
+            raise ConfigError("the Redis store needs redis-py: pip install 'crawlq[redis]'"
+                              ) from None
+        self._redis = redis
+        self.policy = policy or QueuePolicy()
+        self.lifo = lifo
+        self.max_redeliveries = max_redeliveries
+        self.bloom = bloom
+        parsed = StoreURL.parse(url)
+        deadline: float | str = (retry_deadline if retry_deadline is not None
+                                 else parsed.option("retry_deadline", "30") or "")
+        try:
+            self.retry_deadline = float(deadline)
+        except ValueError:
+            raise ConfigError(f"retry_deadline must be a number of seconds, not "
+                              f"{deadline!r}") from None
+        prefix = prefix or parsed.option("prefix") or "crawlq"
+        if not prefix or any(c in prefix for c in "{}\r\n "):
+            raise ConfigError(f"bad Redis key prefix {prefix!r}: no braces, spaces or "
+                              "line breaks")
+        self.prefix = prefix
+        self._where = f"{parsed.hostname or parsed.path}:{parsed.port or ''}"
+        plain = parsed.with_query(drop=_OURS)  # (the rest is redis-py's)
+        kwargs: dict[str, Any] = {"socket_connect_timeout": 10.0, "socket_timeout": 120.0}
+        if parsed.password is None and os.environ.get("CRAWLQ_REDIS_PASSWORD"):
+            kwargs["password"] = os.environ["CRAWLQ_REDIS_PASSWORD"]
+        cluster = (parsed.option("cluster") or "").lower() in ("1", "true", "yes")
+        self.cluster = cluster
+        try:
+            if cluster:
+                from redis.cluster import RedisCluster
+
+                self._client: Any = RedisCluster.from_url(plain, **kwargs)
+            else:
+                self._client = redis.Redis.from_url(plain, **kwargs)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"bad Redis URL {url!r}: {exc}") from None
+        except redis.RedisError as exc:
+            raise StoreError(f"cannot connect to Redis at {self._where}: {exc}") from exc
+        tag = "{" + prefix + "}"
+        self._p = tag
+        self._m = f"{tag}:m"
+        self._keys = [self._m]
+        self._scripts = {name: self._client.register_script(_lua(name)) for name in _SCRIPTS}
+        self._pargs = self._policy_args()
+        self._closed = False
+        if not create and not self._retrying(lambda: self._client.exists(self._m)):
+            raise StoreError(f"no crawl at {self._where} under the prefix {prefix!r} (its "
+                             f"key {self._m} does not exist)")
+        self._check_shape(create)
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _retrying(self, fn: Callable[[], _T]) -> _T:
+        """Run ``fn``, retrying connection errors with backoff until the deadline."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        redis = self._redis
+        deadline = 0.0
+        pause = 0.05
+        while True:
+            try:
+                return fn()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                now = time.monotonic()
+                if not deadline:
+                    deadline = now + self.retry_deadline
+                if now >= deadline:
+                    raise StoreError(f"Redis at {self._where} unreachable for "
+                                     f"{self.retry_deadline:g} s: {exc}") from exc
+                time.sleep(min(pause, deadline - now))
+                pause = min(pause * 2, 2.0)
+            except redis.ResponseError as exc:
+                raise self.refused(exc) from exc
+
+    def refused(self, exc: Exception) -> StoreError:
+        """The error for a command Redis refused: :class:`StoreFull` when it is full
+        (``maxmemory`` with ``noeviction``: Redis refuses a script that may write before
+        it runs, so the call changed nothing)."""
+        text = str(exc)
+        if text.startswith("OOM") or "maxmemory" in text:
+            return StoreFull(f"Redis at {self._where} is full (maxmemory, noeviction): "
+                             f"{text}; the call that failed changed nothing: give Redis "
+                             "more memory and run again")
+        return StoreError(f"Redis refused a crawlq command: {text}")
+
+    def _cmd(self, command: str, *args: Any, **kwargs: Any) -> Any:
+        """One plain Redis command (redis-py method ``command``), retried."""
+        method = getattr(self._client, command)
+        return self._retrying(lambda: method(*args, **kwargs))
+
+    def _run(self, name: str, *args: Any) -> Any:
+        script = self._scripts[name]
+        argv = self._pargs + list(args)
+        return self._retrying(lambda: script(keys=self._keys, args=argv))
+
+    def _run_chunks(self, name: str, head: list[Any], chunks: list[list[Any]]) -> list[Any]:
+        """Run script ``name`` once per chunk of arguments, in one pipelined round trip."""
+        if len(chunks) == 1 or self.cluster:
+            # redis-py's cluster pipeline refuses EVALSHA: one call per chunk there.
+            return [self._run(name, *head, *chunk) for chunk in chunks]
+        script = self._scripts[name]
+
+        def go() -> list[Any]:
+            pipe = self._client.pipeline(transaction=False)
+            for chunk in chunks:
+                script(keys=self._keys, args=self._pargs + head + chunk, client=pipe)
+            return list(pipe.execute())
+
+        return self._retrying(go)
+
+    def _check_shape(self, create: bool = True) -> None:
+        """Refuse to mix a Bloom seen-set of one shape with another (or exact) one (and
+        record this one's for a new crawl, unless ``create`` is False)."""
+        # "exact-sb": fingerprints in linear-hashing buckets (see common.lua); "exact" was
+        # one set, written by crawlq before 0.1's bucketed layout.
+        shape = ("exact-sb" if self.bloom is None
+                 else f"bloom:{self.bloom.capacity}:{self.bloom.error_rate!r}")
+        stored = self._retrying(lambda: (create and self._client.hsetnx(self._m, "seenset",
+                                                                         shape),
+                                         self._client.hget(self._m, "seenset"))[1])
+        if stored == b"exact" and shape == "exact-sb":
+            raise ConfigError("this crawl was written by an earlier crawlq (one seen-set "
+                              "key): dump it with that version, then load it here")
+        if stored is not None and stored.decode() != shape:
+            raise ConfigError(f"this crawl's seen-set is {stored.decode()}, not {shape}: "
+                              "open it with the same bloom_capacity and bloom_error_rate")
+
+    # -- the contract ---------------------------------------------------------------------
+
+    def _policy_args(self) -> list[Any]:
+        """The default policy as the Lua scripts take it (ARGV)."""
+        p = self.policy
+        return [p.concurrency, p.min_delay, p.max_delay, p.delay_factor, p.max_queue_urls,
+                p.session_budget, p.session_rest, 1 if self.lifo else 0,
+                self.max_redeliveries]
+
+    def close(self) -> None:
+        """See :meth:`Store.close`."""
+        if not self._closed:
+            self._closed = True
+            # Closing a connection to a server that went away is not an error.
+            with contextlib.suppress(Exception):
+                self._client.close()
+
+    # -- the calls of a crawl ---------------------------------------------------------
 
     def _add_blobs(self, entries: Sequence[Entry]) -> list[bytes]:
         """The add script's argument for each chunk of ``entries``."""
@@ -165,5 +372,413 @@ class RedisStore(RedisDump):
             return []
         return [bool(x) for x in self._run("renew", now, expires, *tokens)]
 
+    # -- looking and steering --------------------------------------------------------
 
-__all__ = ["CHUNK", "RedisStore"]
+    def block(self, queue: str, until: float, now: float) -> None:
+        """See :meth:`Store.block`."""
+        self._run("queue_op", now, "block", queue, until)
+
+    def set_policy(self, policy: QueuePolicy) -> None:
+        """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
+        self.policy = policy
+        self._pargs = self._policy_args()
+
+    def configure_queue(self, queue: str, settings: Mapping[str, float | None],
+                        now: float) -> None:
+        """See :meth:`Store.configure_queue`."""
+        clean = check_settings(settings)
+        # The queue's settings as they will be, checked before the script keeps them
+        # (Lua cannot run QueuePolicy's checks). Read first, then written: a change
+        # another process makes in between is checked by its own call.
+        key = queue.encode("utf-8", "surrogateescape")
+        kept = {f.decode(): float(v) for f, v in self._retrying(
+            lambda: self._client.hgetall(self._p.encode() + b":qset:" + key)).items()}
+        self.policy.merged(changed_settings(kept, clean))  # (raises: nothing kept)
+        args: list[Any] = []
+        for k, v in clean.items():
+            args += [k, "" if v is None else v]
+        self._run("queue_op", now, "configure", queue, *args)
+
+    def count_rejected(self, reasons: Mapping[str, int]) -> None:
+        """See :meth:`Store.count_rejected`."""
+        def go() -> None:
+            pipe = self._client.pipeline(transaction=False)
+            for r, n in reasons.items():
+                pipe.hincrby(f"{self._p}:rej", r, n)
+            pipe.execute()
+
+        self._retrying(go)
+
+    def count_duplicates(self, n: int) -> None:
+        """See :meth:`Store.count_duplicates`."""
+        self._retrying(lambda: self._client.hincrby(self._m, "duplicates", n))
+
+    def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
+        """See :meth:`Store.put_values`. One hash, ``{prefix}:kv``: name -> expiry (a
+        little-endian double, +inf for none) then the value; and the expiries again in a
+        sorted set, ``{prefix}:kvx``, from which waking drops the values whose time is
+        up (common.lua ``drop_old_values``). (Redis's own expiry counts on the server's
+        clock; stores take the time from their caller.)"""
+        if not items:
+            return
+        mapping = {n: _kv(v, e) for n, v, e in items}
+        due = {n: e for n, _, e in items if e is not None}
+        lasting = [n for n, _, e in items if e is None]
+
+        def go() -> None:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.hset(f"{self._p}:kv", mapping=mapping)
+            if due:
+                pipe.zadd(f"{self._p}:kvx", due)
+            if lasting:
+                pipe.zrem(f"{self._p}:kvx", *lasting)
+            pipe.execute()
+
+        self._retrying(go)
+
+    def drop_values(self, names: Sequence[str]) -> None:
+        """See :meth:`Store.drop_values`."""
+        if not names:
+            return
+
+        def go() -> None:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.hdel(f"{self._p}:kv", *names)
+            pipe.zrem(f"{self._p}:kvx", *names)
+            pipe.execute()
+
+        self._retrying(go)
+
+    def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
+        """See :meth:`Store.get_values`."""
+        if not names:
+            return []
+        got = self._retrying(lambda: self._client.hmget(f"{self._p}:kv", list(names)))
+        return [None if g is None or _EXPIRES.unpack_from(g)[0] <= now else g[8:]
+                for g in got]
+
+    def stats(self, now: float, per_queue: int = 0) -> Stats:
+        """See :meth:`Store.stats`."""
+        meta, rej, scheduled, leased, dead, total, ready = self._run("maintain", now, "stats")
+        c = {meta[i].decode(): meta[i + 1] for i in range(0, len(meta), 2)}
+
+        def n(name: str) -> int:
+            try:
+                return int(c.get(name, 0))
+            except ValueError:
+                return 0
+
+        nonempty = n("nonempty")
+        return Stats(
+            seen=n("seen"), added=n("added"), queued=n("queued") + scheduled,
+            scheduled=scheduled, leased=leased, done=n("done"), failed=n("failed"),
+            retried=n("retried"), dead=dead, redelivered=n("redelivered"),
+            late_acks=n("late_acks"), duplicates=n("duplicates"),
+            rejected={rej[i].decode(): int(rej[i + 1]) for i in range(0, len(rej), 2)},
+            queues_total=total, queues_ready=ready, queues_resting=nonempty - ready,
+            queues_exhausted=total - nonempty,
+            per_queue=tuple(self.queues(now, per_queue)) if per_queue else (),
+        )
+
+    def _queue_infos(self, keys: list[bytes], now: float) -> list[QueueInfo]:
+        """QueueInfo of each queue in ``keys`` (queues that vanished are left out)."""
+        p = self._p.encode()
+
+        def go() -> list[Any]:
+            pipe = self._client.pipeline(transaction=False)
+            for k in keys:
+                pipe.get(p + b":qm:" + k)
+            return list(pipe.execute())
+
+        recs = self._retrying(go)
+        with_settings = [k for k, rec in zip(keys, recs) if rec and _QREC.unpack(rec)[8]]
+
+        def go_settings() -> list[Any]:
+            pipe = self._client.pipeline(transaction=False)
+            for k in with_settings:
+                pipe.hgetall(p + b":qset:" + k)
+            return list(pipe.execute())
+
+        overrides = dict(zip(with_settings, self._retrying(go_settings))) if with_settings \
+            else {}
+        out: list[QueueInfo] = []
+        for k, rec in zip(keys, recs):
+            if rec is None:
+                continue
+            n, inflight, ready_at, _, accepted, _, _, _, _ = _QREC.unpack(rec)
+            settings = {f.decode(): float(v) for f, v in overrides.get(k, {}).items()}
+            pol = self.policy.merged(settings)
+            out.append(QueueInfo(
+                k.decode("utf-8", "surrogateescape"), int(n), int(inflight), ready_at,
+                int(accepted), label(int(n), int(inflight), pol.concurrency, ready_at, now),
+                {s: (int(v) if s in ("concurrency", "max_queue_urls", "session_budget")
+                     else v) for s, v in settings.items()}))
+        return out
+
+    def _all_queue_keys(self) -> list[bytes]:
+        return self._retrying(
+            lambda: list(self._client.sscan_iter(f"{self._p}:qk", count=5000)))
+
+    def queues(self, now: float, limit: int = 100) -> list[QueueInfo]:
+        """See :meth:`Store.queues`. Reads every queue's record (in pipelined chunks,
+        never blocking the server): a listing costs time in proportion to the queues."""
+        if limit <= 0:
+            return []
+        keys = self._all_queue_keys()
+        best: list[QueueInfo] = []
+        for i in range(0, len(keys), 1000):
+            best = heapq.nlargest(limit, best + self._queue_infos(keys[i:i + 1000], now),
+                                  key=lambda q: (q.queued, q.leased))
+        return best
+
+    def dead(self, limit: int = 100) -> list[DeadEntry]:
+        """See :meth:`Store.dead`."""
+        if limit <= 0:
+            return []
+
+        def go() -> list[DeadEntry]:
+            ids = self._client.zrange(f"{self._p}:dz", 0, limit - 1)
+            if not ids:
+                return []
+            recs = self._client.hmget(f"{self._p}:dead", ids)
+            return [_dead(int(i), r) for i, r in zip(ids, recs) if r is not None]
+
+        return self._retrying(go)
+
+    def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
+        """See :meth:`Store.requeue_dead`."""
+        chosen: list[Any] = ["*"] if ids is None else [int(i) for i in ids]
+        if not chosen:
+            return 0
+        return int(self._run("maintain", now, "requeue_dead", *chosen))
+
+    # -- dump and load ----------------------------------------------------------------
+
+    def delete_queue(self, queue: str, now: float) -> int:
+        """See :meth:`~crawlq.stores.base.QueueDeletion.delete_queue`."""
+        return int(self._run("queue_op", now, "delete", queue))
+
+    def remove_queued(self, queue: str, where: Pick, now: float) -> int:
+        """See :meth:`~crawlq.stores.base.QueueRemoval.remove_queued`. The entries are read
+        here and removed by one script, which takes out only those still there (one
+        leased or come due since stays)."""
+        p, k = self._p, queue.encode("utf-8", "surrogateescape")
+        picked: list[Any] = []
+        for level in self._cmd("zrange", f"{p}:qp:".encode() + k, 0, -1):
+            for item in self._cmd("lrange", f"{p}:q:".encode() + level + b":" + k, 0, -1):
+                if where(int(level), int.from_bytes(item[:2], "big"), item[2:], None):
+                    picked += [level, item]
+        picked.append("")
+        # (every scheduled entry is read: an admin call, as delete_queue's scan)
+        for sid, at, key, prio, item in self._scheduled():
+            if key == k and where(prio, int.from_bytes(item[:2], "big"), item[2:], at):
+                picked.append(sid)
+        if len(picked) == 1:
+            return 0
+        return int(self._run("queue_op", now, "remove", queue, *picked))
+
+    def _scheduled(self) -> Iterator[tuple[bytes, float, bytes, int, bytes]]:
+        """Every scheduled entry: (id, due, queue key, priority, item), read in parts."""
+        p = self._p
+        sched = self._retrying(lambda: self._client.zrange(f"{p}:sc", 0, -1, withscores=True))
+        for i in range(0, len(sched), 1000):
+            part = sched[i:i + 1000]
+            for (sid, at), rec in zip(part, self._cmd("hmget", f"{p}:scd",
+                                                      [s for s, _ in part])):
+                if rec is not None:  # (gone since the list was read)
+                    key, prio, item = _unpack(rec)
+                    yield sid, at, key, prio, item
+
+    def prefixes_under(self, start: str) -> list[str]:
+        """The prefixes of the crawls on this server whose prefix begins with ``start``
+        (found by their main key, with SCAN: for listing, not for hot paths)."""
+        pattern = "{" + re.sub(r"([*?\[\]\\])", r"\\\1", start) + "*}:m"
+
+        def go() -> list[str]:
+            return sorted({k.decode("utf-8", "replace")[1:-3]
+                           for k in self._client.scan_iter(match=pattern, count=1000)})
+
+        return self._retrying(go)
+
+    def destroy(self) -> int:
+        """Delete every key of this crawl (its prefix); returns how many were deleted."""
+        def go() -> int:
+            n = 0
+            for key in self._client.scan_iter(match=f"{self._p}:*", count=1000):
+                n += int(self._client.delete(key))
+            return n
+
+        return self._retrying(go)
+
+    # -- dump and load ---------------------------------------------------------------
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """See :meth:`Store.dump`. Reads while others may write: dump a quiet crawl."""
+        r, p = self._client, self._p
+        meta = self._retrying(lambda: r.hgetall(self._m))
+        rej = self._retrying(lambda: r.hgetall(f"{p}:rej"))
+        c = {k.decode(): int(v) for k, v in meta.items() if k.decode() in _COUNTERS}
+        c["dead"] = int(self._retrying(lambda: r.hlen(f"{p}:dead")))
+        yield dumpfmt.counters(c, {k.decode(): int(v) for k, v in rej.items()})
+        keys = self._all_queue_keys()
+        for i in range(0, len(keys), 500):
+            part = keys[i:i + 500]
+            for k, info in zip(part, self._queue_infos(part, 0.0)):
+                yield dumpfmt.queue(info.key, info.accepted, info.ready_at, info.settings)
+                levels = self._cmd("zrange", f"{p}:qp:".encode() + k, 0, -1)
+                for level in levels:
+                    lk = f"{p}:q:".encode() + level + b":" + k
+                    for item in self._cmd("lrange", lk, 0, -1):
+                        yield dumpfmt.entry(info.key, int(level),
+                                            int.from_bytes(item[:2], "big"), item[2:], None)
+        for rec in self._retrying(lambda: r.hvals(f"{p}:ls")):
+            key, prio, item = _unpack(rec)
+            yield dumpfmt.entry(key.decode("utf-8", "surrogateescape"), prio,
+                                int.from_bytes(item[:2], "big"), item[2:], None)
+        for _, at, key, prio, item in self._scheduled():
+            yield dumpfmt.entry(key.decode("utf-8", "surrogateescape"), prio,
+                                int.from_bytes(item[:2], "big"), item[2:], at)
+        for d in self.dead(2**31):
+            yield dumpfmt.dead(d)
+        if self.bloom is not None:
+            bits = bytearray(self.bloom.size_bytes)
+            for b in range(self.bloom.blocks):
+                block = self._cmd("get", f"{p}:bl:{b}")
+                if block:
+                    bits[b * BLOCK_BYTES:b * BLOCK_BYTES + len(block)] = block
+            yield dumpfmt.bloom(bits)
+        revisit = {k: float(v) for k, v in self._retrying(lambda: r.hgetall(f"{p}:rv")).items()}
+        buckets = self._retrying(lambda: list(r.scan_iter(match=f"{p}:sb:*", count=5000)))
+        for bucket in buckets:
+            for fp in self._retrying(lambda b=bucket: r.hkeys(b)):  # type: ignore[misc]
+                yield dumpfmt.seen(fp, revisit.get(fp))
+
+    def load(self, records: Iterable[dict[str, Any]]) -> int:
+        """See :meth:`Store.load`."""
+        n = 0
+        loader = _Loader(self)
+        for rec in records:
+            n += dumpfmt.apply(loader, rec)
+            if loader.pending() >= 1000:
+                loader.flush()
+        loader.flush()
+        return n
+
+
+def _bloom_spec(shape: BloomShape, fp: bytes) -> list[int]:
+    block, bits = shape.locate(fp)
+    return [block, *bits]
+
+
+def _unpack(rec: bytes) -> list[Any]:
+    """The values of a record written by Lua's ``cmsgpack.pack(a, b, ...)``: a stream
+    of msgpack objects, not one array."""
+    unpacker = msgpack.Unpacker(raw=True)
+    unpacker.feed(rec)
+    return list(unpacker)
+
+
+def _dead(did: int, rec: bytes) -> DeadEntry:
+    key, prio, retries, payload, error, died_at = _unpack(rec)
+    return DeadEntry(did, key.decode("utf-8", "surrogateescape"), int(prio), int(retries),
+                     payload, error.decode("utf-8", "replace"), float(died_at))
+
+
+class _Loader:
+    """The Redis store's :class:`~.dumpfmt.Loader`: it gathers the writes of the
+    records and sends them pipelined, 1,000 at a time (:meth:`flush`)."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self.store = store
+        self._pending: list[tuple[str, tuple[Any, ...]]] = []
+
+    def pending(self) -> int:
+        """Writes gathered and not sent yet."""
+        return len(self._pending)
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        script = self.store._scripts["maintain"]
+
+        def go() -> None:
+            pipe = self.store._client.pipeline(transaction=False)
+            # redis-py's cluster pipeline refuses EVALSHA: scripts go one by one there.
+            target = self.store._client if self.store.cluster else pipe
+            seen = [args[0] for op, args in pending if op == "seen"]
+            if seen:  # added by the script: it knows the seen-set's buckets
+                script(keys=self.store._keys, args=[*self.store._pargs, 0.0, "load_seen", *seen],
+                       client=target)
+            for op, args in pending:
+                if op == "seen":
+                    fp, at = args
+                    if at is not None:
+                        pipe.hset(f"{self.store._p}:rv", fp, at)
+                elif op == "setbit":
+                    pipe.setbit(args[0], args[1], 1)
+                elif op == "hincrby":
+                    pipe.hincrby(*args)
+                elif op == "hset":
+                    pipe.hset(*args)
+                elif op == "zadd":
+                    pipe.zadd(*args)
+                else:
+                    script(keys=self.store._keys, args=[*self.store._pargs, 0.0, op, *args],
+                           client=target)
+            pipe.execute()
+
+        self.store._retrying(go)
+
+    def load_seen(self, fp: bytes, revisit_at: float | None) -> None:
+        if self.store.bloom is not None:
+            block, bits = self.store.bloom.locate(fp)
+            key = f"{self.store._p}:bl:{block}"
+            self._pending.extend(("setbit", (key, b)) for b in bits)
+        else:
+            self._pending.append(("seen", (fp, revisit_at)))
+
+    def load_bloom(self, bits: bytes) -> None:
+        if self.store.bloom is None or len(bits) != self.store.bloom.size_bytes:
+            raise ConfigError("dump has a Bloom filter of another shape than this store")
+        p = self.store._p
+        for b in range(self.store.bloom.blocks):
+            new = bits[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES]
+            if not any(new):
+                continue
+            key = f"{p}:bl:{b}"
+            old = (self.store._cmd("get", key) or b"").ljust(BLOCK_BYTES, b"\0")
+            merged = bytes(x | y for x, y in zip(old, new))
+            self.store._cmd("set", key, merged)
+
+    def load_entry(self, key: str, priority: int, retries: int, payload: bytes,
+                    not_before: float | None) -> None:
+        self._pending.append(("load_entry", (key, priority,
+                                             retries.to_bytes(2, "big") + payload,
+                                             "" if not_before is None else not_before)))
+
+    def load_queue(self, key: str, accepted: int, ready_at: float,
+                    settings: Mapping[str, float]) -> None:
+        clean = check_settings(settings)
+        flat: list[Any] = []
+        for k, v in clean.items():
+            if v is not None:
+                flat += [k, v]
+        self._pending.append(("load_queue", (key, accepted, ready_at, *flat)))
+
+    def load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
+                   error: str, died_at: float) -> None:
+        self._pending.append(("load_dead", (queue, priority, retries, payload, error,
+                                            repr(float(died_at)))))
+
+    def load_counters(self, counters: Mapping[str, int], rejected: Mapping[str, int]) -> None:
+        for k, v in counters.items():
+            if k in _COUNTERS:
+                self._pending.append(("hincrby", (self.store._m, k, int(v))))
+        for k, v in rejected.items():
+            self._pending.append(("hincrby", (f"{self.store._p}:rej", k, int(v))))
+
+    def load_value(self, name: str, data: bytes, expires: float | None) -> None:
+        self._pending.append(("hset", (f"{self.store._p}:kv", name, _kv(data, expires))))
+        if expires is not None:
+            self._pending.append(("zadd", (f"{self.store._p}:kvx", {name: expires})))

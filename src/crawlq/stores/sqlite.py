@@ -7,39 +7,310 @@ acknowledgements and small lease calls are group-committed with the calls that f
 (:mod:`.sqlite_group`): a crash undoes at most those, never an add. With
 ``synchronous=normal`` (the default) a committed call survives a killed process; with
 ``synchronous=full`` it survives a power loss too, at a cost in speed.
+
+:class:`SQLiteStore` is the store, whole. The parts it holds, each in its module: the
+schema and the checks of a file (:mod:`.sqlite_schema`), the entry and seen-set levels
+and their SQL (:mod:`.sqlite_levels`), the per-row steps compiled by mypyc
+(:mod:`.sqlite_rows`: settling a queue row, add's verdicts, a lease round), the leases
+of each call (:mod:`.sqlite_leases`), the cache of queue rows (:mod:`.sqlite_queues`),
+the read-ahead of entries (:mod:`.sqlite_ahead`), group commit (:mod:`.sqlite_group`)
+and the dump's reader (:mod:`.sqlite_dump`). The queue rules are :mod:`.rules`'.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import itertools
+import math
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
+from contextlib import contextmanager
 from typing import Any
 
-from . import sqlite_leases
-from .base import OVER_BUDGET, Entry, Leased
-from .sqlite_admin import SQLiteAdmin
-from .sqlite_ahead import NO_HEAD
-from .sqlite_core import DEFAULT_CACHE_MB, MIN_SQLITE
-from .sqlite_levels import SeenTx, insert_rows, settle_levels
+from ..errors import ConfigError, StoreError
+from ..models import QueueInfo, Stats
+from . import dumpfmt, sqlite_dump, sqlite_leases
+from .base import (
+    ACK_DEAD,
+    ACK_DONE,
+    ACK_REQUEUE,
+    MAX_REDELIVERIES,
+    OVER_BUDGET,
+    QUEUE_SETTINGS,
+    Ack,
+    DeadEntry,
+    Entry,
+    Leased,
+    Pick,
+    QueuePolicy,
+    check_settings,
+    expired_error,
+)
+from .bloom import BLOCK_BYTES, BloomShape
+from .rules import BUSY, EXHAUSTED, READY, RESTING, label, lease_room
+from .sqlite_ahead import NO_HEAD, ReadAhead
+from .sqlite_group import GROUP_COMMIT, GROUP_MAX, SQLITE_SUFFIXES, GroupCommit
+from .sqlite_levels import (
+    FIRST_ENTRIES,
+    SeenTx,
+    chunks,
+    drop_behind_cursors,
+    insert_rows,
+    marks,
+    settle_levels,
+)
+from .sqlite_queues import QueueCache
 from .sqlite_rows import (
     CURSORS_AT,
     Q_ACCEPTED,
     Q_INFLIGHT,
+    Q_QID,
+    Q_QUEUED,
     Q_SESSION,
+    SEQ_MAX,
     SETTINGS_AT,
     Delta,
     admit,
+    policy_of,
+    settle,
     take_rows,
 )
+from .sqlite_schema import CURSOR_LEVELS, ENTRY_LEVELS, NO_CURSOR, initialize, store_error
 
 __all__ = ["DEFAULT_CACHE_MB", "MIN_SQLITE", "SQLiteStore"]
 
+MIN_SQLITE = (3, 35, 0)
+"""The oldest SQLite the store runs on: it uses RETURNING (3.35), upserts (3.24) and row
+values (3.15)."""
+DEFAULT_CACHE_MB = 6.0
+"""SQLite's page cache per connection, in MiB (option ``cache_mb``; SQLite's own default
+is 2). A fixed amount: it does not grow with the queue."""
 
-class SQLiteStore(SQLiteAdmin):
-    """Durable store in one SQLite file; see :class:`crawlq.stores.base.Store`. Its parts,
-    each a class the next one extends: :class:`~.sqlite_core.SQLiteCore` (the
-    connection and transaction), :class:`~.sqlite_answers.SQLiteAnswers` (leases coming
-    back), :class:`~.sqlite_admin.SQLiteAdmin` (looking and steering); here ``add``
-    and ``lease``."""
+
+class SQLiteStore:
+    """Durable store in one SQLite file; see :class:`crawlq.stores.base.Store`.
+
+    Each call runs in :meth:`_tx` (one transaction, the held acknowledgements applied
+    first), wakes what came due (:meth:`_wake`), and writes each queue it changed through
+    the one settling step (:meth:`_apply`, with :func:`.sqlite_rows.settle`)."""
+
+    def __init__(
+        self,
+        path: str,
+        policy: QueuePolicy | None = None,
+        *,
+        lifo: bool = False,
+        bloom: BloomShape | None = None,
+        synchronous: str = "normal",
+        busy_timeout: float = 60.0,
+        cache_mb: float = DEFAULT_CACHE_MB,
+        max_redeliveries: int = MAX_REDELIVERIES,
+        group_commit: float = GROUP_COMMIT,
+    ) -> None:
+        if synchronous.lower() not in ("normal", "full", "off"):
+            raise ConfigError("synchronous must be 'normal', 'full' or 'off'")
+        if not 0 < cache_mb <= 1 << 20:
+            raise ConfigError(f"cache_mb is SQLite's page cache in MiB (0 < cache_mb <= "
+                              f"1048576): got {cache_mb!r}")
+        if sqlite3.sqlite_version_info < MIN_SQLITE:
+            # (otherwise the first RETURNING would fail as "near RETURNING: syntax error",
+            # which reads like a broken file)
+            raise StoreError(
+                f"the SQLite store needs SQLite >= {'.'.join(map(str, MIN_SQLITE))}; this "
+                f"Python's sqlite3 module uses {sqlite3.sqlite_version} (a newer Python or "
+                "distribution has it; or use memory:// or redis://)")
+        self.path = path
+        self.policy = policy or QueuePolicy()
+        self.lifo = lifo
+        self.max_redeliveries = max_redeliveries
+        self.group_commit = group_commit
+        self._counts: dict[str, int] = {}  # counter changes of the transaction (_count)
+        # Whether the expiries table may have rows (None: unknown, another connection
+        # wrote): while it has none, answering a lease need not look there.
+        self._expiries: bool | None = None
+        # The earliest expiry of a named value (None: unknown, another connection
+        # wrote; inf: none): until then waking need not look for values to drop.
+        # The earliest time _wake may find a scheduled entry due, a lease call expired, a
+        # rest ended or a named value's time up, as far as this connection knows (None:
+        # not known; unknown again whenever another connection wrote, or a transaction
+        # rolled back): before it, _wake's statements would find nothing and are
+        # skipped. Every write of this connection that makes one lowers it
+        # (_wake_no_sooner).
+        self._wake_due: float | None = None
+        self._bloom = bloom
+        self._lock = threading.RLock()
+        # Small acknowledgements, held until a transaction takes them (see release).
+        self._group = GroupCommit(path, group_commit, self._lock, self._commit_held)
+        self._queues = QueueCache()  # queue ids, keys and rows (sqlite_queues)
+        self._policies: dict[tuple[Any, ...], QueuePolicy] = {}
+        try:
+            self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
+                                         check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {path}: {_why_unopenable(path) or exc}") from exc
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            self._conn.execute("PRAGMA temp_store=MEMORY")
+            # Debian builds SQLite with secure_delete on: every freed page (a next()
+            # call's lease blob at done(), level 0 after a merge) is zeroed and written
+            # to the WAL once more. FAST zeroes only where that costs no extra write.
+            self._conn.execute("PRAGMA secure_delete=FAST")
+            # (negative: KiB) A batch's level-0 pages and the seek paths of its
+            # fingerprints do not fit SQLite's default 2 MiB, and each page that fell out
+            # is read back from the WAL (docs/benchmarks.md, "why the SQLite store").
+            self._conn.execute(f"PRAGMA cache_size={-max(1, round(cache_mb * 1024))}")
+            # The WAL is checkpointed every 1,000 pages (SQLite's default) and cut back
+            # to 4 MiB after each checkpoint, so it stays a small part of the store's
+            # disk: with 10,000 pages and 64 MiB it stayed at its high-water mark, ~280
+            # bytes per queued URL beside the database's ~70 (bench_frontier's disk
+            # column, 348 -> 95 B/req), for no speed that the bench could tell apart.
+            self._conn.execute("PRAGMA wal_autocheckpoint=1000")
+            self._conn.execute("PRAGMA journal_size_limit=4194304")
+            initialize(self._conn, path,
+                       None if bloom is None else (bloom.capacity, bloom.error_rate), lifo)
+        except sqlite3.Error as exc:
+            self._conn.close()
+            raise store_error(path, exc, "is not a usable crawlq store") from exc
+        except BaseException:
+            self._conn.close()
+            raise
+        self._version = -1  # (PRAGMA data_version when this connection last looked)
+        # Entries read ahead by lease (sqlite_ahead), valid under the same rule as
+        # queue rows, and while no entry is put before the last of them (_before_level0) and
+        # no merge moves rows between levels (_settled).
+        self._ahead = ReadAhead()
+        self._closed = False
+        self._tx_open = False  # (a transaction is open: see _tx)
+        self._tx_doomed = False  # (a call in it failed: it must not commit)
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    # -- the transaction every call runs in ----------------------------------------
+
+    @contextmanager
+    def _tx(self, leased: Sized | None = None) -> Iterator[sqlite3.Connection]:
+        """One atomic step: BEGIN IMMEDIATE ... COMMIT, driver errors wrapped. Inside
+        a :meth:`transaction` block (this thread's: the lock says so) a call joins it.
+        ``leased``: a lease call's result, filled in the block; with fewer than
+        GROUP_MAX leases the commit may wait for the calls that follow (see
+        :mod:`.sqlite_group`). A call finding such a deferred transaction open joins it,
+        and commits it unless it defers too."""
+        with self._lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+            c = self._conn
+            if self._tx_open:
+                if self._tx_doomed:
+                    raise StoreError("a call in this transaction failed: the transaction "
+                                     "is rolled back at the end of its block")
+                try:
+                    yield c
+                except BaseException as exc:  # (it may have done half its work)
+                    self._tx_doomed = True
+                    if isinstance(exc, sqlite3.Error):
+                        raise store_error(self.path, exc) from exc
+                    raise
+                return
+            group = self._group
+            joined = group.open  # (a deferred transaction: it has held the lock since)
+            if not joined:
+                try:
+                    c.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as exc:
+                    raise store_error(self.path, exc) from exc
+            self._tx_open = True
+            try:
+                if not joined:
+                    (version,) = c.execute("PRAGMA data_version").fetchone()
+                    if version != self._version:  # another connection committed
+                        self._queues.rows.clear()
+                        self._ahead.forget()
+                        self._expiries = self._wake_due = None
+                        self._version = version
+                taken = group.take()
+                if taken is not None:  # every call sees the acknowledgements made before it
+                    self._release(c, *taken)
+                yield c
+                if self._counts:
+                    self._write_counts(c)
+                if self._queues.stale:
+                    self._queues.rows.clear()
+                    self._queues.stale = False
+                if self._tx_doomed:
+                    raise StoreError("a call in this transaction failed: the transaction "
+                                     "was rolled back")
+                if leased is not None and len(leased) < GROUP_MAX and group.may_defer():
+                    group.defer()
+                else:
+                    c.execute("COMMIT")
+                    group.committed()
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise store_error(self.path, exc) from exc
+            except BaseException:
+                self._rollback()
+                raise
+            finally:
+                self._tx_open = self._tx_doomed = False
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """See :class:`~crawlq.stores.base.Transactions`: one SQLite transaction for the
+        block; this thread's calls inside join it, other threads' wait for its end."""
+        with self._tx():
+            yield
+
+    def _rollback(self) -> None:
+        self._group.rolled_back()
+        self._queues.rows.clear()  # it may hold changes that were not committed
+        self._counts.clear()
+        self._ahead.forget()
+        self._wake_due = None
+        self._queues.stale = False
+        # (and queues created in the transaction: their qids may go to other keys)
+        self._queues.forget_ids()
+        try:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+    def _commit_held(self) -> None:
+        """Commit the held acknowledgements now (an empty transaction takes them)."""
+        with self._tx():
+            pass
+
+    def close(self) -> None:
+        """See :meth:`Store.close` (held acknowledgements are committed first)."""
+        with self._lock:
+            if not self._closed:
+                try:
+                    if self._group.pending:
+                        self._commit_held()
+                finally:
+                    self._closed = True
+                    self._group.close()
+                    self._conn.close()
+
+    def destroy(self) -> int:
+        """See :meth:`~crawlq.stores.base.Destroyable.destroy`: closes the store, then
+        deletes its files (``SQLITE_SUFFIXES``); returns how many there were."""
+        self.close()
+        n = 0
+        for suffix in SQLITE_SUFFIXES:
+            try:
+                os.remove(self.path + suffix)
+                n += 1
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StoreError(f"cannot delete {self.path + suffix}: "
+                                 f"{exc.strerror}") from exc
+        return n
+
+    # -- the calls of a crawl ------------------------------------------------------
 
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
         """See :meth:`Store.add`."""
@@ -51,13 +322,12 @@ class SQLiteStore(SQLiteAdmin):
             qrows = self._queues.rows_of(c, used)
             rows = {r[0]: r for r in qrows}
             accepted = {qid: rows[qid][Q_ACCEPTED] for qid in used}
-            caps = {qid: self._policy(tuple(rows[qid][SETTINGS_AT:])).max_queue_urls
-                    for qid in used}
+            policies = {qid: self._policy(tuple(rows[qid][SETTINGS_AT:])) for qid in used}
             seen = SeenTx(c, self._bloom)
             seen.prefetch([e[0] for e in entries if e[0] is not None])
             seq = self._take(c, "entry_seq", len(entries))
             out, new_rows, later, dups, seen_added, seq = admit(
-                entries, qids, caps, accepted, seen.marks, now, seq, self.lifo)
+                entries, qids, policies, accepted, seen.marks, now, seq, self.lifo)
             deltas: dict[int, Delta] = {}
             if new_rows:
                 new_rows.sort()  # in key order: inserts walk the b-tree once
@@ -106,11 +376,11 @@ class SQLiteStore(SQLiteAdmin):
             # The ready queues in line (the index alone), their rows from the cache.
             if queue is None:
                 active = [r[0] for r in c.execute(
-                    "SELECT qid FROM queues WHERE state=0 ORDER BY head, since LIMIT ?",
+                    f"SELECT qid FROM queues WHERE state={READY} ORDER BY head, since LIMIT ?",
                     (limit,))]
             else:
                 active = [r[0] for r in c.execute(
-                    "SELECT qid FROM queues WHERE state=0 AND key=?", (queue,))]
+                    f"SELECT qid FROM queues WHERE state={READY} AND key=?", (queue,))]
             if not active:
                 return out
             cands = self._queues.rows_of(c, active)
@@ -184,13 +454,658 @@ class SQLiteStore(SQLiteAdmin):
         return out
 
     def _room(self, rows: Iterable[Sequence[Any]]) -> dict[int, int]:
-        """qid -> how many more leases each of these ready queues (rows) may take now."""
-        room = {}
+        """qid -> how many leases each of these ready queues (rows) may give in this
+        call (:func:`.rules.lease_room`)."""
+        return {r[0]: lease_room(self._policy(tuple(r[SETTINGS_AT:])), r[Q_INFLIGHT],
+                                 r[Q_SESSION]) for r in rows}
+
+    def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
+        """See :meth:`Store.renew` (per ``next()`` call: see sqlite_leases.renew)."""
+        with self._tx() as c:
+            self._wake(c, now)
+            held = sqlite_leases.renew(c, tokens, expires)
+        with self._lock:  # (once committed)
+            self._group.own.renewed([t for t, ok in zip(tokens, held) if ok], expires)
+        return held
+
+    def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
+        """See :meth:`Store.release`.
+
+        Group commit (:mod:`~crawlq.stores.sqlite_group`): a small call is answered at
+        once and held, to be applied at the start of the next transaction (any call's)
+        or by the flusher thread after ``group_commit`` seconds; a crash in between
+        undoes those acknowledgements (their leases expire and the pages are fetched
+        again), never an add. Rests start from the latest of the held calls' times."""
+        if not acks:
+            return []
+        if not self._group.holds(len(acks)) or self._tx_open:
+            # (in a transaction block: applied in it, nothing held; another thread's
+            # call waits for the block and then commits on its own)
+            with self._tx() as c:
+                applied = self._release(c, acks, now)
+            with self._lock:  # (once committed: a failed call answered nothing)
+                self._group.own.answered(a[0] for a in acks)
+            return applied
+        with self._lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+            return self._group.hold(self._conn, acks, now)
+
+    def _release(self, c: sqlite3.Connection, acks: Sequence[Ack], now: float) -> list[bool]:
+        """Apply ``acks`` in the transaction ``c``."""
+        # token -> (qid, nprio) of each open lease among them, now closed; the whole
+        # entry of those that go back, die or wait (a token answered twice in one
+        # call: its first answer wins, the second finds it closed)
+        if self._expiries is None:
+            self._expiries = c.execute(
+                "SELECT EXISTS (SELECT 1 FROM expiries)").fetchone()[0] == 1
+        tokens = [a[0] for a in acks]
+        held, entries = sqlite_leases.answer(
+            c, tokens, set(tokens) if self._expiries
+            else {a[0] for a in acks if a[1] != ACK_DONE})
+        if self._expiries:
+            # Entries done or dead end their expiry counts (retried ones keep them).
+            ended = {a[0] for a in acks if a[1] != ACK_REQUEUE}
+            c.executemany("DELETE FROM expiries WHERE qid=? AND nprio=? AND ord=?",
+                          [e[:3] for t, e in entries.items() if t in ended])
+        out: list[bool] = []
+        deltas: dict[int, Delta] = {}
+        dead_rows: list[tuple[Any, ...]] = []
+        back: list[tuple[Any, ...]] = []
+        later: list[tuple[Any, ...]] = []
+        n_done = n_failed = n_retried = n_dead = late = 0
+        for token, kind, duration, not_before, retries, error, failed, delay in acks:
+            h = held.pop(token, None)
+            if h is None:
+                out.append(False)
+                late += 1
+                continue
+            out.append(True)
+            qid, nprio = h
+            d = deltas.get(qid)
+            if d is None:
+                d = deltas[qid] = Delta()
+            d.inflight -= 1
+            # (the longest wins; comparisons, not max(): once per acknowledgement)
+            if delay is not None:
+                if d.explicit_delay is None or delay > d.explicit_delay:
+                    d.explicit_delay = delay
+            elif d.duration is None or (duration or 0.0) > d.duration:
+                d.duration = duration or 0.0
+            if kind == ACK_DONE:
+                n_done += 1
+            elif kind == ACK_DEAD:
+                e = entries[token]
+                dead_rows.append((qid, -nprio, retries, bytearray(e[4]), error or "", now))
+                n_dead += 1
+                n_failed += 1
+            else:
+                n_retried += 1
+                n_failed += failed
+                e = entries[token]
+                if not_before is not None and not_before > now:
+                    later.append((not_before, qid, nprio, e[2], retries, bytearray(e[4])))
+                else:
+                    back.append((qid, nprio, e[2], retries, e[4]))
+        if dead_rows:
+            c.executemany("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
+                          "VALUES (?,?,?,?,?,?)", dead_rows)
+        self._to_level0(c, back, deltas, False)  # (inflight counted above)
+        if later:
+            c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
+                          "VALUES (?,?,?,?,?,?)", later)
+            self._wake_no_sooner(min(r[0] for r in later))
+        requeue = back + later
+        n_sched = len(later)
+        self._apply(c, deltas, now)
+        n_held = n_done + n_dead + len(requeue)
+        self._count(c, done=n_done, failed=n_failed, retried=n_retried, dead=n_dead,
+                    late_acks=late, leased=-n_held, queued=len(requeue),
+                    scheduled=n_sched)
+        return out
+
+    def next_ready_at(self, now: float) -> float | None:
+        """See :meth:`Store.next_ready_at`."""
+        with self._tx() as c:
+            self._wake(c, now)
+            if c.execute(f"SELECT 1 FROM queues WHERE state={READY} LIMIT 1").fetchone():
+                return now
+            (at,) = c.execute(
+                f"SELECT min(t) FROM (SELECT min(ready_at) AS t FROM queues WHERE state={RESTING} "
+                "UNION ALL SELECT min(due) FROM scheduled "
+                "UNION ALL SELECT min(expires) FROM lease_calls)").fetchone()
+            return None if at is None else float(at)
+
+    # -- waking: due entries, expired leases, ended rests --------------------------
+
+    def _wake(self, c: sqlite3.Connection, now: float) -> None:
+        """Expired leases back to their queues, due entries in, rested queues ready;
+        named values whose time is up dropped.
+
+        Due entries and expired leases are settled in time order, each at its own time
+        (due entries first at equal times, as the memory store takes them): a queue they
+        make ready has waited since then, not since the call that noticed."""
+        due = self._wake_due
+        if due is not None and now < due:
+            return  # nothing can be due yet (see _wake_due in __init__)
+        self._wake_events(c, now)
+        c.execute("DELETE FROM vals WHERE expires <= ?", (now,))  # values whose time is up
+        # When the next of them may be due, each through its index (scheduled_due,
+        # lease_calls_expiry, queues_resting, vals_expiry).
+        times = c.execute(
+            "SELECT (SELECT min(due) FROM scheduled), (SELECT min(expires) FROM lease_calls), "
+            f"(SELECT min(ready_at) FROM queues WHERE state={RESTING}), "
+            "(SELECT min(expires) FROM vals WHERE expires IS NOT NULL)").fetchone()
+        self._wake_due = min((float(t) for t in times if t is not None), default=math.inf)
+
+    def _wake_events(self, c: sqlite3.Connection, now: float) -> None:
+        """_wake's due entries, expired leases and ended rests."""
+        # (time, 0: due entry / 1: expired lease, entry); expired leases go back to their
+        # old place: the same key puts them at the head.
+        events = [(r[0], 0, r[1:]) for r in c.execute(
+            "DELETE FROM scheduled WHERE due <= ? RETURNING due, qid, nprio, ord, retries, "
+            "payload", (now,)).fetchall()]
+        n_due = len(events)
+        expired = sqlite_leases.expire(c, now)
+        if expired:
+            events += self._expired(c, expired)  # (2: buried, after max_redeliveries)
+        if events:
+            events.sort(key=lambda e: (e[0], e[1]))
+            for at, same in itertools.groupby(events, key=lambda e: e[0]):
+                group = list(same)
+                deltas: dict[int, Delta] = {}
+                for kind in (0, 1):
+                    self._to_level0(c, [e[2] for e in group if e[1] == kind], deltas,
+                                    kind == 1)
+                for e in group:
+                    if e[1] == 2:
+                        qid = e[2][0]
+                        (deltas.get(qid) or deltas.setdefault(qid, Delta())).inflight -= 1
+                self._apply(c, deltas, at)
+            n_back = sum(e[1] == 1 for e in events)
+            n_buried = len(events) - n_due - n_back
+            self._count(c, redelivered=n_back, leased=-n_back - n_buried, queued=n_back,
+                        dead=n_buried, failed=n_buried, scheduled=-n_due)
+        # A rest's end, in bulk: a resting queue has entries and room (else it would be
+        # exhausted or busy), so it is ready, and has waited since its rest ended
+        # (rules.state_of, rules.ready_since).
+        self._queues.forget(r[0] for r in c.execute(
+            f"UPDATE queues SET state={READY}, since=ready_at WHERE state={RESTING} "
+            "AND ready_at <= ? RETURNING qid", (now,)).fetchall())
+
+    def _expired(self, c: sqlite3.Connection,
+                 expired: list[tuple[float, sqlite_leases.LeaseRow]]
+                 ) -> list[tuple[float, int, sqlite_leases.LeaseRow]]:
+        """Each expired lease (when, entry) as a wake event: back to its queue (1), or,
+        past ``max_redeliveries`` expiries, kept as dead (2). An entry's count is a row
+        of ``expiries`` under its key (qid, nprio, ord), which it keeps for life."""
+        cap = self.max_redeliveries
+        out: list[tuple[float, int, sqlite_leases.LeaseRow]] = []
+        counts: list[tuple[int, int, int, int]] = []
+        gone: list[tuple[int, int, int]] = []
+        dead_rows: list[tuple[Any, ...]] = []
+        for at, row in expired:
+            key = (row[0], row[1], row[2])
+            got = c.execute("SELECT n FROM expiries WHERE qid=? AND nprio=? AND ord=?",
+                            key).fetchone()
+            n = (got[0] if got else 0) + 1
+            if n > cap:
+                gone.append(key)
+                dead_rows.append((row[0], -row[1], row[3], bytearray(row[4]),
+                                  expired_error(n, cap), at))
+                out.append((at, 2, row))
+            else:
+                counts.append((*key, n))
+                out.append((at, 1, row))
+        c.executemany("INSERT OR REPLACE INTO expiries VALUES (?,?,?,?)", counts)
+        c.executemany("DELETE FROM expiries WHERE qid=? AND nprio=? AND ord=?", gone)
+        c.executemany("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
+                      "VALUES (?,?,?,?,?,?)", dead_rows)
+        if counts:
+            self._expiries = True
+        return out
+
+    # -- steps every call stands on: sequences, counters, settling queues, level 0 ---
+
+    def _take(self, c: sqlite3.Connection, name: str, n: int) -> int:
+        """Reserve ``n`` numbers of sequence ``name``; returns the last one before them."""
+        (start,) = c.execute("SELECT value FROM meta WHERE name=?", (name,)).fetchone()
+        if n:
+            c.execute("UPDATE meta SET value=? WHERE name=?", (start + n, name))
+        return int(start)
+
+    def _count(self, c: sqlite3.Connection, **deltas: int) -> None:
+        """Add to the durable counters: summed in memory and written once, at the end of
+        the transaction (a small call changes several, some back and forth)."""
+        counts = self._counts
+        for k, v in deltas.items():
+            if v:
+                counts[k] = counts.get(k, 0) + v
+
+    def _write_counts(self, c: sqlite3.Connection) -> None:
+        c.executemany("UPDATE meta SET value = value + ? WHERE name = ?",
+                      [(v, k) for k, v in self._counts.items() if v])
+        self._counts.clear()
+
+    def _reject(self, c: sqlite3.Connection, reasons: Mapping[str, int]) -> None:
+        c.executemany("INSERT INTO rejected (reason, n) VALUES (?, ?) ON CONFLICT(reason) "
+                      "DO UPDATE SET n = n + excluded.n", list(reasons.items()))
+
+    def _policy(self, overrides: tuple[Any, ...]) -> QueuePolicy:
+        return policy_of(self.policy, self._policies, overrides)
+
+    def _settled(self, merged: bool) -> None:
+        """After settle_levels: a merge may have reset cursors in queue rows, so none of
+        the cached rows can be used (also not ones a caller read before it and writes
+        back through _apply later in the transaction: forgotten again at its end)."""
+        if merged:
+            self._queues.rows.clear()
+            self._ahead.forget()
+            self._queues.stale = True
+
+    def _wake_no_sooner(self, at: float) -> None:
+        """Something of _wake's may be due at ``at`` (a scheduled entry, a lease call's
+        expiry, a rest's end, a value's expiry, written in this transaction): it must
+        not be skipped then."""
+        due = self._wake_due
+        if due is not None and at < due:
+            self._wake_due = at
+
+    def _apply(self, c: sqlite3.Connection, deltas: dict[int, Delta], now: float,
+               rows: Iterable[tuple[Any, ...]] | None = None) -> None:
+        """Write queue changes and recompute each queue's state (the one settle step).
+
+        ``rows``: the queues' current rows (``QUEUE_COLS``) when the caller read them
+        in this transaction already; otherwise they are read here.
+        """
+        if not deltas:
+            return
+        if rows is None:
+            rows = self._queues.rows_of(c, list(deltas))
+        rests: list[float] = []
+        writes = settle(rows, deltas, now, self.policy, self._policies, self._queues.rows,
+                        rests)
+        for sql, args in writes.items():
+            c.executemany(sql, args)
+        if rests:
+            self._wake_no_sooner(min(rests))
+
+    def _before_level0(self, c: sqlite3.Connection, rows: Sequence[Sequence[Any]],
+                       queue_rows: Iterable[Sequence[Any]] | None = None) -> set[int]:
+        """Before ``rows`` (qid, nprio, ord, ...) go into level 0: a queue with one at or
+        before its cursor there (a better priority than what it leased there, a lease
+        come back) first drops what it leased there, and the cursor is reset, so that a
+        cursor never passes a queued row. ``queue_rows``: the rows of (at least) those
+        queues, when the caller has them. Returns those queues; their cached rows are
+        forgotten (a caller holding them reads them again). A queue's entries read
+        ahead are dropped too, unless all its new rows sort after them."""
+        self._ahead.before(rows)
+        if queue_rows is None:
+            queue_rows = self._queues.rows_of(c, sorted({r[0] for r in rows}))
+        at = CURSORS_AT + 2 * CURSOR_LEVELS.index(0)
+        # (most queues have no cursor there: only theirs need their new rows' keys)
+        cursors = {q[0]: (q[at], q[at + 1]) for q in queue_rows if q[at] != NO_CURSOR}
+        if not cursors:
+            return set()
+        behind: dict[int, tuple[int, int, int]] = {}
         for r in rows:
-            pol = self._policy(tuple(r[SETTINGS_AT:]))
-            free = pol.concurrency - r[Q_INFLIGHT]
-            if pol.session_budget:
-                free = min(free, pol.session_budget - r[Q_SESSION])
-            # (a ready queue always has room for one; session budgets reset at zero)
-            room[r[0]] = max(free, 1)
-        return room
+            cur = cursors.get(r[0])
+            if cur is not None and (r[1], r[2]) <= cur:
+                behind[r[0]] = (r[0], *cur)
+        if behind:
+            drop_behind_cursors(c, 0, sorted(behind.values()))
+            self._queues.forget(behind)
+        return set(behind)
+
+    def _to_level0(self, c: sqlite3.Connection, rows: Sequence[sqlite_leases.LeaseRow],
+                   deltas: dict[int, Delta], was_leased: bool) -> None:
+        """Entries (qid, nprio, ord, retries, payload) into level 0 and their queues'
+        deltas, for all but add (which settles its own rows in bulk). Under its old key,
+        a lease come back goes to the head of its queue, where it was."""
+        if not rows:
+            return
+        self._before_level0(c, rows)
+        c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)",
+                      [(*e[:4], bytearray(e[4])) for e in rows])
+        self._settled(settle_levels(c, "entries", len(rows)))
+        for qid, nprio, *_ in rows:
+            d = deltas.get(qid) or deltas.setdefault(qid, Delta())
+            d.inflight -= was_leased
+            d.queued += 1
+            d.offer_head(nprio)
+
+    # -- steering ------------------------------------------------------------------
+
+    def block(self, queue: str, until: float, now: float) -> None:
+        """See :meth:`Store.block`."""
+        with self._tx() as c:
+            qid = self._queues.qid_map(c, [queue])[queue]
+            d = Delta()
+            d.ready_at = until
+            self._apply(c, {qid: d}, now)
+
+    def configure_queue(self, queue: str, settings: Mapping[str, float | None],
+                        now: float) -> None:
+        """See :meth:`Store.configure_queue`."""
+        clean = check_settings(settings)
+        if not clean:
+            return
+        with self._tx() as c:
+            qid = self._queues.qid_map(c, [queue])[queue]
+            cols = ", ".join(f"{k}=?" for k in clean)
+            c.execute(f"UPDATE queues SET {cols} WHERE qid=?", (*clean.values(), qid))
+            self._queues.forget([qid])
+            self._apply(c, {qid: Delta()}, now)
+
+    def set_policy(self, policy: QueuePolicy) -> None:
+        """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
+        with self._lock:
+            self.policy = policy
+            self._policies.clear()  # (each queue's policy is this one merged)
+
+    def count_rejected(self, reasons: Mapping[str, int]) -> None:
+        """See :meth:`Store.count_rejected`."""
+        with self._tx() as c:
+            self._reject(c, reasons)
+
+    def count_duplicates(self, n: int) -> None:
+        """See :meth:`Store.count_duplicates`."""
+        with self._tx() as c:
+            self._count(c, duplicates=n)
+
+    def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
+        """See :meth:`Store.put_values`."""
+        with self._tx() as c:
+            c.executemany(sqlite_dump.PUT_VALUE, [(n, bytearray(v), e) for n, v, e in items])
+            expiries = [e for _, _, e in items if e is not None]
+            if expiries:
+                self._wake_no_sooner(min(expiries))
+
+    def drop_values(self, names: Sequence[str]) -> None:
+        """See :meth:`Store.drop_values`."""
+        with self._tx() as c:
+            c.executemany("DELETE FROM vals WHERE name=?", [(n,) for n in names])
+
+    def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
+        """See :meth:`Store.get_values`."""
+        with self._tx() as c:
+            got: dict[str, bytes] = {}
+            for part in chunks(list(names)):
+                got.update((n, bytes(v)) for n, v in c.execute(
+                    f"SELECT name, value FROM vals WHERE name IN ({marks(len(part))}) "
+                    "AND (expires IS NULL OR expires > ?)", (*part, now)))
+        return [got.get(n) for n in names]
+
+    # -- looking -------------------------------------------------------------------
+
+    def stats(self, now: float, per_queue: int = 0) -> Stats:
+        """See :meth:`Store.stats`."""
+        with self._tx() as c:
+            self._wake(c, now)
+            self._write_counts(c)  # (those of the answers applied at the start)
+            m = dict(c.execute("SELECT name, value FROM meta"))
+            states = dict(c.execute("SELECT state, count(*) FROM queues GROUP BY state"))
+            rejected = dict(c.execute("SELECT reason, n FROM rejected"))
+            per = self._queue_infos(c, now, per_queue) if per_queue else []
+        return Stats(
+            seen=m["seen"], added=m["added"], queued=m["queued"], scheduled=m["scheduled"],
+            leased=m["leased"], done=m["done"], failed=m["failed"], retried=m["retried"],
+            dead=m["dead"], redelivered=m["redelivered"], late_acks=m["late_acks"],
+            duplicates=m["duplicates"], rejected=rejected,
+            queues_total=sum(states.values()), queues_ready=states.get(READY, 0),
+            queues_resting=states.get(BUSY, 0) + states.get(RESTING, 0),
+            queues_exhausted=states.get(EXHAUSTED, 0), per_queue=tuple(per),
+        )
+
+    def _queue_infos(self, c: sqlite3.Connection, now: float, limit: int) -> list[QueueInfo]:
+        out = []
+        for row in c.execute(
+                f"SELECT key, queued, inflight, ready_at, accepted, {', '.join(QUEUE_SETTINGS)}"
+                " FROM queues ORDER BY queued DESC, inflight DESC LIMIT ?", (limit,)):
+            key, queued, inflight, ready_at, accepted = row[:5]
+            pol = self._policy(tuple(row[5:]))
+            settings = {k: v for k, v in zip(QUEUE_SETTINGS, row[5:]) if v is not None}
+            out.append(QueueInfo(key, queued, inflight, ready_at, accepted,
+                                 label(queued, inflight, pol.concurrency, ready_at, now),
+                                 settings))
+        return out
+
+    def queues(self, now: float, limit: int = 100) -> list[QueueInfo]:
+        """See :meth:`Store.queues`."""
+        with self._tx() as c:
+            self._wake(c, now)
+            return self._queue_infos(c, now, limit)
+
+    def dead(self, limit: int = 100) -> list[DeadEntry]:
+        """See :meth:`Store.dead`."""
+        with self._tx() as c:
+            return [DeadEntry(*r) for r in c.execute(
+                "SELECT d.id, q.key, d.prio, d.retries, d.payload, d.error, d.died_at "
+                "FROM dead d JOIN queues q ON q.qid = d.qid ORDER BY d.id LIMIT ?", (limit,))]
+
+    # -- removing and requeueing ---------------------------------------------------
+
+    def delete_queue(self, queue: str, now: float) -> int:
+        """See :meth:`~crawlq.stores.base.QueueDeletion.delete_queue`.
+        Its rows behind the cursors (what it leased) go too: a lease keeps what it needs
+        to put its entry back (sqlite_leases), so the cursors start afresh."""
+        with self._tx() as c:
+            self._wake(c, now)
+            row = c.execute("SELECT qid, queued FROM queues WHERE key=?", (queue,)).fetchone()
+            if row is None:
+                return 0
+            qid, queued = row
+            for table in ENTRY_LEVELS:
+                c.execute(f"DELETE FROM {table} WHERE qid=?", (qid,))
+            n_sched = c.execute("DELETE FROM scheduled WHERE qid=?", (qid,)).rowcount
+            self._ahead.forget()
+            self._queues.forget([qid])
+            d = Delta()
+            d.queued = -queued
+            d.exact = True  # (head None: nothing left)
+            d.cursor = (NO_CURSOR, 0) * len(CURSOR_LEVELS)
+            self._apply(c, {qid: d}, now)
+            self._count(c, queued=-(queued + n_sched), scheduled=-n_sched)
+            return int(queued) + n_sched
+
+    def remove_queued(self, queue: str, where: Pick, now: float) -> int:
+        """See :meth:`~crawlq.stores.base.QueueRemoval.remove_queued`: the queue's entries past
+        its cursors (its queued ones) and its scheduled ones, each given to ``where``."""
+        with self._tx() as c:
+            self._wake(c, now)
+            found = c.execute("SELECT qid FROM queues WHERE key=?", (queue,)).fetchone()
+            if found is None:
+                return 0
+            (row,) = self._queues.rows_of(c, [found[0]])
+            qid, queued = row[Q_QID], row[Q_QUEUED]
+            entries = c.execute(FIRST_ENTRIES, (qid, queued, *row[CURSORS_AT:SETTINGS_AT])
+                                ).fetchall() if queued else []
+            gone = [(level, nprio, order) for _, nprio, order, retries, payload, level
+                    in entries if where(-nprio, retries, payload, None)]
+            later = [(sid,) for sid, due, nprio, retries, payload in c.execute(
+                "SELECT id, due, nprio, retries, payload FROM scheduled WHERE qid=?", (qid,))
+                if where(-nprio, retries, payload, due)]
+            for level, table in enumerate(ENTRY_LEVELS):
+                c.executemany(f"DELETE FROM {table} WHERE qid=? AND nprio=? AND ord=?",
+                              [(qid, n, o) for lv, n, o in gone if lv == level])
+            c.executemany("DELETE FROM scheduled WHERE id=?", later)
+            if gone:
+                self._ahead.forget()
+                self._queues.forget([qid])
+                d = Delta()
+                d.queued = -len(gone)
+                d.recompute = True  # (its head may have gone)
+                self._apply(c, {qid: d}, now)
+            self._count(c, queued=-(len(gone) + len(later)), scheduled=-len(later))
+            return len(gone) + len(later)
+
+    def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
+        """See :meth:`Store.requeue_dead`."""
+        with self._tx() as c:
+            if ids is None:
+                rows = c.execute("SELECT id, qid, prio, payload FROM dead ORDER BY id").fetchall()
+            else:
+                wanted = list(ids)
+                rows = []
+                for part in chunks(wanted):
+                    rows.extend(c.execute("SELECT id, qid, prio, payload FROM dead WHERE id IN "
+                                          f"({marks(len(part))}) ORDER BY id", part))
+            if not rows:
+                return 0
+            seq = self._take(c, "entry_seq", len(rows))
+            deltas: dict[int, Delta] = {}
+            new_rows = []
+            for _did, qid, prio, payload in rows:
+                seq += 1
+                new_rows.append((qid, -prio, SEQ_MAX - seq if self.lifo else seq, 0, payload))
+            self._to_level0(c, new_rows, deltas, False)
+            c.executemany("DELETE FROM dead WHERE id=?", [(r[0],) for r in rows])
+            self._apply(c, deltas, now)
+            self._count(c, dead=-len(rows), queued=len(rows))
+            return len(rows)
+
+    # -- dump and load -------------------------------------------------------------
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """See :meth:`Store.dump`. Reads a consistent snapshot on its own connection."""
+        with self._lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+            if self._group.pending:
+                self._commit_held()
+        yield from sqlite_dump.records(self.path, self._bloom)
+
+    def load(self, records: Iterable[dict[str, Any]]) -> int:
+        """See :meth:`Store.load`. All records are applied in one transaction."""
+        loader = _Loader(self)
+        with self._tx() as c:
+            loader.c = c
+            n = sum(dumpfmt.apply(loader, rec) for rec in records)
+            loader.finish()
+            # (values, scheduled entries, leases and rests loaded: their times are not
+            # known here)
+            self._wake_due = None
+        return n
+
+
+class _Loader:
+    """The SQLite store's :class:`~.dumpfmt.Loader`, inside one transaction (the store's
+    ``load`` opens it and sets ``c``). It writes as the store's own calls do, through its
+    steps: its queue ids, sequences, level-0 rules and counters."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+        self.c: sqlite3.Connection
+        self.seen: SeenTx | None = None
+        self.deltas: dict[int, Delta] = {}
+        self.counts: dict[str, int] = {}
+        self.entries = 0  # queued entries loaded since the last level merge check
+
+    def _qid(self, key: str) -> int:
+        return self.store._queues.qid_map(self.c, [key])[key]
+
+    def load_seen(self, fp: bytes, revisit_at: float | None) -> None:
+        if self.seen is None:
+            self.seen = SeenTx(self.c, self.store._bloom)
+        if self.store._bloom is not None:
+            self.seen.prefetch([fp])
+        marks = self.seen.marks
+        marks.mark(fp, revisit_at)
+        marks.batch.clear()
+        if len(marks.fresh) > 10_000 or len(marks.dirty) > 1_000:
+            self.seen.flush()
+            marks.fresh.clear()
+            marks.dirty.clear()
+
+    def load_bloom(self, bits: bytes) -> None:
+        shape = self.store._bloom
+        if shape is None or len(bits) != shape.size_bytes:
+            raise ConfigError("dump has a Bloom filter of another shape than this store")
+        for b in range(shape.blocks):
+            chunk = bits[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES]
+            if any(chunk):
+                row = self.c.execute("SELECT bits FROM bloom WHERE block=?", (b,)).fetchone()
+                merged = bytes(x | y for x, y in zip(chunk, row[0])) if row else chunk
+                self.c.execute("INSERT OR REPLACE INTO bloom VALUES (?, ?)", (b, merged))
+
+    def load_entry(self, key: str, priority: int, retries: int, payload: bytes,
+                    not_before: float | None) -> None:
+        qid = self._qid(key)
+        seq = self.store._take(self.c, "entry_seq", 1) + 1
+        order = SEQ_MAX - seq if self.store.lifo else seq
+        self.counts["queued"] = self.counts.get("queued", 0) + 1
+        if not_before is not None:
+            self.c.execute("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
+                           "VALUES (?,?,?,?,?,?)", (not_before, qid, -priority, order, retries,
+                                                     payload))
+            self.counts["scheduled"] = self.counts.get("scheduled", 0) + 1
+            return
+        self.store._before_level0(self.c, [(qid, -priority, order)])
+        self.c.execute("INSERT INTO entries0 VALUES (?,?,?,?,?)",
+                       (qid, -priority, order, retries, payload))
+        self.entries += 1
+        if self.entries >= 10_000:
+            self.store._settled(settle_levels(self.c, "entries", self.entries))
+            self.entries = 0
+        d = self.deltas.get(qid) or self.deltas.setdefault(qid, Delta())
+        d.queued += 1
+        d.offer_head(-priority)
+
+    def load_queue(self, key: str, accepted: int, ready_at: float,
+                    settings: Mapping[str, float]) -> None:
+        qid = self._qid(key)
+        clean = check_settings(settings)
+        self.store._queues.forget([qid])
+        self.c.execute("UPDATE queues SET accepted = max(accepted, ?) WHERE qid=?",
+                       (accepted, qid))
+        if clean:
+            cols = ", ".join(f"{k}=?" for k in clean)
+            self.c.execute(f"UPDATE queues SET {cols} WHERE qid=?", (*clean.values(), qid))
+        d = self.deltas.get(qid) or self.deltas.setdefault(qid, Delta())
+        d.ready_at = max(d.ready_at, ready_at)
+
+    def load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
+                   error: str, died_at: float) -> None:
+        self.c.execute("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
+                       "VALUES (?,?,?,?,?,?)",
+                       (self._qid(queue), priority, retries, payload, error, died_at))
+        self.counts["dead"] = self.counts.get("dead", 0) + 1
+
+    def load_counters(self, counters: Mapping[str, int], rejected: Mapping[str, int]) -> None:
+        for k, v in counters.items():
+            if k in ("seen", "added", "done", "failed", "retried", "redelivered",
+                     "late_acks", "duplicates"):
+                self.counts[k] = self.counts.get(k, 0) + int(v)
+        if rejected:
+            self.store._reject(self.c, {r: int(v) for r, v in rejected.items()})
+
+    def load_value(self, name: str, data: bytes, expires: float | None) -> None:
+        self.c.execute(sqlite_dump.PUT_VALUE, (name, bytearray(data), expires))
+
+    def finish(self) -> None:
+        if self.seen is not None:
+            self.seen.flush()
+        self.store._settled(settle_levels(self.c, "entries", self.entries))
+        # Time 0: every queue whose rest has not passed is resting; the next wake fixes it.
+        self.store._apply(self.c, self.deltas, 0.0)
+        self.store._count(self.c, **self.counts)
+
+
+def _why_unopenable(path: str) -> str | None:
+    """Why SQLite could not open ``path``, in the user's terms: SQLite says only "unable
+    to open database file" for a missing directory, a directory or a denied write."""
+    target = os.path.abspath(path)
+    if os.path.isdir(target):
+        return "it is a directory, not a file"
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        hint = ""
+        if not os.path.isabs(path):
+            # sqlite:///x is relative; people often mean sqlite:////x.
+            hint = (f" (sqlite:///{path} is relative to the current directory "
+                    f"{os.getcwd()}; write sqlite:////{path} for /{path})")
+        return f"the directory {parent} does not exist{hint}"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"no permission to create files in {parent}"
+    return None
+

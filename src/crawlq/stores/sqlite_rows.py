@@ -18,7 +18,8 @@ from typing import Any, Final
 from .base import ADDED, DUPLICATE, OVER_BUDGET
 from .bloom import BLOCK_BYTES, BloomShape, test_and_set
 from .policy import QUEUE_SETTINGS, QueuePolicy
-from .sqlite_schema import BUSY, CURSOR_LEVELS, EXHAUSTED, NO_CURSOR, READY, RESTING, head_of
+from .rules import READY, RESTING, over_cap, ready_since, rest_after, session_spent, state_of
+from .sqlite_schema import CURSOR_LEVELS, NO_CURSOR, head_of
 
 SEQ_MAX: Final = 2**48
 """Order numbers count up from 0 (FIFO) or down from here (LIFO)."""
@@ -102,8 +103,9 @@ class Delta:
         self.head = None  # a new candidate head (negated priority)
         self.exact = False  # head is the queue's head after the call, not a candidate
         self.ready_at = 0.0
-        # The longest fetch among the leases that ended (the delay grows with it);
-        # None while no lease of this queue ended in the call.
+        # The longest fetch among the leases that ended without an explicit delay (the
+        # delay grows with it), and the longest explicit delay; None while there was
+        # none (rules.rest_after rests the longer of the two).
         self.duration = None
         self.explicit_delay = None
         # The queue's cursors (nprio, ord per CURSOR_LEVELS; NO_CURSOR: none) after
@@ -166,34 +168,23 @@ def settle(rows: Iterable[tuple[Any, ...]], deltas: dict[int, Delta], now: float
         if d.ready_at > ready_at:
             ready_at = d.ready_at
         if d.duration is not None or d.explicit_delay is not None:
-            explicit = d.explicit_delay
-            rest = explicit if explicit is not None else pol.delay(d.duration)
+            rest = rest_after(pol, d.duration, d.explicit_delay)
             if rest > 0:
                 if now + rest > ready_at:
                     ready_at = now + rest
                 session = 0
-        if served and pol.session_budget and session >= pol.session_budget:
+        if served and session_spent(pol, session):
             session = 0  # yield to the others: rest a while, then the back of the line
             if now + pol.session_rest > ready_at:
                 ready_at = now + pol.session_rest
         new_head = d.head
         if d.exact or (new_head is not None and (head is None or new_head < head)):
             head = new_head  # (an exact head replaces the old one, a candidate may)
-        if queued <= 0:
-            new_state = EXHAUSTED
-        elif inflight >= pol.concurrency:
-            new_state = BUSY
-        elif ready_at > now:
-            new_state = RESTING
+        new_state = state_of(queued, inflight, pol.concurrency, ready_at, now)
+        if new_state == RESTING:
             rests.append(ready_at)
-        else:
-            new_state = READY
-            if served:
-                since = now
-            elif state == RESTING:
-                since = ready_at
-            elif state != READY:
-                since = now
+        elif new_state == READY:
+            since = ready_since(state, served, since, ready_at, now)
         cursor = d.cursor
         moved = cursor is not None
         if cursor is None:
@@ -276,11 +267,13 @@ class SeenMarks:
 
 
 def admit(entries: Sequence[tuple[Any, ...]], qids: Mapping[str, Any],
-          caps: Mapping[int, int], accepted: dict[int, int], seen: SeenMarks, now: float,
+          policies: Mapping[int, QueuePolicy], accepted: dict[int, int], seen: SeenMarks,
+          now: float,
           seq: int, lifo: bool,
           ) -> tuple[list[int], list[tuple[Any, ...]], list[tuple[Any, ...]], int, int, int]:
     """add's verdict on each entry (an Entry), in order: a duplicate (checked and marked
-    in ``seen``), over its queue's budget (``caps``; ``accepted`` counts up), or added
+    in ``seen``), over its queue's cap (its policy in ``policies``, by qid; ``accepted``
+    counts up: :func:`.rules.over_cap`), or added
     with the next number of the sequence after ``seq``.
 
     Returns (statuses, new rows for level 0 (qid, nprio, ord, retries, payload), rows for
@@ -298,8 +291,7 @@ def admit(entries: Sequence[tuple[Any, ...]], qids: Mapping[str, Any],
             out.append(DUPLICATE)
             dups += 1
             continue
-        cap = caps[qid]
-        if cap and accepted[qid] >= cap:
+        if over_cap(policies[qid], accepted[qid]):
             out.append(OVER_BUDGET)
             continue
         if fp is not None:

@@ -46,7 +46,7 @@ Rows that come back from a lease (an expiry, a retry) return to level 0.
 Write volume per batch and B-tree operations per URL, not statements, are what limit a
 WAL database, hence this layout.
 
-Queues carry their own state code (0 ready, 1 busy, 2 resting, 3 exhausted), ``head``
+Queues carry their own state code (:class:`.rules.QueueState`), ``head``
 (the negated priority of the best queued entry, so that one ascending index orders
 ready queues by priority then by ``since``), counters and per-queue overrides.
 
@@ -64,6 +64,7 @@ from typing import Final
 
 from ..errors import StoreBusy, StoreCorrupt, StoreError, StoreFull, StoreReadOnly
 from . import sqlite_leases
+from .rules import EXHAUSTED, READY, RESTING
 
 SCHEMA_VERSION = 5
 
@@ -84,18 +85,13 @@ a store of up to 2.5M rows of the kind; bigger ones grow level 0 (see the SQLite
 ``_l0_limit``)."""
 SLICES = 16
 
-# A queue's states (Final: modules compiled by mypyc read them as constants).
-READY: Final = 0
-BUSY: Final = 1
-RESTING: Final = 2
-EXHAUSTED: Final = 3
 
 COUNTERS = ("seen", "added", "done", "failed", "retried", "dead", "redelivered",
             "late_acks", "duplicates", "queued", "scheduled", "leased",
             "entry_seq", "lease_seq", "seen0_keys", "seen_slice", "entries0_rows",
             "entry_slice")
 
-DDL = """
+DDL = f"""
 CREATE TABLE IF NOT EXISTS meta (
     name TEXT PRIMARY KEY,
     value
@@ -111,7 +107,7 @@ CREATE TABLE IF NOT EXISTS bloom (
 CREATE TABLE IF NOT EXISTS queues (
     qid INTEGER PRIMARY KEY,
     key TEXT NOT NULL UNIQUE,
-    state INTEGER NOT NULL DEFAULT 3,
+    state INTEGER NOT NULL DEFAULT {EXHAUSTED},
     head INTEGER,
     since REAL NOT NULL DEFAULT 0,
     ready_at REAL NOT NULL DEFAULT 0,
@@ -133,8 +129,8 @@ CREATE TABLE IF NOT EXISTS queues (
     session_budget INTEGER,
     session_rest REAL
 );
-CREATE INDEX IF NOT EXISTS queues_ready ON queues (head, since) WHERE state = 0;
-CREATE INDEX IF NOT EXISTS queues_resting ON queues (ready_at) WHERE state = 2;
+CREATE INDEX IF NOT EXISTS queues_ready ON queues (head, since) WHERE state = {READY};
+CREATE INDEX IF NOT EXISTS queues_resting ON queues (ready_at) WHERE state = {RESTING};
 CREATE TABLE IF NOT EXISTS scheduled (
     id INTEGER PRIMARY KEY,
     due REAL NOT NULL,
