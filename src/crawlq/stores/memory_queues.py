@@ -425,7 +425,10 @@ class MemoryQueues:
 
     def release(self, acks: Sequence[Ack], now: float, out: list[bool]) -> None:
         """End the leases ``acks`` answer, appending to ``out`` whether each was still
-        held (counted; a late one changes nothing)."""
+        held (counted; a late one changes nothing). What came due is woken first: an
+        answer after its lease's expiry is late, whether or not a call noticed the
+        expiry before."""
+        self.wake(now)
         touched: dict[str, MemoryQueue] = {}
         leases = self.leases
         expired = self.expired

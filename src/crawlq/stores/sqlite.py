@@ -231,7 +231,7 @@ class SQLiteStore:
                         self._version = version
                 taken = group.take()
                 if taken is not None:  # every call sees the acknowledgements made before it
-                    self._release(c, *taken)
+                    self._release(c, taken)  # (each call at its own time)
                 yield c
                 if self._counts:
                     self._write_counts(c)
@@ -482,7 +482,7 @@ class SQLiteStore:
             # (in a transaction block: applied in it, nothing held; another thread's
             # call waits for the block and then commits on its own)
             with self._tx() as c:
-                applied = self._release(c, acks, now)
+                applied = self._release(c, [(now, acks)])
             with self._lock:  # (once committed: a failed call answered nothing)
                 self._group.own.answered(a[0] for a in acks)
             return applied
@@ -491,78 +491,108 @@ class SQLiteStore:
                 raise StoreError("the store is closed")
             return self._group.hold(self._conn, acks, now)
 
-    def _release(self, c: sqlite3.Connection, acks: Sequence[Ack], now: float) -> list[bool]:
-        """Apply ``acks`` in the transaction ``c``."""
-        # token -> (qid, nprio) of each open lease among them, now closed; the whole
-        # entry of those that go back, die or wait (a token answered twice in one
-        # call: its first answer wins, the second finds it closed)
+    def _release(self, c: sqlite3.Connection,
+                 calls: Sequence[tuple[float, Sequence[Ack]]]) -> list[bool]:
+        """Apply the answers of ``calls`` (each a call's time and answers, in the order
+        they were made: one call, or the calls held for group commit) in the transaction
+        ``c``, each as if it had been applied on its own at its time: what came due by
+        then woken first (an answer after its lease's expiry is late, whether or not a
+        call noticed the expiry), its rests counted from then. Returns, per answer of
+        every call, whether its lease was still held.
+
+        The leases are closed for all calls at once (one read and write per lease call,
+        which per-lease ``done()`` calls share); the queues' changes are applied in runs
+        of calls that touch distinct queues with nothing coming due between them (each
+        queue settled at its own answer's time), which gives what one call after the
+        other gives."""
+        first_at = calls[0][0]
+        self._wake(c, first_at)
         if self._expiries is None:
             self._expiries = c.execute(
                 "SELECT EXISTS (SELECT 1 FROM expiries)").fetchone()[0] == 1
-        tokens = [a[0] for a in acks]
+        # token -> when it was first answered: a lease that expired by then is late
+        when: dict[int, float] = {}
+        for at, acks in calls:
+            for a in acks:
+                when.setdefault(a[0], at)
+        # token -> (qid, nprio) of each open lease among them, now closed; the whole
+        # entry of those that go back, die or wait (a token answered twice: its first
+        # answer wins, the second finds it closed)
+        everything = [a for _, acks in calls for a in acks]
         held, entries = sqlite_leases.answer(
-            c, tokens, set(tokens) if self._expiries
-            else {a[0] for a in acks if a[1] != ACK_DONE})
+            c, when, set(when) if self._expiries
+            else {a[0] for a in everything if a[1] != ACK_DONE})
         if self._expiries:
             # Entries done or dead end their expiry counts (retried ones keep them).
-            ended = {a[0] for a in acks if a[1] != ACK_REQUEUE}
+            ended = {a[0] for a in everything if a[1] != ACK_REQUEUE}
             c.executemany("DELETE FROM expiries WHERE qid=? AND nprio=? AND ord=?",
                           [e[:3] for t, e in entries.items() if t in ended])
         out: list[bool] = []
-        deltas: dict[int, Delta] = {}
-        dead_rows: list[tuple[Any, ...]] = []
-        back: list[tuple[Any, ...]] = []
-        later: list[tuple[Any, ...]] = []
-        n_done = n_failed = n_retried = n_dead = late = 0
-        for token, kind, duration, not_before, retries, error, failed, delay in acks:
-            h = held.pop(token, None)
-            if h is None:
-                out.append(False)
-                late += 1
-                continue
-            out.append(True)
-            qid, nprio = h
-            d = deltas.get(qid)
-            if d is None:
-                d = deltas[qid] = Delta()
-            d.inflight -= 1
-            # (the longest wins; comparisons, not max(): once per acknowledgement)
-            if delay is not None:
-                if d.explicit_delay is None or delay > d.explicit_delay:
-                    d.explicit_delay = delay
-            elif d.duration is None or (duration or 0.0) > d.duration:
-                d.duration = duration or 0.0
-            if kind == ACK_DONE:
-                n_done += 1
-            elif kind == ACK_DEAD:
-                e = entries[token]
-                dead_rows.append((qid, -nprio, retries, bytearray(e[4]), error or "", now))
-                n_dead += 1
-                n_failed += 1
-            else:
-                n_retried += 1
-                n_failed += failed
-                e = entries[token]
-                if not_before is not None and not_before > now:
-                    later.append((not_before, qid, nprio, e[2], retries, bytearray(e[4])))
+        run = _AnswerRun()
+        for at, acks in calls:
+            qids = {held[a[0]][0] for a in acks if a[0] in held}
+            if run.calls and (not qids.isdisjoint(run.deltas) or self._wake_due is None
+                              or at >= self._wake_due):
+                self._apply_answers(c, run)
+                run = _AnswerRun()
+                self._wake(c, at)
+            run.calls += 1
+            run.at = at
+            for token, kind, duration, not_before, retries, error, failed, delay in acks:
+                h = held.pop(token, None)
+                if h is None:
+                    out.append(False)
+                    run.late += 1
+                    continue
+                out.append(True)
+                qid, nprio = h
+                d = run.deltas.get(qid)
+                if d is None:
+                    d = run.deltas[qid] = Delta()
+                    d.at = at
+                d.inflight -= 1
+                # (the longest wins; comparisons, not max(): once per acknowledgement)
+                if delay is not None:
+                    if d.explicit_delay is None or delay > d.explicit_delay:
+                        d.explicit_delay = delay
+                elif d.duration is None or (duration or 0.0) > d.duration:
+                    d.duration = duration or 0.0
+                if kind == ACK_DONE:
+                    run.done += 1
+                elif kind == ACK_DEAD:
+                    e = entries[token]
+                    run.dead.append((qid, -nprio, retries, bytearray(e[4]), error or "", at))
+                    run.failed += 1
                 else:
-                    back.append((qid, nprio, e[2], retries, e[4]))
-        if dead_rows:
-            c.executemany("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
-                          "VALUES (?,?,?,?,?,?)", dead_rows)
-        self._to_level0(c, back, deltas, False)  # (inflight counted above)
-        if later:
-            c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
-                          "VALUES (?,?,?,?,?,?)", later)
-            self._wake_no_sooner(min(r[0] for r in later))
-        requeue = back + later
-        n_sched = len(later)
-        self._apply(c, deltas, now)
-        n_held = n_done + n_dead + len(requeue)
-        self._count(c, done=n_done, failed=n_failed, retried=n_retried, dead=n_dead,
-                    late_acks=late, leased=-n_held, queued=len(requeue),
-                    scheduled=n_sched)
+                    run.retried += 1
+                    run.failed += failed
+                    e = entries[token]
+                    if not_before is not None and not_before > at:
+                        run.later.append((not_before, qid, nprio, e[2], retries,
+                                          bytearray(e[4])))
+                    else:
+                        run.back.append((qid, nprio, e[2], retries, e[4]))
+        if run.calls:
+            self._apply_answers(c, run)
         return out
+
+    def _apply_answers(self, c: sqlite3.Connection, run: _AnswerRun) -> None:
+        """Write a run of answers (see :meth:`_release`): dead entries, entries back in
+        their queues or scheduled, the queues' changes, the counters."""
+        if run.dead:
+            c.executemany("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
+                          "VALUES (?,?,?,?,?,?)", run.dead)
+        self._to_level0(c, run.back, run.deltas, False)  # (inflight counted above)
+        if run.later:
+            c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
+                          "VALUES (?,?,?,?,?,?)", run.later)
+            self._wake_no_sooner(min(r[0] for r in run.later))
+        self._apply(c, run.deltas, run.at)
+        requeued = len(run.back) + len(run.later)
+        n_dead = len(run.dead)
+        self._count(c, done=run.done, failed=run.failed, retried=run.retried, dead=n_dead,
+                    late_acks=run.late, leased=-(run.done + n_dead + requeued),
+                    queued=requeued, scheduled=len(run.later))
 
     def next_ready_at(self, now: float) -> float | None:
         """See :meth:`Store.next_ready_at`."""
@@ -986,6 +1016,19 @@ class SQLiteStore:
             # known here)
             self._wake_due = None
         return n
+
+
+class _AnswerRun:
+    """Answers of consecutive calls applied together (see SQLiteStore._release)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.at = 0.0  # the time of its last call
+        self.deltas: dict[int, Delta] = {}
+        self.dead: list[tuple[Any, ...]] = []
+        self.back: list[tuple[Any, ...]] = []
+        self.later: list[tuple[Any, ...]] = []
+        self.done = self.failed = self.retried = self.late = 0
 
 
 class _Loader:

@@ -135,11 +135,13 @@ class GroupCommit:
         self.wait = wait
         self.own = sqlite_leases.OwnCalls()  # (to check held answers without a read)
         self.closed = False
-        self._acks: list[Ack] = []
+        # The held calls, each with its time (each is applied at its own time, as if
+        # it had committed on its own), and how many answers they hold.
+        self._calls: list[tuple[float, Sequence[Ack]]] = []
+        self._n = 0
         self._tokens: set[int] = set()  # (their leases that were open: answered once)
-        self._now = 0.0  # the latest time of a held call (rests start from it)
         self._since = 0.0  # (monotonic) when the first of them was held
-        self._taken: tuple[list[Ack], float] | None = None  # (in the open transaction)
+        self._taken: list[tuple[float, Sequence[Ack]]] | None = None  # (in the open tx)
         self.open = False  # a deferred transaction is open on the store's connection
         self.openers = Openers(path)
         self._commit = commit
@@ -152,7 +154,7 @@ class GroupCommit:
     def pending(self) -> bool:
         """Whether answers are held or a deferred transaction is open: the store has
         work that is not committed yet."""
-        return self.open or bool(self._acks)
+        return self.open or bool(self._calls)
 
     def may_defer(self) -> bool:
         """Whether a small lease call's transaction may stay open: group commit is on,
@@ -192,7 +194,7 @@ class GroupCommit:
             out.append(was is True)
         if unknown:
             try:
-                read = sqlite_leases.open_tokens(conn, [acks[i][0] for i in unknown])
+                read = sqlite_leases.open_tokens(conn, [acks[i][0] for i in unknown], now)
             except sqlite3.Error as exc:
                 raise store_error(self.path, exc) from exc
             for i, was_open in zip(unknown, read):
@@ -204,27 +206,26 @@ class GroupCommit:
                 else:
                     held.add(a[0])
         was_empty = not self.pending
-        self._acks.extend(acks)  # (the others count as late at the commit)
-        self._now = max(self._now, now)
-        if len(self._acks) >= GROUP_MAX:
+        self._calls.append((now, acks))  # (the others count as late at the commit)
+        self._n += len(acks)
+        if self._n >= GROUP_MAX:
             self._commit()
         elif was_empty:
             self._since = time.monotonic()
             self._wake()
         return out
 
-    def take(self) -> tuple[list[Ack], float] | None:
-        """The held answers and their time, now the open transaction's to apply."""
-        if not self._acks:
+    def take(self) -> list[tuple[float, Sequence[Ack]]] | None:
+        """The held calls (time, answers), in the order they were made, now the open
+        transaction's to apply."""
+        if not self._calls:
             return None
-        taken = (self._acks, self._now)
+        taken = self._calls
         if self._taken is None:
-            self._taken = taken
+            self._taken = list(taken)
         else:  # a deferred transaction took (and applied) some before: all are held
-            before, then = self._taken  # again if it rolls back
-            before.extend(self._acks)
-            self._taken = (before, max(then, self._now))
-        self._acks, self._tokens, self._now = [], set(), 0.0
+            self._taken.extend(taken)  # again if it rolls back
+        self._calls, self._tokens, self._n = [], set(), 0
         return taken
 
     def committed(self) -> None:
@@ -237,11 +238,10 @@ class GroupCommit:
         call; what this object knew of leases may be of calls that were undone."""
         self.open = False
         if self._taken is not None:
-            acks, now = self._taken
-            self._taken = None
-            self._acks[:0] = acks
-            self._tokens.update(a[0] for a in acks)
-            self._now = max(self._now, now)
+            taken, self._taken = self._taken, None
+            self._calls[:0] = taken
+            self._n += sum(len(acks) for _, acks in taken)
+            self._tokens.update(a[0] for _, acks in taken for a in acks)
         self.own = sqlite_leases.OwnCalls()
 
     def close(self) -> None:

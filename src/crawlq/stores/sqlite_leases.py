@@ -19,7 +19,7 @@ import sqlite3
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate
 from typing import Any
 
@@ -100,24 +100,26 @@ def _entry(ints: array[int], ends: array[int], payloads: bytes, k: int) -> Lease
             payloads[ends[k - 1] if k else 0:ends[k]])
 
 
-def answer(c: sqlite3.Connection, tokens: Iterable[int], full: set[int] | frozenset[int]
+def answer(c: sqlite3.Connection, when: Mapping[int, float], full: set[int] | frozenset[int]
            ) -> tuple[dict[int, tuple[int, int]], dict[int, LeaseRow]]:
-    """Close the open leases among ``tokens``: token -> (qid, nprio) for each of them
-    (tokens unknown or answered before are left out), and the whole entry for those
-    in ``full``. Calls with no open lease left are deleted."""
+    """Close the open leases among the tokens of ``when`` (token -> when it was
+    answered): token -> (qid, nprio) for each of them (tokens unknown, answered before,
+    or whose call expired by the time of their answer are left out: the latter stay
+    open, for waking to take back), and the whole entry for those in ``full``. Calls
+    with no open lease left are deleted."""
     held: dict[int, tuple[int, int]] = {}
     rows: dict[int, LeaseRow] = {}
-    toks = sorted(set(tokens))
+    toks = sorted(when)
     i = 0
     while i < len(toks):
-        call = c.execute("SELECT l.last, l.first, l.open, l.acked, d.ints FROM lease_calls l "
-                         "JOIN lease_data d ON d.last = l.last WHERE l.last >= ? "
-                         "ORDER BY l.last LIMIT 1", (toks[i],)).fetchone()
+        call = c.execute("SELECT l.last, l.first, l.open, l.acked, d.ints, l.expires "
+                         "FROM lease_calls l JOIN lease_data d ON d.last = l.last "
+                         "WHERE l.last >= ? ORDER BY l.last LIMIT 1", (toks[i],)).fetchone()
         if call is None:
             break  # the rest belong to calls answered or expired already
-        last, first, n_open, acked, ints_blob = call
+        last, first, n_open, acked, ints_blob, expires = call
         j = bisect_right(toks, last, i)
-        mine = [t for t in toks[i:j] if t >= first]
+        mine = [t for t in toks[i:j] if t >= first and when[t] < expires]
         i = j
         if not mine:
             continue
@@ -155,23 +157,28 @@ def answer(c: sqlite3.Connection, tokens: Iterable[int], full: set[int] | frozen
     return held, rows
 
 
-def _open_call(c: sqlite3.Connection, token: int) -> int | None:
-    """The call (its ``last``) holding ``token`` while it is open (not answered, its
-    call not closed), else None."""
-    call = c.execute("SELECT last, first, acked FROM lease_calls WHERE last >= ? "
+def _open_call(c: sqlite3.Connection, token: int) -> tuple[int, float] | None:
+    """The call (its ``last``, and its expiry) holding ``token`` while it is open (not
+    answered, its call not closed), else None."""
+    call = c.execute("SELECT last, first, acked, expires FROM lease_calls WHERE last >= ? "
                      "ORDER BY last LIMIT 1", (token,)).fetchone()
     if call is None or call[1] > token:
         return None
     k = token - call[1]
     if call[2] is not None and call[2][k >> 3] & (1 << (k & 7)):
         return None
-    return int(call[0])
+    return int(call[0]), float(call[3])
 
 
-def open_tokens(c: sqlite3.Connection, tokens: Sequence[int]) -> list[bool]:
-    """Per token, whether its lease is open (a read: for answers held to be committed
-    later, see SQLiteStore.release)."""
-    return [_open_call(c, t) is not None for t in tokens]
+def open_tokens(c: sqlite3.Connection, tokens: Sequence[int], now: float) -> list[bool]:
+    """Per token, whether its lease is open and not expired at ``now`` (a read: for
+    answers held to be committed later, see SQLiteStore.release; the commit wakes
+    first, so an expired one is late then)."""
+    out = []
+    for t in tokens:
+        call = _open_call(c, t)
+        out.append(call is not None and call[1] > now)
+    return out
 
 
 class _Call:
@@ -249,10 +256,10 @@ def renew(c: sqlite3.Connection, tokens: Sequence[int], expires: float) -> list[
     out = []
     calls: set[int] = set()
     for t in tokens:
-        last = _open_call(c, t)
-        if last is not None:
-            calls.add(last)
-        out.append(last is not None)
+        call = _open_call(c, t)
+        if call is not None:
+            calls.add(call[0])
+        out.append(call is not None)
     c.executemany("UPDATE lease_calls SET expires = max(expires, ?) WHERE last = ?",
                   [(expires, last) for last in calls])
     return out

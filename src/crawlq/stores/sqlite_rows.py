@@ -92,6 +92,7 @@ class Delta:
     duration: float | None
     explicit_delay: float | None
     cursor: tuple[int, ...] | None
+    at: float | None
 
     def __init__(self) -> None:
         self.accepted = 0
@@ -111,6 +112,9 @@ class Delta:
         # The queue's cursors (nprio, ord per CURSOR_LEVELS; NO_CURSOR: none) after
         # the call, when it leased.
         self.cursor = None
+        # When the changes happened, if not at the settling call's time (answers held
+        # for group commit are applied at their own times).
+        self.at = None
 
     def offer_head(self, nprio: int) -> None:
         """An entry of (negated) priority ``nprio`` joined the queue."""
@@ -165,26 +169,27 @@ def settle(rows: Iterable[tuple[Any, ...]], deltas: dict[int, Delta], now: float
         if pol is None:
             pol = policy_of(base, policies, settings)
         served = d.served
+        t = now if d.at is None else d.at  # (the queue's changes happened then)
         if d.ready_at > ready_at:
             ready_at = d.ready_at
         if d.duration is not None or d.explicit_delay is not None:
             rest = rest_after(pol, d.duration, d.explicit_delay)
             if rest > 0:
-                if now + rest > ready_at:
-                    ready_at = now + rest
+                if t + rest > ready_at:
+                    ready_at = t + rest
                 session = 0
         if served and session_spent(pol, session):
             session = 0  # yield to the others: rest a while, then the back of the line
-            if now + pol.session_rest > ready_at:
-                ready_at = now + pol.session_rest
+            if t + pol.session_rest > ready_at:
+                ready_at = t + pol.session_rest
         new_head = d.head
         if d.exact or (new_head is not None and (head is None or new_head < head)):
             head = new_head  # (an exact head replaces the old one, a candidate may)
-        new_state = state_of(queued, inflight, pol.concurrency, ready_at, now)
+        new_state = state_of(queued, inflight, pol.concurrency, ready_at, t)
         if new_state == RESTING:
             rests.append(ready_at)
         elif new_state == READY:
-            since = ready_since(state, served, since, ready_at, now)
+            since = ready_since(state, served, since, ready_at, t)
         cursor = d.cursor
         moved = cursor is not None
         if cursor is None:

@@ -76,6 +76,20 @@ class LeaseContract:
         s = f.stats()
         assert (s.failed, s.scheduled, s.late_acks) == (1, 1, 2)
 
+    def test_an_answer_after_the_lease_expired_is_late(self, env: Env) -> None:
+        """An answer that comes after its lease expired changes nothing, even when no call
+        in between noticed the expiry: the request is handed out again."""
+        f = env.open(lease_ttl=10, **FAST)
+        f.add(["https://a.example/1"])
+        (lease,) = f.next(1)
+        env.clock.advance(10.5)
+        assert f.done(lease) == 0
+        s = f.stats()
+        assert (s.late_acks, s.done, s.redelivered, s.queued) == (1, 0, 1, 1)
+        (again,) = f.next(1)
+        assert again.request.url == lease.request.url
+        assert f.done(again) == 1
+
     def test_strict_acks_raise(self, env: Env) -> None:
         f = env.open(lease_ttl=10, strict_acks=True, **FAST)
         f.add("https://a.example/")

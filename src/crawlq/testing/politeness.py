@@ -56,6 +56,25 @@ class PolitenessContract:
         env.clock.advance(0.2)
         assert len(f.next(1)) == 1
 
+    def test_each_answer_rests_its_queue_from_its_own_time(self, env: Env) -> None:
+        """A queue rests from the time of the answer that ended its lease, whatever calls
+        follow and whenever the store writes it (the SQLite store holds small answers
+        for the next call: they still count from their own time)."""
+        f = env.open(min_delay=0.0, max_delay=30.0, delay_factor=5.0)
+        f.add(["https://a.example/1", "https://a.example/2", "https://b.example/1",
+               "https://b.example/2"])
+        a, b = sorted(f.next(2), key=lambda le: le.queue)
+        f.done(a, duration=0.5)  # a rests 2.5 s from now
+        env.clock.advance(2.0)
+        f.done(b, duration=0.2)  # b rests 1 s from now
+        env.clock.advance(0.4)
+        assert f.next(2) == []
+        assert f.next_ready_at() == env.clock() + 0.1
+        env.clock.advance(0.1)
+        assert [le.queue for le in f.next(2)] == ["a.example"]
+        env.clock.advance(0.5)
+        assert [le.queue for le in f.next(2)] == ["b.example"]
+
     def test_one_done_call_with_a_duration_per_lease(self, env: Env) -> None:
         f = env.open(min_delay=0.0, max_delay=30.0, delay_factor=1.0)
         f.add(["https://a.example/1", "https://a.example/2", "https://b.example/1",

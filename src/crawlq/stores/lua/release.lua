@@ -2,6 +2,9 @@
 -- [token, kind, duration, not_before, retries, error, failed, delay] (nil for None).
 -- kind: 0 done, 1 requeue, 2 dead. Returns one character per ack: 1 held, 0 not.
 local now = tonumber(ARGV[A0 + 1])
+-- What came due first: an answer after its lease's expiry is late, whether or not a
+-- call noticed the expiry before.
+wake(now)
 local out = {}
 local touched = {}
 -- Fetch and delete every lease record of the call at once (in chunks: unpack() is
