@@ -96,7 +96,7 @@ def _memory_state(s: Any) -> tuple[Any, ...]:
                   q.accepted, q.session, q.policy) for k, q in b.queues.items()}
     leases = {t: (q.key, item, exp) for t, (q, item, exp) in b.leases.items()}
     return (queues, list(b.ready), list(b.resting), list(b.scheduled), leases,
-            set(b.seen), dict(b.revisit), b.seq, dict(b.counters), dict(s._rejected),
+            set(b.seen), dict(b.revisit), b.n, dict(b.counters), dict(s._rejected),
             [(at, t, list(ts)) for at, t, ts in b.expiry], b.token)
 
 
@@ -172,14 +172,16 @@ def test_memory_store_keeps_no_memory() -> None:
 
 def test_ready_keys_sort_as_the_line_does() -> None:
     """A ready queue's key (bytes, compared by memcmp) orders queues by best head
-    priority, then longest waiting (times before 1970 and -0.0 too), then creation."""
+    priority, then longest waiting (times before 1970 and -0.0 too), then key (as
+    Redis orders equal scores: by their bytes; a key that is a prefix of another first)."""
     cases = []
+    keys = ["a", "ab", "b", "é.example", "z"]
     for prio in (5, 0, -3):
         for since in (-1e9, -2.5, -0.0, 0.0, 1e-9, 7.0, 1.7e9):
-            for created in (0, 1, 2**40):
-                q = memory_queues.MemoryQueue("k", QueuePolicy(), created)
+            for created, key in enumerate(keys):
+                q = memory_queues.MemoryQueue(key, QueuePolicy(), 2**40 - created)
                 q.heap = [memory_queues.make_item(prio, 1, 0, b"")]
                 q.since, q.version = since, created + 3
-                cases.append(((-prio, since, created), memory_queues.ready_key(q)))
+                cases.append(((-prio, since, key.encode()), memory_queues.ready_key(q)))
     # (Python sorts -0.0 and 0.0 as equal, stably: so do the keys)
     assert [k for _, k in sorted(cases, key=lambda c: c[0])] == sorted(k for _, k in cases)

@@ -28,8 +28,8 @@ from .base import (
 )
 from .bloom import BloomShape
 from .memory_queues import MemoryQueue, MemoryQueues, item_priority, item_retries, make_item
-from .policy import changed_settings
-from .rules import EXHAUSTED, READY, RESTING, label
+from .policy import changed_settings, typed_settings
+from .rules import EXHAUSTED, LAST, READY, RESTING, TAIL, label
 
 
 class MemoryStore:
@@ -217,7 +217,7 @@ class MemoryStore:
         return QueueInfo(q.key, len(q.heap), q.inflight, q.ready_at, q.accepted,
                          label(len(q.heap), q.inflight, q.policy.concurrency, q.ready_at,
                                now),
-                         dict(q.settings))
+                         typed_settings(q.settings))
 
     def stats(self, now: float, per_queue: int = 0) -> Stats:
         """See :meth:`Store.stats`."""
@@ -301,7 +301,7 @@ class MemoryStore:
             for i in chosen:
                 d = book.dead.pop(i)
                 book.push(book.queue(d.queue),
-                          make_item(d.priority, book.next_seq(), 0, d.payload), now)
+                          make_item(d.priority, book.number(TAIL), 0, d.payload), now)
             return len(chosen)
 
     # -- dump and load -----------------------------------------------------------------
@@ -378,7 +378,7 @@ class _Loader:
                    not_before: float | None) -> None:
         book = self.book
         q = book.queue(key)
-        item = make_item(priority, book.next_seq(), retries, payload)
+        item = make_item(priority, book.number(LAST), retries, payload)
         if not_before is not None:
             book.schedule(not_before, key, item)
         else:

@@ -38,8 +38,11 @@ from .base import (
 from .bloom import BloomShape, MemoryBloom
 from .rules import (
     EXHAUSTED,
+    HEAD,
     READY,
     RESTING,
+    TAIL,
+    entry_rank,
     lease_room,
     over_cap,
     ready_since,
@@ -53,21 +56,23 @@ if TYPE_CHECKING:
 
 # (Final names: compiled, they are constants, not looked up in the module's dict)
 _PRIO_BIAS: Final = 2**31 - 1
-SEQ_MAX: Final = 2**48 - 1
-"""Sequence numbers count down from its middle (LIFO) or up (FIFO)."""
+_SEQ_MID: Final = 2**47  # an item's sequence is this plus its rank (rules.entry_rank)
 _SERVED: Final = -1  # a queue's state while a lease call serves it (see MemoryQueues.settle)
 _INF: Final = float("inf")
 
 _PACK: Final = struct.Struct(">IHIH").pack  # inverted priority, sequence (16+32 bits), retries
+_SEQ: Final = struct.Struct(">HI").pack  # a sequence (16+32 bits)
 _heappush: Final = heapq.heappush  # (heapq's functions, bound once)
 _heappop: Final = heapq.heappop
 # A ready queue's place in line, as bytes (compared by memcmp, the cheapest heap there
-# is): inverted priority of its head (4), sign of `since` (1), `since` (8), the queue's
-# creation number (8), its version (8). Non-negative doubles compare big-endian as their
-# values do; a negative `since` (a caller's clock before 1970) is sign 0 with its bytes
-# inverted, so it still comes first and in order.
-_READY_KEY: Final = struct.Struct(">IBdQQ").pack
-_READY_NEG: Final = struct.Struct(">IBQQQ").pack
+# is): inverted priority of its head (4), sign of `since` (1), `since` (8), its key
+# (UTF-8, then a NUL: ties go by key), then its creation number (8) and its version (8),
+# to find it. Non-negative doubles compare big-endian as their values do; a negative
+# `since` (a caller's clock before 1970) is sign 0 with its bytes inverted, so it still
+# comes first and in order.
+_READY_KEY: Final = struct.Struct(">IBd").pack
+_READY_NEG: Final = struct.Struct(">IBQ").pack
+_READY_TAIL: Final = struct.Struct(">QQ").pack
 _DOUBLE_BITS: Final = struct.Struct(">q").unpack
 _DOUBLE: Final = struct.Struct(">d").pack
 
@@ -88,6 +93,15 @@ def item_retries(item: bytes) -> int:
     return (item[10] << 8) | item[11]
 
 
+def _with_seq(item: bytes, seq: int) -> bytes:
+    """``item`` with sequence ``seq`` (its place among its priority's entries)."""
+    return item[:4] + _SEQ(seq >> 32, seq & 0xFFFFFFFF) + item[10:]
+
+
+def _first(t: tuple[int, MemoryQueue, bytes]) -> int:
+    return t[0]
+
+
 def _u64(b: bytes, at: int) -> int:
     """The big-endian 8-byte number at ``at`` of ``b`` (in compiled code, native reads)."""
     n = 0
@@ -98,19 +112,21 @@ def _u64(b: bytes, at: int) -> int:
 
 def ready_key(q: MemoryQueue) -> bytes:
     """``q``'s entry in the ready heap: orders queues by best head priority, then
-    longest waiting, then creation (see _READY_KEY)."""
+    longest waiting, then key (see _READY_KEY)."""
     pinv = _PRIO_BIAS - item_priority(q.heap[0])
     since = q.since + 0.0  # (-0.0 becomes 0.0)
+    tail = q.name + _READY_TAIL(q.created, q.version)
     if since >= 0.0:
-        return _READY_KEY(pinv, 1, since, q.created, q.version)
+        return _READY_KEY(pinv, 1, since) + tail
     bits: int = _DOUBLE_BITS(_DOUBLE(since))[0]
-    return _READY_NEG(pinv, 0, ~bits & 0xFFFFFFFFFFFFFFFF, q.created, q.version)
+    return _READY_NEG(pinv, 0, ~bits & 0xFFFFFFFFFFFFFFFF) + tail
 
 
 class MemoryQueue:
     """One queue of the memory store: its entries (a heap of items) and its counters."""
 
     key: str
+    name: bytes
     heap: list[bytes]
     inflight: int
     ready_at: float
@@ -126,6 +142,7 @@ class MemoryQueue:
 
     def __init__(self, key: str, policy: QueuePolicy, created: int) -> None:
         self.key = key
+        self.name = key.encode("utf-8", "surrogateescape") + b"\0"  # (its ready-heap key)
         self.heap = []
         self.inflight = 0
         self.ready_at = 0.0
@@ -160,7 +177,7 @@ class MemoryQueues:
     expired: dict[bytes, int]
     dead: dict[int, DeadEntry]
     counters: dict[str, int]
-    seq: int
+    n: int
     token: int
 
     def __init__(self, policy: QueuePolicy, lifo: bool, bloom: BloomShape | None,
@@ -190,7 +207,7 @@ class MemoryQueues:
         self.counters = dict.fromkeys(
             ("seen", "added", "done", "failed", "retried", "dead", "redelivered",
              "late_acks", "duplicates"), 0)
-        self.seq = SEQ_MAX // 2  # counts down for LIFO, up for FIFO
+        self.n = 0  # entries numbered (rules.entry_rank)
         self.token = 0  # the last lease token given
         self._tickets = itertools.count()
         self._dead_ids = itertools.count(1)
@@ -207,10 +224,11 @@ class MemoryQueues:
             self.by_created.append(q)
         return q
 
-    def next_seq(self) -> int:
-        """The next entry's sequence number (FIFO or LIFO order)."""
-        self.seq += -1 if self.lifo else 1
-        return self.seq
+    def number(self, place: int) -> int:
+        """The sequence of the next entry numbered, put at ``place`` (rules.TAIL, HEAD
+        or LAST)."""
+        self.n += 1
+        return _SEQ_MID + entry_rank(self.n, self.lifo, place)
 
     def ticket(self) -> int:
         """A tie-breaker for the scheduled heap: scheduling order."""
@@ -279,8 +297,9 @@ class MemoryQueues:
     def ready_queue(self, entry: bytes) -> MemoryQueue | None:
         """The queue a ready-heap entry stands for, or None where the entry is stale (the
         queue was settled since: lazy deletion)."""
-        q = self.by_created[_u64(entry, 13)]
-        if q.version == _u64(entry, 21) and q.state == READY:
+        end = len(entry)
+        q = self.by_created[_u64(entry, end - 16)]
+        if q.version == _u64(entry, end - 8) and q.state == READY:
             return q
         return None
 
@@ -295,7 +314,7 @@ class MemoryQueues:
         bloom = self.bloom
         seen, revisit = self.seen, self.revisit
         seen_add = seen.add  # (a FingerprintSet or a set: its method, looked up once)
-        seq, step = self.seq, (-1 if self.lifo else 1)
+        n, lifo = self.n, self.lifo
         for fp, key, prio, payload, not_before, revisit_at, retries in entries:
             q = queues.get(key) or self.queue(key)
             if fp is not None:
@@ -324,7 +343,8 @@ class MemoryQueues:
                 seen_added += 1
             q.accepted += 1
             added += 1
-            seq += step
+            n += 1
+            seq = _SEQ_MID - n if lifo else _SEQ_MID + n  # (rules.entry_rank, TAIL)
             item = _PACK(_PRIO_BIAS - prio, seq >> 32, seq & 0xFFFFFFFF, retries) + payload
             if not_before is not None and not_before > now:
                 _heappush(self.scheduled, (not_before, next(self._tickets), key, item))
@@ -342,7 +362,7 @@ class MemoryQueues:
                     if state == EXHAUSTED:
                         self.settle(q, now)
             out.append(ADDED)
-        self.seq = seq
+        self.n = n
         c = self.counters
         c["added"] += added
         c["seen"] += seen_added
@@ -432,6 +452,7 @@ class MemoryQueues:
         touched: dict[str, MemoryQueue] = {}
         leases = self.leases
         expired = self.expired
+        back: list[tuple[int, MemoryQueue, bytes]] = []  # (token, queue, item) back at once
         late = done = failed_n = retried = 0
         for token, kind, duration, not_before, retries, error, failed, delay in acks:
             held = leases.get(token)
@@ -462,9 +483,11 @@ class MemoryQueues:
                 if not_before is not None and not_before > now:
                     _heappush(self.scheduled, (not_before, next(self._tickets), q.key, new))
                 else:
-                    _heappush(q.heap, new)
+                    back.append((token, q, new))
             touched[q.key] = q
             out.append(True)
+        if back:
+            self._back_at_head(back)
         c = self.counters
         c["late_acks"] += late
         c["done"] += done
@@ -473,20 +496,52 @@ class MemoryQueues:
         for q in touched.values():
             self.settle(q, now)
 
-    def wake(self, now: float) -> None:
-        """Move due scheduled entries, expired leases and rested queues to ready.
+    def _back_at_head(self, back: list[tuple[int, MemoryQueue, bytes]]) -> None:
+        """Entries that come back at once (token, queue, item), each ahead of its
+        priority's entries, several in the order they were leased (rules.HEAD: numbered
+        latest lease first). An entry's count of expired leases follows it."""
+        back.sort(key=_first, reverse=True)
+        expired = self.expired
+        for _, q, item in back:
+            new = _with_seq(item, self.number(HEAD))
+            if expired:
+                n = expired.pop(item[4:10], 0)
+                if n:
+                    expired[new[4:10]] = n
+            _heappush(q.heap, new)
 
-        Entries that came due and leases that expired are taken in time order, each at
-        its own time: a queue they make ready has waited since then, not since whichever
-        call noticed (as the SQLite store's wake)."""
+    def wake(self, now: float) -> None:
+        """Bring in what came due by ``now``, time by time: scheduled entries (joining
+        their queues as if added then, in the order they were scheduled), then leases
+        that expired (back at the head of their queues, or buried after
+        ``max_redeliveries``); each queue settled at that time, so a queue they make
+        ready has waited since then, not since whichever call noticed (as the SQLite
+        and Redis stores do). Then queues whose rest ended."""
         sched = self.scheduled
         expiry = self.expiry
         while True:
-            if sched and sched[0][0] <= now and not (expiry and expiry[0][0] < sched[0][0]):
-                at, _, key, item = _heappop(sched)
-                self.push(self.queue(key), item, at)
+            if sched and sched[0][0] <= now:
+                at = sched[0][0]
+                if expiry and expiry[0][0] < at:
+                    at = expiry[0][0]
             elif expiry and expiry[0][0] <= now:
-                at, _, tokens = _heappop(expiry)
+                at = expiry[0][0]
+            else:
+                break
+            touched: dict[str, MemoryQueue] = {}
+            while sched and sched[0][0] == at:
+                _, _, key, item = _heappop(sched)
+                q = self.queue(key)
+                new = _with_seq(item, self.number(TAIL))
+                if self.expired:  # (its count of expired leases follows it)
+                    n = self.expired.pop(item[4:10], 0)
+                    if n:
+                        self.expired[new[4:10]] = n
+                _heappush(q.heap, new)
+                touched[key] = q
+            back: list[tuple[int, MemoryQueue, bytes]] = []
+            while expiry and expiry[0][0] == at:
+                _, _, tokens = _heappop(expiry)
                 for token in tokens:
                     held = self.leases.get(token)
                     if held is None or held[2] > at:  # answered, or renewed since
@@ -494,6 +549,7 @@ class MemoryQueues:
                     del self.leases[token]
                     q, item, _ = held
                     q.inflight -= 1
+                    touched[q.key] = q
                     seq = item[4:10]
                     n = self.expired.get(seq, 0) + 1
                     if n > self.max_redeliveries:
@@ -503,10 +559,11 @@ class MemoryQueues:
                     else:
                         self.expired[seq] = n
                         self.counters["redelivered"] += 1
-                        _heappush(q.heap, item)  # its old place: the head of its queue
-                    self.settle(q, at)
-            else:
-                break
+                        back.append((token, q, item))
+            if back:
+                self._back_at_head(back)
+            for q in touched.values():
+                self.settle(q, at)
         resting = self.resting
         while resting and resting[0][0] <= now:
             _, version, key = _heappop(resting)

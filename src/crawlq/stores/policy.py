@@ -116,6 +116,12 @@ def _typed(name: str, value: float) -> Any:  # (an int or a float: not coerced w
     return int(value) if name in _INT_SETTINGS else float(value)
 
 
+def typed_settings(settings: Mapping[str, float]) -> dict[str, Any]:
+    """A queue's overrides as listings show them: counts as ints, times as floats
+    (whatever form a store keeps them in)."""
+    return {k: _typed(k, v) for k, v in settings.items()}
+
+
 def changed_settings(current: Mapping[str, float],
                      changes: Mapping[str, float | None]) -> dict[str, float]:
     """A queue's overrides ``current`` after ``changes`` (from :func:`check_settings`;

@@ -46,7 +46,7 @@ from .base import (
     check_settings,
 )
 from .bloom import BLOCK_BYTES, BloomShape
-from .policy import changed_settings
+from .policy import changed_settings, typed_settings
 from .rules import label
 from .url import StoreURL
 
@@ -511,8 +511,7 @@ class RedisStore:
             out.append(QueueInfo(
                 k.decode("utf-8", "surrogateescape"), int(n), int(inflight), ready_at,
                 int(accepted), label(int(n), int(inflight), pol.concurrency, ready_at, now),
-                {s: (int(v) if s in ("concurrency", "max_queue_urls", "session_budget")
-                     else v) for s, v in settings.items()}))
+                typed_settings(settings)))
         return out
 
     def _all_queue_keys(self) -> list[bytes]:

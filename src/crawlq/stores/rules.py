@@ -4,6 +4,14 @@ budget is spent, and when it accepts no more entries. The one definition the mem
 and SQLite stores call (the Redis store's Lua scripts are the only other copy, and
 tests/stores/test_stores_agree.py runs the same call sequences on all three).
 
+Within a priority, a queue's entries are served by rank (:func:`entry_rank`): an entry
+added goes behind the others (FIFO) or ahead of them (LIFO); one that comes back at once
+(an expired lease, a retry without a later time) goes ahead of them, several in one call
+in the order they were leased; one that was waiting for a time (``not_before``, a retry
+later, a failure's backoff) joins as if added when its time comes; one loaded from a
+dump goes behind them, so a dump's entries keep their order. Queues whose waits tie are
+served in key order.
+
 A queue is
 
 - ``EXHAUSTED`` when it has nothing queued (entries scheduled for later are not in
@@ -47,6 +55,24 @@ READY: Final = 0
 BUSY: Final = 1
 RESTING: Final = 2
 EXHAUSTED: Final = 3
+
+
+TAIL: Final = 0
+"""Where an added entry goes (see :func:`entry_rank`)."""
+HEAD: Final = 1
+"""Where an entry that comes back at once goes."""
+LAST: Final = 2
+"""Where an entry loaded from a dump goes."""
+
+
+def entry_rank(n: int, lifo: bool, place: int) -> int:
+    """The rank among its queue's entries of one priority (served lowest first) of the
+    ``n``-th entry a store numbers (``n`` counts up from 1) put at ``place``: ``TAIL``
+    ranks it after every entry numbered before it (FIFO) or before them (LIFO), ``HEAD``
+    before them, ``LAST`` after them."""
+    if place == LAST or (place == TAIL and not lifo):
+        return n
+    return -n
 
 
 def state_of(queued: int, inflight: int, concurrency: int, ready_at: float,

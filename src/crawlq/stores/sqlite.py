@@ -19,7 +19,6 @@ and the dump's reader (:mod:`.sqlite_dump`). The queue rules are :mod:`.rules`'.
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 import sqlite3
@@ -48,7 +47,8 @@ from .base import (
     expired_error,
 )
 from .bloom import BLOCK_BYTES, BloomShape
-from .rules import BUSY, EXHAUSTED, READY, RESTING, label, lease_room
+from .policy import typed_settings
+from .rules import BUSY, EXHAUSTED, HEAD, LAST, READY, RESTING, TAIL, label, lease_room
 from .sqlite_ahead import NO_HEAD, ReadAhead
 from .sqlite_group import GROUP_COMMIT, GROUP_MAX, SQLITE_SUFFIXES, GroupCommit
 from .sqlite_levels import (
@@ -68,10 +68,10 @@ from .sqlite_rows import (
     Q_QID,
     Q_QUEUED,
     Q_SESSION,
-    SEQ_MAX,
     SETTINGS_AT,
     Delta,
     admit,
+    order_of,
     policy_of,
     settle,
     take_rows,
@@ -376,7 +376,8 @@ class SQLiteStore:
             # The ready queues in line (the index alone), their rows from the cache.
             if queue is None:
                 active = [r[0] for r in c.execute(
-                    f"SELECT qid FROM queues WHERE state={READY} ORDER BY head, since LIMIT ?",
+                    f"SELECT qid FROM queues WHERE state={READY} ORDER BY head, since, key "
+                    "LIMIT ?",
                     (limit,))]
             else:
                 active = [r[0] for r in c.execute(
@@ -571,7 +572,7 @@ class SQLiteStore:
                         run.later.append((not_before, qid, nprio, e[2], retries,
                                           bytearray(e[4])))
                     else:
-                        run.back.append((qid, nprio, e[2], retries, e[4]))
+                        run.back.append((run.calls, token, (qid, nprio, e[2], retries, e[4])))
         if run.calls:
             self._apply_answers(c, run)
         return out
@@ -582,7 +583,11 @@ class SQLiteStore:
         if run.dead:
             c.executemany("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
                           "VALUES (?,?,?,?,?,?)", run.dead)
-        self._to_level0(c, run.back, run.deltas, False)  # (inflight counted above)
+        # Back at the head of their queues: call by call, several of one call in the
+        # order they were leased (numbered latest lease first: rules.HEAD).
+        run.back.sort(key=lambda b: (b[0], -b[1]))
+        back = self._renumbered(c, [b[2] for b in run.back], HEAD)
+        self._to_level0(c, back, run.deltas, False)  # (inflight counted above)
         if run.later:
             c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                           "VALUES (?,?,?,?,?,?)", run.later)
@@ -629,33 +634,45 @@ class SQLiteStore:
         self._wake_due = min((float(t) for t in times if t is not None), default=math.inf)
 
     def _wake_events(self, c: sqlite3.Connection, now: float) -> None:
-        """_wake's due entries, expired leases and ended rests."""
-        # (time, 0: due entry / 1: expired lease, entry); expired leases go back to their
-        # old place: the same key puts them at the head.
-        events = [(r[0], 0, r[1:]) for r in c.execute(
-            "DELETE FROM scheduled WHERE due <= ? RETURNING due, qid, nprio, ord, retries, "
-            "payload", (now,)).fetchall()]
-        n_due = len(events)
+        """_wake's due entries, expired leases and ended rests. Time by time: the
+        entries due then join their queues as if added then (in the order they were
+        scheduled), then the leases that expired then come back at the head of their
+        queues (several in the order they were leased) or, past ``max_redeliveries``
+        expiries, die; each queue settled at that time (rules.entry_rank)."""
+        due = c.execute(
+            "DELETE FROM scheduled WHERE due <= ? RETURNING due, id, qid, nprio, ord, "
+            "retries, payload", (now,)).fetchall()
         expired = sqlite_leases.expire(c, now)
-        if expired:
-            events += self._expired(c, expired)  # (2: buried, after max_redeliveries)
-        if events:
-            events.sort(key=lambda e: (e[0], e[1]))
-            for at, same in itertools.groupby(events, key=lambda e: e[0]):
-                group = list(same)
+        if due or expired:
+            if self._expiries is None:
+                self._expiries = c.execute(
+                    "SELECT EXISTS (SELECT 1 FROM expiries)").fetchone()[0] == 1
+            due.sort(key=lambda r: (r[0], r[1]))
+            expired.sort(key=lambda e: (e[0], -e[1]))
+            n_back = n_buried = 0
+            i = j = 0
+            while i < len(due) or j < len(expired):
+                at = min(due[i][0] if i < len(due) else math.inf,
+                         expired[j][0] if j < len(expired) else math.inf)
                 deltas: dict[int, Delta] = {}
-                for kind in (0, 1):
-                    self._to_level0(c, [e[2] for e in group if e[1] == kind], deltas,
-                                    kind == 1)
-                for e in group:
-                    if e[1] == 2:
-                        qid = e[2][0]
-                        (deltas.get(qid) or deltas.setdefault(qid, Delta())).inflight -= 1
+                rows: list[sqlite_leases.LeaseRow] = []
+                while i < len(due) and due[i][0] == at:
+                    rows.append(due[i][2:])
+                    i += 1
+                self._to_level0(c, self._renumbered(c, rows, TAIL), deltas, False)
+                gone: list[sqlite_leases.LeaseRow] = []
+                while j < len(expired) and expired[j][0] == at:
+                    gone.append(expired[j][2])
+                    j += 1
+                back, dead = self._expired(c, gone, at)
+                self._to_level0(c, self._renumbered(c, back, HEAD), deltas, True)
+                for qid in dead:
+                    (deltas.get(qid) or deltas.setdefault(qid, Delta())).inflight -= 1
                 self._apply(c, deltas, at)
-            n_back = sum(e[1] == 1 for e in events)
-            n_buried = len(events) - n_due - n_back
+                n_back += len(back)
+                n_buried += len(dead)
             self._count(c, redelivered=n_back, leased=-n_back - n_buried, queued=n_back,
-                        dead=n_buried, failed=n_buried, scheduled=-n_due)
+                        dead=n_buried, failed=n_buried, scheduled=-len(due))
         # A rest's end, in bulk: a resting queue has entries and room (else it would be
         # exhausted or busy), so it is ready, and has waited since its rest ended
         # (rules.state_of, rules.ready_since).
@@ -663,37 +680,56 @@ class SQLiteStore:
             f"UPDATE queues SET state={READY}, since=ready_at WHERE state={RESTING} "
             "AND ready_at <= ? RETURNING qid", (now,)).fetchall())
 
-    def _expired(self, c: sqlite3.Connection,
-                 expired: list[tuple[float, sqlite_leases.LeaseRow]]
-                 ) -> list[tuple[float, int, sqlite_leases.LeaseRow]]:
-        """Each expired lease (when, entry) as a wake event: back to its queue (1), or,
-        past ``max_redeliveries`` expiries, kept as dead (2). An entry's count is a row
-        of ``expiries`` under its key (qid, nprio, ord), which it keeps for life."""
+    def _renumbered(self, c: sqlite3.Connection, rows: Sequence[sqlite_leases.LeaseRow],
+                    place: int) -> list[sqlite_leases.LeaseRow]:
+        """``rows`` (qid, nprio, ord, retries, payload), in this order, numbered anew at
+        ``place`` (rules.TAIL, HEAD); an entry's count of expired leases follows it."""
+        if not rows:
+            return []
+        seq = self._take(c, "entry_seq", len(rows))
+        out = []
+        moves = []
+        for qid, nprio, old, retries, payload in rows:
+            seq += 1
+            order = order_of(seq, self.lifo, place)
+            out.append((qid, nprio, order, retries, payload))
+            moves.append((order, qid, nprio, old))
+        if self._expiries:
+            c.executemany("UPDATE expiries SET ord=? WHERE qid=? AND nprio=? AND ord=?",
+                          moves)
+        return out
+
+    def _expired(self, c: sqlite3.Connection, rows: Sequence[sqlite_leases.LeaseRow],
+                 at: float) -> tuple[list[sqlite_leases.LeaseRow], list[int]]:
+        """The entries of leases that expired at ``at``: those that come back, and the
+        queue of each that died, past ``max_redeliveries`` expiries. An entry's count is
+        a row of ``expiries`` under its key (qid, nprio, ord), which follows it."""
         cap = self.max_redeliveries
-        out: list[tuple[float, int, sqlite_leases.LeaseRow]] = []
+        back: list[sqlite_leases.LeaseRow] = []
+        dead: list[int] = []
         counts: list[tuple[int, int, int, int]] = []
         gone: list[tuple[int, int, int]] = []
         dead_rows: list[tuple[Any, ...]] = []
-        for at, row in expired:
+        for row in rows:
             key = (row[0], row[1], row[2])
             got = c.execute("SELECT n FROM expiries WHERE qid=? AND nprio=? AND ord=?",
-                            key).fetchone()
+                            key).fetchone() if self._expiries else None
             n = (got[0] if got else 0) + 1
             if n > cap:
                 gone.append(key)
                 dead_rows.append((row[0], -row[1], row[3], bytearray(row[4]),
                                   expired_error(n, cap), at))
-                out.append((at, 2, row))
+                dead.append(row[0])
             else:
                 counts.append((*key, n))
-                out.append((at, 1, row))
+                back.append(row)
         c.executemany("INSERT OR REPLACE INTO expiries VALUES (?,?,?,?)", counts)
         c.executemany("DELETE FROM expiries WHERE qid=? AND nprio=? AND ord=?", gone)
         c.executemany("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
                       "VALUES (?,?,?,?,?,?)", dead_rows)
         if counts:
             self._expiries = True
-        return out
+        return back, dead
 
     # -- steps every call stands on: sequences, counters, settling queues, level 0 ---
 
@@ -894,7 +930,8 @@ class SQLiteStore:
                 " FROM queues ORDER BY queued DESC, inflight DESC LIMIT ?", (limit,)):
             key, queued, inflight, ready_at, accepted = row[:5]
             pol = self._policy(tuple(row[5:]))
-            settings = {k: v for k, v in zip(QUEUE_SETTINGS, row[5:]) if v is not None}
+            settings = typed_settings({k: v for k, v in zip(QUEUE_SETTINGS, row[5:])
+                                       if v is not None})
             out.append(QueueInfo(key, queued, inflight, ready_at, accepted,
                                  label(queued, inflight, pol.concurrency, ready_at, now),
                                  settings))
@@ -987,7 +1024,7 @@ class SQLiteStore:
             new_rows = []
             for _did, qid, prio, payload in rows:
                 seq += 1
-                new_rows.append((qid, -prio, SEQ_MAX - seq if self.lifo else seq, 0, payload))
+                new_rows.append((qid, -prio, order_of(seq, self.lifo, TAIL), 0, payload))
             self._to_level0(c, new_rows, deltas, False)
             c.executemany("DELETE FROM dead WHERE id=?", [(r[0],) for r in rows])
             self._apply(c, deltas, now)
@@ -1026,7 +1063,7 @@ class _AnswerRun:
         self.at = 0.0  # the time of its last call
         self.deltas: dict[int, Delta] = {}
         self.dead: list[tuple[Any, ...]] = []
-        self.back: list[tuple[Any, ...]] = []
+        self.back: list[tuple[int, int, sqlite_leases.LeaseRow]] = []  # (call, token, row)
         self.later: list[tuple[Any, ...]] = []
         self.done = self.failed = self.retried = self.late = 0
 
@@ -1075,7 +1112,7 @@ class _Loader:
                     not_before: float | None) -> None:
         qid = self._qid(key)
         seq = self.store._take(self.c, "entry_seq", 1) + 1
-        order = SEQ_MAX - seq if self.store.lifo else seq
+        order = order_of(seq, self.store.lifo, LAST)
         self.counts["queued"] = self.counts.get("queued", 0) + 1
         if not_before is not None:
             self.c.execute("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "

@@ -267,7 +267,7 @@ def renew(c: sqlite3.Connection, tokens: Sequence[int], expires: float) -> list[
 
 def _open_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]
                ) -> Iterator[tuple[int, float, LeaseRow]]:
-    """The open leases (last of their call, its expiry, entry) of the calls ``where``
+    """The open leases (token, its call's expiry, entry) of the calls ``where``
     selects."""
     for last, first, expires, acked, ints_blob, ends_blob, payloads in c.execute(
             "SELECT l.last, l.first, l.expires, l.acked, d.ints, d.ends, d.payloads "
@@ -278,19 +278,17 @@ def _open_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]
         for k in range(n):
             if acked is not None and acked[k >> 3] & (1 << (k & 7)):
                 continue
-            yield last, expires, _entry(ints, ends, payloads, k)
+            yield first + k, expires, _entry(ints, ends, payloads, k)
 
 
-def expire(c: sqlite3.Connection, now: float) -> list[tuple[float, LeaseRow]]:
-    """Close every lease whose call expired at ``now``: when each expired, its entry."""
-    out: list[tuple[float, LeaseRow]] = []
-    calls: set[int] = set()
-    for last, expires, row in _open_rows(c, "WHERE l.expires <= ?", (now,)):
-        out.append((expires, row))
-        calls.add(last)
-    if calls:
-        # (calls with every lease answered were deleted already)
-        c.executemany("DELETE FROM lease_calls WHERE last=?", [(last,) for last in calls])
+def expire(c: sqlite3.Connection, now: float) -> list[tuple[float, int, LeaseRow]]:
+    """Close every lease whose call expired at ``now``: when each expired, its token,
+    its entry."""
+    out: list[tuple[float, int, LeaseRow]] = []
+    for token, expires, row in _open_rows(c, "WHERE l.expires <= ?", (now,)):
+        out.append((expires, token, row))
+    # (calls with every lease answered were deleted already)
+    c.execute("DELETE FROM lease_calls WHERE expires <= ?", (now,))
     return out
 
 

@@ -18,11 +18,29 @@ from typing import Any, Final
 from .base import ADDED, DUPLICATE, OVER_BUDGET
 from .bloom import BLOCK_BYTES, BloomShape, test_and_set
 from .policy import QUEUE_SETTINGS, QueuePolicy
-from .rules import READY, RESTING, over_cap, ready_since, rest_after, session_spent, state_of
+from .rules import (
+    READY,
+    RESTING,
+    TAIL,
+    entry_rank,
+    over_cap,
+    ready_since,
+    rest_after,
+    session_spent,
+    state_of,
+)
 from .sqlite_schema import CURSOR_LEVELS, NO_CURSOR, head_of
 
 SEQ_MAX: Final = 2**48
-"""Order numbers count up from 0 (FIFO) or down from here (LIFO)."""
+"""Where LIFO orders are counted from (see :func:`order_of`)."""
+
+
+def order_of(seq: int, lifo: bool, place: int) -> int:
+    """The ``ord`` of the ``seq``-th entry numbered (the ``entry_seq`` counter), put at
+    ``place`` (:func:`.rules.entry_rank`; its rank, offset by SEQ_MAX in a LIFO store:
+    LIFO stores made before ranks kept ``SEQ_MAX - seq``)."""
+    rank = entry_rank(seq, lifo, place)
+    return rank + SEQ_MAX if lifo else rank
 
 QUEUE_COLS: Final = ("qid, state, head, since, ready_at, queued, inflight, session, accepted, "
               + "".join(f"ifnull(l{lv}_nprio, {NO_CURSOR}), l{lv}_ord, " for lv in CURSOR_LEVELS)
@@ -304,7 +322,7 @@ def admit(entries: Sequence[tuple[Any, ...]], qids: Mapping[str, Any],
             seen_added += 1
         accepted[qid] += 1
         seq += 1
-        order = SEQ_MAX - seq if lifo else seq
+        order = order_of(seq, lifo, TAIL)
         not_before = e[4]
         if not_before is None or not_before <= now:
             new_rows.append((qid, -e[2], order, e[6], bytearray(e[3])))

@@ -51,7 +51,8 @@ Queues carry their own state code (:class:`.rules.QueueState`), ``head``
 ready queues by priority then by ``since``), counters and per-queue overrides.
 
 Schema 2 added the levels, schema 3 the cursors of levels 1 and 2, schema 4 the leases
-per call (before, a ``leases`` row per lease), schema 5 the cursors of level 0; older
+per call (before, a ``leases`` row per lease), schema 5 the cursors of level 0, schema 6
+the ready line's ties broken by key (index ``queues_line``); older
 files are upgraded when opened (a schema-1 file's rows stay in level 2; each old lease
 row becomes a call of its own).
 """
@@ -66,7 +67,7 @@ from ..errors import StoreBusy, StoreCorrupt, StoreError, StoreFull, StoreReadOn
 from . import sqlite_leases
 from .rules import EXHAUSTED, READY, RESTING
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 NO_CURSOR: Final = -(2**62)
 """Below every negated priority: the cursor of a queue that has leased nothing from a
@@ -129,7 +130,7 @@ CREATE TABLE IF NOT EXISTS queues (
     session_budget INTEGER,
     session_rest REAL
 );
-CREATE INDEX IF NOT EXISTS queues_ready ON queues (head, since) WHERE state = {READY};
+CREATE INDEX IF NOT EXISTS queues_line ON queues (head, since, key) WHERE state = {READY};
 CREATE INDEX IF NOT EXISTS queues_resting ON queues (ready_at) WHERE state = {RESTING};
 CREATE TABLE IF NOT EXISTS scheduled (
     id INTEGER PRIMARY KEY,
@@ -243,7 +244,7 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
             conn.execute("INSERT INTO meta VALUES ('bloom', ?)",
                          (None if bloom_shape is None else f"{bloom_shape[0]}:{bloom_shape[1]}",))
         else:
-            if row[0] not in (1, 2, 3, 4, SCHEMA_VERSION):
+            if row[0] not in (1, 2, 3, 4, 5, SCHEMA_VERSION):
                 raise StoreCorrupt(f"{path} has crawlq schema {row[0]}, this crawlq reads "
                                    f"{SCHEMA_VERSION}")
             if row[0] in (1, 2):
@@ -262,6 +263,9 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
             if row[0] in (1, 2, 3):
                 # Schemas 1 to 3 kept a row per lease.
                 sqlite_leases.convert_rows(conn)
+            # Schemas 1 to 5 broke ties in the ready line by queue id (queues_ready);
+            # the line is ordered by key now (queues_line, made above).
+            conn.execute("DROP INDEX IF EXISTS queues_ready")
             if row[0] != SCHEMA_VERSION:
                 conn.execute("UPDATE meta SET value=? WHERE name='schema'", (SCHEMA_VERSION,))
             stored = conn.execute("SELECT value FROM meta WHERE name='bloom'").fetchone()
