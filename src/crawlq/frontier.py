@@ -773,7 +773,7 @@ class Frontier:
             if marker is not None:  # (in the same transaction, where the store has one)
                 yield dumpfmt.value(marker, repr(self.clock()).encode(), None)
 
-        return store.load(records_then_marker()) - extra[0]
+        return store.load(records_then_marker(), self.clock()) - extra[0]
 
 
 _REST_SETTINGS = ("min_delay", "max_delay", "delay_factor")

@@ -125,10 +125,8 @@ class Run:
                          for k, h, p, nb in arg])
             return (got.added, got.duplicates, [r.reason for r in got.rejected])
         if op in ("next", "next_queue"):
-            if op == "next":
-                leases = f.next(arg)
-            else:
-                leases = f.next(arg[1], queue=f"h{arg[0]}.example")
+            leases = (f.next(arg) if op == "next"
+                      else f.next(arg[1], queue=f"h{arg[0]}.example"))
             self.calls += 1
             held += [(self.calls, le) for le in leases]
             return [(le.request.url, le.request.retries, le.expires_at) for le in leases]
@@ -231,7 +229,7 @@ def assert_same(name: str, got: list[Any], want: list[Any]) -> None:
 
 
 @pytest.mark.parametrize("options", list(OPTION_SETS))
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", range(1, 1 + int(os.environ.get("DIFF_SEEDS", "3"))))
 def test_memory_sqlite_and_redis_agree_step_by_step(tmp_path: Path, redis_server: Any,
                                                     options: str, seed: int) -> None:
     """The same seeded calls, under one option set, give the same results and the same

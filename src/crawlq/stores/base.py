@@ -236,13 +236,17 @@ class Dumps(Protocol):
     def dump(self) -> Iterator[dict[str, Any]]:
         """Every piece of state as JSON-friendly records (see
         :mod:`crawlq.stores.dumpfmt`), read from one consistent snapshot where the
-        store has them (SQLite); nothing for an empty store."""
+        store has them (SQLite); nothing for an empty store. A queue's entries of one
+        priority come in the order it would hand them out, its leased ones first (in
+        the order they were leased: as if they had expired); scheduled entries by their
+        time, then the order they were scheduled in."""
         ...
 
-    def load(self, records: Iterable[dict[str, Any]]) -> int:
-        """Merge records produced by :meth:`dump` in one atomic step where the store
-        has one (SQLite: a bad record loads nothing); returns how many were applied
-        (0 for none)."""
+    def load(self, records: Iterable[dict[str, Any]], now: float) -> int:
+        """Merge records produced by :meth:`dump` at ``now``, in one atomic step where
+        the store has one (SQLite: a bad record loads nothing); returns how many were
+        applied (0 for none). A queue's entries keep their order (each loaded behind
+        what the queue holds), and a ready queue its place in the ready line."""
         ...
 
 

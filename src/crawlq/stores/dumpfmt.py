@@ -1,7 +1,7 @@
 """The JSON Lines format of ``crawlq dump`` / ``crawlq load``: one record per line.
 
 Records (``type`` field): ``dump`` (first: the dump's id, so that loading it twice can
-be refused), ``counters``, ``queue`` (key, accepted, ready_at, settings), ``entry`` (a
+be refused), ``counters``, ``queue`` (key, accepted, ready_at, settings, since), ``entry`` (a
 queued, scheduled or leased request; leases are dumped as queued), ``dead`` (a buried
 request and its error), ``seen`` (a fingerprint, hex, with its revisit time) and
 ``bloom`` (the filter's bits, base64); ``value`` (a named value, base64) is written by
@@ -122,11 +122,12 @@ def counters(values: Mapping[str, int], rejected: Mapping[str, int]) -> dict[str
     return {"type": "counters", "counters": dict(values), "rejected": dict(rejected)}
 
 
-def queue(key: str, accepted: int, ready_at: float,
-          settings: Mapping[str, float]) -> dict[str, Any]:
-    """A queue record (its entries follow as entry records)."""
+def queue(key: str, accepted: int, ready_at: float, settings: Mapping[str, float],
+          since: float) -> dict[str, Any]:
+    """A queue record: its counters, rest, overrides, and since when it has waited in
+    the ready line (its place there, if it is ready)."""
     return {"type": "queue", "key": key, "accepted": accepted, "ready_at": ready_at,
-            "settings": dict(settings)}
+            "settings": dict(settings), "since": since}
 
 
 def entry(key: str, priority: int, retries: int, payload: bytes,
@@ -172,8 +173,9 @@ class Loader(Protocol):
         """A queued (or scheduled, with ``not_before``) entry of queue ``key``."""
 
     def load_queue(self, key: str, accepted: int, ready_at: float,
-                   settings: Mapping[str, float]) -> None:
-        """A queue's counters, rest and setting overrides."""
+                   settings: Mapping[str, float], since: float | None) -> None:
+        """A queue's counters, rest and setting overrides, and since when it has waited
+        if it is ready once the load is done (None: not known, an older dump)."""
 
     def load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
                   error: str, died_at: float) -> None:
@@ -188,7 +190,8 @@ class Loader(Protocol):
 
 
 def apply(store: Loader, rec: Mapping[str, Any]) -> int:
-    """Apply one dump record to ``store``; returns 1, or raises ConfigError."""
+    """Apply one dump record through ``store`` (a store's loader); returns 1, or
+    raises ConfigError."""
     kind = rec.get("type")
     try:
         if kind == "seen":
@@ -206,8 +209,10 @@ def apply(store: Loader, rec: Mapping[str, Any]) -> int:
                 store.load_dead(str(rec["queue"]), req.priority, req.retries, payload,
                                  str(rec.get("error", "")), float(rec.get("died_at", 0.0)))
         elif kind == "queue":
+            since = rec.get("since")
             store.load_queue(str(rec["key"]), int(rec.get("accepted", 0)),
-                              float(rec.get("ready_at", 0.0)), rec.get("settings") or {})
+                             float(rec.get("ready_at", 0.0)), rec.get("settings") or {},
+                             None if since is None else float(since))
         elif kind == "counters":
             store.load_counters(rec.get("counters") or {}, rec.get("rejected") or {})
         elif kind == "bloom":

@@ -319,14 +319,17 @@ class MemoryStore:
         c["dead"] = len(book.dead)
         yield dumpfmt.counters(c, self._rejected)
         for q in book.queues.values():
-            yield dumpfmt.queue(q.key, q.accepted, q.ready_at, q.settings)
-            for item in q.heap:
-                yield dumpfmt.entry(q.key, item_priority(item), item_retries(item),
-                                    item[12:], None)
+            yield dumpfmt.queue(q.key, q.accepted, q.ready_at, q.settings, q.since)
+        # Leased entries first, in the order they were leased (as if they had expired),
+        # then each queue's in the order it hands them out (sorted items are).
         for q, item, _ in book.leases.values():
             yield dumpfmt.entry(q.key, item_priority(item), item_retries(item), item[12:],
                                 None)
-        for nb, _, key, item in book.scheduled:
+        for q in book.queues.values():
+            for item in sorted(q.heap):
+                yield dumpfmt.entry(q.key, item_priority(item), item_retries(item),
+                                    item[12:], None)
+        for nb, _, key, item in sorted(book.scheduled):
             yield dumpfmt.entry(key, item_priority(item), item_retries(item), item[12:], nb)
         for d in book.dead.values():
             yield dumpfmt.dead(d)
@@ -336,14 +339,15 @@ class MemoryStore:
         for fp in sorted(book.seen):
             yield dumpfmt.seen(fp, book.revisit.get(fp))
 
-    def load(self, records: Iterable[dict[str, Any]]) -> int:
+    def load(self, records: Iterable[dict[str, Any]], now: float) -> int:
         """See :meth:`Store.load`."""
         n = 0
         with self._lock:
             self._check_open()
-            loader = _Loader(self)
+            loader = _Loader(self, now)
             for rec in records:
                 n += dumpfmt.apply(loader, rec)
+            loader.finish()
         return n
 
     def close(self) -> None:
@@ -358,11 +362,13 @@ def _every(priority: int, retries: int, payload: bytes, not_before: float | None
 
 class _Loader:
     """The memory store's :class:`~.dumpfmt.Loader`: writes each record into its
-    store's state (the store's lock held by ``load``)."""
+    store's state at ``now`` (the store's lock held by ``load``)."""
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: MemoryStore, now: float) -> None:
         self.store = store
         self.book = store._book
+        self.now = now
+        self.since: dict[str, float] = {}  # queue -> since when it waited, as dumped
 
     def load_seen(self, fp: bytes, revisit_at: float | None) -> None:
         self.book.mark_seen(fp, revisit_at)
@@ -377,23 +383,24 @@ class _Loader:
     def load_entry(self, key: str, priority: int, retries: int, payload: bytes,
                    not_before: float | None) -> None:
         book = self.book
-        q = book.queue(key)
         item = make_item(priority, book.number(LAST), retries, payload)
         if not_before is not None:
             book.schedule(not_before, key, item)
         else:
-            book.push(q, item, 0.0)
+            book.push(book.queue(key), item, self.now)
 
     def load_queue(self, key: str, accepted: int, ready_at: float,
-                   settings: Mapping[str, float]) -> None:
+                   settings: Mapping[str, float], since: float | None) -> None:
         book = self.book
         q = book.queue(key)
         q.accepted = max(q.accepted, accepted)
         q.ready_at = max(q.ready_at, ready_at)
         q.settings.update(settings)
         q.policy = book.policy.merged(q.settings)
+        if since is not None:
+            self.since[key] = since
         if q.state in (READY, RESTING):
-            book.settle(q, 0.0)
+            book.settle(q, self.now)
 
     def load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
                   error: str, died_at: float) -> None:
@@ -410,3 +417,12 @@ class _Loader:
 
     def load_value(self, name: str, data: bytes, expires: float | None) -> None:
         self.store._keep_value(name, data, expires)
+
+    def finish(self) -> None:
+        """The loaded queues that are ready take their places in the ready line."""
+        book = self.book
+        for key, since in self.since.items():
+            q = book.queues[key]
+            if q.state == READY:
+                q.since = since
+                book.settle(q, self.now)  # (a new place in the ready heap)

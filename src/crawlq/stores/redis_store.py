@@ -619,22 +619,32 @@ class RedisStore:
         c = {k.decode(): int(v) for k, v in meta.items() if k.decode() in _COUNTERS}
         c["dead"] = int(self._retrying(lambda: r.hlen(f"{p}:dead")))
         yield dumpfmt.counters(c, {k.decode(): int(v) for k, v in rej.items()})
-        keys = self._all_queue_keys()
+        keys = sorted(self._all_queue_keys())
         for i in range(0, len(keys), 500):
             part = keys[i:i + 500]
-            for k, info in zip(part, self._queue_infos(part, 0.0)):
-                yield dumpfmt.queue(info.key, info.accepted, info.ready_at, info.settings)
-                levels = self._cmd("zrange", f"{p}:qp:".encode() + k, 0, -1)
-                for level in levels:
-                    lk = f"{p}:q:".encode() + level + b":" + k
-                    for item in self._cmd("lrange", lk, 0, -1):
-                        yield dumpfmt.entry(info.key, int(level),
-                                            int.from_bytes(item[:2], "big"), item[2:], None)
-        for rec in self._retrying(lambda: r.hvals(f"{p}:ls")):
-            key, prio, item = _unpack(rec)
+            recs = self._cmd("mget", [f"{p}:qm:".encode() + k for k in part])
+            since = {k: _QREC.unpack(rec)[3] for k, rec in zip(part, recs) if rec}
+            for info in self._queue_infos(part, 0.0):
+                k = info.key.encode("utf-8", "surrogateescape")
+                yield dumpfmt.queue(info.key, info.accepted, info.ready_at, info.settings,
+                                    since.get(k, 0.0))
+        # Leased entries first, in the order they were leased (as if they had expired),
+        # then each queue's in the order it hands them out (a list is served from its
+        # left end, or its right end with LIFO), then the scheduled ones.
+        leased = self._retrying(lambda: r.hgetall(f"{p}:ls"))
+        for token in sorted(leased, key=int):
+            key, prio, item = _unpack(leased[token])
             yield dumpfmt.entry(key.decode("utf-8", "surrogateescape"), prio,
                                 int.from_bytes(item[:2], "big"), item[2:], None)
-        for _, at, key, prio, item in self._scheduled():
+        for k in keys:
+            name = k.decode("utf-8", "surrogateescape")
+            for level in self._cmd("zrange", f"{p}:qp:".encode() + k, 0, -1):
+                items = self._cmd("lrange", f"{p}:q:".encode() + level + b":" + k, 0, -1)
+                for item in (reversed(items) if self.lifo else items):
+                    yield dumpfmt.entry(name, int(level), int.from_bytes(item[:2], "big"),
+                                        item[2:], None)
+        for _, at, key, prio, item in sorted(self._scheduled(),
+                                             key=lambda e: (e[1], int(e[0]))):
             yield dumpfmt.entry(key.decode("utf-8", "surrogateescape"), prio,
                                 int.from_bytes(item[:2], "big"), item[2:], at)
         for d in self.dead(2**31):
@@ -652,15 +662,15 @@ class RedisStore:
             for fp in self._retrying(lambda b=bucket: r.hkeys(b)):  # type: ignore[misc]
                 yield dumpfmt.seen(fp, revisit.get(fp))
 
-    def load(self, records: Iterable[dict[str, Any]]) -> int:
+    def load(self, records: Iterable[dict[str, Any]], now: float) -> int:
         """See :meth:`Store.load`."""
         n = 0
-        loader = _Loader(self)
+        loader = _Loader(self, now)
         for rec in records:
             n += dumpfmt.apply(loader, rec)
             if loader.pending() >= 1000:
                 loader.flush()
-        loader.flush()
+        loader.finish()
         return n
 
 
@@ -687,13 +697,25 @@ class _Loader:
     """The Redis store's :class:`~.dumpfmt.Loader`: it gathers the writes of the
     records and sends them pipelined, 1,000 at a time (:meth:`flush`)."""
 
-    def __init__(self, store: RedisStore) -> None:
+    def __init__(self, store: RedisStore, now: float) -> None:
         self.store = store
+        self.now = now
         self._pending: list[tuple[str, tuple[Any, ...]]] = []
+        self.since: dict[str, float] = {}  # queue -> since when it waited, as dumped
 
     def pending(self) -> int:
         """Writes gathered and not sent yet."""
         return len(self._pending)
+
+    def finish(self) -> None:
+        """Send what is gathered; then the loaded queues that are ready take their
+        places in the ready line."""
+        flat: list[Any] = []
+        for key, since in self.since.items():
+            flat += [key, since]
+        for i in range(0, len(flat), 2000):
+            self._pending.append(("load_since", tuple(flat[i:i + 2000])))
+        self.flush()
 
     def flush(self) -> None:
         pending, self._pending = self._pending, []
@@ -707,7 +729,8 @@ class _Loader:
             target = self.store._client if self.store.cluster else pipe
             seen = [args[0] for op, args in pending if op == "seen"]
             if seen:  # added by the script: it knows the seen-set's buckets
-                script(keys=self.store._keys, args=[*self.store._pargs, 0.0, "load_seen", *seen],
+                script(keys=self.store._keys,
+                       args=[*self.store._pargs, self.now, "load_seen", *seen],
                        client=target)
             for op, args in pending:
                 if op == "seen":
@@ -723,7 +746,8 @@ class _Loader:
                 elif op == "zadd":
                     pipe.zadd(*args)
                 else:
-                    script(keys=self.store._keys, args=[*self.store._pargs, 0.0, op, *args],
+                    script(keys=self.store._keys,
+                           args=[*self.store._pargs, self.now, op, *args],
                            client=target)
             pipe.execute()
 
@@ -751,13 +775,15 @@ class _Loader:
             self.store._cmd("set", key, merged)
 
     def load_entry(self, key: str, priority: int, retries: int, payload: bytes,
-                    not_before: float | None) -> None:
+                   not_before: float | None) -> None:
         self._pending.append(("load_entry", (key, priority,
                                              retries.to_bytes(2, "big") + payload,
                                              "" if not_before is None else not_before)))
 
     def load_queue(self, key: str, accepted: int, ready_at: float,
-                    settings: Mapping[str, float]) -> None:
+                   settings: Mapping[str, float], since: float | None) -> None:
+        if since is not None:
+            self.since[key] = since
         clean = check_settings(settings)
         flat: list[Any] = []
         for k, v in clean.items():
@@ -766,7 +792,7 @@ class _Loader:
         self._pending.append(("load_queue", (key, accepted, ready_at, *flat)))
 
     def load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
-                   error: str, died_at: float) -> None:
+                  error: str, died_at: float) -> None:
         self._pending.append(("load_dead", (queue, priority, retries, payload, error,
                                             repr(float(died_at)))))
 

@@ -1042,9 +1042,9 @@ class SQLiteStore:
                 self._commit_held()
         yield from sqlite_dump.records(self.path, self._bloom)
 
-    def load(self, records: Iterable[dict[str, Any]]) -> int:
+    def load(self, records: Iterable[dict[str, Any]], now: float) -> int:
         """See :meth:`Store.load`. All records are applied in one transaction."""
-        loader = _Loader(self)
+        loader = _Loader(self, now)
         with self._tx() as c:
             loader.c = c
             n = sum(dumpfmt.apply(loader, rec) for rec in records)
@@ -1073,8 +1073,10 @@ class _Loader:
     ``load`` opens it and sets ``c``). It writes as the store's own calls do, through its
     steps: its queue ids, sequences, level-0 rules and counters."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: SQLiteStore, now: float) -> None:
         self.store = store
+        self.now = now
+        self.since: dict[int, float] = {}  # qid -> since when it waited, as dumped
         self.c: sqlite3.Connection
         self.seen: SeenTx | None = None
         self.deltas: dict[int, Delta] = {}
@@ -1132,8 +1134,10 @@ class _Loader:
         d.offer_head(-priority)
 
     def load_queue(self, key: str, accepted: int, ready_at: float,
-                    settings: Mapping[str, float]) -> None:
+                   settings: Mapping[str, float], since: float | None) -> None:
         qid = self._qid(key)
+        if since is not None:
+            self.since[qid] = since
         clean = check_settings(settings)
         self.store._queues.forget([qid])
         self.c.execute("UPDATE queues SET accepted = max(accepted, ?) WHERE qid=?",
@@ -1166,9 +1170,12 @@ class _Loader:
         if self.seen is not None:
             self.seen.flush()
         self.store._settled(settle_levels(self.c, "entries", self.entries))
-        # Time 0: every queue whose rest has not passed is resting; the next wake fixes it.
-        self.store._apply(self.c, self.deltas, 0.0)
+        self.store._apply(self.c, self.deltas, self.now)
         self.store._count(self.c, **self.counts)
+        # The loaded queues that are ready take their places in the ready line.
+        self.c.executemany(f"UPDATE queues SET since=? WHERE qid=? AND state={READY}",
+                           [(since, qid) for qid, since in self.since.items()])
+        self.store._queues.forget(self.since)
 
 
 def _why_unopenable(path: str) -> str | None:

@@ -32,17 +32,21 @@ def records(path: str, bloom: BloomShape | None) -> Iterator[dict[str, Any]]:
                                       "redelivered", "late_acks", "duplicates")}
         yield dumpfmt.counters(counters, dict(conn.execute("SELECT reason, n FROM rejected")))
         keys = {}
-        for row in conn.execute(f"SELECT key, accepted, ready_at, qid, "
-                                f"{', '.join(QUEUE_SETTINGS)} FROM queues"):
+        for row in conn.execute(f"SELECT key, accepted, ready_at, qid, since, "
+                                f"{', '.join(QUEUE_SETTINGS)} FROM queues ORDER BY qid"):
             keys[row[3]] = row[0]
-            settings = {k: v for k, v in zip(QUEUE_SETTINGS, row[4:]) if v is not None}
-            yield dumpfmt.queue(row[0], row[1], row[2], settings)
-        for qid, nprio, retries, payload, due in conn.execute(
-                f"{QUEUED} UNION ALL "
-                "SELECT qid, nprio, retries, payload, due FROM scheduled"):
-            yield dumpfmt.entry(keys[qid], -nprio, retries, payload, due)
+            settings = {k: v for k, v in zip(QUEUE_SETTINGS, row[5:]) if v is not None}
+            yield dumpfmt.queue(row[0], row[1], row[2], settings, row[4])
+        # Leased entries first, in the order they were leased (as if they had expired),
+        # then each queue's in the order it hands them out, then the scheduled ones.
         for qid, nprio, _, retries, payload in sqlite_leases.open_leases(conn):
             yield dumpfmt.entry(keys[qid], -nprio, retries, payload, None)
+        for qid, nprio, _, retries, payload in conn.execute(
+                f"SELECT * FROM ({QUEUED}) ORDER BY 1, 2, 3"):
+            yield dumpfmt.entry(keys[qid], -nprio, retries, payload, None)
+        for qid, nprio, retries, payload, due in conn.execute(
+                "SELECT qid, nprio, retries, payload, due FROM scheduled ORDER BY due, id"):
+            yield dumpfmt.entry(keys[qid], -nprio, retries, payload, due)
         for did, qid, prio, retries, payload, error, died_at in conn.execute(
                 "SELECT id, qid, prio, retries, payload, error, died_at FROM dead"):
             yield dumpfmt.dead(DeadEntry(did, keys[qid], prio, retries, payload, error,

@@ -271,7 +271,8 @@ def _open_rows(c: sqlite3.Connection, where: str, args: Sequence[Any]
     selects."""
     for last, first, expires, acked, ints_blob, ends_blob, payloads in c.execute(
             "SELECT l.last, l.first, l.expires, l.acked, d.ints, d.ends, d.payloads "
-            f"FROM lease_calls l JOIN lease_data d ON d.last = l.last {where}",
+            f"FROM lease_calls l JOIN lease_data d ON d.last = l.last {where} "
+            "ORDER BY l.last",
             args).fetchall():
         n = last - first + 1
         ints, ends = _unpack(ints_blob, FIELDS * n), _unpack(ends_blob, n)

@@ -165,11 +165,11 @@ def ahead_query(n: int) -> str:
 
 
 QUEUED = " UNION ALL ".join(
-    f"SELECT y.qid, y.nprio, y.retries, y.payload, NULL FROM {t} y"
+    f"SELECT y.qid, y.nprio, y.ord, y.retries, y.payload FROM {t} y"
     + (f" JOIN queues q ON q.qid = y.qid WHERE 1{past}" if past else "")
     for t, past in zip(ENTRY_LEVELS, _past(
         (f"q.l{level}_nprio", f"q.l{level}_ord") for level in CURSOR_LEVELS)))
-"""Every queued entry (qid, nprio, retries, payload, NULL) of the levels."""
+"""Every queued entry (qid, nprio, ord, retries, payload) of the levels."""
 
 FIRST_ENTRIES = " UNION ALL ".join(
     f"SELECT y.qid, y.nprio, y.ord, y.retries, y.payload, {level} FROM {t} y WHERE "

@@ -78,7 +78,7 @@ for i, e in ipairs(entries) do
       schedule(key, prio, item, nb)
     else
       local st, best = q.st, q.best
-      push(q, prio, item, false)
+      push(q, prio, item, TAIL)
       -- Only an empty queue, or a ready one whose best level rose, changes its place.
       if st == EMPTY or (st == READY and q.best ~= best) then touched[key] = q end
     end

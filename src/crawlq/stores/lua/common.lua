@@ -184,14 +184,22 @@ local function settle(q, now, served)
   q.st = new
 end
 
--- Append an item to q at priority prio; head = true puts it first in line.
-local function push(q, prio, item, head)
+-- An item's place in its list (crawlq.stores.rules.entry_rank): TAIL, an added one
+-- (behind the others in FIFO, ahead of them in LIFO); HEAD, one back at once (ahead of
+-- them); LAST, a loaded one (behind them). A list is served from its left end (FIFO)
+-- or its right end (LIFO).
+local TAIL, HEAD, LAST = 0, 1, 2
+
+-- Put an item in q at priority prio, at place (TAIL, HEAD or LAST).
+local function push(q, prio, item, place)
   local lk = P .. ':q:' .. prio .. ':' .. q.key
   local len
-  if LIFO or not head then
-    len = redis.call('RPUSH', lk, item)
-  else
+  local left
+  if LIFO then left = place == LAST else left = place == HEAD end
+  if left then
     len = redis.call('LPUSH', lk, item)
+  else
+    len = redis.call('RPUSH', lk, item)
   end
   if len == 1 then
     redis.call('ZADD', P .. ':qp:' .. q.key, -tonumber(prio), tostring(prio))
@@ -243,7 +251,7 @@ end
 -- place as the other stores put them (by their order in the queue).
 local function push_back(back)
   table.sort(back, function(x, y) return x[1] > y[1] end)
-  for _, b in ipairs(back) do push(b[2], b[3], b[4], true) end
+  for _, b in ipairs(back) do push(b[2], b[3], b[4], HEAD) end
 end
 
 local function schedule(key, prio, item, at)
@@ -347,7 +355,7 @@ local function wake(now)
       local e = events[i]
       local q = loadq(e[4])
       if e[2] == 0 then
-        push(q, e[5], e[6], false)
+        push(q, e[5], e[6], TAIL)
       else
         q.inf = q.inf - 1
         local id = entry_id(e[4], e[6])

@@ -1,5 +1,6 @@
 -- maintain(now, op, ...): 'stats' | 'requeue_dead' id... ('*' for all) | 'load_seen' fp... |
 -- 'load_entry' key prio item not_before | 'load_queue' key accepted ready_at name value...
+-- | 'load_since' key since ...
 local now, op = tonumber(ARGV[A0 + 1]), ARGV[A0 + 2]
 if op == 'stats' then
   wake(now)
@@ -26,7 +27,7 @@ elseif op == 'requeue_dead' then
     if rec then
       local key, prio, retries, payload = cmsgpack.unpack(rec)
       local q = loadq(key)
-      push(q, prio, '\0\0' .. payload, false)
+      push(q, prio, '\0\0' .. payload, TAIL)
       touched[key] = q
       redis.call('HDEL', P .. ':dead', id)
       redis.call('ZREM', P .. ':dz', id)
@@ -43,7 +44,7 @@ elseif op == 'load_entry' then
     loadq(key)
   else
     local q = loadq(key)
-    push(q, prio, item, false)
+    push(q, prio, item, LAST)
     settle(q, now, false)
   end
   save_all()
@@ -70,6 +71,18 @@ elseif op == 'load_queue' then
     set_setting(q, ARGV[j], tonumber(ARGV[j + 1]))
   end
   if q.st == READY or q.st == RESTING then settle(q, now, false) end
+  save_all()
+  return 1
+elseif op == 'load_since' then
+  -- key since, ...: loaded queues that are ready have waited since then (their place
+  -- in the ready line, as dumped)
+  for j = A0 + 3, #ARGV, 2 do
+    local q = loadq(ARGV[j])
+    if q.st == READY and q.rp ~= '' then
+      q.si = tonumber(ARGV[j + 1])
+      redis.call('ZADD', P .. ':r:' .. q.rp, f17(q.si), q.key)
+    end
+  end
   save_all()
   return 1
 end
