@@ -382,10 +382,23 @@ class MemoryQueues:
         SQLite store serves its queues the same way.
         """
         self.wake(now)
+        again = True
+        while again and len(out) < limit:
+            # (passes: a queue whose session ended without a rest is ready again at
+            # once, behind the others, and may give more in this call)
+            again = self._lease_pass(now, limit, expires, queue, out)
+        if out:
+            # One expiry record per call: the leases of a call expire together.
+            _heappush(self.expiry, (expires, out[0][0], [le[0] for le in out]))
+
+    def _lease_pass(self, now: float, limit: int, expires: float, queue: str | None,
+                    out: list[Leased]) -> bool:
+        """One pass of :meth:`lease` over the ready line; whether a queue it served is
+        ready again."""
         line: list[MemoryQueue] = []
         if queue is None:
             ready = self.ready
-            while ready and len(line) < limit:
+            while ready and len(line) < limit - len(out):
                 q = self.ready_queue(_heappop(ready))
                 if q is not None:
                     line.append(q)
@@ -420,15 +433,16 @@ class MemoryQueues:
             # The next round: those not asked, then those asked that have more and room.
             active = active[len(want):] + [q for q in want if q.heap and q.room > 0]
         self.token = token
+        again = False
         for q in line:
             if session_spent(q.policy, q.session):
                 # Yield to the others: rest a while, then the back of the line.
                 q.session = 0
                 q.ready_at = max(q.ready_at, now + q.policy.session_rest)
             self.settle(q, now)
-        if out:
-            # One expiry record per call: the leases of a call expire together.
-            _heappush(self.expiry, (expires, out[0][0], [le[0] for le in out]))
+            if q.state == READY:
+                again = True
+        return again
 
     def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
         """Move the leases ``tokens`` still held to ``expires`` (never earlier)."""

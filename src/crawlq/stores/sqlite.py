@@ -48,7 +48,18 @@ from .base import (
 )
 from .bloom import BLOCK_BYTES, BloomShape
 from .policy import typed_settings
-from .rules import BUSY, EXHAUSTED, HEAD, LAST, READY, RESTING, TAIL, label, lease_room
+from .rules import (
+    BUSY,
+    EXHAUSTED,
+    HEAD,
+    LAST,
+    READY,
+    RESTING,
+    TAIL,
+    label,
+    lease_room,
+    session_spent,
+)
 from .sqlite_ahead import NO_HEAD, ReadAhead
 from .sqlite_group import GROUP_COMMIT, GROUP_MAX, SQLITE_SUFFIXES, GroupCommit
 from .sqlite_levels import (
@@ -373,86 +384,105 @@ class SQLiteStore:
         with self._tx(leased=out) as c:
             self._wake(c, now)
             self._ahead.called()
-            # The ready queues in line (the index alone), their rows from the cache.
-            if queue is None:
-                active = [r[0] for r in c.execute(
-                    f"SELECT qid FROM queues WHERE state={READY} ORDER BY head, since, key "
-                    "LIMIT ?",
-                    (limit,))]
-            else:
-                active = [r[0] for r in c.execute(
-                    f"SELECT qid FROM queues WHERE state={READY} AND key=?", (queue,))]
-            if not active:
-                return out
-            cands = self._queues.rows_of(c, active)
-            keys = self._queues.keys_of(c, active)
-            # qid -> the keys of the last entries it leased from each level past 0 (see
-            # sqlite_schema): nprio (NO_CURSOR: none), ord per CURSOR_LEVELS
-            cursor = {r[0]: r[CURSORS_AT:SETTINGS_AT] for r in cands}
-            # qid -> how many it may lease in this call; needed once a queue can give
-            # more than one (one round takes one from each of ``limit`` queues or more)
-            room: dict[int, int] = {} if len(active) >= limit else self._room(cands)
             token = first = self._take(c, "lease_seq", 0)
             first += 1
             # the leases' entries, for sqlite_leases.write: FIELDS ints each, and payloads
             ints: list[int] = []
             payloads: list[bytes] = []
-            taken: dict[int, int] = dict.fromkeys(active, 0)
-            # qid -> its head after the call when known exactly (NO_HEAD: none left in
-            # the levels; MAYBE_MORE: read on below; None: not known, looked up)
-            after: dict[int, Any] = {}
-            # Round-robin: one entry from each ready queue in order, then again from
-            # those with room left, until ``limit`` is reached.
-            while active and len(out) < limit:
-                want = active[: limit - len(out)]
-                share = max(1, (limit - len(out)) // len(want))
-                got: list[tuple[Any, ...]] = []
-                if share == 1:
-                    got = self._ahead.take(c, want, cursor, after, cands)
-                else:
-                    # Few queues with room: a fair share of what is left from each.
-                    for qid in want:
-                        k = min(share, room[qid] - taken[qid], limit - len(out) - len(got))
-                        if k > 0:
-                            got += self._ahead.take_first(c, qid, k, cursor[qid], after)
-                counts: dict[int, int] = {}
-                token = take_rows(got, cursor, keys, token, expires, ints, payloads,
-                                        out, counts)
-                for qid, k in counts.items():
-                    taken[qid] += k
-                if len(out) >= limit:
-                    break
-                if not room:
-                    room = self._room(cands)
-                # A queue that gave less than asked is empty; drop it from the next round.
-                # The queues not asked this time (``limit`` cut the round short, and some
-                # asked were empty) go first: the round goes on where it stopped.
-                active = active[len(want):] + [
-                    q for q in want if q in counts and taken[q] < room[q]
-                    and (share == 1 or counts[q] >= min(share, room[q]))]
-            self._ahead.read_on(c, after, cursor)
+            again = True
+            while again and len(out) < limit:
+                # (passes: a queue whose session ended without a rest is ready again at
+                # once, behind the others, and may give more in this call)
+                token, again = self._lease_pass(c, now, limit, expires, queue, out, ints,
+                                                payloads, token)
+            if not out:
+                return out
             sqlite_leases.write(c, first, expires, ints, payloads)
-            if payloads:
-                self._wake_no_sooner(expires)
+            self._wake_no_sooner(expires)
             self._group.own.made(first, token, expires)
             c.execute("UPDATE meta SET value=? WHERE name='lease_seq'", (token,))
-            deltas: dict[int, Delta] = {}
-            for qid, k in taken.items():
-                if k:
-                    d = deltas[qid] = Delta()
-                    d.inflight = k
-                    d.queued = -k
-                    d.session = k
-                    d.served = True
-                    head = after.get(qid)
-                    if head is None:
-                        d.recompute = True
-                    else:
-                        d.head, d.exact = (None if head is NO_HEAD else head), True
-                    d.cursor = cursor[qid]  # (every entry leased moved a cursor)
-            self._apply(c, deltas, now, cands)
             self._count(c, leased=len(out), queued=-len(out))
         return out
+
+    def _lease_pass(self, c: sqlite3.Connection, now: float, limit: int, expires: float,
+                    queue: str | None, out: list[Leased], ints: list[int],
+                    payloads: list[bytes], token: int) -> tuple[int, bool]:
+        """One pass of :meth:`lease` over the ready line, its leases numbered after
+        ``token``; the last token given, and whether a queue it served may be ready
+        again (its session ended)."""
+        # The ready queues in line (the index alone), their rows from the cache.
+        if queue is None:
+            active = [r[0] for r in c.execute(
+                f"SELECT qid FROM queues WHERE state={READY} ORDER BY head, since, key "
+                "LIMIT ?", (limit - len(out),))]
+        else:
+            active = [r[0] for r in c.execute(
+                f"SELECT qid FROM queues WHERE state={READY} AND key=?", (queue,))]
+        if not active:
+            return token, False
+        cands = self._queues.rows_of(c, active)
+        keys = self._queues.keys_of(c, active)
+        # qid -> the keys of the last entries it leased from each level past 0 (see
+        # sqlite_schema): nprio (NO_CURSOR: none), ord per CURSOR_LEVELS
+        cursor = {r[0]: r[CURSORS_AT:SETTINGS_AT] for r in cands}
+        # qid -> how many it may lease in this call; needed once a queue can give
+        # more than one (one round takes one from each of ``limit`` queues or more)
+        room: dict[int, int] = {} if len(active) >= limit - len(out) else self._room(cands)
+        taken: dict[int, int] = dict.fromkeys(active, 0)
+        # qid -> its head after the call when known exactly (NO_HEAD: none left in
+        # the levels; MAYBE_MORE: read on below; None: not known, looked up)
+        after: dict[int, Any] = {}
+        # Round-robin: one entry from each ready queue in order, then again from
+        # those with room left, until ``limit`` is reached.
+        while active and len(out) < limit:
+            want = active[: limit - len(out)]
+            share = max(1, (limit - len(out)) // len(want))
+            got: list[tuple[Any, ...]] = []
+            if share == 1:
+                got = self._ahead.take(c, want, cursor, after, cands)
+            else:
+                # Few queues with room: a fair share of what is left from each.
+                for qid in want:
+                    k = min(share, room[qid] - taken[qid], limit - len(out) - len(got))
+                    if k > 0:
+                        got += self._ahead.take_first(c, qid, k, cursor[qid], after)
+            counts: dict[int, int] = {}
+            token = take_rows(got, cursor, keys, token, expires, ints, payloads, out,
+                              counts)
+            for qid, k in counts.items():
+                taken[qid] += k
+            if len(out) >= limit:
+                break
+            if not room:
+                room = self._room(cands)
+            # A queue that gave less than asked is empty; drop it from the next round.
+            # The queues not asked this time (``limit`` cut the round short, and some
+            # asked were empty) go first: the round goes on where it stopped.
+            active = active[len(want):] + [
+                q for q in want if q in counts and taken[q] < room[q]
+                and (share == 1 or counts[q] >= min(share, room[q]))]
+        self._ahead.read_on(c, after, cursor)
+        deltas: dict[int, Delta] = {}
+        again = False
+        for row in cands:
+            qid = row[0]
+            k = taken[qid]
+            if k:
+                d = deltas[qid] = Delta()
+                d.inflight = k
+                d.queued = -k
+                d.session = k
+                d.served = True
+                head = after.get(qid)
+                if head is None:
+                    d.recompute = True
+                else:
+                    d.head, d.exact = (None if head is NO_HEAD else head), True
+                d.cursor = cursor[qid]  # (every entry leased moved a cursor)
+                if session_spent(self._policy(tuple(row[SETTINGS_AT:])), row[Q_SESSION] + k):
+                    again = True
+        self._apply(c, deltas, now, cands)
+        return token, again
 
     def _room(self, rows: Iterable[Sequence[Any]]) -> dict[int, int]:
         """qid -> how many leases each of these ready queues (rows) may give in this

@@ -189,6 +189,17 @@ class PolitenessContract:
         env.clock.advance(31)
         assert len(f.next(100)) == 2
 
+    def test_a_session_without_rest_goes_to_the_back_of_the_line(self, env: Env) -> None:
+        """A queue whose session ends without a rest yields to the others but is ready
+        again at once: one call takes from it again after them, so ``next(n)`` gives
+        ``n`` while some queue could give one now."""
+        f = env.open(concurrency=100, session_budget=1, session_rest=0, **FAST)
+        f.add([f"https://a.example/{i}" for i in range(5)])
+        assert [le.request.url[-1] for le in f.next(4)] == ["0", "1", "2", "3"]
+        f.add([f"https://b.example/{i}" for i in range(3)])
+        assert [le.queue[0] for le in f.next(4)] == ["a", "b", "b", "b"]
+        assert f.next(4) == []
+
     def test_session_budget_lowered_below_the_session(self, env: Env) -> None:
         """A session budget set (configure_queue) below what a ready queue has leased in
         its session so far: the queue gives one more, then yields; nothing goes
