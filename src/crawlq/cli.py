@@ -241,7 +241,8 @@ def _print_stats(s: Stats, out: IO[str]) -> None:
     ]
     rows += [(f"  {k}", v) for k, v in sorted(s.rejected.items())]
     rows += [("queues", s.queues_total), ("  ready", s.queues_ready),
-             ("  resting", s.queues_resting), ("  exhausted", s.queues_exhausted)]
+             ("  busy", s.queues_busy), ("  resting", s.queues_resting),
+             ("  exhausted", s.queues_exhausted)]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{width}}  {v:>12,}", file=out)

@@ -176,9 +176,10 @@ class Stats:
     request (``seen`` plus ``dont_filter`` ones). ``queued`` includes requests waiting
     for ``not_before``; ``scheduled`` is that subset. ``failed`` counts failures
     (including the final ones), ``dead`` the requests that ran out of retries.
-    Queue counts: ``queues_ready`` can be leased now, ``queues_resting`` have requests
-    but wait (politeness delay, block, concurrency cap), ``queues_exhausted`` have
-    nothing queued.
+    Queue counts, by the states of ``queues()``: ``queues_ready`` can be leased now,
+    ``queues_busy`` have requests but as many leases out as their concurrency,
+    ``queues_resting`` have requests but wait (politeness delay, a block, the end of a
+    session), ``queues_exhausted`` have nothing queued.
     """
 
     seen: int = 0
@@ -196,6 +197,7 @@ class Stats:
     rejected: Mapping[str, int] = field(default_factory=dict, hash=False)
     queues_total: int = 0
     queues_ready: int = 0
+    queues_busy: int = 0
     queues_resting: int = 0
     queues_exhausted: int = 0
     per_queue: tuple[QueueInfo, ...] = ()

@@ -41,7 +41,7 @@ class Progress:
         if frontier is not None:
             st = frontier.stats()
             out += (f"  queued {st.queued}  in flight {st.leased}  hosts ready "
-                    f"{st.queues_ready} resting {st.queues_resting}")
+                    f"{st.queues_ready} busy {st.queues_busy} resting {st.queues_resting}")
         errors = sum(s.errors.values()) + sum(s.blocked.values())
         out += f"  errors {errors}  {_clock(now - self.start)}"
         return out

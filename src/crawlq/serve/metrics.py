@@ -46,8 +46,8 @@ class _StoreCollector(Collector):
             rej.add_metric([reason], n)
         yield rej
         states = GaugeMetricFamily("crawlq_queues", "queues by state", labels=["state"])
-        for state, n in (("ready", s.queues_ready), ("resting", s.queues_resting),
-                         ("exhausted", s.queues_exhausted)):
+        for state, n in (("ready", s.queues_ready), ("busy", s.queues_busy),
+                         ("resting", s.queues_resting), ("exhausted", s.queues_exhausted)):
             states.add_metric([state], n)
         yield states
         yield GaugeMetricFamily("crawlq_queues_total", "queues", value=s.queues_total)

@@ -279,7 +279,8 @@ def is_active_queue(q: QueueInfo) -> bool:
 def stat_counts(frontier: Frontier) -> tuple[int, int, int, dict[str, int]]:
     """A crawl's size, URLs in process, queue count and named counts for GetStats."""
     st = frontier.stats()
-    counts = {"completed": st.done, "active_queues": st.queues_ready + st.queues_resting,
+    active = st.queues_ready + st.queues_busy + st.queues_resting
+    counts = {"completed": st.done, "active_queues": active,
               "seen": st.seen, "added": st.added, "scheduled": st.scheduled,
               "failed": st.failed, "retried": st.retried, "dead": st.dead,
               "duplicates": st.duplicates, "rejected": sum(st.rejected.values())}

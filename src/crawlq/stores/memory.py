@@ -29,7 +29,7 @@ from .base import (
 from .bloom import BloomShape
 from .memory_queues import MemoryQueue, MemoryQueues, item_priority, item_retries, make_item
 from .policy import changed_settings, typed_settings
-from .rules import EXHAUSTED, LAST, READY, RESTING, TAIL, label
+from .rules import BUSY, EXHAUSTED, LAST, READY, RESTING, TAIL, label
 
 
 class MemoryStore:
@@ -225,16 +225,11 @@ class MemoryStore:
             self._check_open()
             self._wake(now)
             book = self._book
-            queued = ready = resting = exhausted = 0
+            queued = 0
+            states = [0, 0, 0, 0]  # per rules.QueueState
             for q in book.queues.values():
-                n = len(q.heap)
-                queued += n
-                if n == 0:
-                    exhausted += 1
-                elif q.state == READY:
-                    ready += 1
-                else:
-                    resting += 1
+                queued += len(q.heap)
+                states[q.state] += 1
             c = book.counters
             return Stats(
                 seen=c["seen"], added=c["added"], queued=queued + len(book.scheduled),
@@ -242,8 +237,9 @@ class MemoryStore:
                 failed=c["failed"], retried=c["retried"], dead=len(book.dead),
                 redelivered=c["redelivered"], late_acks=c["late_acks"],
                 duplicates=c["duplicates"], rejected=dict(self._rejected),
-                queues_total=len(book.queues), queues_ready=ready,
-                queues_resting=resting, queues_exhausted=exhausted,
+                queues_total=len(book.queues), queues_ready=states[READY],
+                queues_busy=states[BUSY], queues_resting=states[RESTING],
+                queues_exhausted=states[EXHAUSTED],
                 per_queue=tuple(self.queues(now, per_queue)) if per_queue else (),
             )
 

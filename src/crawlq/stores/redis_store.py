@@ -459,7 +459,8 @@ class RedisStore:
 
     def stats(self, now: float, per_queue: int = 0) -> Stats:
         """See :meth:`Store.stats`."""
-        meta, rej, scheduled, leased, dead, total, ready = self._run("maintain", now, "stats")
+        meta, rej, scheduled, leased, dead, total, ready, resting = self._run(
+            "maintain", now, "stats")
         c = {meta[i].decode(): meta[i + 1] for i in range(0, len(meta), 2)}
 
         def n(name: str) -> int:
@@ -475,7 +476,8 @@ class RedisStore:
             retried=n("retried"), dead=dead, redelivered=n("redelivered"),
             late_acks=n("late_acks"), duplicates=n("duplicates"),
             rejected={rej[i].decode(): int(rej[i + 1]) for i in range(0, len(rej), 2)},
-            queues_total=total, queues_ready=ready, queues_resting=nonempty - ready,
+            queues_total=total, queues_ready=ready, queues_resting=resting,
+            queues_busy=nonempty - ready - resting,
             queues_exhausted=total - nonempty,
             per_queue=tuple(self.queues(now, per_queue)) if per_queue else (),
         )

@@ -949,7 +949,7 @@ class SQLiteStore:
             dead=m["dead"], redelivered=m["redelivered"], late_acks=m["late_acks"],
             duplicates=m["duplicates"], rejected=rejected,
             queues_total=sum(states.values()), queues_ready=states.get(READY, 0),
-            queues_resting=states.get(BUSY, 0) + states.get(RESTING, 0),
+            queues_busy=states.get(BUSY, 0), queues_resting=states.get(RESTING, 0),
             queues_exhausted=states.get(EXHAUSTED, 0), per_queue=tuple(per),
         )
 

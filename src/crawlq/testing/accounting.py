@@ -24,7 +24,8 @@ class AccountingContract:
         f = env.checkpoint()
         s = f.stats(per_queue=10)
         assert (s.seen, s.queued, s.leased, s.queues_total) == (4, 2, 2, 2)
-        assert (s.queues_ready, s.queues_resting, s.queues_exhausted) == (0, 1, 1)
+        assert (s.queues_ready, s.queues_busy, s.queues_resting, s.queues_exhausted) == (
+            0, 1, 0, 1)
         a = next(q for q in s.per_queue if q.key == "a.example")
         assert (a.queued, a.leased, a.accepted, a.state) == (2, 1, 3, "busy")
         assert not s.finished

@@ -11,7 +11,8 @@ if op == 'stats' then
   end
   return {redis.call('HGETALL', M), redis.call('HGETALL', P .. ':rej'),
           redis.call('ZCARD', P .. ':sc'), redis.call('HLEN', P .. ':ls'),
-          redis.call('HLEN', P .. ':dead'), redis.call('SCARD', P .. ':qk'), ready}
+          redis.call('HLEN', P .. ':dead'), redis.call('SCARD', P .. ':qk'), ready,
+          redis.call('ZCARD', P .. ':rest')}
 elseif op == 'requeue_dead' then
   local ids
   if ARGV[A0 + 3] == '*' then
