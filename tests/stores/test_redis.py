@@ -14,6 +14,9 @@ from crawlq import Frontier, Request
 from crawlq.errors import ConfigError, StoreError
 from crawlq.redislocal import LocalRedis
 from crawlq.stores.bloom import BLOCK_BYTES, BloomShape
+from crawlq.stores.memory import MemoryStore
+from crawlq.stores.policy import QueuePolicy
+from crawlq.stores.redis_store import RedisStore
 from crawlq.testing import FAST, Clock
 
 
@@ -185,3 +188,36 @@ def test_retry_deadline_in_the_url(redis_server: LocalRedis) -> None:
     f.close()
     with pytest.raises(ConfigError, match="retry_deadline"):
         Frontier.open(redis_server.url + "?prefix=rd&retry_deadline=soon")
+
+
+class _OwnDelay(QueuePolicy):
+    """A policy with a delay() of its own: the Lua scripts cannot run it."""
+
+    def delay(self, duration: float | None) -> float:
+        return 42.0
+
+
+class _SameDelay(QueuePolicy):
+    """A subclass that keeps QueuePolicy's delay()."""
+
+
+def test_a_policy_with_its_own_delay_is_refused(redis_server: LocalRedis) -> None:
+    """The Redis store computes the politeness delay in Lua from the policy's numbers;
+    a QueuePolicy whose delay() is its own is refused with a clear error (opening and
+    set_policy), where the memory and SQLite stores call it. One that keeps the
+    standard delay() is taken."""
+    url = f"{redis_server.url}?prefix=own-delay"
+    with pytest.raises(ConfigError, match="cannot use _OwnDelay"):
+        RedisStore(url, _OwnDelay())
+    store = RedisStore(url, _SameDelay(min_delay=2.0))
+    try:
+        with pytest.raises(ConfigError, match="delay"):
+            store.set_policy(_OwnDelay())
+        assert store.policy == _SameDelay(min_delay=2.0)
+    finally:
+        store.close()
+    memory = MemoryStore(_OwnDelay())  # (the memory and SQLite stores call it)
+    memory.add([(None, "a", 0, b"x", None, None, 0)], 0.0)
+    (lease,) = memory.lease(0.0, 1, 10.0)
+    memory.release([(lease[0], 0, 0.1, None, 0, None, False, None)], 0.0)
+    assert memory.queues(0.0)[0].ready_at == 42.0

@@ -110,7 +110,7 @@ class RedisStore:
             raise ConfigError("the Redis store needs redis-py: pip install 'crawlq[redis]'"
                               ) from None
         self._redis = redis
-        self.policy = policy or QueuePolicy()
+        self.policy = _lua_policy(policy or QueuePolicy())
         self.lifo = lifo
         self.max_redeliveries = max_redeliveries
         self.bloom = bloom
@@ -380,7 +380,7 @@ class RedisStore:
 
     def set_policy(self, policy: QueuePolicy) -> None:
         """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
-        self.policy = policy
+        self.policy = _lua_policy(policy)
         self._pargs = self._policy_args()
 
     def configure_queue(self, queue: str, settings: Mapping[str, float | None],
@@ -674,6 +674,19 @@ class RedisStore:
                 loader.flush()
         loader.finish()
         return n
+
+
+def _lua_policy(policy: QueuePolicy) -> QueuePolicy:
+    """``policy``, if the Lua scripts can follow it: they take its numbers and compute
+    the politeness delay themselves (lua/release.lua), so a QueuePolicy subclass with a
+    delay() of its own would be silently ignored there. It is refused instead."""
+    if type(policy).delay is not QueuePolicy.delay:
+        raise ConfigError(
+            f"the Redis store cannot use {type(policy).__name__}: its scripts compute the "
+            "politeness delay from the policy's numbers (min_delay, max_delay, "
+            "delay_factor), not from a delay() of its own; set those numbers, or use the "
+            "memory or SQLite store for a custom delay()")
+    return policy
 
 
 def _bloom_spec(shape: BloomShape, fp: bytes) -> list[int]:
