@@ -656,7 +656,8 @@ class RedisStore:
             for b in range(self.bloom.blocks):
                 block = self._cmd("get", f"{p}:bl:{b}")
                 if block:
-                    bits[b * BLOCK_BYTES:b * BLOCK_BYTES + len(block)] = block
+                    bits[b * BLOCK_BYTES:b * BLOCK_BYTES + len(block)] = block.translate(
+                        _BIT_ORDER)
             yield dumpfmt.bloom(bits)
         revisit = {k: float(v) for k, v in self._retrying(lambda: r.hgetall(f"{p}:rv")).items()}
         buckets = self._retrying(lambda: list(r.scan_iter(match=f"{p}:sb:*", count=5000)))
@@ -674,6 +675,11 @@ class RedisStore:
                 loader.flush()
         loader.finish()
         return n
+
+
+_BIT_ORDER = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
+"""Each byte's bits reversed: Redis numbers a string's bits from the high bit of each
+byte (SETBIT), the dump format (and the memory and SQLite filters) from the low bit."""
 
 
 def _lua_policy(policy: QueuePolicy) -> QueuePolicy:
@@ -781,7 +787,7 @@ class _Loader:
             raise ConfigError("dump has a Bloom filter of another shape than this store")
         p = self.store._p
         for b in range(self.store.bloom.blocks):
-            new = bits[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES]
+            new = bits[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES].translate(_BIT_ORDER)
             if not any(new):
                 continue
             key = f"{p}:bl:{b}"
