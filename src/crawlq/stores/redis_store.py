@@ -562,7 +562,9 @@ class RedisStore:
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
         """See :meth:`~crawlq.stores.base.QueueRemoval.remove_queued`. The entries are read
         here and removed by one script, which takes out only those still there (one
-        leased or come due since stays)."""
+        leased or come due since stays). What came due by ``now`` is woken first, so
+        an entry due already is picked from its queue, as on the other stores."""
+        self.next_ready_at(now)  # (wakes)
         p, k = self._p, queue.encode("utf-8", "surrogateescape")
         picked: list[Any] = []
         for level in self._cmd("zrange", f"{p}:qp:".encode() + k, 0, -1):

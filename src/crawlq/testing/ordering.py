@@ -161,6 +161,18 @@ class OrderingContract:
         assert f.next(10) == []
         assert f.add(["https://a.example/old2", "https://b.example/old4"]).duplicates == 2
 
+
+    def test_remove_queued_takes_a_request_that_came_due(self, env: Env) -> None:
+        """A request scheduled for a time that has passed is queued by then, whether or
+        not a call noticed: ``remove_queued`` finds and removes it."""
+        f = env.open(**FAST)
+        f.add(Request("https://a.example/later", not_before=env.clock() + 5))
+        env.clock.advance(10)
+        if not refused_without(f, "remove_queued", lambda: f.remove_queued(lambda r: True)):
+            return
+        assert f.remove_queued(lambda r: True, queue="a.example") == 1
+        s = f.stats()
+        assert (s.queued, s.scheduled) == (0, 0) and f.next(1) == []
     def test_waiting_counts_from_when_a_queue_could_go(self, env: Env) -> None:
         """A queue whose lease expired, or whose request came due, has waited since
         then, however late the frontier notices: it goes before a queue that became
