@@ -191,6 +191,20 @@ class LeaseContract:
         env.clock.advance(51)
         assert len(f.next(5)) == 2
 
+    def test_the_store_never_shortens_a_lease(self, env: Env) -> None:
+        """The Store protocol's renew itself (not only the Frontier's) keeps the later
+        expiry: asked for an earlier one, a lease keeps the expiry it has."""
+        f = env.open(lease_ttl=100, concurrency=2, **FAST)
+        f.add(["https://a.example/1", "https://a.example/2"])
+        la, _ = f.next(2)
+        now = env.clock()
+        assert f.store.renew([la.token], now + 1, now) == [True]
+        env.clock.advance(50)
+        assert f.next(5) == []
+        assert f.store.next_ready_at(env.clock()) == now + 100
+        env.clock.advance(51)
+        assert len(f.next(5)) == 2
+
     def test_a_lease_that_keeps_expiring_dies(self, env: Env) -> None:
         """A request whose lease expires unanswered more than ``max_redeliveries`` times
         (a page that crashes or stalls every fetcher it reaches) is kept as dead with the
