@@ -221,3 +221,96 @@ def test_a_policy_with_its_own_delay_is_refused(redis_server: LocalRedis) -> Non
     (lease,) = memory.lease(0.0, 1, 10.0)
     memory.release([(lease[0], 0, 0.1, None, 0, None, False, None)], 0.0)
     assert memory.queues(0.0)[0].ready_at == 42.0
+
+
+class _CuttingProxy:
+    """A TCP proxy on 127.0.0.1 in front of a redis-server that counts the bytes clients
+    send and, once armed, drops the connection after forwarding ``cut_after`` more."""
+
+    def __init__(self, port: int) -> None:
+        import socket
+
+        self.target = port
+        self.sent = 0
+        self.cut_after: int | None = None
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            threading.Thread(target=self._pump, args=(client, upstream, True),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False),
+                             daemon=True).start()
+
+    def _pump(self, src: Any, dst: Any, counted: bool) -> None:
+        import socket
+
+        try:
+            while data := src.recv(65536):
+                if counted and self.cut_after is not None:
+                    if len(data) >= self.cut_after:
+                        # The server gets the bytes up to the cut, then the end of the
+                        # stream (it runs the commands it got whole); the client loses
+                        # its connection.
+                        dst.sendall(data[:self.cut_after])
+                        self.cut_after = None
+                        dst.shutdown(socket.SHUT_WR)
+                        src.close()
+                        return
+                    self.cut_after -= len(data)
+                if counted:
+                    self.sent += len(data)
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_a_batch_cut_midway_is_applied_in_chunks(redis_server: LocalRedis) -> None:
+    """A batch bigger than CHUNK runs as several scripts in one round trip: each is
+    atomic, the batch is not (as the Store docstring says). The connection dropped in
+    the middle of sending it: the server applied the chunks it received whole; the
+    retry sends the batch again, and the entries of those chunks come back as
+    duplicates. Nothing is lost or added twice."""
+    import hashlib
+
+    from crawlq.stores.base import ADDED, DUPLICATE
+    from crawlq.stores.redis_store import CHUNK
+
+    def batch(tag: str) -> list[Any]:
+        return [(hashlib.blake2b(f"{tag}{i}".encode(), digest_size=16).digest(),
+                 f"h{i % 9}", 0, f"{tag}{i}".encode(), None, None, 0)
+                for i in range(2 * CHUNK + 500)]
+
+    proxy = _CuttingProxy(redis_server.port)
+    store = RedisStore(f"redis://127.0.0.1:{proxy.port}/0?prefix=cut", retry_deadline=10)
+    try:
+        store.add(batch("a"), 1.0)  # (the scripts are loaded now)
+        before = proxy.sent
+        store.add(batch("b"), 1.0)
+        size = proxy.sent - before  # (the bytes one such batch sends)
+        proxy.cut_after = size // 2  # (in the second chunk)
+        got = store.add(batch("c"), 1.0)
+        assert proxy.cut_after is None  # (it was cut)
+        assert got.count(DUPLICATE) == CHUNK  # the first chunk, applied before the cut
+        assert got[CHUNK:] == [ADDED] * (len(got) - CHUNK)
+        assert store.stats(2.0).queued == 3 * len(got)
+    finally:
+        store.close()
+        proxy.close()

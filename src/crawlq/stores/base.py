@@ -1,8 +1,15 @@
 """The Store protocol: where all frontier state lives, with its semantics written once.
 
 Every method is one atomic step on every backend (a lock in memory, one transaction in
-SQLite, one Lua script in Redis): no caller ever sees half of a call. Times are epoch
-seconds passed in by the caller; stores never read the clock (the Frontier does).
+SQLite, one Lua script in Redis): no caller ever sees half of a call, with one stated
+exception: on Redis, an ``add`` or ``release`` of more than ``CHUNK`` (2,000) entries
+runs as one script per chunk, sent in one round trip, so that no script stalls the
+server's other clients. Each chunk is atomic; the batch is not. Cut off in the middle
+(a connection lost), the chunks the server received whole are applied and the others
+are not, and the retry sends the batch again: entries of applied chunks come back as
+``DUPLICATE`` (never added twice), answers of applied chunks as not held (their leases
+were ended by the first try). Times are epoch seconds passed in by the caller; stores
+never read the clock (the Frontier does).
 
 Queue model (Heritrix's): each entry waits in the queue named by its key. A queue is
 *ready* when it has entries, fewer leases in flight than its ``concurrency`` and its
@@ -109,7 +116,8 @@ class Store(Protocol):
     """The storage contract every backend implements (see module docstring).
 
     Each method is one atomic step of the store (a lock, a transaction, a Lua script):
-    another process sees all of it or none of it. What a store may offer beyond this:
+    another process sees all of it or none of it (Redis batches over 2,000 entries:
+    each chunk; see the module's docstring). What a store may offer beyond this:
     :class:`Dumps`, :class:`QueueDeletion`, :class:`QueueRemoval`,
     :class:`PolicyChange`, :class:`Transactions`, :class:`PipelinedAdd`,
     :class:`Destroyable`, :class:`Namespaced`. The contract suite in

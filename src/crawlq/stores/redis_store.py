@@ -4,7 +4,9 @@ Every state change is one Lua script run atomically by the server (files in
 ``crawlq/stores/lua``, each prefixed with ``common.lua``); redis-py loads a script once
 and reloads it after a ``NOSCRIPT`` (a restarted or flushed server). Batches are cut
 into chunks of :data:`CHUNK` entries, sent in one pipelined round trip: each chunk is
-atomic, and no script runs long enough to stall the other workers.
+atomic (the batch is not: a connection lost midway leaves the chunks the server got
+whole applied, and the retry reports their entries as duplicates and their answers as
+not held), and no script runs long enough to stall the other workers.
 
 All keys of a crawl start with the hash tag ``{prefix}``, so a crawl lives in one hash
 slot: it works on Redis Cluster, and several crawls (prefixes) spread over its nodes.
