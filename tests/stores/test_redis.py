@@ -3,9 +3,12 @@ detection. Every test talks to a real redis-server started on a free loopback po
 
 from __future__ import annotations
 
+import hashlib
+import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -228,8 +231,6 @@ class _CuttingProxy:
     send and, once armed, drops the connection after forwarding ``cut_after`` more."""
 
     def __init__(self, port: int) -> None:
-        import socket
-
         self.target = port
         self.sent = 0
         self.cut_after: int | None = None
@@ -238,8 +239,6 @@ class _CuttingProxy:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
-        import socket
-
         while True:
             try:
                 client, _ = self.server.accept()
@@ -251,9 +250,7 @@ class _CuttingProxy:
             threading.Thread(target=self._pump, args=(upstream, client, False),
                              daemon=True).start()
 
-    def _pump(self, src: Any, dst: Any, counted: bool) -> None:
-        import socket
-
+    def _pump(self, src: socket.socket, dst: socket.socket, counted: bool) -> None:
         try:
             while data := src.recv(65536):
                 if counted and self.cut_after is not None:
@@ -288,8 +285,6 @@ def test_a_batch_cut_midway_is_applied_in_chunks(redis_server: LocalRedis) -> No
     the middle of sending it: the server applied the chunks it received whole; the
     retry sends the batch again, and the entries of those chunks come back as
     duplicates. Nothing is lost or added twice."""
-    import hashlib
-
     from crawlq.stores.base import ADDED, DUPLICATE
     from crawlq.stores.redis_store import CHUNK
 
