@@ -3,6 +3,7 @@ detection. Every test talks to a real redis-server started on a free loopback po
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
 import threading
@@ -270,10 +271,8 @@ class _CuttingProxy:
         except OSError:
             pass
         for s in (src, dst):
-            try:
+            with contextlib.suppress(OSError):
                 s.close()
-            except OSError:
-                pass
 
     def close(self) -> None:
         self.server.close()
