@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from .errors import ConfigError, InvalidURL
-from .models import _NO_META, Lease, Rejection, Request, request_problem
+from .models import NO_META, Lease, Rejection, Request, request_problem
 from .payload import PayloadError, decode, encode
 from .stores.base import DEPTH_MAX, PRIORITY_MAX, RETRIES_MAX, Entry
 
@@ -93,7 +93,7 @@ class EntryMaker:
                 ref: Any = None
                 depth: Any = 0
                 revisit: Any = None
-                meta: Any = _NO_META
+                meta: Any = NO_META
             else:
                 url = item.url
                 queue = item.queue
@@ -127,7 +127,7 @@ class EntryMaker:
                     or depth.__class__ is not int or not 0 <= depth <= DEPTH_MAX
                     or method.__class__ is not str or not method
                     or dont_filter.__class__ is not bool
-                    or (meta.__class__ is not dict and meta is not _NO_META
+                    or (meta.__class__ is not dict and meta is not NO_META
                         and not isinstance(meta, Mapping))
                     or (revisit is not None and ((revisit.__class__ is not float
                                                   and revisit.__class__ is not int)
@@ -160,7 +160,7 @@ def leases(rows: list[Any], now: float) -> list[Lease]:
     for row in rows:
         token, queue, prio, retries, payload, expires = row
         url, method, body, depth, ref, meta, dont_filter, revisit = decode(payload, queue)
-        req = Request(url, method, body, prio, depth, ref, _NO_META if meta is None else meta,
+        req = Request(url, method, body, prio, depth, ref, NO_META if meta is None else meta,
                       dont_filter, None, retries, revisit, None)
         out.append(Lease(token, req, queue, now, expires))
     return out

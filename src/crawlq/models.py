@@ -18,7 +18,9 @@ from .payload import PayloadError
 from .payload import decode as _decode
 from .payload import encode as _encode
 
-_NO_META: Mapping[str, Any] = MappingProxyType({})  # shared: no dict per request
+NO_META: Mapping[str, Any] = MappingProxyType({})
+"""A request's ``meta`` when it has none: one empty mapping shared by every request (no
+dict per request)."""
 
 PRIORITY_MAX = 2**31 - 1
 """Priorities must lie in [-PRIORITY_MAX, PRIORITY_MAX]."""
@@ -63,7 +65,7 @@ class Request:
     priority: int = 0
     depth: int = 0
     referrer: str | None = None
-    meta: Mapping[str, Any] = field(default_factory=lambda: _NO_META, hash=False)
+    meta: Mapping[str, Any] = field(default_factory=lambda: NO_META, hash=False)
     dont_filter: bool = False
     not_before: float | None = None
     retries: int = 0
@@ -98,7 +100,7 @@ class Request:
         for any request. Raises ValueError for bytes that are not a payload."""
         url, method, body, depth, ref, meta, dont_filter, revisit = _decode(payload, key)
         return cls(url, method, body, priority, depth, ref,
-                   _NO_META if meta is None else meta, dont_filter, not_before, retries,
+                   NO_META if meta is None else meta, dont_filter, not_before, retries,
                    revisit, None)
 
 

@@ -200,8 +200,9 @@ class TestWeb:
         self._server.shutdown()
         self._server.server_close()
 
-    def _record(self, host: str, path: str, status: int, user_agent: str,
-                proxied: bool = False, cookie: str = "") -> None:
+    def record(self, host: str, path: str, status: int, user_agent: str,
+               proxied: bool = False, cookie: str = "") -> None:
+        """Log a request answered (:attr:`log`)."""
         with self._lock:
             self.log.append(Hit(time.time(), host, path, status, user_agent, proxied,
                                 cookie))
@@ -221,14 +222,14 @@ class TestWeb:
             host = rest.split("/", 1)[0].split(":")[0].lower()
             path = "/" + rest.partition("/")[2]
         i = self.spec.host_index(host)
-        delay = self._delay(i, path)
+        delay = self.delay_of(i, path)
         if delay:
             time.sleep(delay)
         cookie = h.headers.get("Cookie", "")
-        status, headers, body = self._route(i, path)
+        status, headers, body = self.route(i, path)
         if path.startswith("/cookie/set"):
             headers = [*headers, ("Set-Cookie", "visit=1; Path=/")]
-        self._record(host, path, status, h.headers.get("User-Agent", ""), proxied, cookie)
+        self.record(host, path, status, h.headers.get("User-Agent", ""), proxied, cookie)
         h.send_response(status)
         for k, v in headers:
             h.send_header(k, v)
@@ -247,7 +248,7 @@ class TestWeb:
         else:
             h.wfile.write(body)
 
-    def _delay(self, i: int | None, path: str) -> float:
+    def delay_of(self, i: int | None, path: str) -> float:
         """Seconds the server waits before it answers ``path`` (slow pages, latency);
         called as each request arrives."""
         with self._lock:
@@ -259,7 +260,7 @@ class TestWeb:
             return self.spec.slow_seconds
         return self.spec.latency if head == "page" else 0.0
 
-    def _route(self, i: int | None, path: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    def route(self, i: int | None, path: str) -> tuple[int, list[tuple[str, str]], bytes]:
         """(status, headers, body) of ``path`` on host ``i``."""
         spec = self.spec
         html = [("Content-Type", "text/html; charset=utf-8")]

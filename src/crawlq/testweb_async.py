@@ -91,7 +91,7 @@ class Conn(asyncio.Protocol):
             host = fields.get("host", "").split(":")[0].lower()
             agent = fields.get("user-agent", "")
             i = self.web.spec.host_index(host)
-            delay = self.web._delay(i, path)
+            delay = self.web.delay_of(i, path)
             if delay:
                 self.busy = True
                 self.loop.call_later(delay, self._answer, method, path, host, i, agent, keep)
@@ -103,8 +103,8 @@ class Conn(asyncio.Protocol):
         self.busy = False
         if self.transport is None:
             return
-        status, headers, body = self.web._route(i, path)
-        self.web._record(host, path, status, agent)
+        status, headers, body = self.web.route(i, path)
+        self.web.record(host, path, status, agent)
         head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}"]
         head += [f"{k}: {v}" for k, v in headers]
         head.append(f"Content-Length: {len(body)}")
