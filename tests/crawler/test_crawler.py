@@ -177,7 +177,7 @@ def test_the_cli_reports_progress_and_a_summary(tmp_path: Path) -> None:
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("pages ")]
     assert len(lines) >= 2, r.stderr
     m = re.match(r"pages (\d+)  [\d.]+/s  queued (\d+)  in flight (\d+)  hosts ready (\d+) "
-                 r"resting (\d+)  errors 0  0:00:\d\d$", lines[0])
+                 r"busy (\d+) resting (\d+)  errors 0  0:00:\d\d$", lines[0])
     assert m, lines[0]
     assert int(lines[-1].split()[1]) >= int(m.group(1))  # pages only go up
     assert "fetched " in r.stdout and "frontier empty" in r.stdout
