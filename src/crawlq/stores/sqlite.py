@@ -149,6 +149,10 @@ class SQLiteStore:
         # skipped. Every write of this connection that makes one lowers it
         # (_wake_no_sooner).
         self._wake_due: float | None = None
+        # The same for scheduled entries and lease expiries alone (rests and values
+        # left out): the answers of held calls are applied together while none is due
+        # between them (see _release).
+        self._events_due: float | None = None
         self._bloom = bloom
         self._lock = threading.RLock()
         # Small acknowledgements, held until a transaction takes them (see release).
@@ -238,7 +242,7 @@ class SQLiteStore:
                     if version != self._version:  # another connection committed
                         self._queues.rows.clear()
                         self._ahead.forget()
-                        self._expiries = self._wake_due = None
+                        self._expiries = self._wake_due = self._events_due = None
                         self._version = version
                 taken = group.take()
                 if taken is not None:  # every call sees the acknowledgements made before it
@@ -278,7 +282,7 @@ class SQLiteStore:
         self._queues.rows.clear()  # it may hold changes that were not committed
         self._counts.clear()
         self._ahead.forget()
-        self._wake_due = None
+        self._wake_due = self._events_due = None
         self._queues.stale = False
         # (and queues created in the transaction: their qids may go to other keys)
         self._queues.forget_ids()
@@ -561,14 +565,17 @@ class SQLiteStore:
         out: list[bool] = []
         run = _AnswerRun()
         for at, acks in calls:
-            qids = {held[a[0]][0] for a in acks if a[0] in held}
-            if run.calls and (not qids.isdisjoint(run.deltas) or self._wake_due is None
-                              or at >= self._wake_due):
+            # (a rest that ends between the calls is no reason to stop a run: a queue
+            # settled from resting gets the same place whenever its rest's end is seen;
+            # a queue answered again in a later call gets its changes chained, applied
+            # after the earlier ones, at their time: Delta.then)
+            if run.calls and (self._events_due is None or at >= self._events_due):
                 self._apply_answers(c, run)
                 run = _AnswerRun()
                 self._wake(c, at)
             run.calls += 1
             run.at = at
+            mine: dict[int, Delta] = {}  # (this call's changes, per queue)
             for token, kind, duration, not_before, retries, error, failed, delay in acks:
                 h = held.pop(token, None)
                 if h is None:
@@ -577,10 +584,16 @@ class SQLiteStore:
                     continue
                 out.append(True)
                 qid, nprio = h
-                d = run.deltas.get(qid)
+                d = mine.get(qid)
                 if d is None:
-                    d = run.deltas[qid] = Delta()
+                    d = mine[qid] = Delta()
                     d.at = at
+                    before = run.last.get(qid)
+                    if before is None:
+                        run.deltas[qid] = d
+                    else:
+                        before.then = d
+                    run.last[qid] = d
                 d.inflight -= 1
                 # (the longest wins; comparisons, not max(): once per acknowledgement)
                 if delay is not None:
@@ -602,7 +615,8 @@ class SQLiteStore:
                         run.later.append((not_before, qid, nprio, e[2], retries,
                                           bytearray(e[4])))
                     else:
-                        run.back.append((run.calls, token, (qid, nprio, e[2], retries, e[4])))
+                        run.back.append((run.calls, token, (qid, nprio, e[2], retries, e[4]),
+                                         d))
         if run.calls:
             self._apply_answers(c, run)
         return out
@@ -617,7 +631,8 @@ class SQLiteStore:
         # order they were leased (numbered latest lease first: rules.HEAD).
         run.back.sort(key=lambda b: (b[0], -b[1]))
         back = self._renumbered(c, [b[2] for b in run.back], HEAD)
-        self._to_level0(c, back, run.deltas, False)  # (inflight counted above)
+        self._to_level0(c, back, run.deltas, False,  # (inflight counted above)
+                        [b[3] for b in run.back])
         if run.later:
             c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                           "VALUES (?,?,?,?,?,?)", run.later)
@@ -662,6 +677,8 @@ class SQLiteStore:
             f"(SELECT min(ready_at) FROM queues WHERE state={RESTING}), "
             "(SELECT min(expires) FROM vals WHERE expires IS NOT NULL)").fetchone()
         self._wake_due = min((float(t) for t in times if t is not None), default=math.inf)
+        self._events_due = min((float(t) for t in times[:2] if t is not None),
+                               default=math.inf)
 
     def _wake_events(self, c: sqlite3.Connection, now: float) -> None:
         """_wake's due entries, expired leases and ended rests. Time by time: the
@@ -799,13 +816,16 @@ class SQLiteStore:
             self._ahead.forget()
             self._queues.stale = True
 
-    def _wake_no_sooner(self, at: float) -> None:
-        """Something of _wake's may be due at ``at`` (a scheduled entry, a lease call's
-        expiry, a rest's end, a value's expiry, written in this transaction): it must
-        not be skipped then."""
+    def _wake_no_sooner(self, at: float, event: bool = True) -> None:
+        """Something of _wake's may be due at ``at`` (a scheduled entry or a lease call's
+        expiry: an ``event``; a rest's end or a value's expiry: not), written in this
+        transaction: it must not be skipped then."""
         due = self._wake_due
         if due is not None and at < due:
             self._wake_due = at
+        due = self._events_due
+        if event and due is not None and at < due:
+            self._events_due = at
 
     def _apply(self, c: sqlite3.Connection, deltas: dict[int, Delta], now: float,
                rows: Iterable[tuple[Any, ...]] | None = None) -> None:
@@ -824,7 +844,7 @@ class SQLiteStore:
         for sql, args in writes.items():
             c.executemany(sql, args)
         if rests:
-            self._wake_no_sooner(min(rests))
+            self._wake_no_sooner(min(rests), event=False)
 
     def _before_level0(self, c: sqlite3.Connection, rows: Sequence[Sequence[Any]],
                        queue_rows: Iterable[Sequence[Any]] | None = None) -> set[int]:
@@ -854,18 +874,22 @@ class SQLiteStore:
         return set(behind)
 
     def _to_level0(self, c: sqlite3.Connection, rows: Sequence[sqlite_leases.LeaseRow],
-                   deltas: dict[int, Delta], was_leased: bool) -> None:
+                   deltas: dict[int, Delta], was_leased: bool,
+                   targets: Sequence[Delta] | None = None) -> None:
         """Entries (qid, nprio, ord, retries, payload) into level 0 and their queues'
-        deltas, for all but add (which settles its own rows in bulk). Under its old key,
-        a lease come back goes to the head of its queue, where it was."""
+        deltas (``targets``: each row's own, else its queue's in ``deltas``), for all but
+        add (which settles its own rows in bulk)."""
         if not rows:
             return
         self._before_level0(c, rows)
         c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)",
                       [(*e[:4], bytearray(e[4])) for e in rows])
         self._settled(settle_levels(c, "entries", len(rows)))
-        for qid, nprio, *_ in rows:
-            d = deltas.get(qid) or deltas.setdefault(qid, Delta())
+        for i, (qid, nprio, *_) in enumerate(rows):
+            if targets is not None:
+                d = targets[i]
+            else:
+                d = deltas.get(qid) or deltas.setdefault(qid, Delta())
             d.inflight -= was_leased
             d.queued += 1
             d.offer_head(nprio)
@@ -915,7 +939,7 @@ class SQLiteStore:
             c.executemany(sqlite_dump.PUT_VALUE, [(n, bytearray(v), e) for n, v, e in items])
             expiries = [e for _, _, e in items if e is not None]
             if expiries:
-                self._wake_no_sooner(min(expiries))
+                self._wake_no_sooner(min(expiries), event=False)
 
     def drop_values(self, names: Sequence[str]) -> None:
         """See :meth:`Store.drop_values`."""
@@ -1081,7 +1105,7 @@ class SQLiteStore:
             loader.finish()
             # (values, scheduled entries, leases and rests loaded: their times are not
             # known here)
-            self._wake_due = None
+            self._wake_due = self._events_due = None
         return n
 
 
@@ -1093,7 +1117,9 @@ class _AnswerRun:
         self.at = 0.0  # the time of its last call
         self.deltas: dict[int, Delta] = {}
         self.dead: list[tuple[Any, ...]] = []
-        self.back: list[tuple[int, int, sqlite_leases.LeaseRow]] = []  # (call, token, row)
+        # (call, token, row, the call's changes to the row's queue)
+        self.back: list[tuple[int, int, sqlite_leases.LeaseRow, Delta]] = []
+        self.last: dict[int, Delta] = {}  # qid -> the last changes in the run's chain
         self.later: list[tuple[Any, ...]] = []
         self.done = self.failed = self.retried = self.late = 0
 

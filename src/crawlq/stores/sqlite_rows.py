@@ -111,6 +111,7 @@ class Delta:
     explicit_delay: float | None
     cursor: tuple[int, ...] | None
     at: float | None
+    then: Delta | None
 
     def __init__(self) -> None:
         self.accepted = 0
@@ -133,6 +134,9 @@ class Delta:
         # When the changes happened, if not at the settling call's time (answers held
         # for group commit are applied at their own times).
         self.at = None
+        # The same queue's changes at a later time, applied after these (the answers of
+        # several held calls to one queue).
+        self.then = None
 
     def offer_head(self, nprio: int) -> None:
         """An entry of (negated) priority ``nprio`` joined the queue."""
@@ -157,7 +161,8 @@ def settle(rows: Iterable[tuple[Any, ...]], deltas: dict[int, Delta], now: float
            cache: dict[int, tuple[Any, ...]], rests: list[float]
            ) -> dict[str, list[tuple[Any, ...]]]:
     """The one settle step: each queue's row (``rows``, QUEUE_COLS) with its ``deltas``
-    applied and its state recomputed. Returns the UPDATE statements to run (statement ->
+    applied (a chain of them, ``Delta.then``, one after the other, each at its time)
+    and its state recomputed. Returns the UPDATE statements to run (statement ->
     parameters); ``cache`` (queue rows by qid) gets the new rows, or loses those whose
     head the statement looks up; ``rests`` gets the rest end of each queue it leaves
     resting."""
@@ -176,38 +181,45 @@ def settle(rows: Iterable[tuple[Any, ...]], deltas: dict[int, Delta], now: float
         inflight: int = row[Q_INFLIGHT]
         session: int = row[Q_SESSION]
         accepted: int = row[Q_ACCEPTED]
-        queued += d.queued
-        inflight += d.inflight
-        session += d.session
-        accepted += d.accepted
         settings = row[SETTINGS_AT:]
         # (most queues override nothing: their policy is the base one, known without
         # hashing the settings)
         pol = base if settings == _NO_OVERRIDES else policies.get(settings)
         if pol is None:
             pol = policy_of(base, policies, settings)
-        served = d.served
-        t = now if d.at is None else d.at  # (the queue's changes happened then)
-        if d.ready_at > ready_at:
-            ready_at = d.ready_at
-        if d.duration is not None or d.explicit_delay is not None:
-            rest = rest_after(pol, d.duration, d.explicit_delay)
-            if rest > 0:
-                if t + rest > ready_at:
-                    ready_at = t + rest
-                session = 0
-        if served and session_spent(pol, session):
-            session = 0  # yield to the others: rest a while, then the back of the line
-            if t + pol.session_rest > ready_at:
-                ready_at = t + pol.session_rest
-        new_head = d.head
-        if d.exact or (new_head is not None and (head is None or new_head < head)):
-            head = new_head  # (an exact head replaces the old one, a candidate may)
-        new_state = state_of(queued, inflight, pol.concurrency, ready_at, t)
+        first = d
+        new_state = state
+        step: Delta | None = d
+        while step is not None:  # (the queue's changes, one time after the other)
+            queued += step.queued
+            inflight += step.inflight
+            session += step.session
+            accepted += step.accepted
+            served = step.served
+            t = now if step.at is None else step.at  # (the changes happened then)
+            if step.ready_at > ready_at:
+                ready_at = step.ready_at
+            if step.duration is not None or step.explicit_delay is not None:
+                rest = rest_after(pol, step.duration, step.explicit_delay)
+                if rest > 0:
+                    if t + rest > ready_at:
+                        ready_at = t + rest
+                    session = 0
+            if served and session_spent(pol, session):
+                session = 0  # yield to the others: rest a while, then the back of the line
+                if t + pol.session_rest > ready_at:
+                    ready_at = t + pol.session_rest
+            new_head = step.head
+            if step.exact or (new_head is not None and (head is None or new_head < head)):
+                head = new_head  # (an exact head replaces the old one, a candidate may)
+            old_state = new_state
+            new_state = state_of(queued, inflight, pol.concurrency, ready_at, t)
+            if new_state == READY:
+                since = ready_since(old_state, served, since, ready_at, t)
+            step = step.then
+        d = first
         if new_state == RESTING:
             rests.append(ready_at)
-        elif new_state == READY:
-            since = ready_since(state, served, since, ready_at, t)
         cursor = d.cursor
         moved = cursor is not None
         if cursor is None:
