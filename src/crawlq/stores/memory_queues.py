@@ -66,13 +66,14 @@ _heappush: Final = heapq.heappush  # (heapq's functions, bound once)
 _heappop: Final = heapq.heappop
 # A ready queue's place in line, as bytes (compared by memcmp, the cheapest heap there
 # is): inverted priority of its head (4), sign of `since` (1), `since` (8), its key
-# (UTF-8, then a NUL: ties go by key), then its creation number (8) and its version (8),
-# to find it. Non-negative doubles compare big-endian as their values do; a negative
-# `since` (a caller's clock before 1970) is sign 0 with its bytes inverted, so it still
-# comes first and in order.
+# (UTF-8, then a NUL: ties go by key), then its creation number (8), to find it. An
+# entry is current while it is the one its queue holds (MemoryQueue.entry): older ones
+# are skipped when they come up (lazy deletion). Non-negative doubles compare big-endian
+# as their values do; a negative `since` (a caller's clock before 1970) is sign 0 with
+# its bytes inverted, so it still comes first and in order.
 _READY_KEY: Final = struct.Struct(">IBd").pack
 _READY_NEG: Final = struct.Struct(">IBQ").pack
-_READY_TAIL: Final = struct.Struct(">QQ").pack
+_CREATED: Final = struct.Struct(">Q").pack
 _DOUBLE_BITS: Final = struct.Struct(">q").unpack
 _DOUBLE: Final = struct.Struct(">d").pack
 
@@ -115,11 +116,10 @@ def ready_key(q: MemoryQueue) -> bytes:
     longest waiting, then key (see _READY_KEY)."""
     pinv = _PRIO_BIAS - item_priority(q.heap[0])
     since = q.since + 0.0  # (-0.0 becomes 0.0)
-    tail = q.name + _READY_TAIL(q.created, q.version)
     if since >= 0.0:
-        return _READY_KEY(pinv, 1, since) + tail
+        return _READY_KEY(pinv, 1, since) + q.name
     bits: int = _DOUBLE_BITS(_DOUBLE(since))[0]
-    return _READY_NEG(pinv, 0, ~bits & 0xFFFFFFFFFFFFFFFF) + tail
+    return _READY_NEG(pinv, 0, ~bits & 0xFFFFFFFFFFFFFFFF) + q.name
 
 
 class MemoryQueue:
@@ -127,6 +127,7 @@ class MemoryQueue:
 
     key: str
     name: bytes
+    entry: bytes
     heap: list[bytes]
     inflight: int
     ready_at: float
@@ -142,7 +143,9 @@ class MemoryQueue:
 
     def __init__(self, key: str, policy: QueuePolicy, created: int) -> None:
         self.key = key
-        self.name = key.encode("utf-8", "surrogateescape") + b"\0"  # (its ready-heap key)
+        # (the end of its ready-heap entries: its key, then its creation number)
+        self.name = key.encode("utf-8", "surrogateescape") + b"\0" + _CREATED(created)
+        self.entry = b""  # its current entry in the ready heap
         self.heap = []
         self.inflight = 0
         self.ready_at = 0.0
@@ -150,7 +153,7 @@ class MemoryQueue:
         self.state = EXHAUSTED
         self.accepted = 0
         self.session = 0
-        self.version = 0  # bumped at each settle: older ready-heap entries are stale
+        self.version = 0  # bumped at each settle: older resting-heap entries are stale
         self.created = created  # its number in creation order
         self.room = 0  # leases it may still give in the lease call serving it
         self.settings = {}  # its overrides of the store's policy
@@ -279,7 +282,8 @@ class MemoryQueues:
     def settle(self, q: MemoryQueue, now: float) -> None:
         """Put ``q`` in the state (and heap) its fields call for (:func:`.rules.state_of`).
 
-        Bumping the version invalidates the queue's older heap entries (lazy deletion).
+        A new ready-heap entry (MemoryQueue.entry), or a bumped version (the resting
+        heap's), makes the queue's older heap entries stale (lazy deletion).
         A queue keeps its place in line while it stays ready (:func:`.rules.ready_since`);
         one just served goes to the back (callers mark that by setting ``state`` to
         _SERVED first).
@@ -292,14 +296,15 @@ class MemoryQueues:
             _heappush(self.resting, (q.ready_at, q.version, q.key))
         elif state == READY:
             q.since = ready_since(old, old == _SERVED, q.since, q.ready_at, now)
-            _heappush(self.ready, ready_key(q))
+            entry = ready_key(q)
+            q.entry = entry
+            _heappush(self.ready, entry)
 
     def ready_queue(self, entry: bytes) -> MemoryQueue | None:
         """The queue a ready-heap entry stands for, or None where the entry is stale (the
         queue was settled since: lazy deletion)."""
-        end = len(entry)
-        q = self.by_created[_u64(entry, end - 16)]
-        if q.version == _u64(entry, end - 8) and q.state == READY:
+        q = self.by_created[_u64(entry, len(entry) - 8)]
+        if q.entry is entry and q.state == READY:
             return q
         return None
 
@@ -417,7 +422,10 @@ class MemoryQueues:
             share = max(1, (limit - len(out)) // len(want))
             for q in want:
                 heap = q.heap
-                k = min(share, limit - len(out), q.room, len(heap))
+                # (two-argument mins: compiled, native int comparisons)
+                k = min(share, limit - len(out))
+                k = min(k, q.room)
+                k = min(k, len(heap))
                 key = q.key
                 for _ in range(k):
                     item: bytes = _heappop(heap)
