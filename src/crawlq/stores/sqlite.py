@@ -695,7 +695,7 @@ class SQLiteStore:
                 self._expiries = c.execute(
                     "SELECT EXISTS (SELECT 1 FROM expiries)").fetchone()[0] == 1
             due.sort(key=lambda r: (r[0], r[1]))
-            expired.sort(key=lambda e: (e[0], -e[1]))
+            expired.sort(key=lambda e: (e[0], e[1]))  # (by time, then lease order)
             n_back = n_buried = 0
             i = j = 0
             while i < len(due) or j < len(expired):
@@ -712,7 +712,9 @@ class SQLiteStore:
                     gone.append(expired[j][2])
                     j += 1
                 back, dead = self._expired(c, gone, at)
-                self._to_level0(c, self._renumbered(c, back, HEAD), deltas, True)
+                # (back at the head: numbered latest lease first, so that they keep the
+                # order they were leased in; the dead are kept in lease order)
+                self._to_level0(c, self._renumbered(c, back[::-1], HEAD), deltas, True)
                 for qid in dead:
                     (deltas.get(qid) or deltas.setdefault(qid, Delta())).inflight -= 1
                 self._apply(c, deltas, at)
