@@ -44,6 +44,7 @@ from .stores.base import (
     ADDED,
     DUPLICATE,
     Ack,
+    Clearable,
     Dumps,
     Entry,
     PipelinedAdd,
@@ -673,6 +674,16 @@ class Frontier:
         if not isinstance(store, QueueDeletion):
             raise ConfigError(f"{type(store).__name__} cannot delete a queue")
         return int(store.delete_queue(queue, self.clock()))
+
+    def clear(self) -> None:
+        """Empty the store, this frontier still open on it: every queued, scheduled and
+        leased request (answers to those leases come late), the seen-set (every URL may
+        be added again), dead requests, queues and their settings, counters and named
+        values go. The options it was opened with stay."""
+        store = self.store
+        if not isinstance(store, Clearable):
+            raise ConfigError(f"{type(store).__name__} cannot be cleared")
+        store.clear()
 
     def remove_queued(self, where: Callable[[Request], bool],
                       queue: str | None = None) -> int:

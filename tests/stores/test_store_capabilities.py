@@ -9,6 +9,7 @@ from crawlq import Frontier
 from crawlq.redislocal import LocalRedis
 from crawlq.stores import destroy_store
 from crawlq.stores.base import (
+    Clearable,
     Destroyable,
     Dumps,
     Namespaced,
@@ -19,7 +20,7 @@ from crawlq.stores.base import (
     Transactions,
 )
 
-CAPABILITIES = (Dumps, QueueDeletion, QueueRemoval, PolicyChange, Transactions,
+CAPABILITIES = (Dumps, QueueDeletion, QueueRemoval, PolicyChange, Clearable, Transactions,
                 PipelinedAdd, Destroyable, Namespaced)
 
 
@@ -30,7 +31,7 @@ def offered(url: str) -> set[str]:
 
 def test_each_store_declares_what_it_offers(tmp_path: Path,
                                             redis_server: LocalRedis) -> None:
-    common = {"Dumps", "QueueDeletion", "QueueRemoval", "PolicyChange"}
+    common = {"Dumps", "QueueDeletion", "QueueRemoval", "PolicyChange", "Clearable"}
     assert offered("memory://") == common
     assert offered(f"sqlite:///{tmp_path}/a.db") == common | {"Transactions", "Destroyable"}
     assert offered(redis_server.url + "?prefix=caps") == common | {

@@ -110,8 +110,20 @@ class Crawls:
         self._delays[crawl] = (time.monotonic(), kept if kept is not None else applied)
 
     def names(self) -> list[str]:
-        """Every crawl ID: DEFAULT, then the others sorted (those of other servers on the
-        same store too: they are found in the store, not in this server's memory)."""
+        """Every crawl ID that holds something (a URL queued, leased, dead or known):
+        DEFAULT first, then the others sorted (those of other servers on the same store
+        too: they are found in the store, not in this server's memory)."""
+        return [name for name in self._all_names() if self._holds_something(name)]
+
+    def _holds_something(self, crawl: str) -> bool:
+        frontier = self.get(crawl, create=False)
+        if frontier is None:
+            return False
+        st = frontier.stats()
+        return bool(st.queued or st.leased or st.dead or st.added)
+
+    def _all_names(self) -> list[str]:
+        """Every crawl ID there is a store for, empty or not."""
         found = set(self._open)
         if self._kind == "sqlite":
             base = self._sqlite_stem()
@@ -128,13 +140,17 @@ class Crawls:
         return [DEFAULT, *sorted(found)]
 
     def delete(self, crawl: str) -> int:
-        """Delete a crawl other than DEFAULT; returns how many URLs it held (queued,
-        leased and dead). Deleting a crawl that does not exist returns 0."""
+        """Delete a crawl; returns how many URLs it held (queued, leased and dead).
+        DEFAULT, the store the server was given, is emptied in place (the server keeps
+        using it); any other crawl's store is deleted. Deleting a crawl that does not
+        exist returns 0."""
         crawl = crawl_id(crawl)
         if crawl == DEFAULT:
-            raise ConfigError("the DEFAULT crawl is the store crawlq serve was given: "
-                              "the server does not delete it (delete its file or Redis "
-                              "prefix yourself)")
+            st = self.default.stats()
+            self.default.clear()
+            with self._lock:
+                self._delays.pop(DEFAULT, None)
+            return st.queued + st.leased + st.dead
         frontier = self.get(crawl, create=False)
         if frontier is None:
             return 0
@@ -177,5 +193,5 @@ class Crawls:
         if self._kind == "sqlite":
             return os.path.exists(StoreURL.parse(url).sqlite_path)
         if self._kind == "redis":
-            return crawl in self.names()
+            return crawl in self._all_names()
         return False  # (memory: only what this server made, which is open)

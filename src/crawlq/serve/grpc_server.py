@@ -26,7 +26,7 @@ from ..errors import ConfigError, CrawlqError, StoreError
 from ..frontier import Frontier
 from . import uf_ops
 from .app import MAX_BATCH, is_active, set_active
-from .crawls import DEFAULT, Crawls, crawl_id
+from .crawls import Crawls, crawl_id
 from .grpc_wire import MAX_MESSAGE, Refused, batches, load_proto
 from .metrics import Metrics
 
@@ -271,21 +271,16 @@ class Service:
         return self.pb.StringList(values=[self.node])
 
     async def ListCrawls(self, req: Any, context: Any) -> Any:
-        """DEFAULT and every other crawl beside the store (any server's)."""
+        """The crawls that hold something: DEFAULT, then the others beside the store
+        (any server's)."""
         names = await self._run(context, "ListCrawls", self.crawls.names)
         return self.pb.StringList(values=names)
 
     async def DeleteCrawl(self, req: Any, context: Any) -> Any:
-        """Delete a crawl's store; the answer is how many URLs it held."""
-        n = await self._run(context, "DeleteCrawl", self._delete_crawl, req.value)
+        """Delete a crawl and everything in it (DEFAULT, the server's own store, is
+        emptied in place); the answer is how many URLs it held."""
+        n = await self._run(context, "DeleteCrawl", self.crawls.delete, req.value)
         return self.pb.Long(value=n)
-
-    def _delete_crawl(self, crawl: str) -> int:
-        if crawl_id(crawl) == DEFAULT:
-            raise Refused(grpc.StatusCode.FAILED_PRECONDITION,
-                          "DEFAULT is the store crawlq serve was given; the server does not "
-                          "delete it (delete its file or Redis prefix yourself)")
-        return self.crawls.delete(crawl)
 
     async def DeleteQueue(self, req: Any, context: Any) -> Any:
         """Remove a queue's queued and scheduled URLs; the answer is how many."""

@@ -341,6 +341,18 @@ class Destroyable(Protocol):
 
 
 @runtime_checkable
+class Clearable(Protocol):
+    """Emptying a store in place, its object still open (``Frontier.clear``; ``crawlq
+    serve``'s DeleteCrawl of the crawl it was given). Every store crawlq ships has it."""
+
+    def clear(self) -> None:
+        """Forget everything in one atomic step: entries queued, scheduled and leased
+        (their answers come late), the seen-set, dead entries, queues, counters,
+        rejections and named values. The store's options stay."""
+        ...
+
+
+@runtime_checkable
 class Namespaced(Protocol):
     """A store that lives under a name in a shared server (Redis: a key prefix), and
     can list the other crawls beside it (``crawlq serve``'s crawl IDs)."""

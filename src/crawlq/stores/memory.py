@@ -346,6 +346,22 @@ class MemoryStore:
             loader.finish()
         return n
 
+    def clear(self) -> None:
+        """See :meth:`~crawlq.stores.base.Clearable.clear`."""
+        with self._lock:
+            self._check_open()
+            book = self._book
+            self._book = MemoryQueues(book.policy, book.lifo,
+                                      None if book.bloom is None else book.bloom.shape,
+                                      book.max_redeliveries)
+            # (the numbering goes on: a late answer to a lease of before must not find a
+            # lease of after under its token)
+            self._book.token = book.token
+            self._book.n = book.n
+            self._rejected.clear()
+            self._values.clear()
+            self._value_expiry.clear()
+
     def close(self) -> None:
         """See :meth:`Store.close`."""
         self._closed = True

@@ -615,6 +615,16 @@ class RedisStore:
 
         return self._retrying(go)
 
+    def clear(self) -> None:
+        """See :meth:`~crawlq.stores.base.Clearable.clear`: every key of the crawl goes
+        (one round trip per 1,000, so another client may see it half cleared), then
+        the seen-set's shape is recorded again."""
+        token = self._cmd("hget", self._m, "token")
+        self.destroy()
+        self._check_shape(create=True)
+        if token is not None:  # (a late answer to a lease of before must not find a
+            self._cmd("hset", self._m, "token", token)  # lease of after under its token)
+
     # -- dump and load ---------------------------------------------------------------
 
     def dump(self) -> Iterator[dict[str, Any]]:

@@ -87,7 +87,15 @@ from .sqlite_rows import (
     settle,
     take_rows,
 )
-from .sqlite_schema import CURSOR_LEVELS, ENTRY_LEVELS, NO_CURSOR, initialize, store_error
+from .sqlite_schema import (
+    COUNTERS,
+    CURSOR_LEVELS,
+    ENTRY_LEVELS,
+    NO_CURSOR,
+    SEEN_LEVELS,
+    initialize,
+    store_error,
+)
 
 __all__ = ["DEFAULT_CACHE_MB", "MIN_SQLITE", "SQLiteStore"]
 
@@ -918,6 +926,25 @@ class SQLiteStore:
             c.execute(f"UPDATE queues SET {cols} WHERE qid=?", (*clean.values(), qid))
             self._queues.forget([qid])
             self._apply(c, {qid: Delta()}, now)
+
+    def clear(self) -> None:
+        """See :meth:`~crawlq.stores.base.Clearable.clear`: one transaction empties
+        every table but ``meta``, whose counters start again from zero."""
+        with self._tx() as c:
+            for table in ("rejected", "bloom", "queues", "scheduled", "vals", "expiries",
+                          "dead", "lease_calls", "lease_data", *SEEN_LEVELS, *ENTRY_LEVELS):
+                c.execute(f"DELETE FROM {table}")
+            # (the sequences go on: a late answer to a lease of before must not find a
+            # lease of after under its token)
+            c.executemany("UPDATE meta SET value=0 WHERE name=?",
+                          [(n,) for n in COUNTERS if n not in ("entry_seq", "lease_seq")])
+            self._counts.clear()
+            self._queues.forget_ids()
+            self._queues.rows.clear()
+            self._ahead.forget()
+            self._expiries = False
+            self._wake_due = self._events_due = None
+            self._group.own = sqlite_leases.OwnCalls()  # (the leases it made are gone)
 
     def set_policy(self, policy: QueuePolicy) -> None:
         """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""

@@ -11,11 +11,40 @@ import pytest
 
 from ..errors import ConfigError
 from ..models import Outcome, Request
+from ..stores.base import Clearable
 from .env import FAST, Env
 
 
 class AccountingContract:
     """Accounting (part of :class:`crawlq.testing.FrontierContract`)."""
+
+    def test_clear_empties_the_store_in_place(self, env: Env) -> None:
+        """``clear()`` forgets everything (queued, scheduled, leased and dead requests,
+        the seen-set, queues, counters, values) while the frontier stays open on the
+        store: the same URLs are new again. An answer to a lease of before comes late,
+        never to a lease of after."""
+        f = env.open(max_retries=0, **FAST)
+        f.add(["https://a.example/1", "https://a.example/2", "https://b.example/1",
+               Request("https://c.example/later", not_before=env.clock() + 60)])
+        (old,) = f.next(1, queue="a.example")
+        (gone,) = f.next(1, queue="b.example")
+        f.done(gone, Outcome.FAILED, error="x")  # dead
+        f.put_value("v", b"1")
+        if not isinstance(f.store, Clearable):
+            with pytest.raises(ConfigError, match="cannot be cleared"):
+                f.clear()
+            return
+        f.clear()
+        f = env.checkpoint()
+        s = f.stats()
+        assert (s.seen, s.added, s.queued, s.scheduled, s.leased, s.dead, s.done,
+                s.failed, s.queues_total) == (0, 0, 0, 0, 0, 0, 0, 0, 0)
+        assert f.get_value("v") is None and f.dead() == [] and f.next(5) == []
+        assert f.add(["https://a.example/1", "https://a.example/2"]).added == 2
+        (new,) = f.next(1)
+        assert f.done(old) == 0 and f.stats().late_acks == 1
+        assert f.done(new) == 1
+        assert f.add(["https://a.example/1"]).duplicates == 1
 
     def test_stats_and_queue_listing(self, env: Env) -> None:
         f = env.open(**FAST)
