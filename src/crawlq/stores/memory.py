@@ -247,6 +247,7 @@ class MemoryStore:
         """See :meth:`Store.queues`."""
         with self._lock:
             self._check_open()
+            self._wake(now)
             best = heapq.nlargest(limit, self._book.queues.values(),
                                   key=lambda q: (len(q.heap), q.inflight))
             return [self._info(q, now) for q in best]

@@ -527,6 +527,7 @@ class RedisStore:
         never blocking the server): a listing costs time in proportion to the queues."""
         if limit <= 0:
             return []
+        self.next_ready_at(now)  # (what came due is woken first, as on the other stores)
         keys = self._all_queue_keys()
         best: list[QueueInfo] = []
         for i in range(0, len(keys), 1000):
