@@ -518,3 +518,22 @@ def test_a_url_leased_again_elsewhere_keeps_its_new_handle(store: str) -> None:
         assert put(a, known(again.url)) == [OK]  # done for good: its handle was kept
         time.sleep(0.1)
         assert stats(b).inProcess == 1  # (only v.example's lease is left)
+
+
+def test_server_reflection_describes_the_service(tmp_path: Path) -> None:
+    """The server answers gRPC reflection, as the reference server does: a generic client
+    (grpcurl, or grpc's own reflection client here) finds the URLFrontier service and
+    its methods without the .proto file."""
+    from google.protobuf.descriptor_pool import DescriptorPool
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+        ProtoReflectionDescriptorDatabase,
+    )
+
+    with serve(f"sqlite:///{tmp_path}/r.db") as s:
+        db = ProtoReflectionDescriptorDatabase(s.channel)
+        names = set(db.get_services())
+        assert "urlfrontier.URLFrontier" in names and \
+            "grpc.reflection.v1alpha.ServerReflection" in names
+        service = DescriptorPool(db).FindServiceByName("urlfrontier.URLFrontier")
+        methods = {m.name for m in service.methods}
+        assert {"GetURLs", "PutURLs", "ListURLs", "DeleteCrawl", "GetStats"} <= methods

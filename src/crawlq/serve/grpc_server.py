@@ -420,6 +420,17 @@ async def start(crawls: Crawls, metrics: Metrics, host: str, port: int,
     node = f"{host}:{port}"
     service = Service(crawls, metrics, node, token, pb)
     services.add_URLFrontierServicer_to_server(service, server)
+    # Server reflection, as the reference server offers it: grpcurl and other generic
+    # clients list the service and its messages without the .proto file.
+    try:
+        from grpc_reflection.v1alpha import reflection
+    except ImportError:  # (an install from before the serve extra named it)
+        logging.getLogger(__name__).warning(
+            "no gRPC server reflection: pip install grpcio-reflection")
+    else:
+        reflection.enable_server_reflection(
+            (pb.DESCRIPTOR.services_by_name["URLFrontier"].full_name,
+             reflection.SERVICE_NAME), server)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         if tls is None:
