@@ -204,11 +204,24 @@ def test_crawl_ids_are_crawls_of_their_own(store: str, tmp_path: Path) -> None:
         assert list(s.stub.ListCrawls(pb.Local(), timeout=30).values) == []
         assert put(s, discovered("https://a.example/", crawl="news"),
                    discovered("https://a.example/"),
-                   discovered("https://a.example/x", crawl="../etc")) == [OK, OK, SKIPPED]
+                   discovered("https://a.example/x", crawl="bad\x01id")) == [OK, OK, SKIPPED]
         names = s.stub.ListCrawls(pb.Local(), timeout=30).values
         assert list(names) == ["DEFAULT", "news"]
         if store.startswith("sqlite"):
             assert (tmp_path / "crawl.crawl-news.db").exists()
+        # Any other text is a crawl ID (anjackson/scrapy-url-frontier uses "example.1"),
+        # kept percent-encoded in a file name or key: none reaches outside the store's.
+        odd = ["example.1", "../etc", "news/2024 ü"]
+        assert put(s, *(discovered("https://b.example/", crawl=c) for c in odd)) == [OK] * 3
+        assert list(s.stub.ListCrawls(pb.Local(), timeout=30).values) == [
+            "DEFAULT", *sorted(["news", *odd])]
+        assert all(stats(s, crawl=c).size == 1 for c in odd)
+        if store.startswith("sqlite"):
+            assert sorted(p.name for p in tmp_path.glob("crawl.crawl-*.db")) == [
+                "crawl.crawl-%2E.%2Fetc.db", "crawl.crawl-example.1.db",
+                "crawl.crawl-news%2F2024%20%C3%BC.db", "crawl.crawl-news.db"]
+        for c in odd:
+            assert s.stub.DeleteCrawl(pb.DeleteCrawlMessage(value=c), timeout=30).value == 1
         # the same URL in two crawls: each has its own seen-set and queues
         assert stats(s, crawl="news").size == 1 and stats(s).size == 1
         got = get(s, crawlID="news")

@@ -9,8 +9,10 @@ and counters are apart, and deleting one is deleting its store):
 - ``redis://…?prefix=P``: the key prefix ``P/crawl/<ID>``;
 - ``memory://``: another memory store in this server.
 
-A crawl ID is 1-64 letters, digits, ``_`` or ``-`` (it becomes part of a file name or
-a key); anything else is refused before any store is touched.
+A crawl ID is any text of 1 to 128 characters without control characters (URLFrontier
+sets no rule; clients use names like ``example.1``). In a file name or a key it is
+percent-encoded (every byte but letters, digits, ``_``, ``-`` and ``.``; a ``.`` that
+begins it too), so no ID can reach outside the store's directory or prefix.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from urllib.parse import quote, unquote
 
 from ..errors import ConfigError
 from ..frontier import Frontier
@@ -38,7 +41,19 @@ RECHECK = 1.0
 """Seconds between two readings of a crawl's default delay by a server: another server
 on the store that changed it is followed within this time."""
 
-_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_ID = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
+
+
+def _encoded(crawl: str) -> str:
+    """A crawl ID as it appears in a file name or a key prefix."""
+    name = quote(crawl, safe="")  # (letters, digits, "_.-~" stay; "/" and all else: %XX)
+    return "%2E" + name[1:] if name.startswith(".") else name
+
+
+def _decoded(name: str) -> str | None:
+    """The crawl ID of a file name's or a prefix's part, None if it is not one of ours."""
+    crawl = unquote(name)
+    return crawl if _encoded(crawl) == name and _ID.fullmatch(crawl) else None
 _SQLITE_MARK = ".crawl-"
 _REDIS_MARK = "/crawl/"
 
@@ -48,7 +63,8 @@ def crawl_id(value: str) -> str:
     if not value:
         return DEFAULT
     if not _ID.fullmatch(value):
-        raise ConfigError(f"bad crawl ID {value!r}: 1-64 letters, digits, '_' or '-'")
+        raise ConfigError(f"bad crawl ID {value[:40]!r}: 1 to 128 characters, none of them "
+                          "a control character")
     return value
 
 
@@ -128,14 +144,14 @@ class Crawls:
         if self._kind == "sqlite":
             base = self._sqlite_stem()
             for path in glob.glob(glob.escape(base) + _SQLITE_MARK + "*.db"):
-                name = path[len(base) + len(_SQLITE_MARK):-3]
-                if _ID.fullmatch(name):
-                    found.add(name)
+                crawl = _decoded(path[len(base) + len(_SQLITE_MARK):-3])
+                if crawl is not None:
+                    found.add(crawl)
         elif isinstance(store := self.default.store, Namespaced):
             for prefix in store.prefixes_under(store.prefix + _REDIS_MARK):
-                name = prefix[len(store.prefix) + len(_REDIS_MARK):]
-                if _ID.fullmatch(name):
-                    found.add(name)
+                crawl = _decoded(prefix[len(store.prefix) + len(_REDIS_MARK):])
+                if crawl is not None:
+                    found.add(crawl)
         found.discard(DEFAULT)
         return [DEFAULT, *sorted(found)]
 
@@ -180,12 +196,12 @@ class Crawls:
         if self._kind == "memory":
             return "memory://"
         if self._kind == "sqlite":
-            path = self._sqlite_stem() + _SQLITE_MARK + crawl + ".db"
+            path = self._sqlite_stem() + _SQLITE_MARK + _encoded(crawl) + ".db"
             query = self._url.raw_query
             return f"sqlite:///{path}" + (f"?{query}" if query else "")
         if self._kind == "redis" and isinstance(store := self.default.store, Namespaced):
             return self._url.with_query(
-                drop=("prefix",), add=(("prefix", store.prefix + _REDIS_MARK + crawl),))
+                drop=("prefix",), add=(("prefix", store.prefix + _REDIS_MARK + _encoded(crawl)),))
         raise ConfigError(f"crawl IDs other than {DEFAULT} need a memory, sqlite or redis "
                           f"store, not {self._url.scheme}://")
 
