@@ -365,7 +365,7 @@ def test_bad_calls_get_a_clear_status_and_the_server_stays_up(tmp_path: Path) ->
 
         assert status(lambda: stub.DeleteQueue(pb.QueueWithinCrawlParams(), metadata=auth,
                                                timeout=30)) == grpc.StatusCode.INVALID_ARGUMENT
-        assert status(lambda: stub.GetStats(pb.QueueWithinCrawlParams(crawlID="a/b"),
+        assert status(lambda: stub.GetStats(pb.QueueWithinCrawlParams(crawlID="a\x00b"),
                                             metadata=auth, timeout=30)
                       ) == grpc.StatusCode.INVALID_ARGUMENT
         assert status(lambda: stub.ListURLs(pb.ListUrlParams(size=10**6), metadata=auth,
