@@ -13,10 +13,12 @@ never read the clock (the Frontier does).
 
 Queue model (Heritrix's): each entry waits in the queue named by its key. A queue is
 *ready* when it has entries, fewer leases in flight than its ``concurrency`` and its
-``ready_at`` (politeness rest, block) has come; *resting* when it has entries but is
-not ready; *exhausted* when nothing is queued. Ready queues are served by the priority
-of their best entry (higher first), then by how long they have been ready; within a
-queue by priority, then FIFO (or LIFO with ``lifo=True``).
+``ready_at`` (politeness rest, block) has come; *busy* when it has as many leases in
+flight as its ``concurrency``; *resting* when it has entries but waits for
+``ready_at``; *exhausted* when nothing is queued. Ready queues are served by the
+priority of their best entry (higher first), then by how long they have been ready,
+then by key; within a queue by priority, then by each entry's rank (FIFO, or LIFO with
+``lifo=True``; an entry back at once at the head). :mod:`.rules` holds these rules.
 """
 
 from __future__ import annotations
