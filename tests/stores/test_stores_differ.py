@@ -44,7 +44,7 @@ def diff_ops(seed: int, steps: int) -> list[tuple[str, Any]]:
     kinds = {"add": 6, "next": 6, "next_queue": 1, "done": 4, "done_delay": 1, "fail": 2,
              "dead": 1, "retry": 1, "renew": 1, "tick": 4, "expire": 1, "block": 1,
              "configure": 1, "requeue_dead": 1, "delete_queue": 0.2,
-             "dump_load": float(os.environ.get("DIFF_DUMP", "0.3"))}
+             "dump_load": 0.3}
     names, weights = list(kinds), list(kinds.values())
     ops: list[tuple[str, Any]] = []
     urls = 0
@@ -241,9 +241,8 @@ def test_memory_sqlite_and_redis_agree_step_by_step(tmp_path: Path, redis_server
     want = trace(lambda n: "memory://", ops, opts)
     leased = sum(len(r) for op, _, r, _ in want if op in ("next", "next_queue"))
     assert leased > 30  # (a sequence that does something)
-    if os.environ.get("DIFF_ONLY", "sqlite") == "sqlite":
-        got_sqlite = trace(lambda n: f"sqlite:///{tmp_path}/s{n}.db", ops, opts)
-        assert_same("sqlite", got_sqlite, want)
+    got_sqlite = trace(lambda n: f"sqlite:///{tmp_path}/s{n}.db", ops, opts)
+    assert_same("sqlite", got_sqlite, want)
     got_redis = trace(lambda n: f"{redis_server.url}?prefix=diff-{options}-{seed}-{n}",
                       ops, opts)
     assert_same("redis", got_redis, want)

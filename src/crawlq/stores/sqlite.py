@@ -550,9 +550,7 @@ class SQLiteStore:
         other gives."""
         first_at = calls[0][0]
         self._wake(c, first_at)
-        if self._expiries is None:
-            self._expiries = c.execute(
-                "SELECT EXISTS (SELECT 1 FROM expiries)").fetchone()[0] == 1
+        self._know_expiries(c)
         # token -> when it was first answered: a lease that expired by then is late
         when: dict[int, float] = {}
         for at, acks in calls:
@@ -699,9 +697,7 @@ class SQLiteStore:
             "retries, payload", (now,)).fetchall()
         expired = sqlite_leases.expire(c, now)
         if due or expired:
-            if self._expiries is None:
-                self._expiries = c.execute(
-                    "SELECT EXISTS (SELECT 1 FROM expiries)").fetchone()[0] == 1
+            self._know_expiries(c)
             due.sort(key=lambda r: (r[0], r[1]))
             expired.sort(key=lambda e: (e[0], e[1]))  # (by time, then lease order)
             n_back = n_buried = 0
@@ -736,6 +732,12 @@ class SQLiteStore:
         self._queues.forget(r[0] for r in c.execute(
             f"UPDATE queues SET state={READY}, since=ready_at WHERE state={RESTING} "
             "AND ready_at <= ? RETURNING qid", (now,)).fetchall())
+
+    def _know_expiries(self, c: sqlite3.Connection) -> None:
+        """Find out whether the expiries table has rows, if not known (see __init__)."""
+        if self._expiries is None:
+            self._expiries = c.execute(
+                "SELECT EXISTS (SELECT 1 FROM expiries)").fetchone()[0] == 1
 
     def _renumbered(self, c: sqlite3.Connection, rows: Sequence[sqlite_leases.LeaseRow],
                     place: int) -> list[sqlite_leases.LeaseRow]:
