@@ -666,8 +666,10 @@ class Frontier:
     def delete_queue(self, queue: str) -> int:
         """Remove the queued and scheduled requests of ``queue``; returns how many. Its
         leased requests stay leased (answer them as usual; one whose lease ends comes
-        back); its settings, the seen-set (its URLs stay known) and dead requests stay.
-        """
+        back); the seen-set (its URLs stay known) and dead requests stay. A queue left
+        with no lease out and no dead request is forgotten, its settings and counts with
+        it: it is no longer listed or counted, and a URL added for it later starts it
+        afresh."""
         if not isinstance(queue, str) or not queue:
             raise ConfigError(f"a queue is a non-empty string, not {queue!r}")
         store = self.store

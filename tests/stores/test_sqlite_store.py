@@ -677,3 +677,19 @@ def test_sqlite_skips_waking_only_while_nothing_can_be_due(tmp_path: Path) -> No
     clock.advance(0.1)
     assert [le.request.url for le in f.next(5)] == ["https://a.example/2"]
     f.close()
+
+
+def test_sqlite_a_queue_deleted_by_another_connection_is_made_again(tmp_path: Path) -> None:
+    """A connection keeps queue ids by key; when another one deletes a queue (or
+    clears the store), the first reads them again instead of adding to a queue id that
+    is gone (which would lose what it adds)."""
+    url = f"sqlite:///{tmp_path}/f.db"
+    with Frontier.open(url, **FAST) as one, Frontier.open(url, **FAST) as two:
+        one.add("https://a.example/1")
+        assert two.delete_queue("a.example") == 1
+        assert one.add("https://a.example/2").added == 1
+        assert [le.request.url for le in two.next(5)] == ["https://a.example/2"]
+        two.clear()
+        assert one.add("https://a.example/3").added == 1
+        assert two.stats().queued == 1
+        assert [q.key for q in two.queues()] == ["a.example"]

@@ -267,7 +267,9 @@ class QueueDeletion(Protocol):
 
     def delete_queue(self, queue: str, now: float) -> int:
         """Remove ``queue``'s queued and scheduled entries in one atomic step; how many
-        (0 for an unknown queue). Leased ones stay leased."""
+        (0 for an unknown queue). Leased ones stay leased. A queue left with no lease
+        out and no dead entry is forgotten with its settings and counts (gone from
+        :meth:`Store.queues` and :meth:`Store.stats`)."""
         ...
 
 

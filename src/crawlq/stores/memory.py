@@ -261,7 +261,16 @@ class MemoryStore:
 
     def delete_queue(self, queue: str, now: float) -> int:
         """See :meth:`~crawlq.stores.base.QueueDeletion.delete_queue`."""
-        return self.remove_queued(queue, _every, now)
+        with self._lock:
+            n = self.remove_queued(queue, _every, now)
+            book = self._book
+            q = book.queues.get(queue)
+            if q is not None and not q.inflight and not q.heap and not any(
+                    d.queue == queue for d in book.dead.values()):
+                # (nothing of it is left: it goes, settings and counts with it; its
+                # heap entries are stale already, it being exhausted)
+                del book.queues[queue]
+            return n
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
         """See :meth:`~crawlq.stores.base.QueueRemoval.remove_queued`."""

@@ -173,7 +173,7 @@ class MemoryQueues:
     queues: dict[str, MemoryQueue]
     by_created: list[MemoryQueue]
     ready: list[bytes]
-    resting: list[tuple[float, int, str]]
+    resting: list[tuple[float, int, int]]
     scheduled: list[tuple[float, int, str, bytes]]
     leases: dict[int, tuple[MemoryQueue, bytes, float]]
     expiry: list[tuple[float, int, list[int]]]
@@ -199,7 +199,7 @@ class MemoryQueues:
         self.queues = {}
         self.by_created = []  # queues in creation order (q.created)
         self.ready = []  # (heap) ready_key of ready queues
-        self.resting = []  # (heap) (ready_at, version, key)
+        self.resting = []  # (heap) (ready_at, version, q.created)
         self.scheduled = []  # (heap) (not_before, ticket, key, item)
         self.leases = {}  # token -> (queue, item, expires)
         self.expiry = []  # (heap) (expires, first token, tokens of one call or renewal)
@@ -289,7 +289,7 @@ class MemoryQueues:
         state = state_of(len(q.heap), q.inflight, q.policy.concurrency, q.ready_at, now)
         q.state = state
         if state == RESTING:
-            _heappush(self.resting, (q.ready_at, q.version, q.key))
+            _heappush(self.resting, (q.ready_at, q.version, q.created))
         elif state == READY:
             q.since = ready_since(old, old == _SERVED, q.since, q.ready_at, now)
             entry = ready_key(q)
@@ -583,8 +583,8 @@ class MemoryQueues:
                 self.settle(q, at)
         resting = self.resting
         while resting and resting[0][0] <= now:
-            _, version, key = _heappop(resting)
-            q = self.queues[key]
+            _, version, created = _heappop(resting)
+            q = self.by_created[created]
             if q.version == version and q.state == RESTING:
                 self.settle(q, now)
 
@@ -599,8 +599,8 @@ class MemoryQueues:
             _heappop(ready)
         resting = self.resting
         while resting:
-            _, version, key = resting[0]
-            q = self.queues[key]
+            _, version, created = resting[0]
+            q = self.by_created[created]
             if q.version == version and q.state == RESTING:
                 break
             _heappop(resting)

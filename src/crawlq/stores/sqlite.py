@@ -200,6 +200,7 @@ class SQLiteStore:
             self._conn.close()
             raise
         self._version = -1  # (PRAGMA data_version when this connection last looked)
+        self._epoch: int | None = None  # (meta queue_epoch when this connection last looked)
         # Entries read ahead by lease (sqlite_ahead), valid under the same rule as
         # queue rows, and while no entry is put before the last of them (_before_level0) and
         # no merge moves rows between levels (_settled).
@@ -249,6 +250,11 @@ class SQLiteStore:
                     (version,) = c.execute("PRAGMA data_version").fetchone()
                     if version != self._version:  # another connection committed
                         self._queues.rows.clear()
+                        (epoch,) = c.execute(
+                            "SELECT value FROM meta WHERE name='queue_epoch'").fetchone()
+                        if epoch != self._epoch:  # it deleted queues (or cleared)
+                            self._queues.forget_ids()
+                            self._epoch = epoch
                         self._ahead.forget()
                         self._expiries = self._wake_due = self._events_due = None
                         self._version = version
@@ -939,7 +945,10 @@ class SQLiteStore:
             # (the sequences go on: a late answer to a lease of before must not find a
             # lease of after under its token)
             c.executemany("UPDATE meta SET value=0 WHERE name=?",
-                          [(n,) for n in COUNTERS if n not in ("entry_seq", "lease_seq")])
+                          [(n,) for n in COUNTERS
+                           if n not in ("entry_seq", "lease_seq", "queue_epoch")])
+            c.execute("UPDATE meta SET value=value+1 WHERE name='queue_epoch'")
+            self._epoch = None
             self._counts.clear()
             self._queues.forget_ids()
             self._queues.rows.clear()
@@ -1058,6 +1067,17 @@ class SQLiteStore:
             d.cursor = (NO_CURSOR, 0) * len(CURSOR_LEVELS)
             self._apply(c, {qid: d}, now)
             self._count(c, queued=-(queued + n_sched), scheduled=-n_sched)
+            left = c.execute("SELECT inflight FROM queues WHERE qid=?", (qid,)).fetchone()[0]
+            if not left and c.execute("SELECT 1 FROM dead WHERE qid=? LIMIT 1",
+                                      (qid,)).fetchone() is None:
+                # Nothing of it is left: it goes, settings and counts with it. Other
+                # connections keep qids by key: the epoch tells them to read them again.
+                c.execute("DELETE FROM queues WHERE qid=?", (qid,))
+                c.execute("DELETE FROM expiries WHERE qid=?", (qid,))
+                c.execute("UPDATE meta SET value=value+1 WHERE name='queue_epoch'")
+                self._queues.forget([qid])
+                self._queues.forget_ids()
+                self._epoch = None
             return int(queued) + n_sched
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:

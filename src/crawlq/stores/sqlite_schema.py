@@ -90,7 +90,7 @@ SLICES = 16
 COUNTERS = ("seen", "added", "done", "failed", "retried", "dead", "redelivered",
             "late_acks", "duplicates", "queued", "scheduled", "leased",
             "entry_seq", "lease_seq", "seen0_keys", "seen_slice", "entries0_rows",
-            "entry_slice")
+            "entry_slice", "queue_epoch")
 
 DDL = f"""
 CREATE TABLE IF NOT EXISTS meta (

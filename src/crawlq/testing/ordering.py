@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from ..errors import ConfigError
-from ..models import Request
+from ..models import Outcome, Request
 from .env import FAST, Env, refused_without
 
 
@@ -118,6 +118,39 @@ class OrderingContract:
         assert [le.request.url for le in f.next(5, queue="c.example")] == [c1.request.url]
         st = f.stats()  # (b.example's and a.example's leases ended too: back in line)
         assert (st.leased, st.queued) == (1, 2)
+
+    def test_a_deleted_queue_with_nothing_left_is_forgotten(self, env: Env) -> None:
+        """A queue that ``delete_queue`` leaves with no lease out and no dead request is
+        gone: not in ``queues()`` nor counted by ``stats()``, its settings and counts
+        forgotten (a URL added for it later starts a new queue). One with a lease out,
+        or a dead request, stays."""
+        f = env.open(lease_ttl=10, **FAST)
+        if not refused_without(f, "delete_queue", lambda: f.delete_queue("a.example")):
+            return
+        f.add(["https://a.example/1", Request("https://a.example/2",
+                                               not_before=env.clock() + 50),
+               "https://b.example/1", "https://c.example/1", "https://d.example/1"])
+        f.configure_queue("a.example", max_queue_urls=2)
+        (held,) = f.next(1, queue="b.example")
+        (dying,) = f.next(1, queue="c.example")
+        f.done(dying, Outcome.DEAD, error="gone")
+        f = env.checkpoint()
+        assert f.stats().queues_total == 4
+        assert f.delete_queue("a.example") == 2
+        assert f.delete_queue("b.example") == 0
+        assert f.delete_queue("c.example") == 0
+        f = env.checkpoint()
+        assert sorted(q.key for q in f.queues()) == ["b.example", "c.example", "d.example"]
+        assert f.stats().queues_total == 3
+        # its cap went with it: a new a.example takes what the old one would have refused
+        assert f.add(["https://a.example/3", "https://a.example/4",
+                      "https://a.example/5"]).added == 3
+        (q,) = [q for q in f.queues() if q.key == "a.example"]
+        assert (q.queued, q.accepted, q.settings) == (3, 3, {})
+        assert f.done(held) == 1  # (b.example stayed: its lease is answered as usual)
+        f = env.checkpoint()
+        assert f.delete_queue("b.example") == 0
+        assert sorted(q.key for q in f.queues()) == ["a.example", "c.example", "d.example"]
 
     def test_remove_queued_takes_out_what_matches(self, env: Env) -> None:
         """``remove_queued(where, queue=K)`` removes the queued and scheduled requests

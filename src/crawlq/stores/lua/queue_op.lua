@@ -1,5 +1,6 @@
 -- queue_op(now, op, key, ...): 'block' until | 'configure' name value ... ('' unsets)
--- | 'delete' (returns how many queued and scheduled entries it removed)
+-- | 'delete' (returns how many queued and scheduled entries it removed; a queue left
+-- with no lease out and no dead entry is forgotten)
 -- | 'remove' level item ... '' id ...: those queued items (at their levels) and
 -- scheduled entries (by id) that are still there (returns how many it removed)
 local now, op, key = tonumber(ARGV[A0 + 1]), ARGV[A0 + 2], ARGV[A0 + 3]
@@ -42,6 +43,23 @@ elseif op == 'delete' then
   end
   result = result + #gone
   settle(q, now, false)
+  if q.inf == 0 then
+    -- Nothing of it left (no lease out, no dead entry): it goes, settings and counts
+    -- with it (a scan of the dead entries: an admin call).
+    local left = false
+    for _, v in ipairs(redis.call('HVALS', P .. ':dead')) do
+      if cmsgpack.unpack(v) == key then left = true break end
+    end
+    if not left then
+      if q.n0 > 0 then
+        count('queued', -q.n0)
+        count('nonempty', -1)
+      end
+      cache[key] = nil
+      redis.call('DEL', P .. ':qm:' .. key, P .. ':qset:' .. key)
+      redis.call('SREM', P .. ':qk', key)
+    end
+  end
 elseif op == 'remove' then
   -- (an item leased or come due since the caller read it is not there: it stays)
   result = 0
