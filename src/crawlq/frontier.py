@@ -728,15 +728,18 @@ class Frontier:
         """The whole state as JSON-friendly records (for ``crawlq dump``), after a header
         with the dump's id and the crawl's canonical form. ConfigError on a store that
         cannot dump (see :class:`~crawlq.stores.base.Dumps`)."""
-        store = self._dumps()
+        self._dumps()  # (ConfigError before the header)
         yield dumpfmt.header(uuid.uuid4().hex, self.clock(),
                              self._stored_form() or self.canonical_form)
-        yield from store.dump()
+        yield from self.records()
 
     def records(self) -> Iterator[dict[str, Any]]:
         """The crawl's records as its store dumps them, without a header: for a scan of
         the whole crawl (``crawlq serve``'s ListURLs and GetURLStatus)."""
-        return self._dumps().dump()
+        # (the store's canonical form is the header's: as a value, loading it would
+        # replace the form of the store loaded into)
+        return (r for r in self._dumps().dump()
+                if r["type"] != "value" or r["name"] != _FORM)
 
     def _dumps(self) -> Dumps:
         """The store, if it can dump and load; else ConfigError."""
@@ -774,6 +777,8 @@ class Frontier:
         def records_then_marker() -> Iterator[dict[str, Any]]:
             # (each request is checked by dumpfmt.apply, as the store applies it)
             for rec in itertools.chain((first,), it):
+                if rec.get("type") == "value" and rec.get("name") == _FORM:
+                    continue  # (the form is the header's; this store keeps its own)
                 yield dict(rec)
                 if refingerprint and rec.get("type") in ("entry", "dead"):
                     # A dump of another canonical form: each request it holds is known

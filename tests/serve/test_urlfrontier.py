@@ -113,6 +113,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def test_urls_go_in_come_out_and_are_answered(store: str) -> None:
     with serve(store, "-o", "min_delay=0", "-o", "max_delay=0") as s:
+        t0 = int(time.time())
         urls = [f"https://h{i}.example/p{j}" for i in range(3) for j in range(3)]
         statuses = put(s, *(discovered(u, depth=["1"]) for u in urls),
                        discovered("https://h0.example/p0"), discovered("no url"))
@@ -140,9 +141,13 @@ def test_urls_go_in_come_out_and_are_answered(store: str) -> None:
         status = s.stub.GetURLStatus(pb.URLStatusRequest(url=later.url), timeout=30)
         assert status.known.refetchable_from_date == due
         assert list(status.known.info.metadata["depth"].values) == ["1"]
+        # (as the reference answers: a URL not fetched yet is known, due at its date:
+        # when it was put)
         never = next(u for u in urls if u not in (done.url, later.url))
         status = s.stub.GetURLStatus(pb.URLStatusRequest(url=never), timeout=30)
-        assert status.WhichOneof("item") == "discovered"
+        assert status.WhichOneof("item") == "known"
+        assert t0 <= status.known.refetchable_from_date <= time.time()
+        assert status.creation_date == status.known.refetchable_from_date
         assert code_of(lambda: s.stub.GetURLStatus(
             pb.URLStatusRequest(url="https://elsewhere.example/"), timeout=30))[0] \
             == grpc.StatusCode.NOT_FOUND
@@ -151,30 +156,38 @@ def test_urls_go_in_come_out_and_are_answered(store: str) -> None:
         assert put(s, discovered(done.url)) == [SKIPPED]
         assert stats(s).counts["completed"] == 1
 
+        # ListURLs lists every URL, the one fetched for good too, each as known
         listed = list(s.stub.ListURLs(pb.ListUrlParams(size=100), timeout=30))
-        assert done.url not in {x.discovered.info.url or x.known.info.url for x in listed}
-        assert len(listed) == 8  # (the one done is known only by its fingerprint)
+        assert all(x.WhichOneof("item") == "known" for x in listed)
+        assert sorted(x.known.info.url for x in listed) == sorted(urls)
+        dates = {x.known.info.url: x.known.refetchable_from_date for x in listed}
+        assert (dates[done.url], dates[later.url]) == (0, due)
         page = list(s.stub.ListURLs(pb.ListUrlParams(start=2, size=3), timeout=30))
         assert [x.ID for x in page] == [x.ID for x in listed[2:5]]
         one_queue = list(s.stub.ListURLs(pb.ListUrlParams(key="h1.example"), timeout=30))
         assert {x.ID for x in one_queue} <= {u for u in urls if "h1." in u}
         assert s.stub.CountURLs(pb.CountUrlParams(filter="P1", ignoreCase=True),
-                                timeout=30).value == sum(
-            1 for u in urls if "p1" in u and u != done.url)
+                                timeout=30).value == sum(1 for u in urls if "p1" in u)
         assert s.stub.CountURLs(pb.CountUrlParams(filter="P1"), timeout=30).value == 0
 
-        # DeleteQueue: its queued URLs go (the one leased stays leased)
-        waiting = stats(s, key="h0.example").size  # (and one due later, maybe)
+        # DeleteQueue: the queue and every URL in it go (leased, scheduled, fetched too)
+        in_h0 = sum(1 for x in listed if x.known.info.key == "h0.example")
+        assert stats(s, key="h0.example").numberOfQueues == 1
         gone = s.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="h0.example"), timeout=30)
-        assert gone.value == waiting + (later.key == "h0.example") > 0
-        assert stats(s, key="h0.example").size == 0
+        assert gone.value == in_h0 == 3
+        st = stats(s, key="h0.example")
+        assert (st.size, st.inProcess, st.numberOfQueues) == (0, 0, 0)
         assert s.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="none.example"),
                                   timeout=30).value == 0
-        queues = s.stub.ListQueues(pb.Pagination(size=2, include_inactive=True), timeout=30)
-        assert (queues.total, queues.size, len(queues.values)) == (3, 2, 2)
-        rest = s.stub.ListQueues(pb.Pagination(start=2, include_inactive=True), timeout=30)
-        assert set(queues.values) | set(rest.values) == {"h0.example", "h1.example",
-                                                          "h2.example"}
+        assert s.stub.CountURLs(pb.CountUrlParams(key="h0.example"), timeout=30).value == 0
+        queues = s.stub.ListQueues(pb.Pagination(size=1, include_inactive=True), timeout=30)
+        assert (queues.total, queues.size, len(queues.values)) == (2, 1, 1)
+        rest = s.stub.ListQueues(pb.Pagination(start=1, include_inactive=True), timeout=30)
+        assert set(queues.values) | set(rest.values) == {"h1.example", "h2.example"}
+        assert stats(s).numberOfQueues == 2
+        # (its URLs stay seen, as crawlq's seen-set keeps them; the queue takes new ones)
+        assert put(s, discovered("https://h0.example/p0"),
+                   discovered("https://h0.example/new")) == [SKIPPED, OK]
 
 
 def test_put_discovered_answers_each_batch_with_a_status_per_url(store: str) -> None:
@@ -330,7 +343,7 @@ def test_purge_removes_the_urls_stored_before_its_cutoff(store: str) -> None:
                           "https://c.example/undated"]).added == 3
         st = s.stub.GetURLStatus(pb.URLStatusRequest(url="https://a.example/new"), timeout=30)
         assert t <= st.creation_date <= time.time()
-        dates = {i.discovered.info.url: i.creation_date
+        dates = {i.known.info.url: i.creation_date
                  for i in s.stub.ListURLs(pb.ListUrlParams(size=100), timeout=30)}
         assert dates["https://a.example/old"] == old
         assert dates["https://c.example/undated"] == 0
@@ -343,7 +356,7 @@ def test_purge_removes_the_urls_stored_before_its_cutoff(store: str) -> None:
         assert purge(5) == 0
         assert purge(2) == 1  # b's
         assert purge(0) == 2  # the new ones (d's is leased, c's has no date)
-        left = [i.discovered.info.url
+        left = [i.known.info.url
                 for i in s.stub.ListURLs(pb.ListUrlParams(size=100), timeout=30)]
         assert sorted(left) == ["https://c.example/undated", "https://d.example/leased"]
         assert put(s, discovered("https://a.example/old")) == [SKIPPED]  # still known
@@ -368,8 +381,6 @@ def test_bad_calls_get_a_clear_status_and_the_server_stays_up(tmp_path: Path) ->
         assert status(lambda: stub.GetStats(pb.QueueWithinCrawlParams(crawlID="a\x00b"),
                                             metadata=auth, timeout=30)
                       ) == grpc.StatusCode.INVALID_ARGUMENT
-        assert status(lambda: stub.ListURLs(pb.ListUrlParams(size=10**6), metadata=auth,
-                                            timeout=30)) == grpc.StatusCode.INVALID_ARGUMENT
         assert status(lambda: stub.SetLogLevel(pb.LogLevelParams(package="x", level=9),
                                                metadata=auth, timeout=30)
                       ) == grpc.StatusCode.INVALID_ARGUMENT
@@ -456,27 +467,56 @@ def test_urls_acked_ok_survive_a_server_killed_mid_stream(store: str) -> None:
 
 
 def test_a_crawl_listed_and_put_into_another_is_the_same_crawl(store: str) -> None:
-    """ListURLs of one crawl, put into another with PutURLs: the same URLs, queues and
-    metadata (URLFrontier's dump and restore between frontiers)."""
+    """ListURLs of one crawl, put into another with PutURLs as it came (URLFrontier's
+    dump and restore between frontiers): the same URLs, queues, metadata and dates, the
+    URL fetched for good and the one due later included; ListURLs takes any ``size``."""
     with serve(store) as s:
         put(s, *(discovered(f"https://h{i % 3}.example/{i}", key=f"q{i % 2}", crawl="src",
                             n=[str(i)]) for i in range(30)))
-        listed = list(s.stub.ListURLs(pb.ListUrlParams(crawlID="src", size=1000),
-                                      timeout=30))
-        assert len(listed) == 30
-        copies = [pb.URLItem(discovered=pb.DiscoveredURLItem(info=pb.URLInfo(
-            url=x.discovered.info.url, key=x.discovered.info.key, crawlID="copy",
-            metadata=x.discovered.info.metadata))) for x in listed]
-        assert put(s, *copies) == [OK] * 30
+        later = int(time.time()) + 3600
+        assert put(s, known("https://h0.example/done", crawl="src"),
+                   known("https://h0.example/later", later, crawl="src")) == [OK, OK]
+        everything = pb.ListUrlParams(crawlID="src", size=2**31 - 1)  # (as DumpURLs asks)
+        listed = list(s.stub.ListURLs(everything, timeout=30))
+        assert len(listed) == 32
+        assert s.stub.CountURLs(pb.CountUrlParams(crawlID="src"), timeout=30).value == 32
+        copies = []
+        for x in listed:
+            assert x.WhichOneof("item") == "known"
+            x.known.info.crawlID = "copy"
+            copies.append(pb.URLItem(known=x.known))
+        assert put(s, *copies) == [OK] * 32
 
-        def shape(crawl: str) -> set[tuple[str, str, tuple[str, ...]]]:
-            return {(x.discovered.info.url, x.discovered.info.key,
-                     tuple(x.discovered.info.metadata["n"].values))
-                    for x in s.stub.ListURLs(pb.ListUrlParams(crawlID=crawl, size=1000),
+        def shape(crawl: str) -> set[tuple[str, str, tuple[str, ...], int]]:
+            return {(x.known.info.url, x.known.info.key, tuple(x.known.info.metadata["n"].values),
+                     x.known.refetchable_from_date)
+                    for x in s.stub.ListURLs(pb.ListUrlParams(crawlID=crawl, size=10**9),
                                              timeout=30)}
 
         assert shape("src") == shape("copy")
+        dates = {u: d for u, _, _, d in shape("copy")}
+        assert (dates["https://h0.example/done"], dates["https://h0.example/later"]) == (0, later)
         assert stats(s, key="q1", crawl="copy").size == 15
+        # queue by queue, as DumpURLs does with several threads
+        keys = s.stub.ListQueues(pb.Pagination(crawlID="copy", include_inactive=True,
+                                               size=10_000), timeout=30).values
+        per_queue = [x.ID for k in keys for x in s.stub.ListURLs(
+            pb.ListUrlParams(crawlID="copy", key=k, size=2**31 - 1), timeout=30)]
+        assert sorted(per_queue) == sorted(x.ID for x in listed)
+
+
+def test_list_urls_pages_through_a_big_crawl(store: str) -> None:
+    """ListURLs streams what was asked, however much: all of a crawl bigger than its
+    pages, or a window of it from ``start``."""
+    with serve(store) as s:
+        urls = [f"https://h{i % 5}.example/{i}" for i in range(2500)]
+        assert put(s, *(discovered(u) for u in urls)) == [OK] * 2500
+        every = [x.ID for x in s.stub.ListURLs(pb.ListUrlParams(size=2**31 - 1), timeout=60)]
+        assert sorted(every) == sorted(urls)
+        window = [x.ID for x in s.stub.ListURLs(pb.ListUrlParams(start=1200, size=1100),
+                                               timeout=60)]
+        assert window == every[1200:2300]
+        assert len(list(s.stub.ListURLs(pb.ListUrlParams(), timeout=60))) == 100
 
 
 def test_grpc_calls_show_in_the_servers_metrics(tmp_path: Path) -> None:
@@ -550,3 +590,22 @@ def test_server_reflection_describes_the_service(tmp_path: Path) -> None:
         service = DescriptorPool(db).FindServiceByName("urlfrontier.URLFrontier")
         methods = {m.name for m in service.methods}
         assert {"GetURLs", "PutURLs", "ListURLs", "DeleteCrawl", "GetStats"} <= methods
+
+
+def test_a_queues_due_urls_come_in_order_of_their_date(store: str) -> None:
+    """Within a queue, the URLs due are handed out earliest date first, whatever order
+    they came in: a known URL's date is its refetch date, a discovered one's when it was
+    put."""
+    with serve(store, "-o", "min_delay=0", "-o", "max_delay=0") as s:
+        now = int(time.time())
+        assert put(s, known("https://a.example/now", now - 1),
+                   known("https://a.example/long-ago", now - 10_000),
+                   discovered("https://a.example/discovered"),
+                   known("https://a.example/yesterday", now - 86_400),
+                   known("https://a.example/tomorrow", now + 86_400)) == [OK] * 5
+        order: list[str] = []
+        while got := get(s, key="a.example"):  # (one at a time: a host's politeness)
+            order += [g.url for g in got]
+            assert put(s, *(known(g.url) for g in got)) == [OK] * len(got)
+        assert order == ["https://a.example/yesterday", "https://a.example/long-ago",
+                         "https://a.example/now", "https://a.example/discovered"]

@@ -136,7 +136,7 @@ class Crawls:
         if frontier is None:
             return False
         st = frontier.stats()
-        return bool(st.queued or st.leased or st.dead or st.added)
+        return bool(st.queued or st.leased or st.dead or st.added or st.seen)
 
     def _all_names(self) -> list[str]:
         """Every crawl ID there is a store for, empty or not."""

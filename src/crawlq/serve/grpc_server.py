@@ -15,7 +15,7 @@ import hmac
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from itertools import islice
 from typing import Any, TypeVar
 
@@ -34,6 +34,8 @@ DEFAULT_TTL = 30.0
 """Seconds a URL handed out by GetURLs stays leased when the client leaves it to us."""
 PAGE = 100
 """ListURLs' page size when the client gives none (as the reference server)."""
+LIST_PAGE = 1000
+"""ListURLs reads and sends the URLs asked for this many at a time."""
 _LEVELS = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING,
            4: logging.ERROR}
 """URLFrontier's log levels (TRACE is DEBUG in Python's logging)."""
@@ -210,38 +212,39 @@ class Service:
         return self._item(found, crawl_id(req.crawlID))
 
     def _item(self, x: uf_ops.Listed, crawl: str) -> Any:
-        """A URL as URLFrontier reports it: fetched for good (dead, or done) is known with
-        no refetch date, one queued again for later is known with its date, the others
-        (queued or leased, never answered) are discovered."""
+        """A URL as the reference server reports it: known, with the date it is due
+        (0: never again)."""
         pb = self.pb
         info = self._info(x.url, x.key, x.metadata, crawl)
-        if x.dead or x.done or x.not_before is not None:
-            return pb.URLItem(ID=x.url, creation_date=x.created, known=pb.KnownURLItem(
-                info=info, refetchable_from_date=round(x.not_before or 0)))
-        return pb.URLItem(ID=x.url, creation_date=x.created,
-                          discovered=pb.DiscoveredURLItem(info=info))
+        return pb.URLItem(ID=x.url, creation_date=x.created, known=pb.KnownURLItem(
+            info=info, refetchable_from_date=x.date))
 
     async def ListURLs(self, req: Any, context: Any) -> AsyncIterator[Any]:
-        """A page of the URLs held as text (queued, leased, dead), in the store's order."""
-        size = req.size or PAGE
-        if size > MAX_BATCH:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"size may be at most {MAX_BATCH}, not {size}")
-        crawl, page = await self._run(context, "ListURLs", self._page, req, size)
-        for x in page:
-            yield self._item(x, crawl)
-
-    def _page(self, req: Any, size: int) -> tuple[str, list[uf_ops.Listed]]:
+        """The crawl's URLs (of a queue, containing a text), from ``start``, at most
+        ``size`` of them (any size: they are read and sent in pages)."""
         crawl = crawl_id(req.crawlID)
-        frontier = self._crawl(crawl)
+        want = req.size or PAGE
+        found = await self._run(context, "ListURLs", self._listing, req)
+        while want > 0:
+            part = min(want, LIST_PAGE)
+            page = await self._run(context, "ListURLs", _take, found, part)
+            for x in page:
+                yield self._item(x, crawl)
+            if len(page) < part:
+                break
+            want -= part
+
+    def _listing(self, req: Any) -> Iterator[uf_ops.Listed]:
+        """The URLs ListURLs asks for, from its ``start`` (read as they are taken)."""
+        frontier = self._crawl(req.crawlID)
         if frontier is None:
-            return crawl, []
+            return iter(())
         text = req.filter if req.HasField("filter") else None
         found = uf_ops.listed(frontier, req.key, text, req.ignoreCase)
-        return crawl, list(islice(found, req.start, req.start + size))
+        return islice(found, req.start, None)
 
     async def CountURLs(self, req: Any, context: Any) -> Any:
-        """How many URLs the crawl holds as text (queued, leased, dead)."""
+        """How many URLs the crawl holds (queued, leased, scheduled, dead, fetched)."""
         n = await self._run(context, "CountURLs", self._count, req)
         return self.pb.Long(value=n)
 
@@ -283,7 +286,7 @@ class Service:
         return self.pb.Long(value=n)
 
     async def DeleteQueue(self, req: Any, context: Any) -> Any:
-        """Remove a queue's queued and scheduled URLs; the answer is how many."""
+        """Remove a queue and every URL in it; the answer is how many URLs."""
         n = await self._run(context, "DeleteQueue", self._delete_queue, req)
         return self.pb.Long(value=n)
 
@@ -291,7 +294,7 @@ class Service:
         if not req.key:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "a queue key is needed")
         frontier = self._crawl(req.crawlID)
-        return 0 if frontier is None else frontier.delete_queue(req.key)
+        return 0 if frontier is None else uf_ops.delete_queue(frontier, req.key)
 
     async def ListQueues(self, req: Any, context: Any) -> Any:
         """A page of the crawl's queue keys, largest first; the active ones unless
@@ -399,6 +402,11 @@ class Service:
 
         await self._run(context, "SetLogLevel", apply)
         return self.pb.Empty()
+
+def _take(found: Iterator[uf_ops.Listed], n: int) -> list[uf_ops.Listed]:
+    """The next ``n`` URLs of a listing (fewer at its end)."""
+    return list(islice(found, n))
+
 
 def _item_of(info: Any, refetch: int | None = None) -> uf_ops.Item:
     """A URLInfo message as a plain Item (read once: protobuf fields cost per access)."""

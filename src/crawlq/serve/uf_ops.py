@@ -11,6 +11,7 @@ the URL is served again).
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any
 from ..errors import InvalidURL
 from ..frontier import Frontier
 from ..handles import handle, lease_of
-from ..models import Lease, Outcome, QueueInfo, Request
+from ..models import PRIORITY_MAX, Lease, Outcome, QueueInfo, Request
 from ..stores import dumpfmt
 
 META = "urlfrontier"
@@ -35,6 +36,12 @@ _DUE = "crawlq:uf:due:"
 """Prefix of the store values that keep the refetch date last queued for a URL."""
 _DUE_KEPT = 86_400.0
 """Seconds past its date that a refetch date is remembered."""
+_DONE = "crawlq:uf:done:"
+"""Prefix of the store values that keep a URL fetched for good: its text, queue,
+metadata and creation date (a JSON object). URLFrontier lists and reports fetched URLs,
+where crawlq's seen-set keeps only their fingerprints: these values are the text. They
+live in the crawl's store (dumped, loaded and cleared with it) and go with their
+queue (DeleteQueue) or when the URL is queued again."""
 OK, SKIPPED, FAIL = 0, 1, 2
 """URLFrontier's AckMessage.Status values."""
 
@@ -59,12 +66,28 @@ def _handle_name(url: str) -> str:
     return _LEASED + _digest(url)
 
 
-def _request(item: Item, dated: Mapping[str, Any], **extra: Any) -> Request:
+def _done_name(url: str) -> str:
+    """The value keeping ``url`` (in canonical form) as fetched for good."""
+    return _DONE + _digest(url)
+
+
+def date_priority(date: float) -> int:
+    """The crawlq priority that serves a queue's URLs in URLFrontier's order, by their
+    date (a discovered URL's is when it was put, a known one's its refetch date):
+    the earlier the date, the higher the priority."""
+    return -max(0, min(int(date), PRIORITY_MAX))
+
+
+def _request(item: Item, dated: Mapping[str, Any], date: float | None = None,
+             **extra: Any) -> Request:
     """The request for a client's URL; ``dated``: the meta of an undecorated URL made
-    now (shared by a call's requests: a request's meta is never changed)."""
+    now (shared by a call's requests: a request's meta is never changed); ``date``: its
+    date (None: now, the date in ``dated``)."""
     meta = {**dated, META: {k: list(v) for k, v in item.metadata.items()}} \
         if item.metadata else dated
-    return Request(item.url, queue=item.key or None, meta=meta, **extra)
+    when = dated[CREATED] if date is None else date
+    return Request(item.url, queue=item.key or None, meta=meta,
+                   priority=date_priority(when), **extra)
 
 
 def created_of(request: Request) -> int:
@@ -217,19 +240,26 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
     again: dict[float, list[Lease]] = {}
     unleased: list[int] = []
     answered: dict[str, bytes] = {}
+    kept: list[tuple[str, bytes, float | None]] = []  # the URLs fetched for good
+    created = int(dated[CREATED])
     for i, name, raw in zip(order, names, found):
+        when = items[i].refetch or 0
+        if not when:
+            kept.append(_done_value(frontier, items[i], canon[i], created if raw is None
+                                    else 0))
         if raw is None:
             unleased.append(i)
             continue
         answered[name] = raw
         le = lease_of(raw.decode("ascii", "replace"))
-        when = items[i].refetch or 0
         if when:
             again.setdefault(max(0.0, when - now), []).append(le)
         else:
             finished.append(le)
     if finished:
         frontier.done(finished)
+    if kept:
+        frontier.store.put_values(kept)
     for after, leases in again.items():
         frontier.done(leases, Outcome.RETRY, after=after)
     if answered:
@@ -252,12 +282,23 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
         held = frontier.store.get_values(marks, now)
         fresh = [k for k, (old, (_, d)) in enumerate(zip(held, due)) if old != str(d).encode()]
         if fresh:
-            later = [_request(items[due[k][0]], dated, not_before=float(due[k][1]),
+            later = [_request(items[due[k][0]], dated, due[k][1], not_before=float(due[k][1]),
                               dont_filter=True) for k in fresh]
             for r in frontier.add(later).rejected:
                 statuses[due[fresh[r.index]][0]] = SKIPPED
             frontier.store.put_values([(marks[k], str(due[k][1]).encode(),
                                         max(now, float(due[k][1])) + _DUE_KEPT) for k in fresh])
+            # (queued again: no longer fetched for good)
+            frontier.store.drop_values([_done_name(canon[due[k][0]]) for k in fresh])
+
+
+def _done_value(frontier: Frontier, item: Item, url: str,
+                created: int) -> tuple[str, bytes, float | None]:
+    """The store value that keeps ``url`` (canonical) as fetched for good."""
+    record = {"u": url, "k": item.key or frontier.queue_of(url), "c": created}
+    if item.metadata:
+        record["m"] = {k: list(v) for k, v in item.metadata.items()}
+    return _done_name(url), json.dumps(record, separators=(",", ":")).encode(), None
 
 
 def queue_infos(frontier: Frontier) -> list[QueueInfo]:
@@ -289,36 +330,49 @@ def stat_counts(frontier: Frontier) -> tuple[int, int, int, dict[str, int]]:
 
 @dataclass(frozen=True, slots=True)
 class Listed:
-    """A URL of the crawl: held as text (queued, ``not_before``: due then; or dead), or
-    known only by its fingerprint (``done``: fetched for good)."""
+    """A URL of the crawl as URLFrontier lists it: known, with the date it is due
+    (``date``: epoch seconds; 0: never again, fetched for good or dead)."""
 
     url: str
     key: str
     metadata: dict[str, list[str]]
-    not_before: float | None
-    dead: bool
-    done: bool = False
+    date: int
     created: int = 0
 
 
 def listed(frontier: Frontier, key: str = "", text: str | None = None,
            ignore_case: bool = False) -> Iterator[Listed]:
-    """The URLs of the crawl held as text (queued, leased or dead), optionally of one
-    queue and containing ``text``; in the dump's order (a scan of the whole crawl)."""
+    """The URLs of the crawl (queued, leased, scheduled, dead, fetched for good),
+    optionally of one queue and containing ``text``; in the dump's order (a scan of the
+    whole crawl)."""
     needle = None if not text else text.lower() if ignore_case else text
+    now = frontier.clock()
     for rec in frontier.records():
-        if rec.get("type") not in ("entry", "dead") or (key and rec.get("queue") != key):
+        kind = rec.get("type")
+        if kind in ("entry", "dead"):
+            if key and rec.get("queue") != key:
+                continue
+            found = _listed(rec, now)
+        elif kind == "value" and str(rec.get("name")).startswith(_DONE):
+            done = _done_of(dumpfmt.value_data(rec))
+            if done is None or (key and done.key != key):
+                continue
+            found = done
+        else:
             continue
-        url = str(rec["request"]["url"])
-        if needle is not None and needle not in (url.lower() if ignore_case else url):
-            continue
-        yield _listed(rec)
+        url = found.url
+        if needle is None or needle in (url.lower() if ignore_case else url):
+            yield found
 
 
 def status_of(frontier: Frontier, url: str) -> Listed | None:
-    """What the crawl knows of ``url``: held as text (queued, leased, dead), or only
-    seen (``done``: fetched for good); None: unknown. (One scan of the crawl.)"""
+    """What the crawl knows of ``url`` (None: nothing). A URL fetched for good is
+    looked up by its name; one queued, leased or dead by a scan of the crawl."""
     canon = frontier.canonicalize(url)
+    (kept,) = frontier.store.get_values([_done_name(canon)], frontier.clock())
+    done = None if kept is None else _done_of(kept)
+    if done is not None:
+        return done
     fp = frontier.fingerprint_of(canon)
     hexed = None if fp is None else fp.hex()
     seen = False
@@ -326,19 +380,69 @@ def status_of(frontier: Frontier, url: str) -> Listed | None:
         kind = rec.get("type")
         if kind in ("entry", "dead"):
             if str(rec["request"]["url"]) == canon:
-                return _listed(rec)
+                return _listed(rec, frontier.clock())
         elif kind == "seen" and rec.get("fp") == hexed:
             seen = True
-    return Listed(canon, frontier.queue_of(canon), {}, None, False, True) if seen else None
+    # (seen, but not through URLFrontier's calls: fetched for good)
+    return Listed(canon, frontier.queue_of(canon), {}, 0) if seen else None
 
 
-def _listed(rec: Mapping[str, Any]) -> Listed:
-    """An entry or dead record of the dump as a Listed URL."""
+def delete_queue(frontier: Frontier, key: str) -> int:
+    """URLFrontier's DeleteQueue: queue ``key`` and every URL in it go (queued, leased,
+    scheduled, fetched for good); how many URLs. (Scans of the crawl: an admin call.)
+    Its leases are ended first (their URLs back in the queue, then deleted with it), so
+    that the store forgets the queue; a late answer to one of them changes nothing."""
+    urls: list[str] = []
+    kept: list[str] = []
+    for rec in frontier.records():
+        kind = rec.get("type")
+        if kind == "entry" and rec.get("queue") == key:
+            urls.append(str(rec["request"]["url"]))
+        elif kind == "value" and str(rec.get("name")).startswith(_DONE):
+            d = _done_of(dumpfmt.value_data(rec))
+            if d is not None and d.key == key:
+                kept.append(str(rec["name"]))
+    names = [_handle_name(u) for u in urls]
+    with frontier.transaction():
+        handles = frontier.store.get_values(names, frontier.clock()) if names else []
+        leases = [lease_of(h.decode("ascii", "replace")) for h in handles if h is not None]
+        if leases:
+            frontier.done(leases, Outcome.RETRY)
+        held = [n for n, h in zip(names, handles) if h is not None]
+        if held or kept:
+            frontier.store.drop_values(held + kept)
+        return frontier.delete_queue(key) + len(kept)
+
+
+def _done_of(data: bytes) -> Listed | None:
+    """A kept fetched URL (see _DONE), or None for a value that is not one."""
+    try:
+        d = json.loads(data)
+        return Listed(str(d["u"]), str(d["k"]), _clean(d.get("m")), 0, int(d.get("c") or 0))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _listed(rec: Mapping[str, Any], now: float) -> Listed:
+    """An entry or dead record of the dump as a Listed URL: a dead one is due never,
+    one with a ``not_before`` then; one put through URLFrontier's calls at its date
+    (its priority tells it, see date_priority; one dated by another producer, when it
+    was put); any other now."""
     req = rec["request"]
     meta = dumpfmt.from_json(req.get("meta") or {})
     md = meta.get(META) if isinstance(meta, Mapping) else None
-    return Listed(str(req["url"]), str(rec.get("queue")), _clean(md), req.get("not_before"),
-                  rec.get("type") == "dead", created=_created_in(meta))
+    created = _created_in(meta)
+    not_before = req.get("not_before")
+    if rec.get("type") == "dead":
+        date = 0
+    elif not_before:
+        date = round(not_before)
+    elif created:
+        prio = int(req.get("priority") or 0)
+        date = -prio if prio < 0 else created
+    else:
+        date = int(now)
+    return Listed(str(req["url"]), str(rec.get("queue")), _clean(md), date, created)
 
 
 def _clean(md: object) -> dict[str, list[str]]:
@@ -357,6 +461,8 @@ __all__ = [
     "Listed",
     "Spent",
     "created_of",
+    "date_priority",
+    "delete_queue",
     "is_active_queue",
     "lease",
     "listed",

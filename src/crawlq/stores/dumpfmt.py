@@ -3,11 +3,12 @@
 Records (``type`` field): ``dump`` (first: the dump's id, so that loading it twice can
 be refused), ``counters``, ``queue`` (key, accepted, ready_at, settings, since), ``entry`` (a
 queued, scheduled or leased request; leases are dumped as queued), ``dead`` (a buried
-request and its error), ``seen`` (a fingerprint, hex, with its revisit time) and
-``bloom`` (the filter's bits, base64); ``value`` (a named value, base64) is written by
-``load`` itself. Requests are plain JSON with the body base64-encoded, so a dump can be
-read and edited by hand; in ``meta``, bytes are ``{"$bytes": base64}`` and a mapping
-whose keys are not all strings is ``{"$map": [[key, value], ...]}``.
+request and its error), ``seen`` (a fingerprint, hex, with its revisit time),
+``bloom`` (the filter's bits, base64) and ``value`` (a named value, base64: those with
+no expiry; one with an expiry belongs to the store's leases and times). Requests are
+plain JSON with the body base64-encoded, so a dump can be read and edited by hand; in
+``meta``, bytes are ``{"$bytes": base64}`` and a mapping whose keys are not all strings
+is ``{"$map": [[key, value], ...]}``.
 """
 
 from __future__ import annotations
@@ -111,6 +112,14 @@ def value(name: str, data: bytes, expires: float | None) -> dict[str, Any]:
     """A named value record."""
     return {"type": "value", "name": name, "value_b64": base64.b64encode(data).decode("ascii"),
             "expires": expires}
+
+
+def value_data(rec: Mapping[str, Any]) -> bytes:
+    """The data of a named value record (ConfigError for a broken one)."""
+    try:
+        return base64.b64decode(rec["value_b64"], validate=True)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"a broken value record: {exc}") from None
 
 
 def _payload_json(payload: bytes, priority: int, retries: int, key: str) -> dict[str, Any]:
@@ -219,7 +228,7 @@ def apply(store: Loader, rec: Mapping[str, Any]) -> int:
             store.load_bloom(base64.b64decode(rec["bits_b64"]))
         elif kind == "value":
             expires = rec.get("expires")
-            store.load_value(str(rec["name"]), base64.b64decode(rec["value_b64"]),
+            store.load_value(str(rec["name"]), value_data(rec),
                               None if expires is None else float(expires))
         elif kind == "dump":
             return 0  # (the header: Frontier.load reads it)

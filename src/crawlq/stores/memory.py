@@ -339,6 +339,10 @@ class MemoryStore:
             yield dumpfmt.entry(key, item_priority(item), item_retries(item), item[12:], nb)
         for d in book.dead.values():
             yield dumpfmt.dead(d)
+        for name in sorted(self._values):
+            data, expires = self._values[name]
+            if expires is None:
+                yield dumpfmt.value(name, data, None)
         if book.bloom is not None:
             yield dumpfmt.bloom(book.bloom.bits)
         # In key order (as the SQLite store's): the same dump whichever set holds them.

@@ -666,6 +666,11 @@ class RedisStore:
                                 int.from_bytes(item[:2], "big"), item[2:], at)
         for d in self.dead(2**31):
             yield dumpfmt.dead(d)
+        kept = self._retrying(lambda: r.hgetall(f"{p}:kv"))
+        for name in sorted(kept):
+            if _EXPIRES.unpack_from(kept[name])[0] == math.inf:
+                yield dumpfmt.value(name.decode("utf-8", "surrogateescape"), kept[name][8:],
+                                    None)
         if self.bloom is not None:
             bits = bytearray(self.bloom.size_bytes)
             for b in range(self.bloom.blocks):

@@ -24,7 +24,9 @@ PUT_VALUE = "INSERT OR REPLACE INTO vals VALUES (?,?,?)"
 
 def records(path: str, bloom: BloomShape | None) -> Iterator[dict[str, Any]]:
     """The dump of the store at ``path`` (``bloom``: its filter's shape, or None)."""
-    conn = sqlite3.connect(path, isolation_level=None)
+    # (a reader may take the records in parts from different threads, one at a time:
+    # crawlq serve's listings do)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         conn.execute("BEGIN")
         m = dict(conn.execute("SELECT name, value FROM meta"))
@@ -51,6 +53,9 @@ def records(path: str, bloom: BloomShape | None) -> Iterator[dict[str, Any]]:
                 "SELECT id, qid, prio, retries, payload, error, died_at FROM dead"):
             yield dumpfmt.dead(DeadEntry(did, keys[qid], prio, retries, payload, error,
                                          died_at))
+        for name, data in conn.execute(
+                "SELECT name, value FROM vals WHERE expires IS NULL ORDER BY name"):
+            yield dumpfmt.value(name, bytes(data), None)
         if bloom is not None:
             bits = bytearray(bloom.size_bytes)
             for block, data in conn.execute("SELECT block, bits FROM bloom"):

@@ -109,6 +109,19 @@ class AccountingContract:
         env.clock.advance(101)
         assert "https://c.example/later" in {le.request.url for le in g.next(10)}
 
+    def test_a_dump_carries_the_named_values_that_last(self, env: Env) -> None:
+        """A dump carries the named values with no expiry (a server's settings, what it
+        keeps of fetched URLs), in name order; those with an expiry belong to this store's
+        leases and times, and stay."""
+        f = env.open(**FAST)
+        f.store.put_values([("b", b"\x00two", None), ("a", b"one", None),
+                            ("c", b"later", env.clock() + 100)])
+        values = [r for r in f.dump() if r["type"] == "value"]
+        assert [v["name"] for v in values] == ["a", "b"]
+        g = env.open_other(**FAST)
+        g.load(f.dump())
+        assert g.store.get_values(["a", "b", "c"], env.clock()) == [b"one", b"\x00two", None]
+
     def test_a_dump_loads_once_and_whole(self, env: Env) -> None:
         """A dump goes through JSON whole (bytes and non-string keys in meta included);
         loading it twice is refused, changing nothing; a request with a bad field is
