@@ -216,23 +216,28 @@ def test_crawl_ids_are_crawls_of_their_own(store: str, tmp_path: Path) -> None:
     with serve(store) as s:
         assert list(s.stub.ListCrawls(pb.Local(), timeout=30).values) == []
         assert put(s, discovered("https://a.example/", crawl="news"),
-                   discovered("https://a.example/"),
-                   discovered("https://a.example/x", crawl="bad\x01id")) == [OK, OK, SKIPPED]
+                   discovered("https://a.example/")) == [OK, OK]
         names = s.stub.ListCrawls(pb.Local(), timeout=30).values
         assert list(names) == ["DEFAULT", "news"]
+        # a crawl ID too long to keep is an error for the call, nothing of it taken
+        code, why = code_of(lambda: put(s, discovered("https://c.example/"),
+                                        discovered("https://c.example/", crawl="x" * 201)))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "too long" in why
+        assert stats(s, key="c.example").size == 0
         if store.startswith("sqlite"):
             assert (tmp_path / "crawl.crawl-news.db").exists()
         # Any other text is a crawl ID (anjackson/scrapy-url-frontier uses "example.1"),
         # kept percent-encoded in a file name or key: none reaches outside the store's.
-        odd = ["example.1", "../etc", "news/2024 ü"]
-        assert put(s, *(discovered("https://b.example/", crawl=c) for c in odd)) == [OK] * 3
+        odd = ["example.1", "../etc", "news/2024 ü", "tab\there"]
+        assert put(s, *(discovered("https://b.example/", crawl=c) for c in odd)) == [OK] * 4
         assert list(s.stub.ListCrawls(pb.Local(), timeout=30).values) == [
             "DEFAULT", *sorted(["news", *odd])]
         assert all(stats(s, crawl=c).size == 1 for c in odd)
         if store.startswith("sqlite"):
             assert sorted(p.name for p in tmp_path.glob("crawl.crawl-*.db")) == [
                 "crawl.crawl-%2E.%2Fetc.db", "crawl.crawl-example.1.db",
-                "crawl.crawl-news%2F2024%20%C3%BC.db", "crawl.crawl-news.db"]
+                "crawl.crawl-news%2F2024%20%C3%BC.db", "crawl.crawl-news.db",
+                "crawl.crawl-tab%09here.db"]
         for c in odd:
             assert s.stub.DeleteCrawl(pb.DeleteCrawlMessage(value=c), timeout=30).value == 1
         # the same URL in two crawls: each has its own seen-set and queues
@@ -378,7 +383,7 @@ def test_bad_calls_get_a_clear_status_and_the_server_stays_up(tmp_path: Path) ->
 
         assert status(lambda: stub.DeleteQueue(pb.QueueWithinCrawlParams(), metadata=auth,
                                                timeout=30)) == grpc.StatusCode.INVALID_ARGUMENT
-        assert status(lambda: stub.GetStats(pb.QueueWithinCrawlParams(crawlID="a\x00b"),
+        assert status(lambda: stub.GetStats(pb.QueueWithinCrawlParams(crawlID="a" * 201),
                                             metadata=auth, timeout=30)
                       ) == grpc.StatusCode.INVALID_ARGUMENT
         assert status(lambda: stub.SetLogLevel(pb.LogLevelParams(package="x", level=9),

@@ -9,10 +9,12 @@ and counters are apart, and deleting one is deleting its store):
 - ``redis://…?prefix=P``: the key prefix ``P/crawl/<ID>``;
 - ``memory://``: another memory store in this server.
 
-A crawl ID is any text of 1 to 128 characters without control characters (URLFrontier
-sets no rule; clients use names like ``example.1``). In a file name or a key it is
-percent-encoded (every byte but letters, digits, ``_``, ``-`` and ``.``; a ``.`` that
-begins it too), so no ID can reach outside the store's directory or prefix.
+A crawl ID is any non-empty text (URLFrontier sets no rule; clients use names like
+``example.1``). In a file name or a key it is percent-encoded (every byte of its UTF-8
+but letters, digits, ``_``, ``-``, ``.`` and ``~``; a ``.`` that begins it too), so no
+ID can reach outside the store's directory or prefix; one whose encoded form is longer
+than ``MAX_ENCODED`` characters (a file name has at most 255 bytes) is refused with a
+clear error, never taken in part.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from __future__ import annotations
 import glob
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -41,7 +42,9 @@ RECHECK = 1.0
 """Seconds between two readings of a crawl's default delay by a server: another server
 on the store that changed it is followed within this time."""
 
-_ID = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
+MAX_ENCODED = 200
+"""The longest a crawl ID may be once percent-encoded (200 letters; 66 characters of
+any script)."""
 
 
 def _encoded(crawl: str) -> str:
@@ -52,8 +55,11 @@ def _encoded(crawl: str) -> str:
 
 def _decoded(name: str) -> str | None:
     """The crawl ID of a file name's or a prefix's part, None if it is not one of ours."""
-    crawl = unquote(name)
-    return crawl if _encoded(crawl) == name and _ID.fullmatch(crawl) else None
+    try:
+        crawl = unquote(name, errors="strict")
+    except UnicodeDecodeError:
+        return None
+    return crawl if crawl and _encoded(crawl) == name else None
 _SQLITE_MARK = ".crawl-"
 _REDIS_MARK = "/crawl/"
 
@@ -62,9 +68,9 @@ def crawl_id(value: str) -> str:
     """``value`` as a crawl ID (empty: DEFAULT); ConfigError for one crawlq cannot keep."""
     if not value:
         return DEFAULT
-    if not _ID.fullmatch(value):
-        raise ConfigError(f"bad crawl ID {value[:40]!r}: 1 to 128 characters, none of them "
-                          "a control character")
+    if len(_encoded(value)) > MAX_ENCODED:
+        raise ConfigError(f"crawl ID {value[:40]!r}... is too long: at most {MAX_ENCODED} "
+                          "characters once percent-encoded (200 letters or digits)")
     return value
 
 

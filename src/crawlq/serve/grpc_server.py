@@ -152,8 +152,11 @@ class Service:
     def _put(self, items: list[uf_ops.Item | None], crawls: list[str],
              soft: bool) -> list[int]:
         """Apply items (None: a malformed message, SKIPPED) to the crawls named beside
-        them (a bad crawl ID: SKIPPED); one status per item. ``soft``: a crawl whose store
-        fails leaves its items FAIL (the client may send them again) instead of raising."""
+        them; one status per item. A crawl ID that cannot be served is a ConfigError
+        before any item is applied. ``soft``: a crawl whose store fails leaves its items
+        FAIL (the client may send them again) instead of raising."""
+        for crawl in set(crawls):
+            crawl_id(crawl)
         statuses = [uf_ops.FAIL] * len(items)
         by_crawl: dict[str, list[int]] = {}
         for i, (it, crawl) in enumerate(zip(items, crawls)):
@@ -167,8 +170,6 @@ class Service:
                 assert frontier is not None
                 got = uf_ops.put(frontier, [it for it in (items[i] for i in index) if it],
                                  self._spent(crawl_id(crawl)))
-            except ConfigError:  # (a bad crawl ID)
-                got = [uf_ops.SKIPPED] * len(index)
             except StoreError as exc:
                 if not soft:
                     raise
