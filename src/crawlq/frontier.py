@@ -53,6 +53,7 @@ from .stores.base import (
     QueueRemoval,
     Store,
     Transactions,
+    Unblocking,
     ack,
     as_count,
     as_seconds,
@@ -618,6 +619,15 @@ class Frontier:
         if until is None:
             until = now + as_seconds("seconds", seconds, signed=True)
         self.store.block(queue, as_seconds("until", until, signed=True), now)
+
+    def unblock(self, queue: str) -> None:
+        """End ``queue``'s rest now, whatever began it (a :meth:`block`, a politeness
+        rest, a Retry-After, the rest after a session): it is served again at once.
+        ConfigError on a store without it (see :class:`~crawlq.stores.base.Unblocking`)."""
+        store = self.store
+        if not isinstance(store, Unblocking):
+            raise ConfigError(f"{type(store).__name__} cannot unblock a queue")
+        store.unblock(queue, self.clock())
 
     def configure_queue(self, queue: str, **settings: float | None) -> None:
         """Override ``concurrency``, ``min_delay``, ``max_delay``, ``delay_factor``,

@@ -262,9 +262,10 @@ def test_crawl_ids_are_crawls_of_their_own(store: str, tmp_path: Path) -> None:
 
 
 def test_control_state_and_leases_survive_a_sigkill(store: str) -> None:
-    """Delays, blocks, limits, the active flag and leases are kept in the store: a
-    server killed with SIGKILL and started again has them all; a URL whose client went
-    away comes back when its lease ends."""
+    """Delays, blocks, crawl limits, the active flag and leases are kept in the store: a
+    server killed with SIGKILL and started again has them all. A crawl limit counts a
+    queue's URLs fetched for good (the queue still takes URLs, and serves none past
+    it); BlockQueueUntil with a time past ends a block."""
     opts = ("-o", "min_delay=0", "-o", "max_delay=0", "-o", "delay_factor=0")
     with serve(store, *opts) as s:
         put(s, *(discovered(f"https://{h}.example/{i}") for h in "abc" for i in range(3)))
@@ -272,8 +273,8 @@ def test_control_state_and_leases_survive_a_sigkill(store: str) -> None:
                         timeout=30)
         s.stub.BlockQueueUntil(pb.BlockQueueParams(key="b.example",
                                                    time=int(time.time()) + 600), timeout=30)
-        s.stub.SetCrawlLimit(pb.CrawlLimitParams(key="c.example", limit=3), timeout=30)
-        leased = get(s, delay_requestable=2)
+        s.stub.SetCrawlLimit(pb.CrawlLimitParams(key="c.example", limit=1), timeout=30)
+        leased = get(s, delay_requestable=60)
         assert sorted(g.key for g in leased) == ["a.example", "c.example"]  # b: blocked
         s.stub.SetActive(pb.Active(state=False), timeout=30)
         assert get(s) == []
@@ -283,17 +284,25 @@ def test_control_state_and_leases_survive_a_sigkill(store: str) -> None:
         assert get(s) == []
         s.stub.SetActive(pb.Active(state=True), timeout=30)
         assert stats(s).inProcess == 2  # the leases outlived the server
-        a = next(g for g in leased if g.key == "a.example")
-        assert put(s, known(a.url)) == [OK]
-        assert put(s, discovered("https://c.example/4")) == [SKIPPED]  # (over its limit)
-        time.sleep(2.2)  # the lease of c.example's URL ends: it comes back
-        again = get(s)
-        # a rests 600 s after its answer, b is blocked: only c's URL, handed out again
-        assert [g.url for g in again] == [g.url for g in leased if g.key == "c.example"]
-        assert stats(s, key="b.example").size == 3
-        code, why = code_of(lambda: s.stub.BlockQueueUntil(
-            pb.BlockQueueParams(key="b.example", time=0), timeout=30))
-        assert code == grpc.StatusCode.FAILED_PRECONDITION and "early" in why
+        assert put(s, *(known(g.url) for g in leased)) == [OK, OK]
+        # a rests 600 s after its answer, b is blocked, c reached its limit of 1
+        assert get(s) == []
+        assert put(s, discovered("https://c.example/4")) == [OK]  # (it still takes URLs)
+        c = stats(s, key="c.example")
+        assert (c.size, c.counts["completed"], c.counts["crawl_limit"]) == (3, 1, 1)
+        s.kill()
+    with serve(store, *opts) as s:
+        assert get(s) == []
+        # a time past ends b's block (not c's limit)
+        for key in ("b.example", "c.example"):
+            s.stub.BlockQueueUntil(pb.BlockQueueParams(key=key, time=0), timeout=30)
+        assert [g.key for g in get(s)] == ["b.example"]
+        s.stub.SetCrawlLimit(pb.CrawlLimitParams(key="c.example", limit=2), timeout=30)
+        (more,) = get(s, key="c.example")
+        assert put(s, known(more.url)) == [OK]  # (its second: the limit again)
+        assert get(s, key="c.example") == []
+        s.stub.SetCrawlLimit(pb.CrawlLimitParams(key="c.example", limit=0), timeout=30)
+        assert [g.key for g in get(s, key="c.example")] == ["c.example"]
 
 
 def test_the_default_delay_holds_for_every_server_and_across_restarts(store: str) -> None:

@@ -18,10 +18,11 @@ from crawlq.stores.base import (
     QueueDeletion,
     QueueRemoval,
     Transactions,
+    Unblocking,
 )
 
 CAPABILITIES = (Dumps, QueueDeletion, QueueRemoval, PolicyChange, Clearable, Transactions,
-                PipelinedAdd, Destroyable, Namespaced)
+                PipelinedAdd, Destroyable, Namespaced, Unblocking)
 
 
 def offered(url: str) -> set[str]:
@@ -31,7 +32,8 @@ def offered(url: str) -> set[str]:
 
 def test_each_store_declares_what_it_offers(tmp_path: Path,
                                             redis_server: LocalRedis) -> None:
-    common = {"Dumps", "QueueDeletion", "QueueRemoval", "PolicyChange", "Clearable"}
+    common = {"Dumps", "QueueDeletion", "QueueRemoval", "PolicyChange", "Clearable",
+              "Unblocking"}
     assert offered("memory://") == common
     assert offered(f"sqlite:///{tmp_path}/a.db") == common | {"Transactions", "Destroyable"}
     assert offered(redis_server.url + "?prefix=caps") == common | {

@@ -43,7 +43,7 @@ def diff_ops(seed: int, steps: int) -> list[tuple[str, Any]]:
     rng = random.Random(seed)
     kinds = {"add": 6, "next": 6, "next_queue": 1, "done": 4, "done_delay": 1, "fail": 2,
              "dead": 1, "retry": 1, "renew": 1, "tick": 4, "expire": 1, "block": 1,
-             "configure": 1, "requeue_dead": 1, "delete_queue": 0.2,
+             "unblock": 0.5, "configure": 1, "requeue_dead": 1, "delete_queue": 0.2,
              "dump_load": 0.3}
     names, weights = list(kinds), list(kinds.values())
     ops: list[tuple[str, Any]] = []
@@ -86,6 +86,8 @@ def diff_ops(seed: int, steps: int) -> list[tuple[str, Any]]:
             ops.append((op, rng.choice([0.25, 0.5, 1.0, 2.0, 3.5])))
         elif op == "block":
             ops.append((op, (host(rng.randrange(HOSTS)), rng.choice([1.0, 3.0, 7.0]))))
+        elif op == "unblock":
+            ops.append((op, host(rng.randrange(HOSTS))))
         elif op == "configure":
             ops.append((op, (host(rng.randrange(HOSTS)), rng.choice([
                 {"concurrency": 2}, {"concurrency": None}, {"min_delay": 1.5},
@@ -164,6 +166,9 @@ class Run:
             return None
         if op == "block":
             f.block(f"h{arg[0]}.example", seconds=arg[1])
+            return None
+        if op == "unblock":
+            f.unblock(f"h{arg}.example")
             return None
         if op == "configure":
             f.configure_queue(f"h{arg[0]}.example", **arg[1])

@@ -327,30 +327,28 @@ class Service:
             q = uf_ops.queue_info(frontier, req.key)
             if q is None:
                 return self.pb.Stats(crawlID=crawl)
+            limit, completed = uf_ops.limit_of(frontier, req.key)
             return self.pb.Stats(size=q.queued, inProcess=q.leased, numberOfQueues=1,
-                                 crawlID=crawl, counts={"accepted": q.accepted,
-                                                        "active_queues": int(
-                                                            uf_ops.is_active_queue(q))})
+                                 crawlID=crawl, counts={
+                                     "accepted": q.accepted, "completed": completed,
+                                     "crawl_limit": limit,
+                                     "active_queues": int(uf_ops.is_active_queue(q))})
         size, leased, queues, counts = uf_ops.stat_counts(frontier)
         return self.pb.Stats(size=size, inProcess=leased, numberOfQueues=queues,
                              counts=counts, crawlID=crawl)
 
     async def BlockQueueUntil(self, req: Any, context: Any) -> Any:
-        """Serve nothing of the queue until ``time`` (epoch seconds)."""
+        """Serve nothing of the queue until ``time`` (epoch seconds); a time past ends
+        its block."""
         await self._run(context, "BlockQueueUntil", self._block, req)
         return self.pb.Empty()
 
     def _block(self, req: Any) -> None:
         frontier = self._frontier_for_queue(req.crawlID, req.key)
-        now = frontier.clock()
-        if req.time > now:
+        if req.time > frontier.clock():
             frontier.block(req.key, until=float(req.time))
-            return
-        q = uf_ops.queue_info(frontier, req.key)
-        if q is not None and q.ready_at > now:
-            raise Refused(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"queue {req.key!r} rests until {q.ready_at:.0f}: crawlq cannot "
-                          "end a block or a politeness rest early")
+        else:  # (a time past: the block ends, and any politeness rest with it)
+            uf_ops.unblock(frontier, req.key)
 
     def _frontier_for_queue(self, crawl: str, key: str) -> Frontier:
         if not key:
@@ -385,13 +383,14 @@ class Service:
         frontier.configure_queue(req.key, min_delay=delay, max_delay=delay)
 
     async def SetCrawlLimit(self, req: Any, context: Any) -> Any:
-        """The most URLs a queue takes (``max_queue_urls``; 0: no limit)."""
+        """The most URLs of a queue fetched for good, after which it serves no more
+        (0: no limit); kept in the store."""
         await self._run(context, "SetCrawlLimit", self._limit, req)
         return self.pb.Empty()
 
     def _limit(self, req: Any) -> None:
         frontier = self._frontier_for_queue(req.crawlID, req.key)
-        frontier.configure_queue(req.key, max_queue_urls=req.limit or None)
+        uf_ops.set_limit(frontier, req.key, int(req.limit))
 
     async def SetLogLevel(self, req: Any, context: Any) -> Any:
         """Set a Python logger's level (``package``: its name; empty: the root)."""

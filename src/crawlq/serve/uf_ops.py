@@ -36,6 +36,13 @@ _DUE = "crawlq:uf:due:"
 """Prefix of the store values that keep the refetch date last queued for a URL."""
 _DUE_KEPT = 86_400.0
 """Seconds past its date that a refetch date is remembered."""
+_COMPLETED = "crawlq:uf:completed:"
+"""Prefix of the store values that count a queue's URLs fetched for good (ASCII)."""
+_LIMIT = "crawlq:uf:limit:"
+"""Prefix of the store values that keep a queue's crawl limit (ASCII; SetCrawlLimit)."""
+LIMIT_BLOCK = 366 * _DAY
+"""How long a queue at its crawl limit is blocked; blocked again by each URL fetched
+(and unblocked when its limit is raised or removed)."""
 _DONE = "crawlq:uf:done:"
 """Prefix of the store values that keep a URL fetched for good: its text, queue,
 metadata and creation date (a JSON object). URLFrontier lists and reports fetched URLs,
@@ -241,12 +248,19 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
     unleased: list[int] = []
     answered: dict[str, bytes] = {}
     kept: list[tuple[str, bytes, float | None]] = []  # the URLs fetched for good
+    completed: dict[str, int] = {}  # queue -> URLs newly fetched for good, or no longer
     created = int(dated[CREATED])
+    # (a URL not leased may be kept as fetched for good already: counted once)
+    again_done = [i for i, raw in zip(order, found) if raw is None and not items[i].refetch]
+    before = dict(zip(again_done, frontier.store.get_values(
+        [_done_name(canon[i]) for i in again_done], now))) if again_done else {}
     for i, name, raw in zip(order, names, found):
         when = items[i].refetch or 0
         if not when:
-            kept.append(_done_value(frontier, items[i], canon[i], created if raw is None
-                                    else 0))
+            value = _done_value(frontier, items[i], canon[i], created if raw is None else 0)
+            kept.append(value[0])
+            if before.get(i) is None:
+                completed[value[1]] = completed.get(value[1], 0) + 1
         if raw is None:
             unleased.append(i)
             continue
@@ -289,16 +303,101 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
             frontier.store.put_values([(marks[k], str(due[k][1]).encode(),
                                         max(now, float(due[k][1])) + _DUE_KEPT) for k in fresh])
             # (queued again: no longer fetched for good)
-            frontier.store.drop_values([_done_name(canon[due[k][0]]) for k in fresh])
+            gone = [_done_name(canon[due[k][0]]) for k in fresh]
+            for old in frontier.store.get_values(gone, now):
+                was = None if old is None else _done_of(old)
+                if was is not None:
+                    completed[was.key] = completed.get(was.key, 0) - 1
+            frontier.store.drop_values(gone)
+    if completed:
+        _count_completed(frontier, completed, now)
+
+
+def _count_completed(frontier: Frontier, deltas: Mapping[str, int], now: float) -> None:
+    """Add ``deltas`` (queue key -> URLs newly fetched for good, or no longer) to the
+    queues' completed counts, in one transaction where the store has them. A queue that
+    reaches its crawl limit is blocked; one back under it, unblocked."""
+    keys = [k for k, d in deltas.items() if d]
+    if not keys:
+        return
+    with frontier.transaction():
+        counts = [_completed_name(k) for k in keys]
+        got = frontier.store.get_values(counts + [_limit_name(k) for k in keys], now)
+        new = [max(0, _count(got[j]) + deltas[k]) for j, k in enumerate(keys)]
+        frontier.store.put_values([(n, str(c).encode(), None) for n, c in zip(counts, new)])
+        for j, k in enumerate(keys):
+            limit = _count(got[len(keys) + j])
+            if limit:
+                _hold_to_limit(frontier, k, new[j] >= limit, _count(got[j]) >= limit)
+
+
+def _hold_to_limit(frontier: Frontier, key: str, reached: bool, held: bool) -> None:
+    """Block queue ``key`` when it ``reached`` its crawl limit; unblock it when it no
+    longer does and was ``held`` by a limit (its block ends; crawlq keeps one rest per
+    queue, so a block of BlockQueueUntil ends too)."""
+    if reached:
+        frontier.block(key, until=frontier.clock() + LIMIT_BLOCK)
+    elif held:
+        frontier.unblock(key)
+
+
+def set_limit(frontier: Frontier, key: str, limit: int) -> None:
+    """URLFrontier's SetCrawlLimit: queue ``key`` serves no more URLs once ``limit``
+    of them were fetched for good (0: no limit). Kept in the store (a value with no
+    expiry: every server on it follows it, and it survives restarts)."""
+    now = frontier.clock()
+    with frontier.transaction():
+        count, old = frontier.store.get_values([_completed_name(key), _limit_name(key)], now)
+        if limit:
+            frontier.store.put_values([(_limit_name(key), str(limit).encode(), None)])
+        else:
+            frontier.store.drop_values([_limit_name(key)])
+        done, was = _count(count), _count(old)
+        _hold_to_limit(frontier, key, bool(limit) and done >= limit,
+                       bool(was) and done >= was)
+
+
+def unblock(frontier: Frontier, key: str) -> None:
+    """URLFrontier's BlockQueueUntil with a time past: queue ``key``'s block ends (and
+    any rest it is in), unless it is held by its crawl limit."""
+    limit, done = limit_of(frontier, key)
+    if not (limit and done >= limit):
+        frontier.unblock(key)
+
+
+def limit_of(frontier: Frontier, key: str) -> tuple[int, int]:
+    """Queue ``key``'s crawl limit (0: none) and how many of its URLs were fetched for
+    good."""
+    count, limit = frontier.store.get_values([_completed_name(key), _limit_name(key)],
+                                             frontier.clock())
+    return _count(limit), _count(count)
+
+
+def _count(raw: bytes | None) -> int:
+    """A count kept as ASCII digits (0: none, or not one)."""
+    try:
+        return int(raw) if raw else 0
+    except ValueError:
+        return 0
+
+
+def _completed_name(key: str) -> str:
+    return _COMPLETED + _digest(key)
+
+
+def _limit_name(key: str) -> str:
+    return _LIMIT + _digest(key)
 
 
 def _done_value(frontier: Frontier, item: Item, url: str,
-                created: int) -> tuple[str, bytes, float | None]:
-    """The store value that keeps ``url`` (canonical) as fetched for good."""
-    record = {"u": url, "k": item.key or frontier.queue_of(url), "c": created}
+                created: int) -> tuple[tuple[str, bytes, float | None], str]:
+    """The store value that keeps ``url`` (canonical) as fetched for good, and the
+    URL's queue."""
+    key = item.key or frontier.queue_of(url)
+    record: dict[str, Any] = {"u": url, "k": key, "c": created}
     if item.metadata:
         record["m"] = {k: list(v) for k, v in item.metadata.items()}
-    return _done_name(url), json.dumps(record, separators=(",", ":")).encode(), None
+    return (_done_name(url), json.dumps(record, separators=(",", ":")).encode(), None), key
 
 
 def queue_infos(frontier: Frontier) -> list[QueueInfo]:
@@ -409,8 +508,7 @@ def delete_queue(frontier: Frontier, key: str) -> int:
         if leases:
             frontier.done(leases, Outcome.RETRY)
         held = [n for n, h in zip(names, handles) if h is not None]
-        if held or kept:
-            frontier.store.drop_values(held + kept)
+        frontier.store.drop_values(held + kept + [_completed_name(key), _limit_name(key)])
         return frontier.delete_queue(key) + len(kept)
 
 
@@ -465,12 +563,15 @@ __all__ = [
     "delete_queue",
     "is_active_queue",
     "lease",
+    "limit_of",
     "listed",
     "metadata_of",
     "purge",
     "put",
     "queue_info",
     "queue_infos",
+    "set_limit",
     "stat_counts",
     "status_of",
+    "unblock",
 ]

@@ -274,6 +274,19 @@ class QueueDeletion(Protocol):
 
 
 @runtime_checkable
+class Unblocking(Protocol):
+    """Ending a queue's rest early (:meth:`~crawlq.Frontier.unblock` raises ConfigError
+    on a store without it). Every store crawlq ships has it."""
+
+    def unblock(self, queue: str, now: float) -> None:
+        """End ``queue``'s rest at ``now``, whatever began it (a block, a politeness
+        rest, the rest after a session): with something queued and a lease free, it is
+        ready at once, as a queue whose rest ended then. Nothing for an unknown queue
+        or one not resting."""
+        ...
+
+
+@runtime_checkable
 class QueueRemoval(Protocol):
     """Removing picked entries of a queue (:meth:`~crawlq.Frontier.remove_queued`
     raises ConfigError on a store without it). Every store crawlq ships has it."""

@@ -146,6 +146,16 @@ class MemoryStore:
                 if q.state in (READY, RESTING):
                     self._book.settle(q, now)
 
+    def unblock(self, queue: str, now: float) -> None:
+        """See :meth:`~crawlq.stores.base.Unblocking.unblock`."""
+        with self._lock:
+            self._check_open()
+            q = self._book.queues.get(queue)
+            if q is not None and q.ready_at > now:
+                q.ready_at = now
+                if q.state == RESTING:
+                    self._book.settle(q, now)
+
     def configure_queue(self, queue: str, settings: Mapping[str, float | None],
                         now: float) -> None:
         """See :meth:`Store.configure_queue`."""

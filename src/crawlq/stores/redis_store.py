@@ -380,6 +380,10 @@ class RedisStore:
         """See :meth:`Store.block`."""
         self._run("queue_op", now, "block", queue, until)
 
+    def unblock(self, queue: str, now: float) -> None:
+        """See :meth:`~crawlq.stores.base.Unblocking.unblock`."""
+        self._run("queue_op", now, "unblock", queue)
+
     def set_policy(self, policy: QueuePolicy) -> None:
         """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
         self.policy = _lua_policy(policy)

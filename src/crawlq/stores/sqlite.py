@@ -922,6 +922,17 @@ class SQLiteStore:
             d.ready_at = until
             self._apply(c, {qid: d}, now)
 
+    def unblock(self, queue: str, now: float) -> None:
+        """See :meth:`~crawlq.stores.base.Unblocking.unblock`."""
+        with self._tx() as c:
+            row = c.execute("SELECT qid FROM queues WHERE key=? AND ready_at>?",
+                            (queue, now)).fetchone()
+            if row is None:
+                return
+            c.execute("UPDATE queues SET ready_at=? WHERE qid=?", (now, row[0]))
+            self._queues.forget([row[0]])
+            self._apply(c, {row[0]: Delta()}, now)
+
     def configure_queue(self, queue: str, settings: Mapping[str, float | None],
                         now: float) -> None:
         """See :meth:`Store.configure_queue`."""

@@ -11,7 +11,7 @@ import pytest
 
 from ..errors import ConfigError
 from ..frontier import Frontier
-from ..stores.base import PolicyChange, QueueDeletion, QueueRemoval
+from ..stores.base import PolicyChange, QueueDeletion, QueueRemoval, Unblocking
 
 T0 = 1_800_000_000.0
 
@@ -81,11 +81,11 @@ class Env:
 
 def refused_without(f: Frontier, method: str, call: Callable[[], object]) -> bool:
     """True when the store offers ``method`` (of the optional QueueDeletion,
-    QueueRemoval or PolicyChange); otherwise checks that the Frontier refuses ``call``
+    QueueRemoval, PolicyChange or Unblocking); otherwise checks that the Frontier refuses ``call``
     with ConfigError, changing nothing, and returns False: that refusal is the
     behaviour of a store without it."""
     capability = {"delete_queue": QueueDeletion, "remove_queued": QueueRemoval,
-                  "set_policy": PolicyChange}[method]
+                  "set_policy": PolicyChange, "unblock": Unblocking}[method]
     if isinstance(f.store, capability):
         return True
     before = f.stats()

@@ -152,6 +152,22 @@ class LeaseContract:
         assert [le.request.url for le in f.next(5)] == ["https://c.example/1"]
         assert f.stats().redelivered == 3
 
+    def test_a_renewed_lease_expires_at_its_own_time_in_a_long_wait(
+            self, env: Env) -> None:
+        """Renewed leases and a lease of a later call, all expired by the next look:
+        each comes back at its own expiry, the renewed ones last (so ahead in their
+        queue), not at the expiry of the call that gave them."""
+        f = env.open(lease_ttl=10, concurrency=3, **FAST)
+        f.add([f"https://a.example/{i}" for i in range(1, 5)])
+        renewed = f.next(2)  # (a/1 and a/2, until 10 s; a/4 waits behind)
+        env.clock.advance(1)
+        f.next(1)  # (a/3, until 11 s)
+        f.renew(renewed, ttl=19)  # (until 20 s; the whole call: SQLite renews per call)
+        env.clock.advance(40)
+        f = env.checkpoint()
+        assert [le.request.url for le in f.next(3)] == [
+            "https://a.example/1", "https://a.example/2", "https://a.example/3"]
+
     def test_a_renewal_moves_next_ready_at_and_never_shortens_a_lease(
             self, env: Env) -> None:
         """After renew(), next_ready_at() says the renewed expiry; a renewal shorter

@@ -152,6 +152,33 @@ class PolitenessContract:
         with pytest.raises(ConfigError):
             f.block("a.example")
 
+    def test_unblock_ends_a_rest_early(self, env: Env) -> None:
+        """``unblock(K)`` ends K's rest now, a block or a politeness rest: K is served
+        at once, joining the ready line as a queue whose rest ended now. A block never
+        shortens a rest; an unknown queue, or one not resting, is left as it is."""
+        f = env.open(min_delay=30.0, max_delay=30.0, delay_factor=0.0)
+        if not refused_without(f, "unblock", lambda: f.unblock("a.example")):
+            return
+        f.add(["https://a.example/1", "https://a.example/2", "https://b.example/1",
+               "https://c.example/1"])
+        f.block("a.example", seconds=600)
+        f.block("a.example", seconds=60)  # (never shortens it)
+        f = env.checkpoint()
+        assert sorted(le.queue for le in f.next(10)) == ["b.example", "c.example"]
+        env.clock.advance(100)
+        assert f.next(10) == []
+        f.unblock("a.example")
+        f.unblock("nowhere.example")
+        f = env.checkpoint()
+        (a1,) = f.next(10)
+        assert a1.request.url == "https://a.example/1"
+        f.done(a1)  # (a politeness rest of 30 s)
+        assert f.next(10) == []
+        f.unblock("a.example")
+        f.unblock("a.example")  # (not resting: nothing)
+        assert [le.request.url for le in f.next(10)] == ["https://a.example/2"]
+        assert f.next(10) == []
+
     def test_queue_budget_caps_accepted_urls(self, env: Env) -> None:
         f = env.open(max_queue_urls=3, **FAST)
         r = f.add([f"https://trap.example/{i}" for i in range(5)] + ["https://ok.example/"])

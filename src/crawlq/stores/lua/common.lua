@@ -327,10 +327,12 @@ local function wake(now)
       for t = lo, math.min(lo + 999, last) do toks[#toks + 1] = t end
       local recs = redis.call('HMGET', P .. ':ls', unpack(toks))
       for j, rec in ipairs(recs) do
-        -- (a lease renewed since has an expiry record of its own, "t:t": see renew.lua)
+        -- (a lease renewed since has an expiry record of its own, "t:t", later than
+        -- its call's: see renew.lua. It expires at that record's time, in this wake
+        -- too when both are due, never at its call's.)
         local own = first ~= last and rec and
           redis.call('ZSCORE', P .. ':lx', toks[j] .. ':' .. toks[j])
-        if rec and not (own and tonumber(own) > now) then
+        if rec and not (own and tonumber(own) > at) then
           local key, prio, item = cmsgpack.unpack(rec)
           events[#events + 1] = {at, 1, toks[j], key, prio, item}
           redis.call('HDEL', P .. ':ls', toks[j])

@@ -1,11 +1,13 @@
--- queue_op(now, op, key, ...): 'block' until | 'configure' name value ... ('' unsets)
+-- queue_op(now, op, key, ...): 'block' until | 'unblock' (ends its rest now)
+-- | 'configure' name value ... ('' unsets)
 -- | 'delete' (returns how many queued and scheduled entries it removed; a queue left
 -- with no lease out and no dead entry is forgotten)
 -- | 'remove' level item ... '' id ...: those queued items (at their levels) and
 -- scheduled entries (by id) that are still there (returns how many it removed)
 local now, op, key = tonumber(ARGV[A0 + 1]), ARGV[A0 + 2], ARGV[A0 + 3]
 wake(now)
-if (op == 'delete' or op == 'remove') and redis.call('EXISTS', P .. ':qm:' .. key) == 0 then
+if (op == 'delete' or op == 'remove' or op == 'unblock')
+    and redis.call('EXISTS', P .. ':qm:' .. key) == 0 then
   return 0
 end
 local q = loadq(key)
@@ -15,6 +17,11 @@ if op == 'block' then
   if until_ > q.ra then
     q.ra = until_
     if q.st == READY or q.st == RESTING then settle(q, now, false) end
+  end
+elseif op == 'unblock' then
+  if q.ra > now then
+    q.ra = now
+    if q.st == RESTING then settle(q, now, false) end
   end
 elseif op == 'configure' then
   for j = A0 + 4, #ARGV, 2 do
