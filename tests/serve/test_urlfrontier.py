@@ -343,7 +343,8 @@ def test_purge_removes_the_urls_stored_before_its_cutoff(store: str) -> None:
     """Each URL carries the date the server first stored it (URLItem.creation_date of
     GetURLStatus and ListURLs); PurgeURLs removes the queued URLs older than ``days``
     days, of one queue or of the crawl, and answers how many. URLs of unknown date
-    (added without URLFrontier's API) and leased ones stay; purged URLs stay known."""
+    (added without URLFrontier's API) and leased ones stay; done ones go too; purged
+    URLs stay seen."""
     with serve(store, "-o", "min_delay=0", "-o", "max_delay=0") as s:
         t = int(time.time())
         assert put(s, discovered("https://a.example/new"), discovered("https://b.example/new"),
@@ -375,6 +376,14 @@ def test_purge_removes_the_urls_stored_before_its_cutoff(store: str) -> None:
         assert sorted(left) == ["https://c.example/undated", "https://d.example/leased"]
         assert put(s, discovered("https://a.example/old")) == [SKIPPED]  # still known
         assert put(s, known(leased.url)) == [OK]
+        # done for good, it keeps its creation date (carried by its lease), and goes too
+        st = s.stub.GetURLStatus(pb.URLStatusRequest(url=leased.url), timeout=30)
+        assert t <= st.creation_date <= time.time() and st.known.refetchable_from_date == 0
+        time.sleep(1.1)
+        assert purge(0) == 1
+        assert [i.known.info.url for i in s.stub.ListURLs(pb.ListUrlParams(size=100),
+                                                          timeout=30)] == [
+            "https://c.example/undated"]
         assert s.stub.PurgeURLs(pb.PurgeUrlParams(crawlID="nowhere", days=0),
                                 timeout=30).value == 0
 

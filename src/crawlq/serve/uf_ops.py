@@ -109,14 +109,28 @@ def _created_in(meta: object) -> int:
 
 
 def purge(frontier: Frontier, days: int, queue: str | None = None) -> int:
-    """Remove the queued and scheduled URLs (of ``queue``; None: all) stored more than
-    ``days`` days ago; how many. Leased URLs stay leased, URLs of unknown date stay."""
-    cutoff = frontier.clock() - days * _DAY
+    """Remove the queued, scheduled and done URLs (of ``queue``; None: all) stored more
+    than ``days`` days ago; how many. Leased URLs stay leased, URLs of unknown date
+    stay, and every URL stays in the seen-set. (Scans of the crawl.)"""
+    now = frontier.clock()
+    cutoff = now - days * _DAY
 
     def old(request: Request) -> bool:
         return 0 < created_of(request) < cutoff
 
-    return frontier.remove_queued(old, queue)
+    n = frontier.remove_queued(old, queue)
+    gone: list[str] = []
+    completed: dict[str, int] = {}
+    for rec in frontier.records():
+        if rec.get("type") == "value" and str(rec.get("name")).startswith(_DONE):
+            d = _done_of(dumpfmt.value_data(rec))
+            if d is not None and 0 < d.created < cutoff and queue in (None, d.key):
+                gone.append(str(rec["name"]))
+                completed[d.key] = completed.get(d.key, 0) - 1
+    if gone:
+        frontier.store.drop_values(gone)
+        _count_completed(frontier, completed, now)
+    return n + len(gone)
 
 
 def metadata_of(request: Request) -> dict[str, list[str]]:
@@ -200,7 +214,8 @@ def _lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
     if extra:
         frontier.done(extra, Outcome.RETRY)
     # (kept until the lease ends: store values take their expiry time)
-    frontier.store.put_values([(_handle_name(le.request.url), handle(le).encode(),
+    frontier.store.put_values([(_handle_name(le.request.url),
+                                f"{handle(le)} {created_of(le.request)}".encode(),
                                 le.expires_at) for le in kept])
     return kept
 
@@ -231,6 +246,13 @@ def put(frontier: Frontier, items: Sequence[Item], spent: Spent | None = None) -
     return statuses
 
 
+def _held(raw: bytes) -> tuple[Lease, int]:
+    """The lease a URL's kept handle stands for, and the URL's creation date (see
+    _lease: "<handle> <created>")."""
+    text, _, created = raw.decode("ascii", "replace").partition(" ")
+    return lease_of(text), int(created) if created.isdigit() else 0
+
+
 def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
                statuses: list[int], dated: Mapping[str, Any], spent: Spent | None) -> None:
     canon: dict[int, str] = {}
@@ -257,7 +279,8 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
     for i, name, raw in zip(order, names, found):
         when = items[i].refetch or 0
         if not when:
-            value = _done_value(frontier, items[i], canon[i], created if raw is None else 0)
+            value = _done_value(frontier, items[i], canon[i],
+                                created if raw is None else _held(raw)[1])
             kept.append(value[0])
             if before.get(i) is None:
                 completed[value[1]] = completed.get(value[1], 0) + 1
@@ -265,7 +288,7 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
             unleased.append(i)
             continue
         answered[name] = raw
-        le = lease_of(raw.decode("ascii", "replace"))
+        le, _ = _held(raw)
         if when:
             again.setdefault(max(0.0, when - now), []).append(le)
         else:
@@ -504,7 +527,7 @@ def delete_queue(frontier: Frontier, key: str) -> int:
     names = [_handle_name(u) for u in urls]
     with frontier.transaction():
         handles = frontier.store.get_values(names, frontier.clock()) if names else []
-        leases = [lease_of(h.decode("ascii", "replace")) for h in handles if h is not None]
+        leases = [_held(h)[0] for h in handles if h is not None]
         if leases:
             frontier.done(leases, Outcome.RETRY)
         held = [n for n, h in zip(names, handles) if h is not None]
