@@ -632,3 +632,17 @@ def test_a_queues_due_urls_come_in_order_of_their_date(store: str) -> None:
             assert put(s, *(known(g.url) for g in got)) == [OK] * len(got)
         assert order == ["https://a.example/yesterday", "https://a.example/long-ago",
                          "https://a.example/now", "https://a.example/discovered"]
+
+
+def test_a_known_url_never_handed_out_is_never_fetched(store: str) -> None:
+    """A URL first put as known, with no refetch date, is fetched for good already:
+    GetURLs never hands it out, and it is listed as known, date 0, in its queue."""
+    with serve(store, "-o", "min_delay=0", "-o", "max_delay=0") as s:
+        assert put(s, known("https://k.example/")) == [OK]
+        assert get(s, key="k.example", delay_requestable=2) == []
+        assert get(s) == []
+        (x,) = s.stub.ListURLs(pb.ListUrlParams(size=10), timeout=30)
+        assert (x.known.info.url, x.known.info.key, x.known.refetchable_from_date) == (
+            "https://k.example/", "k.example", 0)
+        st = stats(s, key="k.example")
+        assert (st.numberOfQueues, st.size, st.counts["completed"]) == (1, 0, 1)

@@ -308,6 +308,9 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
         fp = frontier.fingerprint_of(canon[i])
         if fp is not None:
             seen.append(dumpfmt.seen(fp, None))
+    # (a queue holding a URL done for good exists, as in the reference server, though
+    # crawlq never queued the URL: it is listed, counted, and dumped queue by queue)
+    seen += [dumpfmt.queue(k, 0, 0.0, {}, None) for k in completed]
     if seen:
         frontier.load(seen)
     # A refetch date for a URL not leased: queued (again) for then, once per date: the

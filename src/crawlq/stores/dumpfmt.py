@@ -132,9 +132,10 @@ def counters(values: Mapping[str, int], rejected: Mapping[str, int]) -> dict[str
 
 
 def queue(key: str, accepted: int, ready_at: float, settings: Mapping[str, float],
-          since: float) -> dict[str, Any]:
+          since: float | None) -> dict[str, Any]:
     """A queue record: its counters, rest, overrides, and since when it has waited in
-    the ready line (its place there, if it is ready)."""
+    the ready line (its place there, if it is ready; None: not known, a place as any
+    queue whose rest ended then)."""
     return {"type": "queue", "key": key, "accepted": accepted, "ready_at": ready_at,
             "settings": dict(settings), "since": since}
 
