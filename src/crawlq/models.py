@@ -151,6 +151,8 @@ class QueueInfo:
     accepted: int
     state: str
     settings: Mapping[str, float] = field(default_factory=dict, hash=False)
+    scheduled: int = 0
+    """Its entries waiting for a time (``not_before``, a retry later): not queued yet."""
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict of every field (``ready_at`` None for never)."""

@@ -171,10 +171,13 @@ def test_urls_go_in_come_out_and_are_answered(store: str) -> None:
         assert s.stub.CountURLs(pb.CountUrlParams(filter="P1"), timeout=30).value == 0
 
         # DeleteQueue: the queue and every URL in it go (leased, scheduled, fetched too)
-        in_h0 = sum(1 for x in listed if x.known.info.key == "h0.example")
-        assert stats(s, key="h0.example").numberOfQueues == 1
+        in_h0 = [x.known.refetchable_from_date for x in listed
+                 if x.known.info.key == "h0.example"]
+        h0 = stats(s, key="h0.example")
+        assert (h0.numberOfQueues, h0.size) == (1, sum(1 for d in in_h0 if d))
         gone = s.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="h0.example"), timeout=30)
-        assert gone.value == in_h0 == 3
+        # (the answer counts its active URLs, not those done, as the reference's)
+        assert gone.value == h0.size > 0 and len(in_h0) == 3
         st = stats(s, key="h0.example")
         assert (st.size, st.inProcess, st.numberOfQueues) == (0, 0, 0)
         assert s.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="none.example"),
@@ -219,6 +222,14 @@ def test_crawl_ids_are_crawls_of_their_own(store: str, tmp_path: Path) -> None:
                    discovered("https://a.example/")) == [OK, OK]
         names = s.stub.ListCrawls(pb.Local(), timeout=30).values
         assert list(names) == ["DEFAULT", "news"]
+        # looking at a crawl that does not exist makes none
+        assert stats(s, crawl="nowhere").size == 0
+        assert s.stub.CountURLs(pb.CountUrlParams(crawlID="nowhere"), timeout=30).value == 0
+        assert list(s.stub.ListURLs(pb.ListUrlParams(crawlID="nowhere"), timeout=30)) == []
+        assert s.stub.PurgeURLs(pb.PurgeUrlParams(crawlID="nowhere"), timeout=30).value == 0
+        assert list(s.stub.ListCrawls(pb.Local(), timeout=30).values) == ["DEFAULT", "news"]
+        if store.startswith("sqlite"):
+            assert not (tmp_path / "crawl.crawl-nowhere.db").exists()
         # a crawl ID too long to keep is an error for the call, nothing of it taken
         code, why = code_of(lambda: put(s, discovered("https://c.example/"),
                                         discovered("https://c.example/", crawl="x" * 201)))
@@ -251,7 +262,7 @@ def test_crawl_ids_are_crawls_of_their_own(store: str, tmp_path: Path) -> None:
         assert stats(s, crawl="news").size == 0
         if store.startswith("sqlite"):
             assert not (tmp_path / "crawl.crawl-news.db").exists()
-        assert stats(s).size == 0 and stats(s).inProcess == 1
+        assert stats(s).size == 1 and stats(s).inProcess == 1  # (a leased URL is active)
         assert s.stub.DeleteCrawl(pb.DeleteCrawlMessage(value=""), timeout=30).value == 1
         assert list(s.stub.ListCrawls(pb.Local(), timeout=30).values) == []
         st = stats(s)
@@ -646,3 +657,27 @@ def test_a_known_url_never_handed_out_is_never_fetched(store: str) -> None:
             "https://k.example/", "k.example", 0)
         st = stats(s, key="k.example")
         assert (st.numberOfQueues, st.size, st.counts["completed"]) == (1, 0, 1)
+
+
+def test_stats_and_any_crawl_count_as_the_reference(store: str) -> None:
+    """GetStats counts as the reference: ``size`` is every URL not completed (queued,
+    due later, leased), ``completed`` every URL done for good (leased and answered, or
+    put as done), ``active_queues`` the queues holding an active URL. GetURLs with
+    anyCrawlID gives ``max_queues`` queues in all, not per crawl."""
+    with serve(store, "-o", "min_delay=0", "-o", "max_delay=0") as s:
+        later = int(time.time()) + 3600
+        assert put(s, discovered("https://a.example/1"), discovered("https://a.example/2"),
+                   known("https://a.example/later", later), known("https://b.example/done"),
+                   discovered("https://c.example/1", crawl="other")) == [OK] * 5
+        (leased,) = get(s, key="a.example")
+        a = stats(s, key="a.example")
+        assert (a.size, a.inProcess, a.counts["scheduled"]) == (3, 1, 1)
+        assert put(s, known(leased.url)) == [OK]
+        st = stats(s)
+        assert (st.size, st.inProcess, st.numberOfQueues) == (2, 0, 2)
+        assert (st.counts["completed"], st.counts["active_queues"]) == (2, 1)
+        got = get(s, anyCrawlID=pb.AnyCrawlID(), max_queues=1)
+        assert len(got) == 1
+        got += get(s, anyCrawlID=pb.AnyCrawlID(), max_queues=5)
+        assert sorted((g.crawlID, g.url) for g in got) == [
+            ("DEFAULT", "https://a.example/2"), ("other", "https://c.example/1")]

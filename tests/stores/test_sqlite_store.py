@@ -693,3 +693,25 @@ def test_sqlite_a_queue_deleted_by_another_connection_is_made_again(tmp_path: Pa
         assert one.add("https://a.example/3").added == 1
         assert two.stats().queued == 1
         assert [q.key for q in two.queues()] == ["a.example"]
+
+
+def test_sqlite_a_store_file_from_before_the_queue_epoch_opens(tmp_path: Path) -> None:
+    """A file made before crawlq kept ``queue_epoch`` (and the scheduled_queue index)
+    opens with both, and deleting a queue from another connection works on it."""
+    db = tmp_path / "old.db"
+    with Frontier.open(f"sqlite:///{db}") as f:
+        f.add("https://a.example/1")
+    conn = sqlite3.connect(db)
+    conn.execute("DELETE FROM meta WHERE name='queue_epoch'")
+    conn.execute("DROP INDEX scheduled_queue")
+    conn.commit()
+    conn.close()
+    with Frontier.open(f"sqlite:///{db}") as one, Frontier.open(f"sqlite:///{db}") as two:
+        one.add("https://b.example/1")
+        assert two.delete_queue("a.example") == 1
+        assert one.add("https://a.example/2").added == 1
+        assert sorted(q.key for q in two.queues()) == ["a.example", "b.example"]
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name='scheduled_queue'"
+                        ).fetchone() == (1,)
+    conn.close()

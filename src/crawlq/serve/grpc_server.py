@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import grpc
 from grpc import aio
 
-from ..errors import ConfigError, CrawlqError, StoreError
+from ..errors import ConfigError, CrawlqError, InvalidURL, StoreError
 from ..frontier import Frontier
 from . import uf_ops
 from .app import MAX_BATCH, is_active, set_active
@@ -104,14 +104,20 @@ class Service:
         ttl = float(params.delay_requestable) or DEFAULT_TTL
         per_queue, max_queues = params.max_urls_per_queue, params.max_queues
         any_crawl = params.WhichOneof("item") == "anyCrawlID"
+        # (with anyCrawlID, max_queues and the 10,000 cap are for the call, all crawls)
+        queues_left, urls_left = max_queues, MAX_BATCH
         for name, frontier in await self._run(context, "GetURLs", self._crawls_to_serve,
                                               any_crawl, params.crawlID):
+            if urls_left <= 0 or (max_queues and queues_left <= 0):
+                break
             cap = max(1, int(frontier.store.policy.concurrency))
-            n = MAX_BATCH if not max_queues else max_queues * (
-                min(per_queue, cap) if per_queue else cap)
+            n = urls_left if not max_queues else min(urls_left, queues_left * (
+                min(per_queue, cap) if per_queue else cap))
             leases = await self._run(context, "GetURLs", uf_ops.lease, frontier,
-                                     min(n, MAX_BATCH), ttl, per_queue, max_queues,
+                                     n, ttl, per_queue, queues_left,
                                      params.key or None, self._spent(name))
+            urls_left -= len(leases)
+            queues_left -= len({le.queue for le in leases})
             for le in leases:
                 yield self._info(le.request.url, le.queue, uf_ops.metadata_of(le.request),
                                  name)
@@ -206,7 +212,10 @@ class Service:
 
     def _status(self, req: Any) -> Any:
         frontier = self._crawl(req.crawlID)
-        found = None if frontier is None else uf_ops.status_of(frontier, req.url)
+        try:
+            found = None if frontier is None else uf_ops.status_of(frontier, req.url)
+        except InvalidURL:  # (never taken: not found, as the reference answers)
+            found = None
         if found is None or (req.key and found.key != req.key):
             raise Refused(grpc.StatusCode.NOT_FOUND, f"{req.url!r} is not in crawl "
                                                      f"{crawl_id(req.crawlID)!r}")
@@ -322,16 +331,17 @@ class Service:
         crawl = crawl_id(req.crawlID)
         frontier = self._crawl(crawl)
         if frontier is None:
-            return self.pb.Stats(crawlID=crawl)
+            return self.pb.Stats(crawlID=crawl, counts={"completed": 0, "active_queues": 0})
         if req.key:
             q = uf_ops.queue_info(frontier, req.key)
             if q is None:
-                return self.pb.Stats(crawlID=crawl)
+                return self.pb.Stats(crawlID=crawl, counts={"completed": 0,
+                                                            "active_queues": 0})
             limit, completed = uf_ops.limit_of(frontier, req.key)
-            return self.pb.Stats(size=q.queued, inProcess=q.leased, numberOfQueues=1,
-                                 crawlID=crawl, counts={
+            return self.pb.Stats(size=uf_ops.active_urls(q), inProcess=q.leased,
+                                 numberOfQueues=1, crawlID=crawl, counts={
                                      "accepted": q.accepted, "completed": completed,
-                                     "crawl_limit": limit,
+                                     "crawl_limit": limit, "scheduled": q.scheduled,
                                      "active_queues": int(uf_ops.is_active_queue(q))})
         size, leased, queues, counts = uf_ops.stat_counts(frontier)
         return self.pb.Stats(size=size, inProcess=leased, numberOfQueues=queues,

@@ -38,6 +38,8 @@ _DUE_KEPT = 86_400.0
 """Seconds past its date that a refetch date is remembered."""
 _COMPLETED = "crawlq:uf:completed:"
 """Prefix of the store values that count a queue's URLs fetched for good (ASCII)."""
+_COMPLETED_ALL = "crawlq:uf:completed"
+"""The store value that counts the crawl's URLs fetched for good (ASCII)."""
 _LIMIT = "crawlq:uf:limit:"
 """Prefix of the store values that keep a queue's crawl limit (ASCII; SetCrawlLimit)."""
 LIMIT_BLOCK = 366 * _DAY
@@ -348,9 +350,12 @@ def _count_completed(frontier: Frontier, deltas: Mapping[str, int], now: float) 
         return
     with frontier.transaction():
         counts = [_completed_name(k) for k in keys]
-        got = frontier.store.get_values(counts + [_limit_name(k) for k in keys], now)
+        got = frontier.store.get_values(
+            [*counts, *(_limit_name(k) for k in keys), _COMPLETED_ALL], now)
         new = [max(0, _count(got[j]) + deltas[k]) for j, k in enumerate(keys)]
-        frontier.store.put_values([(n, str(c).encode(), None) for n, c in zip(counts, new)])
+        total = max(0, _count(got[-1]) + sum(n - _count(got[j]) for j, n in enumerate(new)))
+        frontier.store.put_values([*((n, str(c).encode(), None) for n, c in zip(counts, new)),
+                                   (_COMPLETED_ALL, str(total).encode(), None)])
         for j, k in enumerate(keys):
             limit = _count(got[len(keys) + j])
             if limit:
@@ -436,21 +441,31 @@ def queue_info(frontier: Frontier, key: str) -> QueueInfo | None:
     return next((q for q in queue_infos(frontier) if q.key == key), None)
 
 
+def active_urls(q: QueueInfo) -> int:
+    """URLFrontier's "active" URLs of a queue: those not completed yet (queued, due
+    later, or leased)."""
+    return q.queued + q.scheduled + q.leased
+
+
 def is_active_queue(q: QueueInfo) -> bool:
-    """URLFrontier's "active" queue: it holds URLs not completed yet (queued or leased).
-    (A blocked queue counts too: crawlq does not tell a block from a politeness rest.)"""
-    return (q.queued + q.leased) > 0
+    """URLFrontier's "active" queue: it holds URLs not completed yet. (A blocked queue
+    counts too, as in the reference.)"""
+    return active_urls(q) > 0
 
 
 def stat_counts(frontier: Frontier) -> tuple[int, int, int, dict[str, int]]:
-    """A crawl's size, URLs in process, queue count and named counts for GetStats."""
+    """A crawl's size (URLs not completed: queued, due later or leased), URLs in
+    process, queue count and named counts for GetStats, as the reference counts them
+    (a scan of the queues, as the reference's)."""
     st = frontier.stats()
-    active = st.queues_ready + st.queues_busy + st.queues_resting
-    counts = {"completed": st.done, "active_queues": active,
-              "seen": st.seen, "added": st.added, "scheduled": st.scheduled,
-              "failed": st.failed, "retried": st.retried, "dead": st.dead,
-              "duplicates": st.duplicates, "rejected": sum(st.rejected.values())}
-    return st.queued, st.leased, st.queues_total, counts
+    active = sum(1 for q in queue_infos(frontier) if is_active_queue(q))
+    (kept,) = frontier.store.get_values([_COMPLETED_ALL], frontier.clock())
+    counts = {"completed": _count(kept) if kept is not None else st.done,
+              "active_queues": active, "seen": st.seen, "added": st.added,
+              "scheduled": st.scheduled, "failed": st.failed, "retried": st.retried,
+              "dead": st.dead, "duplicates": st.duplicates,
+              "rejected": sum(st.rejected.values())}
+    return st.queued + st.leased, st.leased, st.queues_total, counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -514,7 +529,8 @@ def status_of(frontier: Frontier, url: str) -> Listed | None:
 
 def delete_queue(frontier: Frontier, key: str) -> int:
     """URLFrontier's DeleteQueue: queue ``key`` and every URL in it go (queued, leased,
-    scheduled, fetched for good); how many URLs. (Scans of the crawl: an admin call.)
+    scheduled, fetched for good); how many of its URLs were active (not completed), as
+    the reference answers. (Scans of the crawl: an admin call.)
     Its leases are ended first (their URLs back in the queue, then deleted with it), so
     that the store forgets the queue; a late answer to one of them changes nothing."""
     urls: list[str] = []
@@ -534,8 +550,10 @@ def delete_queue(frontier: Frontier, key: str) -> int:
         if leases:
             frontier.done(leases, Outcome.RETRY)
         held = [n for n, h in zip(names, handles) if h is not None]
-        frontier.store.drop_values(held + kept + [_completed_name(key), _limit_name(key)])
-        return frontier.delete_queue(key) + len(kept)
+        frontier.store.drop_values(held + kept + [_limit_name(key)])
+        _count_completed(frontier, {key: -len(kept)}, frontier.clock())
+        frontier.store.drop_values([_completed_name(key)])
+        return frontier.delete_queue(key)
 
 
 def _done_of(data: bytes) -> Listed | None:
@@ -584,6 +602,7 @@ __all__ = [
     "Item",
     "Listed",
     "Spent",
+    "active_urls",
     "created_of",
     "date_priority",
     "delete_queue",

@@ -7,6 +7,7 @@ implementation of the Store contract.
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import threading
@@ -223,11 +224,11 @@ class MemoryStore:
 
     # -- looking -----------------------------------------------------------------------
 
-    def _info(self, q: MemoryQueue, now: float) -> QueueInfo:
+    def _info(self, q: MemoryQueue, now: float, scheduled: Mapping[str, int]) -> QueueInfo:
         return QueueInfo(q.key, len(q.heap), q.inflight, q.ready_at, q.accepted,
                          label(len(q.heap), q.inflight, q.policy.concurrency, q.ready_at,
                                now),
-                         typed_settings(q.settings))
+                         typed_settings(q.settings), scheduled.get(q.key, 0))
 
     def stats(self, now: float, per_queue: int = 0) -> Stats:
         """See :meth:`Store.stats`."""
@@ -260,7 +261,9 @@ class MemoryStore:
             self._wake(now)
             best = heapq.nlargest(limit, self._book.queues.values(),
                                   key=lambda q: (len(q.heap), q.inflight))
-            return [self._info(q, now) for q in best]
+            # (a count of every scheduled entry: an admin call's scan)
+            waiting = collections.Counter(s[2] for s in self._book.scheduled)
+            return [self._info(q, now, waiting) for q in best]
 
     def dead(self, limit: int = 100) -> list[DeadEntry]:
         """See :meth:`Store.dead`."""

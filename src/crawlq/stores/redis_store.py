@@ -21,7 +21,9 @@ when their lease expires) or report added requests as duplicates.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import dataclasses
 import heapq
 import math
 import os
@@ -537,7 +539,10 @@ class RedisStore:
         for i in range(0, len(keys), 1000):
             best = heapq.nlargest(limit, best + self._queue_infos(keys[i:i + 1000], now),
                                   key=lambda q: (q.queued, q.leased))
-        return best
+        # (a count of every scheduled entry: an admin call's scan, as the records')
+        waiting = collections.Counter(key for _, _, key, _, _ in self._scheduled())
+        return [dataclasses.replace(q, scheduled=waiting.get(
+            q.key.encode("utf-8", "surrogateescape"), 0)) for q in best]
 
     def dead(self, limit: int = 100) -> list[DeadEntry]:
         """See :meth:`Store.dead`."""

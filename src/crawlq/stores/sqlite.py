@@ -1030,16 +1030,23 @@ class SQLiteStore:
 
     def _queue_infos(self, c: sqlite3.Connection, now: float, limit: int) -> list[QueueInfo]:
         out = []
-        for row in c.execute(
-                f"SELECT key, queued, inflight, ready_at, accepted, {', '.join(QUEUE_SETTINGS)}"
-                " FROM queues ORDER BY queued DESC, inflight DESC LIMIT ?", (limit,)):
-            key, queued, inflight, ready_at, accepted = row[:5]
-            pol = self._policy(tuple(row[5:]))
-            settings = typed_settings({k: v for k, v in zip(QUEUE_SETTINGS, row[5:])
+        rows = c.execute(
+            f"SELECT qid, key, queued, inflight, ready_at, accepted, "
+            f"{', '.join(QUEUE_SETTINGS)} FROM queues ORDER BY queued DESC, inflight DESC "
+            "LIMIT ?", (limit,)).fetchall()
+        waiting: dict[int, int] = {}
+        for part in chunks([r[0] for r in rows]):
+            waiting.update(c.execute(  # (index scheduled_queue)
+                f"SELECT qid, count(*) FROM scheduled WHERE qid IN ({marks(len(part))}) "
+                "GROUP BY qid", part).fetchall())
+        for row in rows:
+            qid, key, queued, inflight, ready_at, accepted = row[:6]
+            pol = self._policy(tuple(row[6:]))
+            settings = typed_settings({k: v for k, v in zip(QUEUE_SETTINGS, row[6:])
                                        if v is not None})
             out.append(QueueInfo(key, queued, inflight, ready_at, accepted,
                                  label(queued, inflight, pol.concurrency, ready_at, now),
-                                 settings))
+                                 settings, waiting.get(qid, 0)))
         return out
 
     def queues(self, now: float, limit: int = 100) -> list[QueueInfo]:

@@ -142,6 +142,7 @@ CREATE TABLE IF NOT EXISTS scheduled (
     payload BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS scheduled_due ON scheduled (due);
+CREATE INDEX IF NOT EXISTS scheduled_queue ON scheduled (qid);
 CREATE TABLE IF NOT EXISTS vals (
     name TEXT PRIMARY KEY,
     value BLOB NOT NULL,
@@ -247,9 +248,9 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
             if row[0] not in (1, 2, 3, 4, 5, SCHEMA_VERSION):
                 raise StoreCorrupt(f"{path} has crawlq schema {row[0]}, this crawlq reads "
                                    f"{SCHEMA_VERSION}")
-            if row[0] in (1, 2):
-                conn.executemany("INSERT OR IGNORE INTO meta VALUES (?, 0)",
-                                 [(c,) for c in COUNTERS])
+            # (counters added since the file was made start at zero)
+            conn.executemany("INSERT OR IGNORE INTO meta VALUES (?, 0)",
+                             [(c,) for c in COUNTERS])
             if row[0] != SCHEMA_VERSION:
                 # Schema 1 had one table each: its rows stay as level 2. Schema 2 had no
                 # cursors, schema 4 none in level 0: every row there is queued (the

@@ -87,6 +87,22 @@ class AccountingContract:
         assert finished | dead == set(urls) and not finished & dead
         assert s.done == len(finished) and s.dead == len(dead)
 
+    def test_queues_count_their_scheduled_requests(self, env: Env) -> None:
+        """``queues()`` gives each queue's requests waiting for a time (``scheduled``)
+        apart from its queued ones; one that came due is queued."""
+        f = env.open(**FAST)
+        t = env.clock()
+        f.add([Request("https://a.example/1", not_before=t + 10),
+               Request("https://a.example/2", not_before=t + 20), "https://a.example/3",
+               Request("https://b.example/1", not_before=t + 10)])
+        f = env.checkpoint()
+        got = {q.key: (q.queued, q.scheduled) for q in f.queues()}
+        assert got == {"a.example": (1, 2), "b.example": (0, 1)}
+        env.clock.advance(15)
+        got = {q.key: (q.queued, q.scheduled) for q in f.queues()}
+        assert got == {"a.example": (2, 1), "b.example": (1, 0)}
+        assert f.stats(per_queue=1).per_queue[0].scheduled == 1
+
     def test_dump_and_load_round_trip(self, env: Env) -> None:
         f = env.open(max_retries=0, **FAST)
         f.add([Request("https://a.example/1", priority=2, meta={"m": 1}),
