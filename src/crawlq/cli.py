@@ -252,11 +252,11 @@ def _print_stats(s: Stats, out: IO[str]) -> None:
 
 
 def _print_queues(queues: Iterable[Any], out: IO[str]) -> None:
-    print(f"\n{'queue':<40} {'queued':>9} {'leased':>7} {'accepted':>9}  {'state':<9} ready",
-          file=out)
+    print(f"\n{'queue':<40} {'queued':>9} {'later':>7} {'leased':>7} {'accepted':>9}  "
+          f"{'state':<9} ready", file=out)
     for q in queues:
-        print(f"{q.key[:40]:<40} {q.queued:>9,} {q.leased:>7} {q.accepted:>9,}  "
-              f"{q.state:<9} {_fmt_time(q.ready_at)}", file=out)
+        print(f"{q.key[:40]:<40} {q.queued:>9,} {q.scheduled:>7,} {q.leased:>7} "
+              f"{q.accepted:>9,}  {q.state:<9} {_fmt_time(q.ready_at)}", file=out)
 
 
 def report(exc: CrawlqError) -> int:
