@@ -708,3 +708,12 @@ def test_stats_and_any_crawl_count_as_the_reference(store: str) -> None:
         got += get(s, anyCrawlID=pb.AnyCrawlID(), max_queues=5)
         assert sorted((g.crawlID, g.url) for g in got) == [
             ("DEFAULT", "https://a.example/2"), ("other", "https://c.example/1")]
+        # a crawl limit set after URLs were done counts them: a.example is at its limit
+        assert put(s, *(known(g.url, int(time.time()) - 5, crawl=g.crawlID)
+                        for g in got)) == [OK, OK]  # (back for a refetch, due now)
+        s.stub.SetCrawlLimit(pb.CrawlLimitParams(key="a.example", limit=1), timeout=30)
+        a = stats(s, key="a.example")
+        assert (a.counts["completed"], a.counts["crawl_limit"]) == (1, 1)
+        assert get(s, key="a.example") == []
+        s.stub.SetCrawlLimit(pb.CrawlLimitParams(key="a.example", limit=2), timeout=30)
+        assert [g.url for g in get(s, key="a.example")] == ["https://a.example/2"]

@@ -30,27 +30,31 @@ CREATED = "urlfrontier_created"
 """The key in ``Request.meta`` under which the server keeps when it first stored a URL
 (epoch seconds: URLFrontier's creation date, what PurgeURLs compares)."""
 _DAY = 86_400.0
-_LEASED = "crawlq:uf:lease:"
-"""Prefix of the store values that map a leased URL to its lease handle."""
+_URL = "crawlq:uf:url:"
+"""Prefix of the store value kept for a URL (named after its canonical form): while it
+is leased, its lease handle and creation date (ASCII, "<handle> <created>"), ending
+with the lease; once it is fetched for good, its record (a JSON object: its text,
+queue, metadata and creation date), with no expiry. URLFrontier lists and reports
+fetched URLs, where crawlq's seen-set keeps only their fingerprints: the records are
+the text, in the crawl's store (dumped, loaded and cleared with it). One value for
+both: a URL answered done replaces its handle by its record, one write."""
 _DUE = "crawlq:uf:due:"
 """Prefix of the store values that keep the refetch date last queued for a URL."""
 _DUE_KEPT = 86_400.0
 """Seconds past its date that a refetch date is remembered."""
 _COMPLETED = "crawlq:uf:completed:"
-"""Prefix of the store values that count a queue's URLs fetched for good (ASCII)."""
+"""Prefix of the store values that count, for a queue with a crawl limit, its URLs
+fetched for good (ASCII; counted from the records when the limit is set)."""
 _COMPLETED_ALL = "crawlq:uf:completed"
 """The store value that counts the crawl's URLs fetched for good (ASCII)."""
+_LIMITS_ON = "crawlq:uf:limits"
+"""The store value present once a crawl limit was set in the crawl: only then are
+queues' completed counts kept as URLs are answered."""
 _LIMIT = "crawlq:uf:limit:"
 """Prefix of the store values that keep a queue's crawl limit (ASCII; SetCrawlLimit)."""
 LIMIT_BLOCK = 366 * _DAY
 """How long a queue at its crawl limit is blocked; blocked again by each URL fetched
 (and unblocked when its limit is raised or removed)."""
-_DONE = "crawlq:uf:done:"
-"""Prefix of the store values that keep a URL fetched for good: its text, queue,
-metadata and creation date (a JSON object). URLFrontier lists and reports fetched URLs,
-where crawlq's seen-set keeps only their fingerprints: these values are the text. They
-live in the crawl's store (dumped, loaded and cleared with it) and go with their
-queue (DeleteQueue) or when the URL is queued again."""
 OK, SKIPPED, FAIL = 0, 1, 2
 """URLFrontier's AckMessage.Status values."""
 
@@ -70,14 +74,14 @@ def _digest(url: str) -> str:
     return blake2b(url.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-def _handle_name(url: str) -> str:
-    """The value naming the lease of ``url`` (in canonical form)."""
-    return _LEASED + _digest(url)
+def _url_name(url: str) -> str:
+    """The value kept for ``url`` (in canonical form): see _URL."""
+    return _URL + _digest(url)
 
 
-def _done_name(url: str) -> str:
-    """The value keeping ``url`` (in canonical form) as fetched for good."""
-    return _DONE + _digest(url)
+def _is_record(raw: bytes) -> bool:
+    """Whether a URL's kept value is its record (fetched for good), not a lease."""
+    return raw[:1] == b"{"
 
 
 def date_priority(date: float) -> int:
@@ -123,12 +127,10 @@ def purge(frontier: Frontier, days: int, queue: str | None = None) -> int:
     n = frontier.remove_queued(old, queue)
     gone: list[str] = []
     completed: dict[str, int] = {}
-    for rec in frontier.records():
-        if rec.get("type") == "value" and str(rec.get("name")).startswith(_DONE):
-            d = _done_of(dumpfmt.value_data(rec))
-            if d is not None and 0 < d.created < cutoff and queue in (None, d.key):
-                gone.append(str(rec["name"]))
-                completed[d.key] = completed.get(d.key, 0) - 1
+    for name, d in _records(frontier):
+        if 0 < d.created < cutoff and queue in (None, d.key):
+            gone.append(name)
+            completed[d.key] = completed.get(d.key, 0) - 1
     if gone:
         frontier.store.drop_values(gone)
         _count_completed(frontier, completed, now)
@@ -216,7 +218,7 @@ def _lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
     if extra:
         frontier.done(extra, Outcome.RETRY)
     # (kept until the lease ends: store values take their expiry time)
-    frontier.store.put_values([(_handle_name(le.request.url),
+    frontier.store.put_values([(_url_name(le.request.url),
                                 f"{handle(le)} {created_of(le.request)}".encode(),
                                 le.expires_at) for le in kept])
     return kept
@@ -244,7 +246,10 @@ def put(frontier: Frontier, items: Sequence[Item], spent: Spent | None = None) -
                 statuses[i] = SKIPPED
     known = [i for i, it in enumerate(items) if it.refetch is not None]
     if known:
-        _put_known(frontier, items, known, statuses, dated, spent)
+        # (one transaction where the store has them: the answers, the URLs kept as
+        # text and the counts commit together, once)
+        with frontier.transaction():
+            _put_known(frontier, items, known, statuses, dated, spent)
     return statuses
 
 
@@ -264,37 +269,43 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
         except InvalidURL:
             statuses[i] = SKIPPED
     order = list(canon)
-    names = [_handle_name(canon[i]) for i in order]
+    names = [_url_name(canon[i]) for i in order]
     now = frontier.clock()
     found = frontier.store.get_values(names, now) if names else []
     finished: list[Lease] = []
     again: dict[float, list[Lease]] = {}
     unleased: list[int] = []
+    records: dict[int, Listed] = {}  # the URLs not leased that are fetched for good
     answered: dict[str, bytes] = {}
-    kept: list[tuple[str, bytes, float | None]] = []  # the URLs fetched for good
+    kept: list[tuple[str, bytes, float | None]] = []  # records, in place of handles
     completed: dict[str, int] = {}  # queue -> URLs newly fetched for good, or no longer
+    new_queues: set[str] = set()  # of URLs never queued here, put as done
     created = int(dated[CREATED])
-    # (a URL not leased may be kept as fetched for good already: counted once)
-    again_done = [i for i, raw in zip(order, found) if raw is None and not items[i].refetch]
-    before = dict(zip(again_done, frontier.store.get_values(
-        [_done_name(canon[i]) for i in again_done], now))) if again_done else {}
     for i, name, raw in zip(order, names, found):
         when = items[i].refetch or 0
-        if not when:
-            value = _done_value(frontier, items[i], canon[i],
-                                created if raw is None else _held(raw)[1])
-            kept.append(value[0])
-            if before.get(i) is None:
-                completed[value[1]] = completed.get(value[1], 0) + 1
-        if raw is None:
+        if raw is None or _is_record(raw):
+            record = None if raw is None else _record_of(raw)
+            if record is not None:
+                records[i] = record
             unleased.append(i)
+            if not when:
+                # (a record again: its metadata is the client's; counted once)
+                value, key = _record(frontier, items[i], canon[i], name,
+                                     created if record is None else record.created)
+                kept.append(value)
+                if record is None:
+                    completed[key] = completed.get(key, 0) + 1
+                    new_queues.add(key)
             continue
-        answered[name] = raw
-        le, _ = _held(raw)
+        le, since = _held(raw)
         if when:
+            answered[name] = raw
             again.setdefault(max(0.0, when - now), []).append(le)
         else:
             finished.append(le)
+            value, key = _record(frontier, items[i], canon[i], name, since)
+            kept.append(value)
+            completed[key] = completed.get(key, 0) + 1
     if finished:
         frontier.done(finished)
     if kept:
@@ -312,7 +323,7 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
             seen.append(dumpfmt.seen(fp, None))
     # (a queue holding a URL done for good exists, as in the reference server, though
     # crawlq never queued the URL: it is listed, counted, and dumped queue by queue)
-    seen += [dumpfmt.queue(k, 0, 0.0, {}, None) for k in completed]
+    seen += [dumpfmt.queue(k, 0, 0.0, {}, None) for k in new_queues]
     if seen:
         frontier.load(seen)
     # A refetch date for a URL not leased: queued (again) for then, once per date: the
@@ -331,35 +342,39 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
             frontier.store.put_values([(marks[k], str(due[k][1]).encode(),
                                         max(now, float(due[k][1])) + _DUE_KEPT) for k in fresh])
             # (queued again: no longer fetched for good)
-            gone = [_done_name(canon[due[k][0]]) for k in fresh]
-            for old in frontier.store.get_values(gone, now):
-                was = None if old is None else _done_of(old)
-                if was is not None:
-                    completed[was.key] = completed.get(was.key, 0) - 1
-            frontier.store.drop_values(gone)
+            gone = [due[k][0] for k in fresh if due[k][0] in records]
+            for i in gone:
+                key = records[i].key
+                completed[key] = completed.get(key, 0) - 1
+            if gone:
+                frontier.store.drop_values([_url_name(canon[i]) for i in gone])
     if completed:
         _count_completed(frontier, completed, now)
 
 
 def _count_completed(frontier: Frontier, deltas: Mapping[str, int], now: float) -> None:
     """Add ``deltas`` (queue key -> URLs newly fetched for good, or no longer) to the
-    queues' completed counts, in one transaction where the store has them. A queue that
-    reaches its crawl limit is blocked; one back under it, unblocked."""
+    crawl's completed count, and to those of the queues with a crawl limit, in one
+    transaction where the store has them. A queue that reaches its crawl limit is
+    blocked; one back under it, unblocked."""
     keys = [k for k, d in deltas.items() if d]
     if not keys:
         return
     with frontier.transaction():
-        counts = [_completed_name(k) for k in keys]
-        got = frontier.store.get_values(
-            [*counts, *(_limit_name(k) for k in keys), _COMPLETED_ALL], now)
-        new = [max(0, _count(got[j]) + deltas[k]) for j, k in enumerate(keys)]
-        total = max(0, _count(got[-1]) + sum(n - _count(got[j]) for j, n in enumerate(new)))
-        frontier.store.put_values([*((n, str(c).encode(), None) for n, c in zip(counts, new)),
-                                   (_COMPLETED_ALL, str(total).encode(), None)])
-        for j, k in enumerate(keys):
-            limit = _count(got[len(keys) + j])
-            if limit:
-                _hold_to_limit(frontier, k, new[j] >= limit, _count(got[j]) >= limit)
+        total, limits_on = frontier.store.get_values([_COMPLETED_ALL, _LIMITS_ON], now)
+        writes = [(_COMPLETED_ALL, str(max(0, _count(total) + sum(
+            deltas[k] for k in keys))).encode(), None)]
+        if limits_on is not None:
+            got = frontier.store.get_values(
+                [*(_limit_name(k) for k in keys), *(_completed_name(k) for k in keys)], now)
+            for j, k in enumerate(keys):
+                limit = _count(got[j])
+                if limit:
+                    old = _count(got[len(keys) + j])
+                    new = max(0, old + deltas[k])
+                    writes.append((_completed_name(k), str(new).encode(), None))
+                    _hold_to_limit(frontier, k, new >= limit, old >= limit)
+        frontier.store.put_values(writes)
 
 
 def _hold_to_limit(frontier: Frontier, key: str, reached: bool, held: bool) -> None:
@@ -375,15 +390,21 @@ def _hold_to_limit(frontier: Frontier, key: str, reached: bool, held: bool) -> N
 def set_limit(frontier: Frontier, key: str, limit: int) -> None:
     """URLFrontier's SetCrawlLimit: queue ``key`` serves no more URLs once ``limit``
     of them were fetched for good (0: no limit). Kept in the store (a value with no
-    expiry: every server on it follows it, and it survives restarts)."""
+    expiry: every server on it follows it, and it survives restarts). Its URLs done so
+    far are counted from their records (a scan of the crawl: a control call)."""
+    done = _completed_of(frontier, key) if limit else 0
     now = frontier.clock()
     with frontier.transaction():
-        count, old = frontier.store.get_values([_completed_name(key), _limit_name(key)], now)
+        (old,) = frontier.store.get_values([_limit_name(key)], now)
+        was = _count(old)
         if limit:
-            frontier.store.put_values([(_limit_name(key), str(limit).encode(), None)])
+            frontier.store.put_values([(_limit_name(key), str(limit).encode(), None),
+                                       (_completed_name(key), str(done).encode(), None),
+                                       (_LIMITS_ON, b"1", None)])
         else:
-            frontier.store.drop_values([_limit_name(key)])
-        done, was = _count(count), _count(old)
+            (count,) = frontier.store.get_values([_completed_name(key)], now)
+            done = _count(count)
+            frontier.store.drop_values([_limit_name(key), _completed_name(key)])
         _hold_to_limit(frontier, key, bool(limit) and done >= limit,
                        bool(was) and done >= was)
 
@@ -391,17 +412,34 @@ def set_limit(frontier: Frontier, key: str, limit: int) -> None:
 def unblock(frontier: Frontier, key: str) -> None:
     """URLFrontier's BlockQueueUntil with a time past: queue ``key``'s block ends (and
     any rest it is in), unless it is held by its crawl limit."""
-    limit, done = limit_of(frontier, key)
-    if not (limit and done >= limit):
+    now = frontier.clock()
+    limit, count = frontier.store.get_values([_limit_name(key), _completed_name(key)], now)
+    if not (_count(limit) and _count(count) >= _count(limit)):
         frontier.unblock(key)
 
 
 def limit_of(frontier: Frontier, key: str) -> tuple[int, int]:
     """Queue ``key``'s crawl limit (0: none) and how many of its URLs were fetched for
-    good."""
-    count, limit = frontier.store.get_values([_completed_name(key), _limit_name(key)],
+    good (kept while it has a limit; else counted from their records: a scan)."""
+    limit, count = frontier.store.get_values([_limit_name(key), _completed_name(key)],
                                              frontier.clock())
-    return _count(limit), _count(count)
+    if _count(limit):
+        return _count(limit), _count(count)
+    return 0, _completed_of(frontier, key)
+
+
+def _completed_of(frontier: Frontier, key: str) -> int:
+    """How many URLs of queue ``key`` are fetched for good (a scan of the records)."""
+    return sum(1 for _, d in _records(frontier) if d.key == key)
+
+
+def _records(frontier: Frontier) -> Iterator[tuple[str, Listed]]:
+    """Every URL fetched for good, with the name of its record (a scan of the crawl)."""
+    for rec in frontier.records():
+        if rec.get("type") == "value" and str(rec.get("name")).startswith(_URL):
+            d = _record_of(dumpfmt.value_data(rec))
+            if d is not None:
+                yield str(rec["name"]), d
 
 
 def _count(raw: bytes | None) -> int:
@@ -420,15 +458,20 @@ def _limit_name(key: str) -> str:
     return _LIMIT + _digest(key)
 
 
-def _done_value(frontier: Frontier, item: Item, url: str,
-                created: int) -> tuple[tuple[str, bytes, float | None], str]:
-    """The store value that keeps ``url`` (canonical) as fetched for good, and the
-    URL's queue."""
+def _record(frontier: Frontier, item: Item, url: str, name: str,
+            created: int) -> tuple[tuple[str, bytes, float | None], str]:
+    """The store value that keeps ``url`` (canonical, its value ``name``) as fetched
+    for good, and the URL's queue."""
     key = item.key or frontier.queue_of(url)
-    record: dict[str, Any] = {"u": url, "k": key, "c": created}
+    text = f'{{"u":{_json_str(url)},"k":{_json_str(key)},"c":{int(created)}'
     if item.metadata:
-        record["m"] = {k: list(v) for k, v in item.metadata.items()}
-    return (_done_name(url), json.dumps(record, separators=(",", ":")).encode(), None), key
+        text += ',"m":' + json.dumps({k: list(v) for k, v in item.metadata.items()},
+                                     separators=(",", ":"))
+    return (name, (text + "}").encode(), None), key
+
+
+_json_str = json.encoder.encode_basestring
+"""A str as a JSON string (json's C function: a URL's record is made per answer)."""
 
 
 def queue_infos(frontier: Frontier) -> list[QueueInfo]:
@@ -493,8 +536,8 @@ def listed(frontier: Frontier, key: str = "", text: str | None = None,
             if key and rec.get("queue") != key:
                 continue
             found = _listed(rec, now)
-        elif kind == "value" and str(rec.get("name")).startswith(_DONE):
-            done = _done_of(dumpfmt.value_data(rec))
+        elif kind == "value" and str(rec.get("name")).startswith(_URL):
+            done = _record_of(dumpfmt.value_data(rec))
             if done is None or (key and done.key != key):
                 continue
             found = done
@@ -509,8 +552,8 @@ def status_of(frontier: Frontier, url: str) -> Listed | None:
     """What the crawl knows of ``url`` (None: nothing). A URL fetched for good is
     looked up by its name; one queued, leased or dead by a scan of the crawl."""
     canon = frontier.canonicalize(url)
-    (kept,) = frontier.store.get_values([_done_name(canon)], frontier.clock())
-    done = None if kept is None else _done_of(kept)
+    (kept,) = frontier.store.get_values([_url_name(canon)], frontier.clock())
+    done = None if kept is None else _record_of(kept)
     if done is not None:
         return done
     fp = frontier.fingerprint_of(canon)
@@ -539,25 +582,26 @@ def delete_queue(frontier: Frontier, key: str) -> int:
         kind = rec.get("type")
         if kind == "entry" and rec.get("queue") == key:
             urls.append(str(rec["request"]["url"]))
-        elif kind == "value" and str(rec.get("name")).startswith(_DONE):
-            d = _done_of(dumpfmt.value_data(rec))
+        elif kind == "value" and str(rec.get("name")).startswith(_URL):
+            d = _record_of(dumpfmt.value_data(rec))
             if d is not None and d.key == key:
                 kept.append(str(rec["name"]))
-    names = [_handle_name(u) for u in urls]
+    names = [_url_name(u) for u in urls]
     with frontier.transaction():
         handles = frontier.store.get_values(names, frontier.clock()) if names else []
-        leases = [_held(h)[0] for h in handles if h is not None]
-        if leases:
-            frontier.done(leases, Outcome.RETRY)
-        held = [n for n, h in zip(names, handles) if h is not None]
-        frontier.store.drop_values(held + kept + [_limit_name(key)])
+        held = [(n, h) for n, h in zip(names, handles) if h is not None and not _is_record(h)]
+        if held:
+            frontier.done([_held(h)[0] for _, h in held], Outcome.RETRY)
+        frontier.store.drop_values([n for n, _ in held] + kept + [_limit_name(key)])
         _count_completed(frontier, {key: -len(kept)}, frontier.clock())
         frontier.store.drop_values([_completed_name(key)])
         return frontier.delete_queue(key)
 
 
-def _done_of(data: bytes) -> Listed | None:
-    """A kept fetched URL (see _DONE), or None for a value that is not one."""
+def _record_of(data: bytes) -> Listed | None:
+    """A URL's record (see _URL), or None for a value that is not one."""
+    if not _is_record(data):
+        return None
     try:
         d = json.loads(data)
         return Listed(str(d["u"]), str(d["k"]), _clean(d.get("m")), 0, int(d.get("c") or 0))
