@@ -151,7 +151,7 @@ def floor_server(port_file: str, n: int) -> None:
     from grpc import aio
 
     pb, services = load_proto()
-    left = [pb.URLInfo(url=u, key=u.split("/")[2], crawlID="DEFAULT") for u in urls(n)]
+    left = urls(n)
 
     class Nothing(services.URLFrontierServicer):  # type: ignore[misc,name-defined]
         async def PutDiscovered(self, batches: Any, context: Any) -> Any:
@@ -159,9 +159,11 @@ def floor_server(port_file: str, n: int) -> None:
                 yield pb.BatchAck(ID=b.ID, statuses=[pb.AckMessage.OK] * len(b.items))
 
         async def GetURLs(self, params: Any, context: Any) -> Any:
+            # (each message made as it is sent, as any server must make the URLInfo
+            # of the URLs it hands out)
             take = min(len(left), params.max_queues or 10_000)
-            for info in left[:take]:
-                yield info
+            for u in left[:take]:
+                yield pb.URLInfo(url=u, key=u.split("/")[2], crawlID="DEFAULT")
             del left[:take]
 
         async def PutURLs(self, items: Any, context: Any) -> Any:
