@@ -21,7 +21,6 @@ when their lease expires) or report added requests as duplicates.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import heapq
@@ -539,10 +538,11 @@ class RedisStore:
         for i in range(0, len(keys), 1000):
             best = heapq.nlargest(limit, best + self._queue_infos(keys[i:i + 1000], now),
                                   key=lambda q: (q.queued, q.leased))
-        # (a count of every scheduled entry: an admin call's scan, as the records')
-        waiting = collections.Counter(key for _, _, key, _, _ in self._scheduled())
-        return [dataclasses.replace(q, scheduled=waiting.get(
-            q.key.encode("utf-8", "surrogateescape"), 0)) for q in best]
+        if not best:
+            return best
+        waiting = self._cmd("hmget", f"{self._p}:scq",
+                            [q.key.encode("utf-8", "surrogateescape") for q in best])
+        return [dataclasses.replace(q, scheduled=int(w or 0)) for q, w in zip(best, waiting)]
 
     def dead(self, limit: int = 100) -> list[DeadEntry]:
         """See :meth:`Store.dead`."""

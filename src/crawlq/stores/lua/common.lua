@@ -14,7 +14,8 @@
 --               P:q:<prio>:K  list  items (2 bytes retries + payload), head on the left
 -- Global:       P:rp zset ready priority levels; P:r:<prio> zset ready queues -> since
 --               P:rest zset resting queues -> ready_at; P:qk set of queue keys
---               P:sc zset id -> not_before, P:scd hash id -> (key, prio, item)
+--               P:sc zset id -> not_before, P:scd hash id -> (key, prio, item),
+--               P:scq hash queue key -> how many scheduled entries it has
 --               P:ls hash token -> (key, prio, item), P:lx zset "first:last" token
 --                 range of one lease call -> expires_at ("t:t" for a renewed lease)
 --               P:dead hash id -> record, P:dz zset id; P:rv hash fp -> t
@@ -258,6 +259,12 @@ local function schedule(key, prio, item, at)
   local id = redis.call('HINCRBY', M, 'schedid', 1)
   redis.call('ZADD', P .. ':sc', f17(at), id)
   redis.call('HSET', P .. ':scd', id, cmsgpack.pack(key, prio, item))
+  redis.call('HINCRBY', P .. ':scq', key, 1)
+end
+
+-- Count n scheduled entries of queue key gone (P:scq: key -> how many it has).
+local function unscheduled(key, n)
+  if redis.call('HINCRBY', P .. ':scq', key, -n) <= 0 then redis.call('HDEL', P .. ':scq', key) end
 end
 
 local function set_retries(item, retries)
@@ -309,6 +316,7 @@ local function wake(now)
           local key, prio, item = cmsgpack.unpack(rec)
           local n = i + j - 1
           events[#events + 1] = {tonumber(sc[2 * n]), 0, tonumber(ids[n]), key, prio, item}
+          unscheduled(key, 1)
         end
       end
     end

@@ -49,6 +49,7 @@ elseif op == 'delete' then
     redis.call('ZREM', P .. ':sc', unpack(part))
   end
   result = result + #gone
+  if #gone > 0 then unscheduled(key, #gone) end
   settle(q, now, false)
   if q.inf == 0 then
     -- Nothing of it left (no lease out, no dead entry): it goes, settings and counts
@@ -85,6 +86,7 @@ elseif op == 'remove' then
   for i = j + 1, #ARGV do
     if redis.call('HDEL', P .. ':scd', ARGV[i]) == 1 then
       redis.call('ZREM', P .. ':sc', ARGV[i])
+      unscheduled(key, 1)
       result = result + 1
     end
   end
