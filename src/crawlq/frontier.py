@@ -416,13 +416,27 @@ class Frontier:
             # One lease done (README's loop, once per fetch): its answer alone, without
             # the batch path (nor its garbage-collector pause, which pays off for batches).
             d = None if duration is None else as_seconds("duration", duration)
-            return self._release([ack(leases.token, ACK_DONE, d)], self.clock())
-        return self._done(leases, outcome, error, duration, after)
+            return sum(self._release([ack(leases.token, ACK_DONE, d)], self.clock()))
+        return sum(self._done(leases, outcome, error, duration, after))
+
+    def done_each(
+        self,
+        leases: Iterable[Lease],
+        outcome: Outcome = Outcome.DONE,
+        *,
+        error: str | None = None,
+        duration: float | Sequence[float | None] | None = None,
+        after: float = 0.0,
+    ) -> list[bool]:
+        """:meth:`done`, with one flag per lease: whether the answer took effect (the
+        lease was still held); False for one that expired, was answered already, or
+        is unknown (a late answer, which changes nothing)."""
+        return self._done(list(leases), outcome, error, duration, after)
 
     @_gc_paused
     def _done(self, leases: _Leases, outcome: Outcome, error: str | None,
-              duration: float | Sequence[float | None] | None, after: float) -> int:
-        """:meth:`done` for any leases and outcome."""
+              duration: float | Sequence[float | None] | None, after: float) -> list[bool]:
+        """:meth:`done` for any leases and outcome; a flag per lease."""
         if isinstance(leases, Lease):
             leases = (leases,)
         durations: Iterable[float | None]
@@ -492,14 +506,13 @@ class Frontier:
         """Put leased requests back to be fetched ``after`` seconds from now, no failure."""
         return self.done(leases, Outcome.RETRY, after=after, duration=duration)
 
-    def _release(self, acks: list[Ack], now: float) -> int:
+    def _release(self, acks: list[Ack], now: float) -> list[bool]:
         if not acks:
-            return 0
+            return []
         held = self.store.release(acks, now)
-        n = sum(held)
-        if self.strict_acks and n < len(acks):
+        if self.strict_acks and not all(held):
             raise LeaseError([a[0] for a, ok in zip(acks, held) if not ok])
-        return n
+        return list(held)
 
     def transaction(self) -> AbstractContextManager[None]:
         """A block whose calls are one atomic step of the store, where it has them

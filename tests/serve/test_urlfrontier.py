@@ -717,3 +717,29 @@ def test_stats_and_any_crawl_count_as_the_reference(store: str) -> None:
         assert get(s, key="a.example") == []
         s.stub.SetCrawlLimit(pb.CrawlLimitParams(key="a.example", limit=2), timeout=30)
         assert [g.url for g in get(s, key="a.example")] == ["https://a.example/2"]
+
+
+def test_only_answers_that_take_effect_count(store: str) -> None:
+    """A URL answered twice counts once; an answer after its lease ended, or after its
+    queue was deleted, changes nothing: no record, no count, no queue made again."""
+    with serve(store, "-o", "min_delay=0", "-o", "max_delay=0") as s:
+        assert put(s, *(discovered(f"https://{h}.example/1") for h in "abc")) == [OK] * 3
+        (a,) = get(s, key="a.example")
+        assert put(s, known(a.url), known(a.url)) == [OK, OK]  # (the same URL twice)
+        assert put(s, known(a.url)) == [OK]  # (and again)
+        assert stats(s).counts["completed"] == 1
+        (b,) = get(s, key="b.example", delay_requestable=60)
+        assert s.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="b.example"),
+                                  timeout=30).value == 1
+        assert put(s, known(b.url)) == [OK]  # (late: its queue is gone)
+        (c,) = get(s, key="c.example", delay_requestable=1)
+        time.sleep(1.3)  # (its lease ends: back in its queue)
+        assert put(s, known(c.url)) == [OK]  # (late: changes nothing)
+        st = stats(s)
+        assert (st.counts["completed"], st.numberOfQueues, st.size) == (1, 2, 1)
+        assert stats(s, key="b.example").numberOfQueues == 0
+        listed = [(x.known.info.url, x.known.refetchable_from_date)
+                  for x in s.stub.ListURLs(pb.ListUrlParams(size=100), timeout=30)]
+        assert sorted(u for u, _ in listed) == [a.url, c.url]
+        assert dict(listed)[a.url] == 0 and dict(listed)[c.url] > 0
+        assert [g.url for g in get(s, key="c.example")] == [c.url]  # (fetched again)

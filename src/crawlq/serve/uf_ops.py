@@ -74,6 +74,14 @@ def _digest(url: str) -> str:
     return blake2b(url.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+_GONE = b"-"
+"""The value left for a URL whose queue DeleteQueue removed while it was leased, until
+its lease's time is up: a late answer to it changes nothing."""
+LATE_KEPT = 600.0
+"""Seconds a lease handle is kept past its lease's end, so that an answer coming late
+is known as one (it changes nothing) rather than taken for a URL never leased."""
+
+
 def _url_name(url: str) -> str:
     """The value kept for ``url`` (in canonical form): see _URL."""
     return _URL + _digest(url)
@@ -217,10 +225,10 @@ def _lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
         kept.append(le)
     if extra:
         frontier.done(extra, Outcome.RETRY)
-    # (kept until the lease ends: store values take their expiry time)
+    # (kept until a while after the lease ends: store values take their expiry time)
     frontier.store.put_values([(_url_name(le.request.url),
                                 f"{handle(le)} {created_of(le.request)}".encode(),
-                                le.expires_at) for le in kept])
+                                le.expires_at + LATE_KEPT) for le in kept])
     return kept
 
 
@@ -249,7 +257,11 @@ def put(frontier: Frontier, items: Sequence[Item], spent: Spent | None = None) -
         # (one transaction where the store has them: the answers, the URLs kept as
         # text and the counts commit together, once)
         with frontier.transaction():
-            _put_known(frontier, items, known, statuses, dated, spent)
+            answered = _put_known(frontier, items, known, statuses, dated)
+        if answered:  # (once committed: a batch rolled back drops no handle)
+            drop = answered if spent is None else spent.add(answered)
+            if drop:
+                _drop_answered(frontier, drop)
     return statuses
 
 
@@ -261,7 +273,9 @@ def _held(raw: bytes) -> tuple[Lease, int]:
 
 
 def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
-               statuses: list[int], dated: Mapping[str, Any], spent: Spent | None) -> None:
+               statuses: list[int], dated: Mapping[str, Any]) -> dict[str, bytes]:
+    """The known URLs of a put (see :func:`put`); returns the lease handles answered
+    with a refetch date, to drop."""
     canon: dict[int, str] = {}
     for i in known:
         try:
@@ -281,8 +295,11 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
     completed: dict[str, int] = {}  # queue -> URLs newly fetched for good, or no longer
     new_queues: set[str] = set()  # of URLs never queued here, put as done
     created = int(dated[CREATED])
+    finishing: list[tuple[int, str, int]] = []  # (item, value name, created) answered done
     for i, name, raw in zip(order, names, found):
         when = items[i].refetch or 0
+        if raw == _GONE:  # (its queue was deleted while it was leased: too late)
+            continue
         if raw is None or _is_record(raw):
             record = None if raw is None else _record_of(raw)
             if record is not None:
@@ -303,19 +320,19 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
             again.setdefault(max(0.0, when - now), []).append(le)
         else:
             finished.append(le)
-            value, key = _record(frontier, items[i], canon[i], name, since)
-            kept.append(value)
-            completed[key] = completed.get(key, 0) + 1
+            finishing.append((i, name, since))
     if finished:
-        frontier.done(finished)
+        # (only an answer that took effect is a URL done: one late, or the same URL
+        # twice, changes nothing)
+        for (i, name, since), took in zip(finishing, frontier.done_each(finished)):
+            if took:
+                value, key = _record(frontier, items[i], canon[i], name, since)
+                kept.append(value)
+                completed[key] = completed.get(key, 0) + 1
     if kept:
         frontier.store.put_values(kept)
     for after, leases in again.items():
         frontier.done(leases, Outcome.RETRY, after=after)
-    if answered:
-        drop = answered if spent is None else spent.add(answered)
-        if drop:
-            _drop_answered(frontier, drop)
     seen = []
     for i in unleased:
         fp = frontier.fingerprint_of(canon[i])
@@ -337,8 +354,10 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
         if fresh:
             later = [_request(items[due[k][0]], dated, due[k][1], not_before=float(due[k][1]),
                               dont_filter=True) for k in fresh]
-            for r in frontier.add(later).rejected:
-                statuses[due[fresh[r.index]][0]] = SKIPPED
+            refused = {fresh[r.index] for r in frontier.add(later).rejected}
+            for k in refused:
+                statuses[due[k][0]] = SKIPPED
+            fresh = [k for k in fresh if k not in refused]
             frontier.store.put_values([(marks[k], str(due[k][1]).encode(),
                                         max(now, float(due[k][1])) + _DUE_KEPT) for k in fresh])
             # (queued again: no longer fetched for good)
@@ -350,6 +369,7 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
                 frontier.store.drop_values([_url_name(canon[i]) for i in gone])
     if completed:
         _count_completed(frontier, completed, now)
+    return answered
 
 
 def _count_completed(frontier: Frontier, deltas: Mapping[str, int], now: float) -> None:
@@ -588,11 +608,15 @@ def delete_queue(frontier: Frontier, key: str) -> int:
                 kept.append(str(rec["name"]))
     names = [_url_name(u) for u in urls]
     with frontier.transaction():
-        handles = frontier.store.get_values(names, frontier.clock()) if names else []
-        held = [(n, h) for n, h in zip(names, handles) if h is not None and not _is_record(h)]
+        now = frontier.clock()
+        handles = frontier.store.get_values(names, now) if names else []
+        held = [(n, h) for n, h in zip(names, handles)
+                if h is not None and h != _GONE and not _is_record(h)]
         if held:
             frontier.done([_held(h)[0] for _, h in held], Outcome.RETRY)
-        frontier.store.drop_values([n for n, _ in held] + kept + [_limit_name(key)])
+            # (each handle becomes a mark that its URL is gone, for late answers)
+            frontier.store.put_values([(n, _GONE, now + LATE_KEPT) for n, _ in held])
+        frontier.store.drop_values([*kept, _limit_name(key)])
         _count_completed(frontier, {key: -len(kept)}, frontier.clock())
         frontier.store.drop_values([_completed_name(key)])
         return frontier.delete_queue(key)
