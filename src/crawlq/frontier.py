@@ -62,6 +62,9 @@ from .stores.base import (
 )
 
 _FORM = "crawlq:canonical-form"
+_LOCAL = "crawlq:serve:"
+"""Prefix of the values that are a server's state on its store, not the crawl's: left
+out of dumps (so a load does not pause a server, say)."""
 """The store value holding the canonical form of a crawl's URLs."""
 
 _F = TypeVar("_F", bound="Frontier")
@@ -577,7 +580,9 @@ class Frontier:
         """Keep ``value`` under ``name`` for every process sharing the store, for
         ``ttl`` seconds (None: for good); see :meth:`get_value`. For what a crawler
         learns about a host once (``crawlq crawl`` keeps each origin's robots.txt
-        here); values are not part of a dump."""
+        here). A value kept for good is part of a dump (one with a ``ttl`` belongs to
+        this store's times), but for those named ``crawlq:serve:...``: a server's own
+        state on this store (such as its pause), which another store does not take."""
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a value's name is a non-empty string, not {name!r}")
         if not isinstance(value, bytes):
@@ -761,8 +766,8 @@ class Frontier:
         the whole crawl (``crawlq serve``'s ListURLs and GetURLStatus)."""
         # (the store's canonical form is the header's: as a value, loading it would
         # replace the form of the store loaded into)
-        return (r for r in self._dumps().dump()
-                if r["type"] != "value" or r["name"] != _FORM)
+        return (r for r in self._dumps().dump() if r["type"] != "value" or not (
+            r["name"] == _FORM or r["name"].startswith(_LOCAL)))
 
     def _dumps(self) -> Dumps:
         """The store, if it can dump and load; else ConfigError."""
@@ -800,7 +805,8 @@ class Frontier:
         def records_then_marker() -> Iterator[dict[str, Any]]:
             # (each request is checked by dumpfmt.apply, as the store applies it)
             for rec in itertools.chain((first,), it):
-                if rec.get("type") == "value" and rec.get("name") == _FORM:
+                if rec.get("type") == "value" and (
+                        rec.get("name") == _FORM or str(rec.get("name")).startswith(_LOCAL)):
                     continue  # (the form is the header's; this store keeps its own)
                 yield dict(rec)
                 if refingerprint and rec.get("type") in ("entry", "dead"):

@@ -195,6 +195,17 @@ def test_urls_go_in_come_out_and_are_answered(store: str) -> None:
                    discovered("https://h0.example/new")) == [SKIPPED, OK]
 
 
+def test_a_crawl_id_too_long_for_a_file_name_is_refused(tmp_path: Path) -> None:
+    """Beside a SQLite store with a long file name, a crawl ID whose file name would
+    pass 255 bytes is INVALID_ARGUMENT, nothing of the batch taken."""
+    with serve(f"sqlite:///{tmp_path}/{'n' * 60}.db") as s:
+        code, why = code_of(lambda: put(s, discovered("https://c.example/"),
+                                        discovered("https://c.example/", crawl="x" * 190)))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "file name" in why
+        assert stats(s, key="c.example").size == 0
+        assert put(s, discovered("https://c.example/", crawl="x" * 150)) == [OK]
+
+
 def test_put_discovered_answers_each_batch_with_a_status_per_url(store: str) -> None:
     with serve(store) as s:
         batches = [pb.DiscoveredBatch(ID="page-1", items=[
@@ -237,6 +248,7 @@ def test_crawl_ids_are_crawls_of_their_own(store: str, tmp_path: Path) -> None:
                                         discovered("https://c.example/", crawl="x" * 201)))
         assert code == grpc.StatusCode.INVALID_ARGUMENT and "too long" in why
         assert stats(s, key="c.example").size == 0
+
         if store.startswith("sqlite"):
             assert (tmp_path / "crawl.crawl-news.db").exists()
         # Any other text is a crawl ID (anjackson/scrapy-url-frontier uses "example.1"),

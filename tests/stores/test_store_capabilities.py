@@ -17,12 +17,13 @@ from crawlq.stores.base import (
     PolicyChange,
     QueueDeletion,
     QueueRemoval,
+    Tallies,
     Transactions,
     Unblocking,
 )
 
 CAPABILITIES = (Dumps, QueueDeletion, QueueRemoval, PolicyChange, Clearable, Transactions,
-                PipelinedAdd, Destroyable, Namespaced, Unblocking)
+                PipelinedAdd, Destroyable, Namespaced, Unblocking, Tallies)
 
 
 def offered(url: str) -> set[str]:
@@ -33,7 +34,7 @@ def offered(url: str) -> set[str]:
 def test_each_store_declares_what_it_offers(tmp_path: Path,
                                             redis_server: LocalRedis) -> None:
     common = {"Dumps", "QueueDeletion", "QueueRemoval", "PolicyChange", "Clearable",
-              "Unblocking"}
+              "Unblocking", "Tallies"}
     assert offered("memory://") == common
     assert offered(f"sqlite:///{tmp_path}/a.db") == common | {"Transactions", "Destroyable"}
     assert offered(redis_server.url + "?prefix=caps") == common | {

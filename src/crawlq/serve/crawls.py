@@ -43,8 +43,8 @@ RECHECK = 1.0
 on the store that changed it is followed within this time."""
 
 MAX_ENCODED = 200
-"""The longest a crawl ID may be once percent-encoded (200 letters; 66 characters of
-any script)."""
+"""The longest a crawl ID may be once percent-encoded (200 letters or digits; 33
+characters such as ``ü``, 22 CJK characters)."""
 
 
 def _encoded(crawl: str) -> str:
@@ -107,6 +107,13 @@ class Crawls:
         if time.monotonic() - checked >= RECHECK:
             self._follow_delay(crawl, frontier)
         return frontier
+
+    def check(self, crawl: str) -> None:
+        """ConfigError for a crawl ID this server cannot keep (too long for an ID, or
+        for a file name beside the store)."""
+        name = crawl_id(crawl)
+        if name != DEFAULT:
+            self._url_of(name)
 
     def set_default_delay(self, crawl: str, seconds: int) -> None:
         """Make ``seconds`` the rest after each answer of the crawl's queues that have
@@ -203,6 +210,9 @@ class Crawls:
             return "memory://"
         if self._kind == "sqlite":
             path = self._sqlite_stem() + _SQLITE_MARK + _encoded(crawl) + ".db"
+            if len(os.path.basename(path).encode()) > 255:
+                raise ConfigError(f"crawl ID {crawl[:40]!r} is too long for a file name "
+                                  f"beside {self.store_url}")
             query = self._url.raw_query
             return f"sqlite:///{path}" + (f"?{query}" if query else "")
         if self._kind == "redis" and isinstance(store := self.default.store, Namespaced):

@@ -162,7 +162,7 @@ class Service:
         before any item is applied. ``soft``: a crawl whose store fails leaves its items
         FAIL (the client may send them again) instead of raising."""
         for crawl in set(crawls):
-            crawl_id(crawl)
+            self.crawls.check(crawl)
         statuses = [uf_ops.FAIL] * len(items)
         by_crawl: dict[str, list[int]] = {}
         for i, (it, crawl) in enumerate(zip(items, crawls)):

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Any
 
-from ..errors import InvalidURL
+from ..errors import ConfigError, InvalidURL
 from ..frontier import Frontier
 from ..handles import handle, lease_of
 from ..models import PRIORITY_MAX, Lease, Outcome, QueueInfo, Request
 from ..stores import dumpfmt
+from ..stores.base import Tallies
 
 META = "urlfrontier"
 """The key in ``Request.meta`` under which a URL's URLFrontier metadata is kept."""
@@ -43,10 +44,10 @@ _DUE = "crawlq:uf:due:"
 _DUE_KEPT = 86_400.0
 """Seconds past its date that a refetch date is remembered."""
 _COMPLETED = "crawlq:uf:completed:"
-"""Prefix of the store values that count, for a queue with a crawl limit, its URLs
-fetched for good (ASCII; counted from the records when the limit is set)."""
+"""Prefix of the tallies that count, for a queue with a crawl limit, its URLs fetched
+for good (counted from the records when the limit is set)."""
 _COMPLETED_ALL = "crawlq:uf:completed"
-"""The store value that counts the crawl's URLs fetched for good (ASCII)."""
+"""The tally of the crawl's URLs fetched for good (those with a record)."""
 _LIMITS_ON = "crawlq:uf:limits"
 """The store value present once a crawl limit was set in the crawl: only then are
 queues' completed counts kept as URLs are answered."""
@@ -374,27 +375,31 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
 
 def _count_completed(frontier: Frontier, deltas: Mapping[str, int], now: float) -> None:
     """Add ``deltas`` (queue key -> URLs newly fetched for good, or no longer) to the
-    crawl's completed count, and to those of the queues with a crawl limit, in one
-    transaction where the store has them. A queue that reaches its crawl limit is
-    blocked; one back under it, unblocked."""
+    crawl's completed count, and to those of the queues with a crawl limit (tallies of
+    the store: atomic, whichever servers answer at once). A queue that reaches its
+    crawl limit is blocked; one back under it, unblocked."""
     keys = [k for k, d in deltas.items() if d]
     if not keys:
         return
-    with frontier.transaction():
-        total, limits_on = frontier.store.get_values([_COMPLETED_ALL, _LIMITS_ON], now)
-        writes = [(_COMPLETED_ALL, str(max(0, _count(total) + sum(
-            deltas[k] for k in keys))).encode(), None)]
-        if limits_on is not None:
-            got = frontier.store.get_values(
-                [*(_limit_name(k) for k in keys), *(_completed_name(k) for k in keys)], now)
-            for j, k in enumerate(keys):
-                limit = _count(got[j])
-                if limit:
-                    old = _count(got[len(keys) + j])
-                    new = max(0, old + deltas[k])
-                    writes.append((_completed_name(k), str(new).encode(), None))
-                    _hold_to_limit(frontier, k, new >= limit, old >= limit)
-        frontier.store.put_values(writes)
+    counts = {_COMPLETED_ALL: sum(deltas[k] for k in keys)}
+    limited: list[tuple[str, int]] = []
+    (limits_on,) = frontier.store.get_values([_LIMITS_ON], now)
+    if limits_on is not None:
+        limits = frontier.store.get_values([_limit_name(k) for k in keys], now)
+        limited = [(k, _count(v)) for k, v in zip(keys, limits) if _count(v)]
+        counts.update((_completed_name(k), deltas[k]) for k, _ in limited)
+    got = _tallies(frontier).tally(counts)
+    for (k, limit), n in zip(limited, got[1:]):
+        _hold_to_limit(frontier, k, n >= limit, n - deltas[k] >= limit)
+
+
+def _tallies(frontier: Frontier) -> Tallies:
+    """The crawl's store as one that keeps tallies (every store crawlq ships)."""
+    store = frontier.store
+    if not isinstance(store, Tallies):
+        raise ConfigError(f"{type(store).__name__} keeps no tallies: crawlq serve's "
+                          "URLFrontier API needs them")
+    return store
 
 
 def _hold_to_limit(frontier: Frontier, key: str, reached: bool, held: bool) -> None:
@@ -412,39 +417,39 @@ def set_limit(frontier: Frontier, key: str, limit: int) -> None:
     of them were fetched for good (0: no limit). Kept in the store (a value with no
     expiry: every server on it follows it, and it survives restarts). Its URLs done so
     far are counted from their records (a scan of the crawl: a control call)."""
-    done = _completed_of(frontier, key) if limit else 0
+    tallies = _tallies(frontier)
+    name = _completed_name(key)
     now = frontier.clock()
-    with frontier.transaction():
-        (old,) = frontier.store.get_values([_limit_name(key)], now)
-        was = _count(old)
-        if limit:
-            frontier.store.put_values([(_limit_name(key), str(limit).encode(), None),
-                                       (_completed_name(key), str(done).encode(), None),
-                                       (_LIMITS_ON, b"1", None)])
-        else:
-            (count,) = frontier.store.get_values([_completed_name(key)], now)
-            done = _count(count)
-            frontier.store.drop_values([_limit_name(key), _completed_name(key)])
-        _hold_to_limit(frontier, key, bool(limit) and done >= limit,
-                       bool(was) and done >= was)
+    (old,) = frontier.store.get_values([_limit_name(key)], now)
+    was = _count(old)
+    (before,) = tallies.tallies([name])
+    if limit:
+        # (its count from here on; answers counted meanwhile, if it had a limit, stay)
+        frontier.store.put_values([(_limit_name(key), str(limit).encode(), None),
+                                   (_LIMITS_ON, b"1", None)])
+        done = _completed_of(frontier, key)
+        (done,) = tallies.tally({name: done - before}) if not was else (before,)
+    else:
+        done = before
+        frontier.store.drop_values([_limit_name(key)])
+        tallies.drop_tallies([name])
+    _hold_to_limit(frontier, key, bool(limit) and done >= limit, bool(was) and done >= was)
 
 
 def unblock(frontier: Frontier, key: str) -> None:
     """URLFrontier's BlockQueueUntil with a time past: queue ``key``'s block ends (and
     any rest it is in), unless it is held by its crawl limit."""
-    now = frontier.clock()
-    limit, count = frontier.store.get_values([_limit_name(key), _completed_name(key)], now)
-    if not (_count(limit) and _count(count) >= _count(limit)):
+    limit, done = limit_of(frontier, key)
+    if not (limit and done >= limit):
         frontier.unblock(key)
 
 
 def limit_of(frontier: Frontier, key: str) -> tuple[int, int]:
     """Queue ``key``'s crawl limit (0: none) and how many of its URLs were fetched for
     good (kept while it has a limit; else counted from their records: a scan)."""
-    limit, count = frontier.store.get_values([_limit_name(key), _completed_name(key)],
-                                             frontier.clock())
+    (limit,) = frontier.store.get_values([_limit_name(key)], frontier.clock())
     if _count(limit):
-        return _count(limit), _count(count)
+        return _count(limit), _tallies(frontier).tallies([_completed_name(key)])[0]
     return 0, _completed_of(frontier, key)
 
 
@@ -522,8 +527,8 @@ def stat_counts(frontier: Frontier) -> tuple[int, int, int, dict[str, int]]:
     (a scan of the queues, as the reference's)."""
     st = frontier.stats()
     active = sum(1 for q in queue_infos(frontier) if is_active_queue(q))
-    (kept,) = frontier.store.get_values([_COMPLETED_ALL], frontier.clock())
-    counts = {"completed": _count(kept) if kept is not None else st.done,
+    (completed,) = _tallies(frontier).tallies([_COMPLETED_ALL])
+    counts = {"completed": completed,
               "active_queues": active, "seen": st.seen, "added": st.added,
               "scheduled": st.scheduled, "failed": st.failed, "retried": st.retried,
               "dead": st.dead, "duplicates": st.duplicates,
@@ -617,8 +622,9 @@ def delete_queue(frontier: Frontier, key: str) -> int:
             # (each handle becomes a mark that its URL is gone, for late answers)
             frontier.store.put_values([(n, _GONE, now + LATE_KEPT) for n, _ in held])
         frontier.store.drop_values([*kept, _limit_name(key)])
-        _count_completed(frontier, {key: -len(kept)}, frontier.clock())
-        frontier.store.drop_values([_completed_name(key)])
+        tallies = _tallies(frontier)
+        tallies.tally({_COMPLETED_ALL: -len(kept)})
+        tallies.drop_tallies([_completed_name(key)])
         return frontier.delete_queue(key)
 
 

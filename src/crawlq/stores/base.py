@@ -365,7 +365,30 @@ class Clearable(Protocol):
     def clear(self) -> None:
         """Forget everything in one atomic step: entries queued, scheduled and leased
         (their answers come late), the seen-set, dead entries, queues, counters,
-        rejections and named values. The store's options stay."""
+        rejections, named values and tallies. The store's options stay."""
+        ...
+
+
+@runtime_checkable
+class Tallies(Protocol):
+    """Named counts the store keeps and changes in one atomic step, whoever calls:
+    ``crawlq serve`` counts URLs done for good with them, where several servers answer
+    URLs of one store at once (a read and a write of a value would lose counts). They
+    are dumped and loaded (added up, as the store's counters are) and go with
+    ``clear()``. Every store crawlq ships has it."""
+
+    def tally(self, deltas: Mapping[str, int]) -> list[int]:
+        """Add each delta to its named count, each atomically (on the memory and SQLite
+        stores all in one step); the counts after it, in the order given. A count never
+        goes below 0."""
+        ...
+
+    def tallies(self, names: Sequence[str]) -> list[int]:
+        """The named counts (0 for one never counted)."""
+        ...
+
+    def drop_tallies(self, names: Sequence[str]) -> None:
+        """Forget the named counts (they read 0 again)."""
         ...
 
 

@@ -4,7 +4,8 @@ Records (``type`` field): ``dump`` (first: the dump's id, so that loading it twi
 be refused), ``counters``, ``queue`` (key, accepted, ready_at, settings, since), ``entry`` (a
 queued, scheduled or leased request; leases are dumped as queued), ``dead`` (a buried
 request and its error), ``seen`` (a fingerprint, hex, with its revisit time),
-``bloom`` (the filter's bits, base64) and ``value`` (a named value, base64: those with
+``bloom`` (the filter's bits, base64), ``tallies`` (named counts, added up on load) and
+``value`` (a named value, base64: those with
 no expiry; one with an expiry belongs to the store's leases and times). Requests are
 plain JSON with the body base64-encoded, so a dump can be read and edited by hand; in
 ``meta``, bytes are ``{"$bytes": base64}`` and a mapping whose keys are not all strings
@@ -163,6 +164,11 @@ def seen(fp: bytes, revisit_at: float | None) -> dict[str, Any]:
     return rec
 
 
+def tallies(counts: Mapping[str, int]) -> dict[str, Any]:
+    """The tallies record (:class:`~crawlq.stores.base.Tallies`)."""
+    return {"type": "tallies", "tallies": dict(counts)}
+
+
 def bloom(bits: bytes | bytearray) -> dict[str, Any]:
     """The Bloom filter record."""
     return {"type": "bloom", "bits_b64": base64.b64encode(bytes(bits)).decode("ascii")}
@@ -198,6 +204,9 @@ class Loader(Protocol):
     def load_value(self, name: str, data: bytes, expires: float | None) -> None:
         """A named value."""
 
+    def load_tallies(self, counts: Mapping[str, int]) -> None:
+        """Tallies, added to the store's."""
+
 
 def apply(store: Loader, rec: Mapping[str, Any]) -> int:
     """Apply one dump record through ``store`` (a store's loader); returns 1, or
@@ -231,6 +240,9 @@ def apply(store: Loader, rec: Mapping[str, Any]) -> int:
             expires = rec.get("expires")
             store.load_value(str(rec["name"]), value_data(rec),
                               None if expires is None else float(expires))
+        elif kind == "tallies":
+            counts = rec.get("tallies") or {}
+            store.load_tallies({str(k): int(v) for k, v in counts.items()})
         elif kind == "dump":
             return 0  # (the header: Frontier.load reads it)
         else:

@@ -52,6 +52,7 @@ class MemoryStore:
         self._book = MemoryQueues(policy or QueuePolicy(), lifo, bloom, max_redeliveries)
         self._rejected: dict[str, int] = {}
         self._values: dict[str, tuple[bytes, float | None]] = {}  # name -> (value, expires)
+        self._tallies: dict[str, int] = {}
         self._value_expiry: list[tuple[float, str]] = []  # (heap) expires, name
         self._closed = False
 
@@ -204,6 +205,33 @@ class MemoryStore:
         if expires is not None:
             heapq.heappush(self._value_expiry, (expires, name))
 
+    def tally(self, deltas: Mapping[str, int]) -> list[int]:
+        """See :meth:`~crawlq.stores.base.Tallies.tally`."""
+        with self._lock:
+            self._check_open()
+            return [self._add_tally(name, int(d)) for name, d in deltas.items()]
+
+    def _add_tally(self, name: str, delta: int) -> int:
+        n = max(0, self._tallies.get(name, 0) + delta)
+        if n:
+            self._tallies[name] = n
+        else:
+            self._tallies.pop(name, None)
+        return n
+
+    def tallies(self, names: Sequence[str]) -> list[int]:
+        """See :meth:`~crawlq.stores.base.Tallies.tallies`."""
+        with self._lock:
+            self._check_open()
+            return [self._tallies.get(n, 0) for n in names]
+
+    def drop_tallies(self, names: Sequence[str]) -> None:
+        """See :meth:`~crawlq.stores.base.Tallies.drop_tallies`."""
+        with self._lock:
+            self._check_open()
+            for n in names:
+                self._tallies.pop(n, None)
+
     def drop_values(self, names: Sequence[str]) -> None:
         """See :meth:`Store.drop_values`."""
         with self._lock:
@@ -337,6 +365,8 @@ class MemoryStore:
         c = dict(book.counters)
         c["dead"] = len(book.dead)
         yield dumpfmt.counters(c, self._rejected)
+        if self._tallies:
+            yield dumpfmt.tallies(dict(sorted(self._tallies.items())))
         for q in book.queues.values():
             yield dumpfmt.queue(q.key, q.accepted, q.ready_at, q.settings, q.since)
         # Leased entries first, in the order they were leased (as if they had expired),
@@ -388,6 +418,7 @@ class MemoryStore:
             self._rejected.clear()
             self._values.clear()
             self._value_expiry.clear()
+            self._tallies.clear()
 
     def close(self) -> None:
         """See :meth:`Store.close`."""
@@ -456,6 +487,10 @@ class _Loader:
 
     def load_value(self, name: str, data: bytes, expires: float | None) -> None:
         self.store._keep_value(name, data, expires)
+
+    def load_tallies(self, counts: Mapping[str, int]) -> None:
+        for name, n in counts.items():
+            self.store._add_tally(name, n)
 
     def finish(self) -> None:
         """The loaded queues that are ready take their places in the ready line."""

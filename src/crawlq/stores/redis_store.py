@@ -443,6 +443,37 @@ class RedisStore:
 
         self._retrying(go)
 
+    def tally(self, deltas: Mapping[str, int]) -> list[int]:
+        """See :meth:`~crawlq.stores.base.Tallies.tally`: one HINCRBY a count (each
+        atomic; pipelined, not one transaction), in the hash ``{prefix}:tl``."""
+        if not deltas:
+            return []
+        key = f"{self._p}:tl"
+
+        def go() -> list[Any]:
+            pipe = self._client.pipeline(transaction=False)
+            for name, d in deltas.items():
+                pipe.hincrby(key, name, int(d))
+            return list(pipe.execute())
+
+        got = [int(n) for n in self._retrying(go)]
+        below = [name for name, n in zip(deltas, got) if n <= 0]
+        if below:  # (a count never goes below 0; one at 0 is forgotten)
+            self._cmd("hdel", key, *below)
+        return [max(0, n) for n in got]
+
+    def tallies(self, names: Sequence[str]) -> list[int]:
+        """See :meth:`~crawlq.stores.base.Tallies.tallies`."""
+        if not names:
+            return []
+        got = self._cmd("hmget", f"{self._p}:tl", list(names))
+        return [max(0, int(n)) if n is not None else 0 for n in got]
+
+    def drop_tallies(self, names: Sequence[str]) -> None:
+        """See :meth:`~crawlq.stores.base.Tallies.drop_tallies`."""
+        if names:
+            self._cmd("hdel", f"{self._p}:tl", *names)
+
     def drop_values(self, names: Sequence[str]) -> None:
         """See :meth:`Store.drop_values`."""
         if not names:
@@ -645,6 +676,10 @@ class RedisStore:
         c = {k.decode(): int(v) for k, v in meta.items() if k.decode() in _COUNTERS}
         c["dead"] = int(self._retrying(lambda: r.hlen(f"{p}:dead")))
         yield dumpfmt.counters(c, {k.decode(): int(v) for k, v in rej.items()})
+        counts = {k.decode("utf-8", "surrogateescape"): int(v) for k, v in
+                  self._retrying(lambda: r.hgetall(f"{p}:tl")).items() if int(v) > 0}
+        if counts:
+            yield dumpfmt.tallies(dict(sorted(counts.items())))
         keys = sorted(self._all_queue_keys())
         for i in range(0, len(keys), 500):
             part = keys[i:i + 500]
@@ -852,6 +887,10 @@ class _Loader:
                 self._pending.append(("hincrby", (self.store._m, k, int(v))))
         for k, v in rejected.items():
             self._pending.append(("hincrby", (f"{self.store._p}:rej", k, int(v))))
+
+    def load_tallies(self, counts: Mapping[str, int]) -> None:
+        for name, n in counts.items():
+            self._pending.append(("hincrby", (f"{self.store._p}:tl", name, int(n))))
 
     def load_value(self, name: str, data: bytes, expires: float | None) -> None:
         self._pending.append(("hset", (f"{self.store._p}:kv", name, _kv(data, expires))))

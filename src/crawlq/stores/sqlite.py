@@ -950,7 +950,8 @@ class SQLiteStore:
         """See :meth:`~crawlq.stores.base.Clearable.clear`: one transaction empties
         every table but ``meta``, whose counters start again from zero."""
         with self._tx() as c:
-            for table in ("rejected", "bloom", "queues", "scheduled", "vals", "expiries",
+            for table in ("rejected", "bloom", "queues", "scheduled", "vals", "tallies",
+                          "expiries",
                           "dead", "lease_calls", "lease_data", *SEEN_LEVELS, *ENTRY_LEVELS):
                 c.execute(f"DELETE FROM {table}")
             # (the sequences go on: a late answer to a lease of before must not find a
@@ -991,6 +992,32 @@ class SQLiteStore:
             expiries = [e for _, _, e in items if e is not None]
             if expiries:
                 self._wake_no_sooner(min(expiries), event=False)
+
+    def tally(self, deltas: Mapping[str, int]) -> list[int]:
+        """See :meth:`~crawlq.stores.base.Tallies.tally`: one transaction."""
+        with self._tx() as c:
+            return [self._add_tally(c, name, int(d)) for name, d in deltas.items()]
+
+    @staticmethod
+    def _add_tally(c: sqlite3.Connection, name: str, delta: int) -> int:
+        c.execute("INSERT INTO tallies VALUES (?1, max(0, ?2)) ON CONFLICT(name) DO UPDATE "
+                  "SET n = max(0, n + ?2)", (name, delta))
+        (n,) = c.execute("SELECT n FROM tallies WHERE name=?", (name,)).fetchone()
+        return int(n)
+
+    def tallies(self, names: Sequence[str]) -> list[int]:
+        """See :meth:`~crawlq.stores.base.Tallies.tallies`."""
+        got: dict[str, int] = {}
+        with self._tx() as c:
+            for part in chunks(list(names)):
+                got.update(c.execute(f"SELECT name, n FROM tallies WHERE name IN "
+                                     f"({marks(len(part))})", part).fetchall())
+        return [got.get(n, 0) for n in names]
+
+    def drop_tallies(self, names: Sequence[str]) -> None:
+        """See :meth:`~crawlq.stores.base.Tallies.drop_tallies`."""
+        with self._tx() as c:
+            c.executemany("DELETE FROM tallies WHERE name=?", [(n,) for n in names])
 
     def drop_values(self, names: Sequence[str]) -> None:
         """See :meth:`Store.drop_values`."""
@@ -1290,6 +1317,10 @@ class _Loader:
 
     def load_value(self, name: str, data: bytes, expires: float | None) -> None:
         self.c.execute(sqlite_dump.PUT_VALUE, (name, bytearray(data), expires))
+
+    def load_tallies(self, counts: Mapping[str, int]) -> None:
+        for name, n in counts.items():
+            SQLiteStore._add_tally(self.c, name, n)
 
     def finish(self) -> None:
         if self.seen is not None:

@@ -33,6 +33,9 @@ def records(path: str, bloom: BloomShape | None) -> Iterator[dict[str, Any]]:
         counters = {k: m[k] for k in ("seen", "added", "done", "failed", "retried", "dead",
                                       "redelivered", "late_acks", "duplicates")}
         yield dumpfmt.counters(counters, dict(conn.execute("SELECT reason, n FROM rejected")))
+        counts = dict(conn.execute("SELECT name, n FROM tallies WHERE n > 0 ORDER BY name"))
+        if counts:
+            yield dumpfmt.tallies(counts)
         keys = {}
         for row in conn.execute(f"SELECT key, accepted, ready_at, qid, since, "
                                 f"{', '.join(QUEUE_SETTINGS)} FROM queues ORDER BY qid"):

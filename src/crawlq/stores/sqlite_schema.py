@@ -143,6 +143,10 @@ CREATE TABLE IF NOT EXISTS scheduled (
 );
 CREATE INDEX IF NOT EXISTS scheduled_due ON scheduled (due);
 CREATE INDEX IF NOT EXISTS scheduled_queue ON scheduled (qid);
+CREATE TABLE IF NOT EXISTS tallies (
+    name TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vals (
     name TEXT PRIMARY KEY,
     value BLOB NOT NULL,

@@ -128,10 +128,11 @@ class AccountingContract:
     def test_a_dump_carries_the_named_values_that_last(self, env: Env) -> None:
         """A dump carries the named values with no expiry (a server's settings, what it
         keeps of fetched URLs), in name order; those with an expiry belong to this store's
-        leases and times, and stay."""
+        leases and times, and stay, as do a server's own (``crawlq:serve:...``)."""
         f = env.open(**FAST)
         f.store.put_values([("b", b"\x00two", None), ("a", b"one", None),
-                            ("c", b"later", env.clock() + 100)])
+                            ("c", b"later", env.clock() + 100),
+                            ("crawlq:serve:active", b"0", None)])
         values = [r for r in f.dump() if r["type"] == "value"]
         assert [v["name"] for v in values] == ["a", "b"]
         g = env.open_other(**FAST)

@@ -4,11 +4,13 @@ named values, transactions."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from ..errors import ConfigError, LeaseError, StoreError
 from ..models import Outcome, Request
-from ..stores.base import QueueRemoval, Transactions
+from ..stores.base import QueueRemoval, Tallies, Transactions
 from .env import FAST, Env
 
 
@@ -280,6 +282,45 @@ class LeaseContract:
             with pytest.raises(ConfigError):
                 f.put_value(*bad)
         assert f.stats().queued == 0  # values are not requests
+
+    def test_tallies_count_atomically_and_load_added_up(self, env: Env) -> None:
+        """Named counts (:class:`~crawlq.stores.base.Tallies`): each call adds to them
+        atomically, from many threads and processes (none lost), never below 0; a dump
+        carries them and a load adds them to the store's; clear() forgets them."""
+        f = env.open(**FAST)
+        store = f.store
+        if not isinstance(store, Tallies):
+            return
+        assert store.tally({"a": 2, "b": 5}) == [2, 5]
+        assert store.tally({"a": -5, "b": 1}) == [0, 6]
+        assert store.tallies(["a", "b", "c"]) == [0, 6, 0]
+
+        counting: Tallies = store
+
+        def add() -> None:
+            for _ in range(200):
+                counting.tally({"n": 1, "b": 1})
+
+        threads = [threading.Thread(target=add) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        f = env.checkpoint()
+        store = f.store
+        assert isinstance(store, Tallies)
+        assert store.tallies(["n", "b"]) == [800, 806]
+        store.drop_tallies(["b"])
+        assert store.tallies(["n", "b"]) == [800, 0]
+        records = list(f.dump())
+        assert [r["tallies"] for r in records if r["type"] == "tallies"] == [{"n": 800}]
+        g = env.open_other(**FAST)
+        assert isinstance(g.store, Tallies)
+        g.store.tally({"n": 1})
+        g.load(records)
+        assert g.store.tallies(["n"]) == [801]
+        g.clear()
+        assert g.store.tallies(["n"]) == [0]
 
     def test_named_values_can_be_dropped(self, env: Env) -> None:
         """drop_value forgets a value before its time is up, for every process; a name
