@@ -23,7 +23,7 @@ from typing import Any
 import grpc
 import pytest
 
-from crawlq import Frontier, Request
+from crawlq import Frontier, Outcome, Request
 from crawlq.redislocal import LocalRedis
 from crawlq.serve import uf_ops
 from crawlq.serve.crawls import DEFAULT_DELAY, RECHECK
@@ -750,6 +750,14 @@ def test_only_answers_that_take_effect_count(store: str) -> None:
         st = stats(s)
         assert (st.counts["completed"], st.numberOfQueues, st.size) == (1, 2, 1)
         assert stats(s, key="b.example").numberOfQueues == 0
+        # a queue holding a dead URL (left unanswered too often) goes whole too
+        with Frontier.open(store) as f:
+            f.add("https://d.example/1")
+            (d,) = f.next(1, queue="d.example")
+            f.done(d, Outcome.DEAD, error="gone")
+        assert s.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="d.example"),
+                                  timeout=30).value == 1
+        assert stats(s, key="d.example").numberOfQueues == 0
         listed = [(x.known.info.url, x.known.refetchable_from_date)
                   for x in s.stub.ListURLs(pb.ListUrlParams(size=100), timeout=30)]
         assert sorted(u for u, _ in listed) == [a.url, c.url]

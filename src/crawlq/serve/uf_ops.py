@@ -93,23 +93,29 @@ def _is_record(raw: bytes) -> bool:
     return raw[:1] == b"{"
 
 
-def date_priority(date: float) -> int:
-    """The crawlq priority that serves a queue's URLs in URLFrontier's order, by their
-    date (a discovered URL's is when it was put, a known one's its refetch date):
-    the earlier the date, the higher the priority."""
-    return -max(0, min(int(date), PRIORITY_MAX))
+def date_priority(date: float, now: float) -> int:
+    """The crawlq priority that serves a queue's due URLs in URLFrontier's order, by
+    their date. A URL due now or later gets 0: a queue hands out its URLs in the order
+    they were put, and one due later joins it when its date comes, so both come in date
+    order. One put with a date past goes ahead of them, the older the further (the
+    priority falls with the date): the one case arrival order does not give. (Few
+    distinct priorities, then: on the Redis store each is a list of its own.)"""
+    if date >= now:
+        return 0
+    return max(1, PRIORITY_MAX - max(0, int(date)))
 
 
 def _request(item: Item, dated: Mapping[str, Any], date: float | None = None,
              **extra: Any) -> Request:
     """The request for a client's URL; ``dated``: the meta of an undecorated URL made
     now (shared by a call's requests: a request's meta is never changed); ``date``: its
-    date (None: now, the date in ``dated``)."""
+    refetch date (None: a discovered URL, due now)."""
     meta = {**dated, META: {k: list(v) for k, v in item.metadata.items()}} \
         if item.metadata else dated
-    when = dated[CREATED] if date is None else date
+    if date is None:
+        return Request(item.url, queue=item.key or None, meta=meta, **extra)
     return Request(item.url, queue=item.key or None, meta=meta,
-                   priority=date_priority(when), **extra)
+                   priority=date_priority(date, dated[CREATED]), **extra)
 
 
 def created_of(request: Request) -> int:
@@ -612,7 +618,11 @@ def delete_queue(frontier: Frontier, key: str) -> int:
             if d is not None and d.key == key:
                 kept.append(str(rec["name"]))
     names = [_url_name(u) for u in urls]
+    # (its dead URLs go too: requeued, then deleted with the others)
+    dead = [d.id for d in frontier.dead(2**31 - 1) if d.queue == key]
     with frontier.transaction():
+        if dead:
+            frontier.requeue_dead(dead)
         now = frontier.clock()
         handles = frontier.store.get_values(names, now) if names else []
         held = [(n, h) for n, h in zip(names, handles)
@@ -641,9 +651,8 @@ def _record_of(data: bytes) -> Listed | None:
 
 def _listed(rec: Mapping[str, Any], now: float) -> Listed:
     """An entry or dead record of the dump as a Listed URL: a dead one is due never,
-    one with a ``not_before`` then; one put through URLFrontier's calls at its date
-    (its priority tells it, see date_priority; one dated by another producer, when it
-    was put); any other now."""
+    one with a ``not_before`` then, another when a server first stored it (its date
+    for a discovered URL), or now for one that came in another way."""
     req = rec["request"]
     meta = dumpfmt.from_json(req.get("meta") or {})
     md = meta.get(META) if isinstance(meta, Mapping) else None
@@ -653,11 +662,8 @@ def _listed(rec: Mapping[str, Any], now: float) -> Listed:
         date = 0
     elif not_before:
         date = round(not_before)
-    elif created:
-        prio = int(req.get("priority") or 0)
-        date = -prio if prio < 0 else created
     else:
-        date = int(now)
+        date = created or int(now)
     return Listed(str(req["url"]), str(rec.get("queue")), _clean(md), date, created)
 
 
