@@ -710,7 +710,8 @@ class RedisStore:
                                 int.from_bytes(item[:2], "big"), item[2:], at)
         for d in self.dead(2**31):
             yield dumpfmt.dead(d)
-        kept = self._retrying(lambda: r.hgetall(f"{p}:kv"))
+        # (read in parts: the values of a big crawl would hold the server up in one)
+        kept = self._retrying(lambda: dict(r.hscan_iter(f"{p}:kv", count=1000)))
         for name in sorted(kept):
             if _EXPIRES.unpack_from(kept[name])[0] == math.inf:
                 yield dumpfmt.value(name.decode("utf-8", "surrogateescape"), kept[name][8:],
