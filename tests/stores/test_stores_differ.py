@@ -190,8 +190,8 @@ class Run:
         f = self.f
         # (each of these wakes what came due: the listing first, so that a store whose
         # listing forgot to is caught)
-        queues = sorted((q.key, q.queued, q.leased, q.ready_at, q.accepted, q.state,
-                         dict(q.settings)) for q in f.queues(100))
+        queues = sorted((q.key, q.queued, q.scheduled, q.leased, q.ready_at, q.accepted,
+                         q.state, dict(q.settings)) for q in f.queues(100))
         s = f.stats()
         stats = {k: v for k, v in s.as_dict().items() if k != "per_queue"}
         return f.next_ready_at(), stats, queues
