@@ -676,6 +676,14 @@ def test_a_queues_due_urls_come_in_order_of_their_date(store: str) -> None:
                    discovered("https://a.example/discovered"),
                    known("https://a.example/yesterday", now - 86_400),
                    known("https://a.example/tomorrow", now + 86_400)) == [OK] * 5
+        # (each listed with its date: those put with a date past too)
+        dates = {x.known.info.url: x.known.refetchable_from_date
+                 for x in s.stub.ListURLs(pb.ListUrlParams(size=10), timeout=30)}
+        assert {u: dates[u] for u in ("https://a.example/long-ago", "https://a.example/yesterday",
+                                      "https://a.example/tomorrow")} == {
+            "https://a.example/long-ago": now - 10_000,
+            "https://a.example/yesterday": now - 86_400,
+            "https://a.example/tomorrow": now + 86_400}
         order: list[str] = []
         while got := get(s, key="a.example"):  # (one at a time: a host's politeness)
             order += [g.url for g in got]

@@ -651,8 +651,9 @@ def _record_of(data: bytes) -> Listed | None:
 
 def _listed(rec: Mapping[str, Any], now: float) -> Listed:
     """An entry or dead record of the dump as a Listed URL: a dead one is due never,
-    one with a ``not_before`` then, another when a server first stored it (its date
-    for a discovered URL), or now for one that came in another way."""
+    one with a ``not_before`` then, one put with a date already past at that date (its
+    priority tells it: see date_priority), another when a server first stored it (its
+    date for a discovered URL), or now for one that came in another way."""
     req = rec["request"]
     meta = dumpfmt.from_json(req.get("meta") or {})
     md = meta.get(META) if isinstance(meta, Mapping) else None
@@ -662,6 +663,8 @@ def _listed(rec: Mapping[str, Any], now: float) -> Listed:
         date = 0
     elif not_before:
         date = round(not_before)
+    elif created and int(req.get("priority") or 0) > 0:  # (put with a date past)
+        date = PRIORITY_MAX - int(req["priority"])
     else:
         date = created or int(now)
     return Listed(str(req["url"]), str(rec.get("queue")), _clean(md), date, created)
