@@ -89,6 +89,13 @@ def put(s: Server, *items: Any) -> list[int]:
     return [a.status for a in s.stub.PutURLs(iter(items), timeout=30)]
 
 
+def one_batch(s: Server, *infos: Any) -> list[int]:
+    """URLs put as one DiscoveredBatch (PutURLs' batches are what has arrived)."""
+    (ack,) = s.stub.PutDiscovered(iter([pb.DiscoveredBatch(ID="b", items=list(infos))]),
+                                  timeout=30)
+    return list(ack.statuses)
+
+
 def get(s: Server, **params: Any) -> list[Any]:
     return list(s.stub.GetURLs(pb.GetParams(**params), timeout=30))
 
@@ -199,10 +206,10 @@ def test_a_crawl_id_too_long_for_a_file_name_is_refused(tmp_path: Path) -> None:
     """Beside a SQLite store with a long file name, a crawl ID whose file name would
     pass 255 bytes is INVALID_ARGUMENT, nothing of the batch taken."""
     with serve(f"sqlite:///{tmp_path}/{'n' * 60}.db") as s:
-        code, why = code_of(lambda: put(s, discovered("https://c.example/"),
-                                        discovered("https://c.example/", crawl="x" * 190)))
+        code, why = code_of(lambda: one_batch(s, info("https://c.example/"),
+                                              info("https://c.example/", crawl="x" * 190)))
         assert code == grpc.StatusCode.INVALID_ARGUMENT and "file name" in why
-        assert stats(s, key="c.example").size == 0
+        assert stats(s, key="c.example").size == 0  # (nothing of the batch taken)
         assert put(s, discovered("https://c.example/", crawl="x" * 150)) == [OK]
 
 
@@ -243,11 +250,14 @@ def test_crawl_ids_are_crawls_of_their_own(store: str, tmp_path: Path) -> None:
         assert list(s.stub.ListCrawls(pb.Local(), timeout=30).values) == ["DEFAULT", "news"]
         if store.startswith("sqlite"):
             assert not (tmp_path / "crawl.crawl-nowhere.db").exists()
-        # a crawl ID too long to keep is an error for the call, nothing of it taken
-        code, why = code_of(lambda: put(s, discovered("https://c.example/"),
-                                        discovered("https://c.example/", crawl="x" * 201)))
+        # a crawl ID too long to keep is an error for the call, nothing of its batch
+        # taken (PutURLs too: see the next test; its batches are what has arrived)
+        code, why = code_of(lambda: one_batch(s, info("https://c.example/"),
+                                              info("https://c.example/", crawl="x" * 201)))
         assert code == grpc.StatusCode.INVALID_ARGUMENT and "too long" in why
         assert stats(s, key="c.example").size == 0
+        code, why = code_of(lambda: put(s, discovered("https://d.example/", crawl="x" * 201)))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "too long" in why
 
         if store.startswith("sqlite"):
             assert (tmp_path / "crawl.crawl-news.db").exists()
