@@ -515,7 +515,7 @@ class Frontier:
         held = self.store.release(acks, now)
         if self.strict_acks and not all(held):
             raise LeaseError([a[0] for a, ok in zip(acks, held) if not ok])
-        return list(held)
+        return held
 
     def transaction(self) -> AbstractContextManager[None]:
         """A block whose calls are one atomic step of the store, where it has them
@@ -766,8 +766,7 @@ class Frontier:
         the whole crawl (``crawlq serve``'s ListURLs and GetURLStatus)."""
         # (the store's canonical form is the header's: as a value, loading it would
         # replace the form of the store loaded into)
-        return (r for r in self._dumps().dump() if r["type"] != "value" or not (
-            r["name"] == _FORM or r["name"].startswith(_LOCAL)))
+        return (r for r in self._dumps().dump() if not _not_dumped(r))
 
     def _dumps(self) -> Dumps:
         """The store, if it can dump and load; else ConfigError."""
@@ -805,8 +804,7 @@ class Frontier:
         def records_then_marker() -> Iterator[dict[str, Any]]:
             # (each request is checked by dumpfmt.apply, as the store applies it)
             for rec in itertools.chain((first,), it):
-                if rec.get("type") == "value" and (
-                        rec.get("name") == _FORM or str(rec.get("name")).startswith(_LOCAL)):
+                if _not_dumped(rec):
                     continue  # (the form is the header's; this store keeps its own)
                 yield dict(rec)
                 if refingerprint and rec.get("type") in ("entry", "dead"):
@@ -821,6 +819,15 @@ class Frontier:
                 yield dumpfmt.value(marker, repr(self.clock()).encode(), None)
 
         return store.load(records_then_marker(), self.clock()) - extra[0]
+
+
+def _not_dumped(rec: Mapping[str, Any]) -> bool:
+    """Whether a store's record stays out of dumps and loads: the canonical-form marker
+    (the dump's header carries the form) and a server's own values (``_LOCAL``)."""
+    if rec.get("type") != "value":
+        return False
+    name = str(rec.get("name"))
+    return name == _FORM or name.startswith(_LOCAL)
 
 
 _REST_SETTINGS = ("min_delay", "max_delay", "delay_factor")

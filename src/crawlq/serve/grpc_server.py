@@ -43,6 +43,8 @@ DEFAULT_PAGE = 100
 """ListQueues' page size when the client gives none."""
 _T = TypeVar("_T")
 _NO_METADATA: dict[str, list[str]] = {}
+_NOTHING_HELD = {"completed": 0, "active_queues": 0}
+"""GetStats' counts for a crawl or queue that holds nothing, as the reference's."""
 
 
 class Service:
@@ -331,12 +333,11 @@ class Service:
         crawl = crawl_id(req.crawlID)
         frontier = self._crawl(crawl)
         if frontier is None:
-            return self.pb.Stats(crawlID=crawl, counts={"completed": 0, "active_queues": 0})
+            return self.pb.Stats(crawlID=crawl, counts=_NOTHING_HELD)
         if req.key:
             q = uf_ops.queue_info(frontier, req.key)
             if q is None:
-                return self.pb.Stats(crawlID=crawl, counts={"completed": 0,
-                                                            "active_queues": 0})
+                return self.pb.Stats(crawlID=crawl, counts=_NOTHING_HELD)
             limit, completed = uf_ops.limit_of(frontier, req.key)
             return self.pb.Stats(size=uf_ops.active_urls(q), inProcess=q.leased,
                                  numberOfQueues=1, crawlID=crawl, counts={

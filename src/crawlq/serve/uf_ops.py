@@ -467,10 +467,15 @@ def _completed_of(frontier: Frontier, key: str) -> int:
 def _records(frontier: Frontier) -> Iterator[tuple[str, Listed]]:
     """Every URL fetched for good, with the name of its record (a scan of the crawl)."""
     for rec in frontier.records():
-        if rec.get("type") == "value" and str(rec.get("name")).startswith(_URL):
-            d = _record_of(dumpfmt.value_data(rec))
-            if d is not None:
-                yield str(rec["name"]), d
+        if (d := _record_in(rec)) is not None:
+            yield str(rec["name"]), d
+
+
+def _record_in(rec: Mapping[str, Any]) -> Listed | None:
+    """The URL a dump record keeps as fetched for good, or None for any other record."""
+    if rec.get("type") != "value" or not str(rec.get("name")).startswith(_URL):
+        return None
+    return _record_of(dumpfmt.value_data(rec))
 
 
 def _count(raw: bytes | None) -> int:
@@ -567,9 +572,8 @@ def listed(frontier: Frontier, key: str = "", text: str | None = None,
             if key and rec.get("queue") != key:
                 continue
             found = _listed(rec, now)
-        elif kind == "value" and str(rec.get("name")).startswith(_URL):
-            done = _record_of(dumpfmt.value_data(rec))
-            if done is None or (key and done.key != key):
+        elif (done := _record_in(rec)) is not None:
+            if key and done.key != key:
                 continue
             found = done
         else:
@@ -613,10 +617,8 @@ def delete_queue(frontier: Frontier, key: str) -> int:
         kind = rec.get("type")
         if kind == "entry" and rec.get("queue") == key:
             urls.append(str(rec["request"]["url"]))
-        elif kind == "value" and str(rec.get("name")).startswith(_URL):
-            d = _record_of(dumpfmt.value_data(rec))
-            if d is not None and d.key == key:
-                kept.append(str(rec["name"]))
+        elif (d := _record_in(rec)) is not None and d.key == key:
+            kept.append(str(rec["name"]))
     names = [_url_name(u) for u in urls]
     # (its dead URLs go too: requeued, then deleted with the others)
     dead = [d.id for d in frontier.dead(2**31 - 1) if d.queue == key]
