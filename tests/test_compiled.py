@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from crawlq.errors import ConfigError
-from crawlq.stores.base import ADDED, DUPLICATE, OVER_BUDGET, QueuePolicy
+from crawlq.stores.base import (
+    ADDED,
+    DUPLICATE,
+    OVER_BUDGET,
+    OVER_DOMAIN_BUDGET,
+    OVER_DOMAIN_QUEUES,
+    QueuePolicy,
+)
 from crawlq.stores.rules import BUSY, EXHAUSTED, READY, RESTING
 from crawlq.stores.sqlite_schema import CURSOR_LEVELS, NO_CURSOR
 
@@ -154,10 +161,16 @@ def test_queue_settling_compiled_agrees_with_python(
 @pytest.mark.parametrize("seed", range(4))
 def test_admit_compiled_agrees_with_python(rows_modules: tuple[ModuleType, ModuleType],
                                            seed: int) -> None:
-    """admit decides, numbers and marks entries the same, compiled or as Python."""
+    """admit decides, numbers and marks entries the same, compiled or as Python: its
+    queues' caps and its domains' (queues 1 and 2 of one domain, 3 and 4 of another; 3
+    and 4 made by the call, one of them a queue too many)."""
     rng = random.Random(seed)
     entries, qids, caps, accepted = _random_admit_case(rng, 400)
-    policies = {qid: QueuePolicy(max_queue_urls=cap) for qid, cap in caps.items()}
+    policies = {qid: QueuePolicy(max_queue_urls=cap, max_domain_urls=30,
+                                 max_domain_queues=1 if qid > 2 else 0)
+                for qid, cap in caps.items()}
+    accepted[3] = 0  # (made by the call)
+    dids = {1: 10, 2: 10, 3: 20, 4: 20}
     known = {bytes([i]) * 16: rng.choice([None, 90.0, 110.0, 100]) for i in range(0, 60, 3)}
     for lifo in (False, True):
         results = []
@@ -165,16 +178,22 @@ def test_admit_compiled_agrees_with_python(rows_modules: tuple[ModuleType, Modul
             seen = mod.SeenMarks(None)
             seen.known = dict(known)
             acc = dict(accepted)
-            got = mod.admit(entries, qids, policies, acc, seen, 100.0, 7, lifo)
-            results.append((got, acc, seen.batch, seen.fresh))
+            dacc: dict[int, int] = {10: 20}
+            dq: dict[int, int] = {}
+            made = {3, 4}
+            got = mod.admit(entries, qids, policies, acc, seen, 100.0, 7, lifo, dids, dacc,
+                            dq, made)
+            results.append((got, acc, seen.batch, seen.fresh, dacc, dq, made))
         assert results[0] == results[1]
         statuses = set(results[0][0][0])
-        assert statuses == {ADDED, DUPLICATE, OVER_BUDGET} and results[0][0][1] \
-            and results[0][0][2]
+        assert statuses == {ADDED, DUPLICATE, OVER_BUDGET, OVER_DOMAIN_BUDGET,
+                            OVER_DOMAIN_QUEUES} and results[0][0][1] and results[0][0][2]
+        assert results[0][4] == {10: 30, 20: 30} and results[0][5] == {20: 1}
+        assert len(results[0][6]) == 1  # (the other made queue took nothing)
     for mod in rows_modules:
         with pytest.raises(KeyError):
             mod.admit([(None, "zz", 0, b"", None, None, 0)], qids, policies, {},
-                      mod.SeenMarks(None), 1.0, 0, False)
+                      mod.SeenMarks(None), 1.0, 0, False, dids, {}, {}, set())
 
 
 @pytest.mark.parametrize("seed", range(4))

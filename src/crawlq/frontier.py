@@ -43,6 +43,7 @@ from .stores.base import (
     ACK_REQUEUE,
     ADDED,
     DUPLICATE,
+    REFUSALS,
     Ack,
     Clearable,
     Dumps,
@@ -357,13 +358,13 @@ class Frontier:
             for pos, st in zip(index, statuses):
                 if st == ADDED:
                     flags[pos] = True
+        refused = len(rejected)
         if added + dups < len(statuses):
-            rejected += [Rejection(pos, url_of(requests[pos]), "queue-budget")
+            rejected += [Rejection(pos, url_of(requests[pos]), REFUSALS[st])
                          for pos, st in zip(index, statuses) if st != ADDED and st != DUPLICATE]
         reasons: dict[str, int] = {}
-        for r in rejected:
-            if r.reason != "queue-budget":  # the store counted those itself
-                reasons[r.reason] = reasons.get(r.reason, 0) + 1
+        for r in rejected[:refused]:  # (the store counted its refusals itself)
+            reasons[r.reason] = reasons.get(r.reason, 0) + 1
         if reasons:
             self.store.count_rejected(reasons)
         if rejected:

@@ -179,7 +179,8 @@ def test_ready_keys_sort_as_the_line_does() -> None:
     for prio in (5, 0, -3):
         for since in (-1e9, -2.5, -0.0, 0.0, 1e-9, 7.0, 1.7e9):
             for created, key in enumerate(keys):
-                q = memory_queues.MemoryQueue(key, QueuePolicy(), 2**40 - created)
+                q = memory_queues.MemoryQueue(key, QueuePolicy(), 2**40 - created,
+                                               memory_queues.MemoryDomain())
                 q.heap = [memory_queues.make_item(prio, 1, 0, b"")]
                 q.since, q.version = since, created + 3
                 cases.append(((-prio, since, key.encode()), memory_queues.ready_key(q)))

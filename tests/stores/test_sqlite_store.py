@@ -331,12 +331,13 @@ def _open_call(c: sqlite3.Connection, last: int) -> list[tuple[Any, ...]]:
     return [row for _, _, row in sqlite_leases._open_rows(c, "WHERE l.last = ?", (last,))]
 
 
-@pytest.mark.parametrize("schema", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("schema", [1, 2, 3, 4, 5, 6])
 def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> None:
     """A file written before the seen-set had levels (schema 1), before level 2 had
     cursors (schema 2), before leases were kept per call (schema 3), before level 0 had
-    cursors (schema 4), or before ties in the ready line went by key (schema 5) opens,
-    keeps its fingerprints and entries, and gets the new tables, columns and index."""
+    cursors (schema 4), before ties in the ready line went by key (schema 5), or before
+    queues had domains (schema 6) opens, keeps its fingerprints and entries, and gets
+    the new tables, columns and index; its queues get their domains."""
     db = tmp_path / "old.db"
     with Frontier.open(f"sqlite:///{db}", **FAST) as f:
         f.add(["https://a.example/1", "https://a.example/2"])
@@ -357,6 +358,10 @@ def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> No
             c.execute("DELETE FROM meta WHERE name IN ('seen0_keys', 'seen_slice', "
                       "'entries0_rows', 'entry_slice')")
         c.execute("DROP INDEX queues_line")
+        c.execute("DROP INDEX queues_domain")
+        c.execute("DROP INDEX queues_out")
+        c.execute("ALTER TABLE queues DROP COLUMN did")
+        c.execute("DROP TABLE domains")
         c.execute("CREATE INDEX queues_ready ON queues (head, since) WHERE state = 0")
         c.execute("UPDATE meta SET value=? WHERE name='schema'", (schema,))
     with Frontier.open(f"sqlite:///{db}", **FAST) as f:
@@ -370,7 +375,9 @@ def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> No
     assert _level_sizes(db, ("entries0", "entries")) == {"entries0": 1, "entries": 2}
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT l2_nprio, l2_ord FROM queues").fetchall() == [(0, 1)]
-        assert c.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (6,)
+        assert c.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (7,)
+        assert c.execute("SELECT name, domains.accepted FROM domains JOIN queues USING (did)"
+                         ).fetchall() == [("a.example", 3)]
         indexes = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='index'")}
         assert "queues_line" in indexes and "queues_ready" not in indexes
         assert not c.execute("SELECT 1 FROM sqlite_master WHERE name='leases'").fetchall()

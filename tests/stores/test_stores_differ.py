@@ -35,7 +35,25 @@ OPTION_SETS: dict[str, dict[str, Any]] = {
     "budgets": {"min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0, "concurrency": 3,
                 "session_budget": 3, "session_rest": 2.0, "max_queue_urls": 14,
                 "max_retries": 2, "retry_backoff": 1.0, "max_redeliveries": 2},
+    # (hosts h0 and h2 are of one domain, h1 and h3 of another: see _url)
+    "domains": {"min_delay": 0.3, "max_delay": 2.0, "delay_factor": 1.0, "concurrency": 2,
+                "domain_concurrency": 3, "max_domain_urls": 25, "max_retries": 1,
+                "retry_backoff": 1.0},
+    "domain-queues": {"min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0,
+                      "concurrency": 1, "domain_concurrency": 1, "max_domain_queues": 1,
+                      "max_retries": 2, "retry_backoff": 1.0},
 }
+
+
+def _url(host: int, k: int) -> str:
+    """URL number ``k`` of host ``host``: hosts of even and odd numbers are of two
+    registered domains (their keys still sort in the order of their numbers)."""
+    return f"https://{_key(host)}/{k}"
+
+
+def _key(host: int) -> str:
+    """Host ``host``'s queue key (see _url)."""
+    return f"h{host}.{'ab'[host % 2]}.example"
 
 
 def diff_ops(seed: int, steps: int) -> list[tuple[str, Any]]:
@@ -122,13 +140,13 @@ class Run:
         """Make one call; what it returned, in plain values."""
         f, held = self.f, self.held
         if op == "add":
-            got = f.add([Request(f"https://h{h}.example/{k}", priority=p,
+            got = f.add([Request(_url(h, k), priority=p,
                                  not_before=None if nb is None else self.now + nb)
                          for k, h, p, nb in arg])
             return (got.added, got.duplicates, [r.reason for r in got.rejected])
         if op in ("next", "next_queue"):
             leases = (f.next(arg) if op == "next"
-                      else f.next(arg[1], queue=f"h{arg[0]}.example"))
+                      else f.next(arg[1], queue=_key(arg[0])))
             self.calls += 1
             held += [(self.calls, le) for le in leases]
             return [(le.request.url, le.request.retries, le.expires_at) for le in leases]
@@ -165,18 +183,18 @@ class Run:
             self.now += TTL + 1
             return None
         if op == "block":
-            f.block(f"h{arg[0]}.example", seconds=arg[1])
+            f.block(_key(arg[0]), seconds=arg[1])
             return None
         if op == "unblock":
-            f.unblock(f"h{arg}.example")
+            f.unblock(_key(arg))
             return None
         if op == "configure":
-            f.configure_queue(f"h{arg[0]}.example", **arg[1])
+            f.configure_queue(_key(arg[0]), **arg[1])
             return None
         if op == "requeue_dead":
             return f.requeue_dead()
         if op == "delete_queue":
-            return f.delete_queue(f"h{arg}.example")
+            return f.delete_queue(_key(arg))
         if op == "dump_load":  # into a new store of the same kind; leases come back queued
             records = list(f.dump())
             f.close()

@@ -128,6 +128,8 @@ def command(args: argparse.Namespace) -> int:
         include=args.include, exclude=args.exclude, priority_rules=priority,
         target=args.target, max_redirects=args.max_redirects, max_pages=args.max_pages,
         max_depth=args.max_depth, max_per_host=args.max_per_host,
+        max_per_domain=args.max_per_domain, max_hosts_per_domain=args.max_hosts_per_domain,
+        per_domain=args.per_domain,
         concurrency=args.concurrency, per_host=args.per_host, min_delay=args.min_delay,
         max_delay=args.max_delay, delay_factor=args.delay_factor,
         user_agent=args.user_agent or DEFAULT_AGENT, obey_robots=not args.ignore_robots,

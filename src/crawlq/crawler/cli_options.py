@@ -40,11 +40,21 @@ def add_options(c: argparse.ArgumentParser) -> None:
                         "counts afresh)")
     s.add_argument("--max-per-host", type=count(0), default=0,
                    help="accept at most this many URLs per host (spider-trap guard)")
+    s.add_argument("--max-per-domain", type=count(0), default=100_000, metavar="N",
+                   help="accept at most N URLs per registered domain, its hosts together "
+                        "(0: no cap; default 100000)")
+    s.add_argument("--max-hosts-per-domain", type=count(0), default=1_000, metavar="N",
+                   help="accept URLs of at most N host names per registered domain "
+                        "(wildcard-subdomain trap guard; 0: no cap; default 1000)")
     p = c.add_argument_group("politeness and fetching")
     p.add_argument("--concurrency", type=count(1), default=16,
                    help="fetches in flight (default 16)")
     p.add_argument("--per-host", type=count(1), default=1,
                    help="fetches in flight per host (default 1)")
+    p.add_argument("--per-domain", type=count(1), default=None, metavar="N",
+                   help="fetches in flight per registered domain, its hosts together, so "
+                        "that one site of many host names keeps no more than its share "
+                        "(default 4 x --per-host)")
     p.add_argument("--min-delay", type=seconds(0), default=1.0,
                    help="shortest pause between fetches from one host, seconds (default 1)")
     p.add_argument("--max-delay", type=seconds(0), default=30.0,

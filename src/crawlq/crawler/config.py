@@ -37,8 +37,14 @@ class CrawlConfig:
     max_pages: int | None = None
     max_depth: int | None = None
     max_per_host: int = 0
+    max_per_domain: int = 100_000
+    """URLs accepted per registered domain (the hosts of one site together; 0: no cap)."""
+    max_hosts_per_domain: int = 1_000
+    """Host names accepted per registered domain (a wildcard-subdomain trap's bound)."""
     concurrency: int = 16
     per_host: int = 1
+    per_domain: int | None = None
+    """Fetches in flight per registered domain (None: 4 x per_host)."""
     min_delay: float = 1.0
     max_delay: float = 30.0
     delay_factor: float = 5.0

@@ -304,6 +304,8 @@ class Crawler:
                 c.store, concurrency=c.per_host, min_delay=c.min_delay,
                 max_delay=c.max_delay, delay_factor=c.delay_factor,
                 max_queue_urls=c.max_per_host, max_retries=c.max_retries,
+                domain_concurrency=c.per_domain or 4 * c.per_host,
+                max_domain_urls=c.max_per_domain, max_domain_queues=c.max_hosts_per_domain,
                 retry_backoff=c.retry_backoff, lease_ttl=c.lease_ttl or c.timeout * 3 + 60,
                 revisit_after=c.revisit_after, max_redeliveries=c.max_redeliveries)
         except BaseException:

@@ -8,6 +8,7 @@ so ``a.test`` is the registered domain of ``h5.a.test`` and ``test`` is a public
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from typing import Any
 
@@ -54,3 +55,23 @@ def is_public_suffix(name: str) -> bool:
     if not name or _is_address(name):
         return False
     return bool(public_suffix_list().is_public(name))
+
+
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._")
+
+
+@functools.lru_cache(maxsize=65_536)  # (a store asks once per queue it makes; a trap makes many)
+def domain_of(queue_key: str) -> str:
+    """The domain a queue belongs to (the stores bound a domain as a whole: see
+    :mod:`crawlq.stores.rules`): for a queue key that is a host, with or without a
+    port, its registered domain with that port (``h5.a.test:8080`` -> ``a.test:8080``,
+    ``en.wikipedia.org`` -> ``wikipedia.org``); for an IP literal, or a key that is not
+    a host name (a custom ``queue_by``), the key itself. The port is kept: two servers
+    on one name are two sites (and loopback test sites differ only by port)."""
+    host, colon, port = queue_key.rpartition(":")
+    if not colon or not port.isdigit() or host.endswith("]"):
+        host, port = queue_key, ""
+    if not host or host[0] == "[" or not _HOST_CHARS.issuperset(host):
+        return queue_key
+    domain = registered_domain(host)
+    return f"{domain}:{port}" if port else domain

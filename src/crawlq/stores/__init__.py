@@ -12,7 +12,8 @@ from .sqlite_group import SQLITE_SUFFIXES
 from .url import REDIS_SCHEMES, StoreURL
 
 POLICY_OPTIONS = ("concurrency", "min_delay", "max_delay", "delay_factor", "max_queue_urls",
-                  "session_budget", "session_rest")
+                  "session_budget", "session_rest", "domain_concurrency", "max_domain_urls",
+                  "max_domain_queues")
 STORE_OPTIONS = frozenset(
     (*POLICY_OPTIONS, "lifo", "max_redeliveries", "bloom_capacity", "bloom_error_rate",
      "create", "synchronous", "busy_timeout", "group_commit", "cache_mb", "prefix",

@@ -37,12 +37,19 @@ from .policy import as_count as as_count
 from .policy import as_seconds as as_seconds
 from .policy import check_settings as check_settings
 from .policy import flag as flag
+from .rules import OVER_DOMAIN_BUDGET as OVER_DOMAIN_BUDGET  # (the domain rules: rules)
+from .rules import OVER_DOMAIN_QUEUES as OVER_DOMAIN_QUEUES
 
 # add() status codes, one per entry.
 # (Final: modules compiled by mypyc read them as constants)
 ADDED: Final = 0
 DUPLICATE: Final = 1
 OVER_BUDGET: Final = 2
+
+REFUSALS: Final = {OVER_BUDGET: "queue-budget", OVER_DOMAIN_BUDGET: "domain-budget",
+                   OVER_DOMAIN_QUEUES: "domain-queues"}
+"""add()'s verdicts on refused entries, by the reason their store counts them under in
+``stats().rejected``."""
 
 # Ack kinds for release().
 ACK_DONE: Final = 0
@@ -131,7 +138,10 @@ class Store(Protocol):
         """The store's default queue policy (each queue's is it with its overrides)."""
 
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
-        """Atomically check-and-add: per entry ADDED, DUPLICATE or OVER_BUDGET.
+        """Atomically check-and-add: per entry ADDED, DUPLICATE, or a refusal counted in
+        ``stats().rejected`` under its reason (:data:`REFUSALS`): OVER_BUDGET (its
+        queue's cap), OVER_DOMAIN_QUEUES or OVER_DOMAIN_BUDGET (its domain's caps, see
+        :mod:`.rules`).
 
         An entry is a duplicate when its fingerprint is in the seen-set and its revisit
         time (if any) has not come, or when an earlier entry of the same batch had it.

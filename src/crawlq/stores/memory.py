@@ -19,6 +19,7 @@ from ..models import QueueInfo, Stats
 from . import dumpfmt
 from .base import (
     MAX_REDELIVERIES,
+    REFUSALS,
     Ack,
     DeadEntry,
     Entry,
@@ -82,9 +83,10 @@ class MemoryStore:
         out: list[int] = []
         with self._lock:
             self._check_open()
-            over = self._book.add(entries, now, out)
-            if over:
-                self._rejected["queue-budget"] = self._rejected.get("queue-budget", 0) + over
+            refused = self._book.add(entries, now, out)
+            for verdict, n in refused.items():
+                reason = REFUSALS[verdict]
+                self._rejected[reason] = self._rejected.get(reason, 0) + n
         return out
 
     def lease(self, now: float, limit: int, ttl: float,
@@ -308,9 +310,8 @@ class MemoryStore:
             q = book.queues.get(queue)
             if q is not None and not q.inflight and not q.heap and not any(
                     d.queue == queue for d in book.dead.values()):
-                # (nothing of it is left: it goes, settings and counts with it; its
-                # heap entries are stale already, it being exhausted)
-                del book.queues[queue]
+                # (nothing of it is left: it goes, settings and counts with it)
+                book.forget(q)
             return n
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
@@ -463,7 +464,9 @@ class _Loader:
                    settings: Mapping[str, float], since: float | None) -> None:
         book = self.book
         q = book.queue(key)
-        q.accepted = max(q.accepted, accepted)
+        if accepted > q.accepted:
+            q.domain.accepted += accepted - q.accepted
+            q.accepted = accepted
         q.ready_at = max(q.ready_at, ready_at)
         q.settings.update(settings)
         q.policy = book.policy.merged(q.settings)

@@ -21,6 +21,7 @@ from collections.abc import MutableSet, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from .._native import native
+from ..policies.domains import domain_of
 from .base import (
     ACK_DEAD,
     ACK_DONE,
@@ -37,17 +38,21 @@ from .base import (
 )
 from .bloom import BloomShape, MemoryBloom
 from .rules import (
+    DOMAIN_WAIT,
     EXHAUSTED,
     HEAD,
     READY,
     RESTING,
     TAIL,
+    domain_refusal,
+    domain_room,
     entry_rank,
     lease_room,
     over_cap,
     ready_since,
     rest_after,
     session_spent,
+    share_domains,
     state_of,
 )
 
@@ -122,10 +127,24 @@ def ready_key(q: MemoryQueue) -> bytes:
     return _READY_NEG(pinv, 0, ~bits & 0xFFFFFFFFFFFFFFFF) + q.name
 
 
+class MemoryDomain:
+    """The counters of one domain of the memory store (see :mod:`.rules`)."""
+
+    inflight: int
+    accepted: int
+    queues: int
+
+    def __init__(self) -> None:
+        self.inflight = 0  # leases of its queues in flight
+        self.accepted = 0  # entries its queues accepted
+        self.queues = 0  # queues it has
+
+
 class MemoryQueue:
     """One queue of the memory store: its entries (a heap of items) and its counters."""
 
     key: str
+    domain: MemoryDomain
     name: bytes
     entry: bytes
     heap: list[bytes]
@@ -141,8 +160,10 @@ class MemoryQueue:
     settings: dict[str, float]
     policy: QueuePolicy
 
-    def __init__(self, key: str, policy: QueuePolicy, created: int) -> None:
+    def __init__(self, key: str, policy: QueuePolicy, created: int,
+                 domain: MemoryDomain) -> None:
         self.key = key
+        self.domain = domain
         # (the end of its ready-heap entries: its key, then its creation number)
         self.name = key.encode("utf-8", "surrogateescape") + b"\0" + _CREATED(created)
         self.entry = b""  # its current entry in the ready heap
@@ -171,6 +192,7 @@ class MemoryQueues:
     revisit: dict[bytes, float]
     bloom: MemoryBloom | None
     queues: dict[str, MemoryQueue]
+    domains: dict[str, MemoryDomain]
     by_created: list[MemoryQueue]
     ready: list[bytes]
     resting: list[tuple[float, int, int]]
@@ -197,6 +219,7 @@ class MemoryQueues:
         self.revisit = {}
         self.bloom = MemoryBloom(bloom) if bloom else None
         self.queues = {}
+        self.domains = {}  # domain_of(key) -> its counters
         self.by_created = []  # queues in creation order (q.created)
         self.ready = []  # (heap) ready_key of ready queues
         self.resting = []  # (heap) (ready_at, version, q.created)
@@ -223,9 +246,26 @@ class MemoryQueues:
         if q is None:
             # (ties in the ready heap go to the queue created first, as the SQLite
             # store's index orders them: by qid)
-            q = self.queues[key] = MemoryQueue(key, self.policy, len(self.by_created))
+            domain = self.domain(key)
+            q = self.queues[key] = MemoryQueue(key, self.policy, len(self.by_created),
+                                               domain)
+            domain.queues += 1
             self.by_created.append(q)
         return q
+
+    def domain(self, key: str) -> MemoryDomain:
+        """The counters of queue ``key``'s domain, made if they do not exist."""
+        name = domain_of(key)
+        d = self.domains.get(name)
+        if d is None:
+            d = self.domains[name] = MemoryDomain()
+        return d
+
+    def forget(self, q: MemoryQueue) -> None:
+        """Drop ``q``, which holds nothing (no entry, lease or dead entry) and is
+        exhausted: its heap entries are stale already."""
+        del self.queues[q.key]
+        q.domain.queues -= 1
 
     def number(self, place: int) -> int:
         """The sequence of the next entry numbered, put at ``place`` (rules.TAIL, HEAD
@@ -306,18 +346,19 @@ class MemoryQueues:
 
     # -- the calls of a crawl ----------------------------------------------------------
 
-    def add(self, entries: Sequence[Entry], now: float, out: list[int]) -> int:
+    def add(self, entries: Sequence[Entry], now: float, out: list[int]) -> dict[int, int]:
         """Add ``entries``, appending each one's verdict to ``out``; counts them.
-        Returns how many went over their queue's cap. (It runs once per URL.)"""
+        Returns how many were refused, by verdict (base.REFUSALS). (It runs once per URL.)"""
         # (Compiled, out.append is a native list append; bound methods would be calls)
-        added = seen_added = dups = over = 0
+        added = seen_added = dups = 0
+        refused: dict[int, int] = {}
+        policy = self.policy
         queues = self.queues
         bloom = self.bloom
         seen, revisit = self.seen, self.revisit
         seen_add = seen.add  # (a FingerprintSet or a set: its method, looked up once)
         n, lifo = self.n, self.lifo
         for fp, key, prio, payload, not_before, revisit_at, retries in entries:
-            q = queues.get(key) or self.queue(key)
             if fp is not None:
                 if bloom is None:
                     if fp in seen and (not revisit or revisit.get(fp, _INF) > now):
@@ -328,10 +369,23 @@ class MemoryQueues:
                     out.append(DUPLICATE)
                     dups += 1
                     continue
-            if over_cap(q.policy, q.accepted):
-                out.append(OVER_BUDGET)
-                over += 1
-                continue
+            q = queues.get(key)
+            if q is None:  # a new queue: its domain may have as many as it takes
+                domain = self.domain(key)
+                verdict = domain_refusal(policy, domain.accepted, domain.queues, True)
+                if verdict:
+                    out.append(verdict)
+                    refused[verdict] = refused.get(verdict, 0) + 1
+                    continue
+                q = self.queue(key)
+            else:
+                domain = q.domain
+                verdict = (OVER_BUDGET if over_cap(q.policy, q.accepted) else
+                           domain_refusal(q.policy, domain.accepted, domain.queues, False))
+                if verdict:
+                    out.append(verdict)
+                    refused[verdict] = refused.get(verdict, 0) + 1
+                    continue
             if fp is not None:
                 if bloom is None:
                     seen_add(fp)
@@ -343,6 +397,7 @@ class MemoryQueues:
                     bloom.add(fp)
                 seen_added += 1
             q.accepted += 1
+            domain.accepted += 1
             added += 1
             n += 1
             seq = _SEQ_MID - n if lifo else _SEQ_MID + n  # (rules.entry_rank, TAIL)
@@ -368,7 +423,7 @@ class MemoryQueues:
         c["added"] += added
         c["seen"] += seen_added
         c["duplicates"] += dups
-        return over
+        return refused
 
     def lease(self, now: float, limit: int, expires: float, queue: str | None,
               out: list[Leased]) -> None:
@@ -397,19 +452,31 @@ class MemoryQueues:
         """One pass of :meth:`lease` over the ready line; whether a queue it served is
         ready again."""
         line: list[MemoryQueue] = []
+        # A queue joins the line if its domain has room for one more lease than the
+        # queues of that domain ahead of it in the line will take (one each, at least).
+        capped = self.policy.domain_concurrency > 0
+        ahead: dict[MemoryDomain, int] = {}
         if queue is None:
             ready = self.ready
             while ready and len(line) < limit - len(out):
                 q = self.ready_queue(_heappop(ready))
-                if q is not None:
+                if q is not None and (not capped or self._domain_admits(q, ahead, now)):
                     line.append(q)
         else:
             got = self.queues.get(queue)
-            if got is not None and got.state == READY:
+            if got is not None and got.state == READY and (
+                    not capped or self._domain_admits(got, ahead, now)):
                 line.append(got)  # (its place in the ready heap: dropped by settle)
         for q in line:
             q.state = _SERVED  # served: settle sends it to the back of the line
             q.room = lease_room(q.policy, q.inflight, q.session)
+        if ahead:  # (capped domains in the line: their queues share the domain's room)
+            rooms = [q.room for q in line]
+            ids = [id(q.domain) for q in line]
+            share_domains(rooms, ids, {id(q.domain): domain_room(q.policy, q.domain.inflight)
+                                       for q in line})
+            for q, room in zip(line, rooms):
+                q.room = room
         leases = self.leases
         token = self.token
         active = line
@@ -422,6 +489,7 @@ class MemoryQueues:
                 k = min(share, limit - len(out))
                 k = min(k, q.room)
                 k = min(k, len(heap))
+                domain = q.domain
                 key = q.key
                 for _ in range(k):
                     item: bytes = _heappop(heap)
@@ -430,6 +498,7 @@ class MemoryQueues:
                     out.append((token, key, item_priority(item), item_retries(item),
                                 item[12:], expires))
                 q.inflight += k
+                domain.inflight += k
                 q.session += k
                 q.room -= k
             if len(out) >= limit:
@@ -439,14 +508,31 @@ class MemoryQueues:
         self.token = token
         again = False
         for q in line:
-            if session_spent(q.policy, q.session):
+            spent = session_spent(q.policy, q.session)
+            if spent:
                 # Yield to the others: rest a while, then the back of the line.
                 q.session = 0
                 q.ready_at = max(q.ready_at, now + q.policy.session_rest)
             self.settle(q, now)
-            if q.state == READY:
+            if spent:
+                # (it may be ready again at once; one still ready for another reason,
+                # its domain full, waits for the next call)
                 again = True
         return again
+
+    def _domain_admits(self, q: MemoryQueue, ahead: dict[MemoryDomain, int],
+                       now: float) -> bool:
+        """Whether ready queue ``q`` joins a lease call's line, its domain having room
+        for one more lease than ``ahead`` (domain -> its queues in the line already)
+        counts; else it rests (rules.DOMAIN_WAIT), not served."""
+        domain = q.domain
+        n = ahead.get(domain, 0)
+        if domain_room(q.policy, domain.inflight) - n <= 0:
+            q.ready_at = max(q.ready_at, now + DOMAIN_WAIT)
+            self.settle(q, now)
+            return False
+        ahead[domain] = n + 1
+        return True
 
     def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
         """Move the leases ``tokens`` still held to ``expires`` (never earlier)."""
@@ -481,6 +567,7 @@ class MemoryQueues:
             del leases[token]
             q, item, _ = held
             q.inflight -= 1
+            q.domain.inflight -= 1
             if expired and kind != ACK_REQUEUE:
                 expired.pop(item[4:10], None)
             # (one answer: its own rest; several of a queue's in one call rest the
@@ -566,6 +653,7 @@ class MemoryQueues:
                     del self.leases[token]
                     q, item, _ = held
                     q.inflight -= 1
+                    q.domain.inflight -= 1
                     touched[q.key] = q
                     seq = item[4:10]
                     n = self.expired.get(seq, 0) + 1

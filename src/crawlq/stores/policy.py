@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -51,6 +51,10 @@ def as_count(name: str, value: object, minimum: int = 0) -> int:
     return value
 
 
+DOMAIN_SETTINGS: Final = ("domain_concurrency", "max_domain_urls", "max_domain_queues")
+"""The settings of a queue's domain: the store's, never a queue's override."""
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)  # (a subclass may have its own delay)
 @dataclass(frozen=True)
 class QueuePolicy:
@@ -61,6 +65,13 @@ class QueuePolicy:
     ``max_queue_urls``: how many entries a queue may ever accept (spider-trap guard;
     0 = no cap). ``session_budget``: after that many leases in a row a queue yields:
     it rests ``session_rest`` seconds and goes to the back of the ready line (0 = off).
+
+    The ``domain_*`` settings bound a queue's domain (its key's registered domain,
+    :func:`crawlq.policies.domains.domain_of`: the hosts of one site), and are the
+    store's alone (no queue overrides them): ``domain_concurrency``, leases in flight
+    per domain at most; ``max_domain_urls``, entries a domain may ever accept;
+    ``max_domain_queues``, queues a domain may have (the cap on a wildcard-subdomain
+    trap's host names). 0 = no cap.
     """
 
     concurrency: int = 1
@@ -70,6 +81,9 @@ class QueuePolicy:
     max_queue_urls: int = 0
     session_budget: int = 0
     session_rest: float = 0.0
+    domain_concurrency: int = 0
+    max_domain_urls: int = 0
+    max_domain_queues: int = 0
 
     @classmethod
     def of(cls, settings: Mapping[str, object]) -> QueuePolicy:
@@ -82,6 +96,8 @@ class QueuePolicy:
         as_count("concurrency", self.concurrency, 1)
         as_count("max_queue_urls", self.max_queue_urls)
         as_count("session_budget", self.session_budget)
+        for name in DOMAIN_SETTINGS:
+            as_count(name, getattr(self, name))
         for name in ("min_delay", "max_delay", "delay_factor", "session_rest"):
             as_seconds(name, getattr(self, name))
         if self.max_delay < self.min_delay:
@@ -103,8 +119,9 @@ class QueuePolicy:
         return replace(self, **changes)
 
 
-QUEUE_SETTINGS = tuple(f.name for f in fields(QueuePolicy))
-_INT_SETTINGS = {"concurrency", "max_queue_urls", "session_budget"}
+QUEUE_SETTINGS = tuple(f.name for f in fields(QueuePolicy) if f.name not in DOMAIN_SETTINGS)
+"""The settings a queue may override (``configure_queue``)."""
+_INT_SETTINGS = {"concurrency", "max_queue_urls", "session_budget", *DOMAIN_SETTINGS}
 
 
 def _checked(name: str, value: object) -> Any:
@@ -138,6 +155,10 @@ def changed_settings(current: Mapping[str, float],
 def check_settings(settings: Mapping[str, Any]) -> dict[str, float | None]:
     """Validate per-queue overrides; ``None`` removes an override."""
     unknown = set(settings) - set(QUEUE_SETTINGS)
+    store_wide = sorted(unknown & set(DOMAIN_SETTINGS))
+    if store_wide:
+        raise ConfigError(f"{', '.join(store_wide)}: a setting of every domain, set when the "
+                          "frontier is opened, not of one queue")
     if unknown:
         raise ConfigError(f"unknown queue setting(s) {sorted(unknown)}; "
                           f"known: {list(QUEUE_SETTINGS)}")

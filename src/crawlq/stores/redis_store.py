@@ -37,6 +37,7 @@ import msgpack
 
 from ..errors import ConfigError, StoreError, StoreFull
 from ..models import QueueInfo, Stats
+from ..policies.domains import domain_of
 from . import dumpfmt
 from .base import (
     MAX_REDELIVERIES,
@@ -50,7 +51,7 @@ from .base import (
 )
 from .bloom import BLOCK_BYTES, BloomShape
 from .policy import changed_settings, typed_settings
-from .rules import label
+from .rules import DOMAIN_WAIT, label
 from .url import StoreURL
 
 __all__ = ["CHUNK", "RedisStore"]
@@ -69,7 +70,7 @@ CHUNK = 2000
 """Entries per script call: big enough to amortize a call, small enough (a few ms) not
 to stall other clients of the server."""
 
-_QREC = struct.Struct("<9d")  # a queue's record, P:qm:<key> (see common.lua)
+_QREC = struct.Struct("<9d")  # a queue's record, P:qm:<key>, then its domain (common.lua)
 _SCRIPTS = ("add", "lease", "release", "ready_at", "queue_op", "maintain", "renew")
 _T = TypeVar("_T")
 _OURS = ("prefix", "cluster", "retry_deadline")
@@ -205,6 +206,10 @@ class RedisStore:
         argv = self._pargs + list(args)
         return self._retrying(lambda: script(keys=self._keys, args=argv))
 
+    def _queue_op(self, now: float, op: str, queue: str, *args: Any) -> Any:
+        """Run queue_op.lua's ``op`` on ``queue`` (with its domain: the op may make it)."""
+        return self._run("queue_op", now, op, queue, domain_of(queue), *args)
+
     def _run_chunks(self, name: str, head: list[Any], chunks: list[list[Any]]) -> list[Any]:
         """Run script ``name`` once per chunk of arguments, in one pipelined round trip."""
         if len(chunks) == 1 or self.cluster:
@@ -244,7 +249,8 @@ class RedisStore:
         p = self.policy
         return [p.concurrency, p.min_delay, p.max_delay, p.delay_factor, p.max_queue_urls,
                 p.session_budget, p.session_rest, 1 if self.lifo else 0,
-                self.max_redeliveries]
+                self.max_redeliveries, p.domain_concurrency, p.max_domain_urls,
+                p.max_domain_queues, DOMAIN_WAIT]
 
     def close(self) -> None:
         """See :meth:`Store.close`."""
@@ -263,6 +269,9 @@ class RedisStore:
         packb = msgpack.Packer(use_bin_type=False).pack
         blobs = []
         for start in range(0, len(entries), CHUNK):
+            # (with each chunk, the domain of each of its queues: one the chunk makes
+            # is kept in it, and Lua cannot read the Public Suffix List)
+            domains = {k: domain_of(k) for k in {e[1] for e in entries[start:start + CHUNK]}}
             rows: list[tuple[Any, ...]]
             if shape is None:
                 rows = [(fp, key, prio, retries.to_bytes(2, "big") + payload, nb, rv)
@@ -273,7 +282,7 @@ class RedisStore:
                          None if fp is None else _bloom_spec(shape, fp))
                         for fp, key, prio, payload, nb, rv, retries in
                         entries[start:start + CHUNK]]
-            blobs.append(packb(rows))
+            blobs.append(packb((rows, domains)))
         return blobs
 
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
@@ -283,7 +292,7 @@ class RedisStore:
             return []
         out: list[int] = []
         for res in self._run_chunks("add", [now], [[b] for b in blobs]):
-            out.extend(res)  # bytes of b"0"/b"1"/b"2": their ord minus 48
+            out.extend(res)  # bytes of b"0" to b"4" (base.ADDED...): their ord minus 48
         return [c - 48 for c in out]
 
     def add_begin(self, entries: Sequence[Entry], now: float) -> Callable[[], list[int]]:
@@ -379,11 +388,11 @@ class RedisStore:
 
     def block(self, queue: str, until: float, now: float) -> None:
         """See :meth:`Store.block`."""
-        self._run("queue_op", now, "block", queue, until)
+        self._queue_op(now, "block", queue, until)
 
     def unblock(self, queue: str, now: float) -> None:
         """See :meth:`~crawlq.stores.base.Unblocking.unblock`."""
-        self._run("queue_op", now, "unblock", queue)
+        self._queue_op(now, "unblock", queue)
 
     def set_policy(self, policy: QueuePolicy) -> None:
         """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
@@ -404,7 +413,7 @@ class RedisStore:
         args: list[Any] = []
         for k, v in clean.items():
             args += [k, "" if v is None else v]
-        self._run("queue_op", now, "configure", queue, *args)
+        self._queue_op(now, "configure", queue, *args)
 
     def count_rejected(self, reasons: Mapping[str, int]) -> None:
         """See :meth:`Store.count_rejected`."""
@@ -531,7 +540,7 @@ class RedisStore:
             return list(pipe.execute())
 
         recs = self._retrying(go)
-        with_settings = [k for k, rec in zip(keys, recs) if rec and _QREC.unpack(rec)[8]]
+        with_settings = [k for k, rec in zip(keys, recs) if rec and _QREC.unpack_from(rec)[8]]
 
         def go_settings() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
@@ -545,7 +554,7 @@ class RedisStore:
         for k, rec in zip(keys, recs):
             if rec is None:
                 continue
-            n, inflight, ready_at, _, accepted, _, _, _, _ = _QREC.unpack(rec)
+            n, inflight, ready_at, _, accepted, _, _, _, _ = _QREC.unpack_from(rec)
             settings = {f.decode(): float(v) for f, v in overrides.get(k, {}).items()}
             pol = self.policy.merged(settings)
             out.append(QueueInfo(
@@ -600,7 +609,7 @@ class RedisStore:
 
     def delete_queue(self, queue: str, now: float) -> int:
         """See :meth:`~crawlq.stores.base.QueueDeletion.delete_queue`."""
-        return int(self._run("queue_op", now, "delete", queue))
+        return int(self._queue_op(now, "delete", queue))
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
         """See :meth:`~crawlq.stores.base.QueueRemoval.remove_queued`. The entries are read
@@ -621,7 +630,7 @@ class RedisStore:
                 picked.append(sid)
         if len(picked) == 1:
             return 0
-        return int(self._run("queue_op", now, "remove", queue, *picked))
+        return int(self._queue_op(now, "remove", queue, *picked))
 
     def _scheduled(self) -> Iterator[tuple[bytes, float, bytes, int, bytes]]:
         """Every scheduled entry: (id, due, queue key, priority, item), read in parts."""
@@ -684,7 +693,7 @@ class RedisStore:
         for i in range(0, len(keys), 500):
             part = keys[i:i + 500]
             recs = self._cmd("mget", [f"{p}:qm:".encode() + k for k in part])
-            since = {k: _QREC.unpack(rec)[3] for k, rec in zip(part, recs) if rec}
+            since = {k: _QREC.unpack_from(rec)[3] for k, rec in zip(part, recs) if rec}
             for info in self._queue_infos(part, 0.0):
                 k = info.key.encode("utf-8", "surrogateescape")
                 yield dumpfmt.queue(info.key, info.accepted, info.ready_at, info.settings,
@@ -862,7 +871,7 @@ class _Loader:
 
     def load_entry(self, key: str, priority: int, retries: int, payload: bytes,
                    not_before: float | None) -> None:
-        self._pending.append(("load_entry", (key, priority,
+        self._pending.append(("load_entry", (key, domain_of(key), priority,
                                              retries.to_bytes(2, "big") + payload,
                                              "" if not_before is None else not_before)))
 
@@ -875,7 +884,7 @@ class _Loader:
         for k, v in clean.items():
             if v is not None:
                 flat += [k, v]
-        self._pending.append(("load_queue", (key, accepted, ready_at, *flat)))
+        self._pending.append(("load_queue", (key, domain_of(key), accepted, ready_at, *flat)))
 
     def load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
                   error: str, died_at: float) -> None:

@@ -22,6 +22,17 @@ A queue is
 - ``READY`` otherwise: in the ready line, ordered by its best entry's priority, then
   by how long it has waited (``since``), then by its creation.
 
+Queues are grouped by domain (their key's registered domain, one per site: see
+:func:`crawlq.policies.domains.domain_of`), and a domain is bounded as a whole: its
+leases in flight (:func:`domain_room`), the entries it accepts and the queues it has
+(:func:`domain_refusal`). A ready queue whose domain has no room when a lease call
+reaches it is not served: it rests ``DOMAIN_WAIT`` seconds, and the call goes on down
+the line, so one site with many host names takes no more than its domain's share while
+the other sites are served in their turn. A queue joins a call's line only if its
+domain has room for one more lease than its queues ahead in the line take, and each
+queue's room in the call leaves one for each queue of its domain behind it
+(:func:`share_domains`).
+
 setup.py compiles this module with mypyc (the stores call it once per queue per call);
 the .py runs where it cannot be compiled.
 """
@@ -32,6 +43,12 @@ from enum import IntEnum
 from typing import Final
 
 from .policy import QueuePolicy
+
+# add()'s verdicts on an entry refused by its domain (crawlq.stores.base has the others).
+OVER_DOMAIN_BUDGET: Final = 3
+"""The entry's domain accepted ``max_domain_urls`` entries already."""
+OVER_DOMAIN_QUEUES: Final = 4
+"""The entry would make a new queue in a domain that has ``max_domain_queues``."""
 
 
 class QueueState(IntEnum):
@@ -146,3 +163,53 @@ def over_cap(policy: QueuePolicy, accepted: int) -> bool:
     ``max_queue_urls``; 0: no cap)."""
     cap = policy.max_queue_urls
     return cap > 0 and accepted >= cap
+
+
+NO_CAP: Final = 1 << 30
+"""What :func:`domain_room` answers for a domain without a cap."""
+DOMAIN_WAIT: Final = 0.5
+"""Seconds a ready queue rests when a lease call finds its domain without room: long
+enough that a domain's many ready queues do not come up in every call, short enough
+that the domain's next free lease is not lost for long."""
+
+
+def domain_room(policy: QueuePolicy, inflight: int) -> int:
+    """How many more leases a domain with ``inflight`` leases out may give now (its
+    ``domain_concurrency``; NO_CAP when it has none); 0 or less: none."""
+    cap = policy.domain_concurrency
+    return cap - inflight if cap > 0 else NO_CAP
+
+
+def domain_refusal(policy: QueuePolicy, accepted: int, queues: int, new_queue: bool) -> int:
+    """Whether a domain that accepted ``accepted`` entries and has ``queues`` queues takes
+    one more entry (``new_queue``: one that would make a queue of its own): 0 when it
+    does, else the verdict (OVER_DOMAIN_QUEUES, OVER_DOMAIN_BUDGET). Checked after the
+    entry's own queue's cap (:func:`over_cap`)."""
+    cap = policy.max_domain_queues
+    if new_queue and cap > 0 and queues >= cap:
+        return OVER_DOMAIN_QUEUES
+    cap = policy.max_domain_urls
+    if cap > 0 and accepted >= cap:
+        return OVER_DOMAIN_BUDGET
+    return 0
+
+
+def share_domains(rooms: list[int], domains: list[int], free: dict[int, int]) -> None:
+    """Cap, in place, the rooms (leases each may give, :func:`lease_room`) of a lease
+    call's line, queue by queue in line order, so that the queues of a domain take no
+    more than ``free[domain]`` (its :func:`domain_room`) together and each of them
+    behind gets one: ``domains[i]`` is the domain (by number) of the ``i``-th queue; a
+    domain not in ``free`` has no cap."""
+    left = dict(free)
+    behind: dict[int, int] = {}
+    for d in domains:
+        if d in left:
+            behind[d] = behind.get(d, 0) + 1
+    for i in range(len(rooms)):
+        d = domains[i]
+        if d in left:
+            n = behind[d] - 1
+            behind[d] = n
+            r = min(rooms[i], left[d] - n)
+            rooms[i] = r
+            left[d] -= r

@@ -23,6 +23,7 @@ import math
 import os
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
 from typing import Any
@@ -35,8 +36,8 @@ from .base import (
     ACK_DONE,
     ACK_REQUEUE,
     MAX_REDELIVERIES,
-    OVER_BUDGET,
     QUEUE_SETTINGS,
+    REFUSALS,
     Ack,
     DeadEntry,
     Entry,
@@ -50,15 +51,18 @@ from .bloom import BLOCK_BYTES, BloomShape
 from .policy import typed_settings
 from .rules import (
     BUSY,
+    DOMAIN_WAIT,
     EXHAUSTED,
     HEAD,
     LAST,
     READY,
     RESTING,
     TAIL,
+    domain_room,
     label,
     lease_room,
     session_spent,
+    share_domains,
 )
 from .sqlite_ahead import NO_HEAD, ReadAhead
 from .sqlite_group import GROUP_COMMIT, GROUP_MAX, SQLITE_SUFFIXES, GroupCommit
@@ -71,7 +75,7 @@ from .sqlite_levels import (
     marks,
     settle_levels,
 )
-from .sqlite_queues import QueueCache
+from .sqlite_queues import Domains, QueueCache
 from .sqlite_rows import (
     CURSORS_AT,
     Q_ACCEPTED,
@@ -346,17 +350,27 @@ class SQLiteStore:
         if not entries:
             return []
         with self._tx() as c:
-            qids = self._queues.qid_map(c, dict.fromkeys([e[1] for e in entries]))
+            queues = self._queues
+            # Queues the batch would make: made now, and dropped at the end if their
+            # domain refused them (or all their entries were duplicates).
+            new_keys = queues.existing(c, dict.fromkeys([e[1] for e in entries]))
+            domains = Domains(c, self.policy, queues, new_keys)
+            made = set(queues.create(c, new_keys))
+            qids = queues.qids
             used = sorted({qids[e[1]] for e in entries})
-            qrows = self._queues.rows_of(c, used)
+            qrows = queues.rows_of(c, used)
             rows = {r[0]: r for r in qrows}
             accepted = {qid: rows[qid][Q_ACCEPTED] for qid in used}
             policies = {qid: self._policy(tuple(rows[qid][SETTINGS_AT:])) for qid in used}
+            known = queues.dids_of(c, used)
+            dids = {qid: known[qid] for qid in used}  # (the cache may drop ids meanwhile)
+            domains.read_accepted(c, {dids[qid] for qid in used})
             seen = SeenTx(c, self._bloom)
             seen.prefetch([e[0] for e in entries if e[0] is not None])
             seq = self._take(c, "entry_seq", len(entries))
             out, new_rows, later, dups, seen_added, seq = admit(
-                entries, qids, policies, accepted, seen.marks, now, seq, self.lifo)
+                entries, qids, policies, accepted, seen.marks, now, seq, self.lifo,
+                dids, domains.accepted, domains.queues, made)
             deltas: dict[int, Delta] = {}
             if new_rows:
                 new_rows.sort()  # in key order: inserts walk the b-tree once
@@ -383,10 +397,14 @@ class SQLiteStore:
                 if n != rows[qid][Q_ACCEPTED]:
                     d = deltas.get(qid) or deltas.setdefault(qid, Delta())
                     d.accepted = n - rows[qid][Q_ACCEPTED]
+            if made:  # (made for entries that were all refused or duplicates)
+                queues.drop(c, sorted(made))
+                qrows = [r for r in qrows if r[0] not in made]
             self._apply(c, deltas, now, qrows)
-            over = out.count(OVER_BUDGET)
-            if over:
-                self._reject(c, {"queue-budget": over})
+            domains.write_accepted(c, dids, accepted, rows)
+            if len(new_rows) + len(later) + dups < len(out):
+                refused = Counter(REFUSALS[st] for st in out if st in REFUSALS)
+                self._reject(c, refused)
             n = len(new_rows) + len(later)
             self._count(c, added=n, seen=seen_added, duplicates=dups, queued=n,
                         scheduled=len(later))
@@ -436,6 +454,10 @@ class SQLiteStore:
         else:
             active = [r[0] for r in c.execute(
                 f"SELECT qid FROM queues WHERE state={READY} AND key=?", (queue,))]
+        free: dict[int, int] = {}  # did -> leases its domain may give, for capped ones
+        if active and self.policy.domain_concurrency > 0:
+            active, free = self._domain_line(c, active, now, limit - len(out),
+                                             queue is None)
         if not active:
             return token, False
         cands = self._queues.rows_of(c, active)
@@ -445,7 +467,8 @@ class SQLiteStore:
         cursor = {r[0]: r[CURSORS_AT:SETTINGS_AT] for r in cands}
         # qid -> how many it may lease in this call; needed once a queue can give
         # more than one (one round takes one from each of ``limit`` queues or more)
-        room: dict[int, int] = {} if len(active) >= limit - len(out) else self._room(cands)
+        room: dict[int, int] = ({} if len(active) >= limit - len(out)
+                                else self._room(c, active, cands, free))
         taken: dict[int, int] = dict.fromkeys(active, 0)
         # qid -> its head after the call when known exactly (NO_HEAD: none left in
         # the levels; MAYBE_MORE: read on below; None: not known, looked up)
@@ -472,7 +495,7 @@ class SQLiteStore:
             if len(out) >= limit:
                 break
             if not room:
-                room = self._room(cands)
+                room = self._room(c, active, cands, free)
             # A queue that gave less than asked is empty; drop it from the next round.
             # The queues not asked this time (``limit`` cut the round short, and some
             # asked were empty) go first: the round goes on where it stopped.
@@ -502,11 +525,61 @@ class SQLiteStore:
         self._apply(c, deltas, now, cands)
         return token, again
 
-    def _room(self, rows: Iterable[Sequence[Any]]) -> dict[int, int]:
-        """qid -> how many leases each of these ready queues (rows) may give in this
-        call (:func:`.rules.lease_room`)."""
-        return {r[0]: lease_room(self._policy(tuple(r[SETTINGS_AT:])), r[Q_INFLIGHT],
+    def _room(self, c: sqlite3.Connection, line: list[int], rows: Iterable[Sequence[Any]],
+              free: dict[int, int]) -> dict[int, int]:
+        """qid -> how many leases each of these ready queues (``rows``, of ``line`` in
+        its order) may give in this call (:func:`.rules.lease_room`), sharing the room
+        of their domain (``free``, for capped ones: :func:`.rules.share_domains`)."""
+        room = {r[0]: lease_room(self._policy(tuple(r[SETTINGS_AT:])), r[Q_INFLIGHT],
                                  r[Q_SESSION]) for r in rows}
+        if free:
+            dids = self._queues.dids_of(c, line)
+            rooms = [room[qid] for qid in line]
+            share_domains(rooms, [dids[qid] for qid in line], free)
+            room.update(zip(line, rooms))
+        return room
+
+    def _domain_line(self, c: sqlite3.Connection, active: list[int], now: float,
+                     want: int, more: bool) -> tuple[list[int], dict[int, int]]:
+        """A lease call's line under ``domain_concurrency``: of the ready queues
+        ``active`` (the first of the line), those whose domain has room for one more
+        lease than its queues ahead of them take; the others rest DOMAIN_WAIT, not
+        served, and (``more``) the line goes on past them, up to ``want`` queues.
+        Returns the line and the room of each of its domains (did -> leases)."""
+        queues = self._queues
+        line: list[int] = []
+        free: dict[int, int] = {}
+        ahead: dict[int, int] = {}
+        while active:
+            dids = queues.dids_of(c, active)
+            unknown = sorted({dids[qid] for qid in active} - free.keys())
+            out = dict.fromkeys(unknown, 0)
+            for part in chunks(unknown):
+                out.update(c.execute(
+                    "SELECT did, sum(inflight) FROM queues WHERE inflight > 0 AND did IN "
+                    f"({marks(len(part))}) GROUP BY did", part))
+            for did, n in out.items():
+                free[did] = domain_room(self.policy, n)
+            resting: dict[int, Delta] = {}
+            for qid in active:
+                did = dids[qid]
+                n = ahead.get(did, 0)
+                if free[did] - n <= 0:
+                    d = resting[qid] = Delta()
+                    d.ready_at = now + DOMAIN_WAIT
+                else:
+                    ahead[did] = n + 1
+                    line.append(qid)
+            if not resting:
+                break
+            self._apply(c, resting, now)
+            if not more or len(line) >= want:
+                break
+            # (the queues rested left the line's index: those in the line come first)
+            active = [r[0] for r in c.execute(
+                f"SELECT qid FROM queues WHERE state={READY} ORDER BY head, since, key "
+                "LIMIT ? OFFSET ?", (want - len(line), len(line)))]
+        return line, {did: free[did] for did in ahead}
 
     def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
         """See :meth:`Store.renew` (per ``next()`` call: see sqlite_leases.renew)."""
@@ -950,7 +1023,8 @@ class SQLiteStore:
         """See :meth:`~crawlq.stores.base.Clearable.clear`: one transaction empties
         every table but ``meta``, whose counters start again from zero."""
         with self._tx() as c:
-            for table in ("rejected", "bloom", "queues", "scheduled", "vals", "tallies",
+            for table in ("rejected", "bloom", "queues", "domains", "scheduled", "vals",
+                          "tallies",
                           "expiries",
                           "dead", "lease_calls", "lease_data", *SEEN_LEVELS, *ENTRY_LEVELS):
                 c.execute(f"DELETE FROM {table}")
@@ -1292,6 +1366,9 @@ class _Loader:
             self.since[qid] = since
         clean = check_settings(settings)
         self.store._queues.forget([qid])
+        self.c.execute("UPDATE domains SET accepted = accepted + max(0, ?1 - (SELECT accepted "
+                       "FROM queues WHERE qid=?2)) WHERE did=(SELECT did FROM queues "
+                       "WHERE qid=?2)", (accepted, qid))
         self.c.execute("UPDATE queues SET accepted = max(accepted, ?) WHERE qid=?",
                        (accepted, qid))
         if clean:

@@ -22,6 +22,7 @@ from .rules import (
     READY,
     RESTING,
     TAIL,
+    domain_refusal,
     entry_rank,
     over_cap,
     ready_since,
@@ -304,12 +305,16 @@ class SeenMarks:
 def admit(entries: Sequence[tuple[Any, ...]], qids: Mapping[str, Any],
           policies: Mapping[int, QueuePolicy], accepted: dict[int, int], seen: SeenMarks,
           now: float,
-          seq: int, lifo: bool,
+          seq: int, lifo: bool, dids: Mapping[int, int], domain_accepted: dict[int, int],
+          domain_queues: dict[int, int], fresh: set[int],
           ) -> tuple[list[int], list[tuple[Any, ...]], list[tuple[Any, ...]], int, int, int]:
     """add's verdict on each entry (an Entry), in order: a duplicate (checked and marked
     in ``seen``), over its queue's cap (its policy in ``policies``, by qid; ``accepted``
-    counts up: :func:`.rules.over_cap`), or added
-    with the next number of the sequence after ``seq``.
+    counts up: :func:`.rules.over_cap`), refused by its domain (``dids``: qid -> domain;
+    ``domain_accepted`` and ``domain_queues`` count up, ``fresh``: the queues made for
+    this call that took nothing yet, which it removes as they take one:
+    :func:`.rules.domain_refusal`), or added with the next number of the sequence after
+    ``seq``.
 
     Returns (statuses, new rows for level 0 (qid, nprio, ord, retries, payload), rows for
     ``scheduled`` (due, qid, nprio, ord, retries, payload), duplicates, fingerprints
@@ -326,9 +331,22 @@ def admit(entries: Sequence[tuple[Any, ...]], qids: Mapping[str, Any],
             out.append(DUPLICATE)
             dups += 1
             continue
-        if over_cap(policies[qid], accepted[qid]):
-            out.append(OVER_BUDGET)
+        pol = policies[qid]
+        did = dids[qid]
+        if qid in fresh:  # (a queue of its own: its domain may have as many as it has)
+            verdict = domain_refusal(pol, domain_accepted.get(did, 0),
+                                     domain_queues.get(did, 0), True)
+            if not verdict:
+                fresh.discard(qid)
+                domain_queues[did] = domain_queues.get(did, 0) + 1
+        elif over_cap(pol, accepted[qid]):
+            verdict = OVER_BUDGET
+        else:
+            verdict = domain_refusal(pol, domain_accepted.get(did, 0), 0, False)
+        if verdict:
+            out.append(verdict)
             continue
+        domain_accepted[did] = domain_accepted.get(did, 0) + 1
         if fp is not None:
             seen.mark(fp, e[5])
             seen_added += 1

@@ -67,7 +67,7 @@ from ..errors import StoreBusy, StoreCorrupt, StoreError, StoreFull, StoreReadOn
 from . import sqlite_leases
 from .rules import EXHAUSTED, READY, RESTING
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 NO_CURSOR: Final = -(2**62)
 """Below every negated priority: the cursor of a queue that has leased nothing from a
@@ -128,7 +128,13 @@ CREATE TABLE IF NOT EXISTS queues (
     delay_factor REAL,
     max_queue_urls INTEGER,
     session_budget INTEGER,
-    session_rest REAL
+    session_rest REAL,
+    did INTEGER
+);
+CREATE TABLE IF NOT EXISTS domains (
+    did INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    accepted INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS queues_line ON queues (head, since, key) WHERE state = {READY};
 CREATE INDEX IF NOT EXISTS queues_resting ON queues (ready_at) WHERE state = {RESTING};
@@ -249,7 +255,7 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
             conn.execute("INSERT INTO meta VALUES ('bloom', ?)",
                          (None if bloom_shape is None else f"{bloom_shape[0]}:{bloom_shape[1]}",))
         else:
-            if row[0] not in (1, 2, 3, 4, 5, SCHEMA_VERSION):
+            if row[0] not in (1, 2, 3, 4, 5, 6, SCHEMA_VERSION):
                 raise StoreCorrupt(f"{path} has crawlq schema {row[0]}, this crawlq reads "
                                    f"{SCHEMA_VERSION}")
             # (counters added since the file was made start at zero)
@@ -265,9 +271,13 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
                         conn.execute(f"ALTER TABLE queues ADD COLUMN l{level}_nprio INTEGER")
                         conn.execute(f"ALTER TABLE queues ADD COLUMN l{level}_ord INTEGER "
                                      "NOT NULL DEFAULT 0")
+                # Schemas 1 to 6 had no domains: each queue gets its own, below.
+                if "did" not in cols:
+                    conn.execute("ALTER TABLE queues ADD COLUMN did INTEGER")
             if row[0] in (1, 2, 3):
                 # Schemas 1 to 3 kept a row per lease.
                 sqlite_leases.convert_rows(conn)
+            _domains_of_old_queues(conn)
             # Schemas 1 to 5 broke ties in the ready line by queue id (queues_ready);
             # the line is ordered by key now (queues_line, made above).
             conn.execute("DROP INDEX IF EXISTS queues_ready")
@@ -282,6 +292,8 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
                 raise ConfigError(
                     f"{path} was created with bloom={stored[0] if stored else None!r}; "
                     f"opened with bloom={want!r}: reopen with the same seen-set options")
+        for stmt in _statements(DOMAIN_INDEXES):  # (after the column exists)
+            conn.execute(stmt)
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
         if conn.in_transaction:
@@ -291,6 +303,36 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+DOMAIN_INDEXES = """
+CREATE INDEX IF NOT EXISTS queues_domain ON queues (did);
+CREATE INDEX IF NOT EXISTS queues_out ON queues (did, inflight) WHERE inflight > 0;
+"""
+"""A domain's queues (counted for ``max_domain_queues``), and those with leases out
+(their sum is the domain's leases in flight, for ``domain_concurrency``): made once
+``queues.did`` exists."""
+
+
+def _domains_of_old_queues(conn: sqlite3.Connection) -> None:
+    """Give each queue made before domains existed its domain, and each domain the
+    entries its queues accepted."""
+    rows = conn.execute("SELECT qid, key, accepted FROM queues WHERE did IS NULL").fetchall()
+    if not rows:
+        return
+    from ..policies.domains import domain_of
+
+    names = [domain_of(key) for _, key, _ in rows]
+    conn.executemany("INSERT OR IGNORE INTO domains (name) VALUES (?)",
+                     [(n,) for n in set(names)])
+    dids = dict(conn.execute("SELECT name, did FROM domains"))
+    conn.executemany("UPDATE queues SET did=? WHERE qid=?",
+                     [(dids[n], qid) for n, (qid, _, _) in zip(names, rows)])
+    accepted: dict[int, int] = {}
+    for n, (_, _, acc) in zip(names, rows):
+        accepted[dids[n]] = accepted.get(dids[n], 0) + acc
+    conn.executemany("UPDATE domains SET accepted=accepted+? WHERE did=?",
+                     [(a, d) for d, a in accepted.items()])
 
 
 def check(path: str) -> list[str]:

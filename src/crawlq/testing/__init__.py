@@ -23,6 +23,7 @@ import pytest
 from ..frontier import Frontier
 from .accounting import AccountingContract
 from .adding import AddingContract
+from .domains import DomainContract
 from .env import FAST, T0, Clock, Env
 from .leases import LeaseContract
 from .ordering import OrderingContract
@@ -31,8 +32,8 @@ from .politeness import PolitenessContract
 __all__ = ["FAST", "T0", "Clock", "FrontierContract", "MemoryOnlyContract"]
 
 
-class FrontierContract(AddingContract, OrderingContract, PolitenessContract, LeaseContract,
-                       AccountingContract):
+class FrontierContract(AddingContract, OrderingContract, PolitenessContract, DomainContract,
+                       LeaseContract, AccountingContract):
     """Behaviour every store must show through the Frontier API."""
 
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:

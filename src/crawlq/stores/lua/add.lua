@@ -1,14 +1,19 @@
--- add(now, entries): entries is a msgpack array of
+-- add(now, [entries, domains]): entries is a msgpack array of
 -- [fp, key, prio, item, not_before, revisit_at, bloom] (nil for None; bloom is nil for
--- the exact seen-set, else [block, bit, bit...]).
--- Returns one status character per entry: 0 added, 1 duplicate, 2 over budget.
+-- the exact seen-set, else [block, bit, bit...]); domains maps each of their queue keys
+-- to its domain.
+-- Returns one status character per entry: 0 added, 1 duplicate, 2 over its queue's
+-- budget, 3 over its domain's, 4 a queue too many for its domain (crawlq.stores.base).
 local now = tonumber(ARGV[A0 + 1])
 local out = {}
 local rv_key = P .. ':rv'
 local has_rv = redis.call('EXISTS', rv_key) == 1
-local added, seen_added, dups, over = 0, 0, 0, 0
+local added, seen_added, dups = 0, 0, 0
+local refused = {['2'] = 0, ['3'] = 0, ['4'] = 0}
 local touched = {}
-local entries = cmsgpack.unpack(ARGV[A0 + 2])
+local arg = cmsgpack.unpack(ARGV[A0 + 2])
+local entries = arg[1]
+DOMS = arg[2]
 -- Up front, in few commands: the queues, and which fingerprints the seen-set has.
 local keys, fps, fpat = {}, {}, {}
 for i, e in ipairs(entries) do
@@ -19,6 +24,29 @@ for i, e in ipairs(entries) do
   end
 end
 prefetch(keys)
+-- Queues made here are dropped unless they take an entry; the counts of the domains
+-- whose caps apply (crawlq.stores.rules.domain_refusal), counted up below.
+local dacc, dqn = {}, {}
+local doms, seen_dom = {}, {}
+for _, key in ipairs(keys) do
+  local q = cache[key]
+  if q.fresh then q.drop = true end
+  if q.dom ~= '' and not seen_dom[q.dom] then
+    seen_dom[q.dom] = true
+    doms[#doms + 1] = q.dom
+  end
+end
+if #doms > 0 and (DOMAIN.max_urls > 0 or DOMAIN.max_queues > 0) then
+  for i = 1, #doms, 500 do
+    local part = {unpack(doms, i, math.min(i + 499, #doms))}
+    local a = redis.call('HMGET', P .. ':da', unpack(part))
+    local n = redis.call('HMGET', P .. ':dq', unpack(part))
+    for j, d in ipairs(part) do
+      dacc[d] = tonumber(a[j]) or 0
+      dqn[d] = tonumber(n[j]) or 0
+    end
+  end
+end
 local member, bucket = {}, {}
 for j, fp in ipairs(fps) do
   local has, key = sb_has(fp)
@@ -46,14 +74,28 @@ for i, e in ipairs(entries) do
       if not at or tonumber(at) > now then status = '1' end
     end
   end
-  if status == '0' and q.max_queue_urls > 0 and q.acc >= q.max_queue_urls then
-    status = '2'
+  if status == '0' then
+    local d = q.dom
+    if not q.drop and q.max_queue_urls > 0 and q.acc >= q.max_queue_urls then
+      status = '2'
+    elseif d ~= '' then
+      if q.drop and DOMAIN.max_queues > 0 and dqn[d] >= DOMAIN.max_queues then
+        status = '4'
+      elseif DOMAIN.max_urls > 0 and dacc[d] >= DOMAIN.max_urls then
+        status = '3'
+      end
+    end
+    if status == '0' and d ~= '' and dacc[d] then
+      if q.drop then dqn[d] = dqn[d] + 1 end
+      dacc[d] = dacc[d] + 1
+    end
   end
   if status == '1' then
     dups = dups + 1
-  elseif status == '2' then
-    over = over + 1
+  elseif status ~= '0' then
+    refused[status] = refused[status] + 1
   else
+    q.drop = nil
     if fp then
       if bkey then
         for j = 2, #bits do redis.call('SETBIT', bkey, bits[j], 1) end
@@ -90,6 +132,9 @@ for _, q in pairs(touched) do settle(q, now, false) end
 count('added', added)
 count('seen', seen_added)
 count('duplicates', dups)
-if over > 0 then redis.call('HINCRBY', P .. ':rej', 'queue-budget', over) end
+for status, reason in pairs({['2'] = 'queue-budget', ['3'] = 'domain-budget',
+                              ['4'] = 'domain-queues'}) do
+  if refused[status] > 0 then redis.call('HINCRBY', P .. ':rej', reason, refused[status]) end
+end
 save_all()
 return table.concat(out)

@@ -2,13 +2,14 @@
 --
 -- KEYS[1] is the crawl's meta hash "{prefix}:m"; every other key starts with the same
 -- "{prefix}" hash tag, so the whole crawl lives in one hash slot (Redis Cluster safe).
--- ARGV[1..9] is the default policy: concurrency, min_delay, max_delay, delay_factor,
--- max_queue_urls, session_budget, session_rest, lifo (0/1), then max_redeliveries.
--- Script arguments follow.
+-- ARGV[1..13] is the default policy: concurrency, min_delay, max_delay, delay_factor,
+-- max_queue_urls, session_budget, session_rest, lifo (0/1), max_redeliveries, then the
+-- domain rules' domain_concurrency, max_domain_urls, max_domain_queues and DOMAIN_WAIT
+-- (crawlq.stores.rules). Script arguments follow.
 --
--- Per queue K:  P:qm:K  string  struct '<ddddddddd': n inf ra si acc ses st rp hs
---                 (rp: the ready level it is listed under, NONE if none; hs: 1 when
---                 P:qset:K holds setting overrides)
+-- Per queue K:  P:qm:K  string  struct '<ddddddddd': n inf ra si acc ses st rp hs,
+--                 then its domain's name (rp: the ready level it is listed under, NONE
+--                 if none; hs: 1 when P:qset:K holds setting overrides)
 --               P:qset:K  hash  setting -> value (per-queue policy overrides)
 --               P:qp:K  zset  priority levels with entries (score -prio)
 --               P:q:<prio>:K  list  items (2 bytes retries + payload), head on the left
@@ -22,6 +23,8 @@
 --               P:ex hash entry id (see entry_id) -> how many of its leases expired
 --               P:sb:<n> hash fp -> '' (the exact seen-set's buckets; see sb_add)
 --               P:bl:<n> Bloom blocks; P:rej hash reason -> count
+-- Per domain D:  P:di, P:da, P:dq  hashes D -> its leases in flight, the entries its
+--                 queues accepted, its queues (kept by save_all from its queues' changes)
 
 local M = KEYS[1]
 local P = string.sub(M, 1, -3)
@@ -34,7 +37,10 @@ local DEF = {
 }
 local LIFO = ARGV[8] == '1'
 local MAX_REDELIVERIES = tonumber(ARGV[9])
-local A0 = 9  -- script arguments start at ARGV[A0 + 1]
+local DOMAIN = {concurrency = tonumber(ARGV[10]), max_urls = tonumber(ARGV[11]),
+                max_queues = tonumber(ARGV[12]), wait = tonumber(ARGV[13])}
+local A0 = 13  -- script arguments start at ARGV[A0 + 1]
+local DOMS = {}  -- queue key -> its domain, for queues a call may make (add's argument)
 local SETTINGS = {'concurrency', 'min_delay', 'max_delay', 'delay_factor',
                   'max_queue_urls', 'session_budget', 'session_rest'}
 
@@ -59,6 +65,7 @@ local function apply_policy(q)
 end
 
 local QFMT = '<ddddddddd'
+local QLEN = 72  -- bytes of QFMT; the queue's domain follows
 local NONE = 2 ^ 40  -- no ready level (levels are within +-2^31)
 
 -- Build queue `key` from its record `raw` (false: a new queue) and cache it.
@@ -68,6 +75,7 @@ local function makeq(key, raw)
   if raw then
     local rp
     q.n, q.inf, q.ra, q.si, q.acc, q.ses, q.st, rp, q.hs = struct.unpack(QFMT, raw)
+    q.dom = string.sub(raw, QLEN + 1)  -- ('' for a queue made before domains)
     if rp ~= NONE then
       q.rp = string.format('%d', rp)
       -- A ready queue is listed under its best level (settle keeps it so).
@@ -78,9 +86,10 @@ local function makeq(key, raw)
       for i = 1, #s, 2 do q.settings[s[i]] = tonumber(s[i + 1]) end
     end
   else
-    redis.call('SADD', P .. ':qk', key)
+    q.fresh = true  -- (listed in P:qk by save_all, unless add drops it)
+    q.dom = DOMS[key] or ''
   end
-  q.n0 = q.n
+  q.n0, q.inf0, q.acc0 = q.n, q.inf, q.acc
   apply_policy(q)
   cache[key] = q
   return q
@@ -394,14 +403,40 @@ local function wake(now)
 end
 
 -- Write back every loaded queue and the counter deltas.
+-- A queue's changes to its domain's counts: leases in flight, entries accepted, and
+-- itself (gone: -1) as one of its queues.
+local function domain_counts(q, gone)
+  local d = q.dom
+  if d == '' then
+    if gone or not DOMS[q.key] then return end
+    d = DOMS[q.key]  -- (a queue made before domains, or by a call without them)
+    q.dom = d
+    q.acc0, q.inf0 = 0, 0
+    if not q.fresh then q.fresh = 'counted' end
+  end
+  if q.inf ~= q.inf0 then redis.call('HINCRBY', P .. ':di', d, q.inf - q.inf0) end
+  if q.acc ~= q.acc0 then redis.call('HINCRBY', P .. ':da', d, q.acc - q.acc0) end
+  if gone then
+    if not q.fresh then redis.call('HINCRBY', P .. ':dq', d, -1) end
+  elseif q.fresh then
+    redis.call('HINCRBY', P .. ':dq', d, 1)
+  end
+end
+
+-- Write back every loaded queue and the counter deltas. A queue add made but gave
+-- nothing (q.drop) is not kept.
 local function save_all()
   local queued, nonempty = 0, 0
   local kv = {}
   for key, q in pairs(cache) do
+    if not q.drop then
+    domain_counts(q, false)
+    if q.fresh == true then redis.call('SADD', P .. ':qk', key) end
     local rp = NONE
     if q.rp ~= '' then rp = tonumber(q.rp) end
     kv[#kv + 1] = P .. ':qm:' .. key
     kv[#kv + 1] = struct.pack(QFMT, q.n, q.inf, q.ra, q.si, q.acc, q.ses, q.st, rp, q.hs)
+                  .. q.dom
     if #kv >= 1000 then
       redis.call('MSET', unpack(kv))
       kv = {}
@@ -409,6 +444,7 @@ local function save_all()
     queued = queued + q.n - q.n0
     if q.n0 == 0 and q.n > 0 then nonempty = nonempty + 1 end
     if q.n0 > 0 and q.n == 0 then nonempty = nonempty - 1 end
+    end
   end
   if #kv > 0 then redis.call('MSET', unpack(kv)) end
   if queued ~= 0 then count('queued', queued) end

@@ -8,6 +8,35 @@ local records = {}
 local first = tonumber(redis.call('HGET', M, 'token') or '0') + 1
 local tok = first - 1
 wake(now)
+-- Under domain_concurrency (crawlq.stores.rules): the leases in flight of each domain
+-- met (read once a call), and whether ready queue q joins the line, its domain having
+-- room for one more lease than its queues ahead in the line take; else it rests
+-- DOMAIN.wait, not served.
+local capped = DOMAIN.concurrency > 0
+local dinf, ddelta, ahead = {}, {}, {}  -- (ddelta: this call's changes, wake's included)
+if capped then
+  for _, q in pairs(cache) do
+    if q.dom ~= '' and q.inf ~= q.inf0 then
+      ddelta[q.dom] = (ddelta[q.dom] or 0) + q.inf - q.inf0
+    end
+  end
+end
+local function domain_inflight(d)
+  if dinf[d] == nil then dinf[d] = tonumber(redis.call('HGET', P .. ':di', d) or '0') end
+  return dinf[d] + (ddelta[d] or 0)
+end
+local function domain_admits(q)
+  local d = q.dom
+  if d == '' then return true end
+  local n = ahead[d] or 0
+  if DOMAIN.concurrency - domain_inflight(d) - n <= 0 then
+    q.ra = math.max(q.ra, now + DOMAIN.wait)
+    settle(q, now, false)
+    return false
+  end
+  ahead[d] = n + 1
+  return true
+end
 -- Passes, until the limit is reached or no queue can give more now: a queue whose
 -- session ended without a rest is ready again at once, behind the others.
 local again = true
@@ -16,17 +45,33 @@ while again and got < limit do
   -- The line: the best ready queues in order (levels best first, each in waiting
   -- order), one per lease still wanted.
   local line = {}
+  ahead = {}
   if only ~= '' then
     -- One queue's line: itself, when it is ready.
-    if redis.call('EXISTS', P .. ':qm:' .. only) == 1 and loadq(only).st == READY then
+    if redis.call('EXISTS', P .. ':qm:' .. only) == 1 and loadq(only).st == READY
+        and (not capped or domain_admits(loadq(only))) then
       line[1] = only
     end
   else
     for _, level in ipairs(redis.call('ZRANGE', P .. ':rp', 0, -1)) do
       if #line >= limit - got then break end
-      local keys = redis.call('ZRANGE', P .. ':r:' .. level, 0, limit - got - #line - 1)
-      if #keys == 0 then redis.call('ZREM', P .. ':rp', level) end  -- (an empty level)
-      for _, key in ipairs(keys) do line[#line + 1] = key end
+      local from = 0  -- (queues a full domain rests leave the level: the rest moves up)
+      while #line < limit - got do
+        local want = limit - got - #line
+        local keys = redis.call('ZRANGE', P .. ':r:' .. level, from, from + want - 1)
+        if #keys == 0 then
+          if from == 0 then redis.call('ZREM', P .. ':rp', level) end  -- (an empty level)
+          break
+        end
+        if capped then prefetch(keys) end
+        for _, key in ipairs(keys) do
+          if not capped or domain_admits(cache[key]) then
+            line[#line + 1] = key
+            from = from + 1
+          end
+        end
+        if not capped or #keys < want then break end
+      end
     end
   end
   prefetch(line)
@@ -42,6 +87,28 @@ while again and got < limit do
       free = q.session_budget - q.ses
     end
     room[key] = math.max(free, 1)
+  end
+  if capped then
+    -- The queues of a domain share its room, one at least for each behind
+    -- (crawlq.stores.rules.share_domains).
+    local left, behind = {}, {}
+    for _, key in ipairs(line) do
+      local q = cache[key]
+      local d = q.dom
+      if d ~= '' then
+        if left[d] == nil then left[d] = DOMAIN.concurrency - domain_inflight(d) end
+        behind[d] = (behind[d] or 0) + 1
+      end
+    end
+    for _, key in ipairs(line) do
+      local d = cache[key].dom
+      if d ~= '' then
+        behind[d] = behind[d] - 1
+        local r = math.min(room[key], left[d] - behind[d])
+        room[key] = r
+        left[d] = left[d] - r
+      end
+    end
   end
   local active = line
   while #active > 0 and got < limit do
@@ -68,6 +135,7 @@ while again and got < limit do
         end
         got = got + taken
         q.inf = q.inf + taken
+        if capped and q.dom ~= '' then ddelta[q.dom] = (ddelta[q.dom] or 0) + taken end
         q.ses = q.ses + taken
         room[key] = room[key] - taken
       end
@@ -78,13 +146,14 @@ while again and got < limit do
   -- The served queues go to the back of the line, in their order.
   for _, key in ipairs(line) do
     local q = loadq(key)
-    if q.session_budget > 0 and q.ses >= q.session_budget then
+    local spent = q.session_budget > 0 and q.ses >= q.session_budget
+    if spent then
       -- Yield to the others: rest a while, then the back of the line.
       q.ses = 0
       q.ra = math.max(q.ra, now + q.session_rest)
     end
     settle(q, now, true)
-    if q.st == READY then again = true end
+    if spent then again = true end
   end
 end
 if tok >= first then

@@ -1,5 +1,6 @@
 -- maintain(now, op, ...): 'stats' | 'requeue_dead' id... ('*' for all) | 'load_seen' fp... |
--- 'load_entry' key prio item not_before | 'load_queue' key accepted ready_at name value...
+-- 'load_entry' key domain prio item not_before
+-- | 'load_queue' key domain accepted ready_at name value...
 -- | 'load_since' key since ...
 local now, op = tonumber(ARGV[A0 + 1]), ARGV[A0 + 2]
 if op == 'stats' then
@@ -39,7 +40,8 @@ elseif op == 'requeue_dead' then
   save_all()
   return n
 elseif op == 'load_entry' then
-  local key, prio, item, nb = ARGV[A0 + 3], ARGV[A0 + 4], ARGV[A0 + 5], ARGV[A0 + 6]
+  local key, prio, item, nb = ARGV[A0 + 3], ARGV[A0 + 5], ARGV[A0 + 6], ARGV[A0 + 7]
+  DOMS[key] = ARGV[A0 + 4]
   if nb ~= '' then
     schedule(key, tonumber(prio), item, tonumber(nb))
     loadq(key)
@@ -65,10 +67,11 @@ elseif op == 'load_dead' then
   return 1
 elseif op == 'load_queue' then
   local key = ARGV[A0 + 3]
+  DOMS[key] = ARGV[A0 + 4]
   local q = loadq(key)
-  q.acc = math.max(q.acc, tonumber(ARGV[A0 + 4]))
-  q.ra = math.max(q.ra, tonumber(ARGV[A0 + 5]))
-  for j = A0 + 6, #ARGV, 2 do
+  q.acc = math.max(q.acc, tonumber(ARGV[A0 + 5]))
+  q.ra = math.max(q.ra, tonumber(ARGV[A0 + 6]))
+  for j = A0 + 7, #ARGV, 2 do
     set_setting(q, ARGV[j], tonumber(ARGV[j + 1]))
   end
   if q.st == READY or q.st == RESTING then settle(q, now, false) end

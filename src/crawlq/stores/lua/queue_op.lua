@@ -1,10 +1,11 @@
--- queue_op(now, op, key, ...): 'block' until | 'unblock' (ends its rest now)
+-- queue_op(now, op, key, domain, ...): 'block' until | 'unblock' (ends its rest now)
 -- | 'configure' name value ... ('' unsets)
 -- | 'delete' (returns how many queued and scheduled entries it removed; a queue left
 -- with no lease out and no dead entry is forgotten)
 -- | 'remove' level item ... '' id ...: those queued items (at their levels) and
 -- scheduled entries (by id) that are still there (returns how many it removed)
 local now, op, key = tonumber(ARGV[A0 + 1]), ARGV[A0 + 2], ARGV[A0 + 3]
+DOMS[key] = ARGV[A0 + 4]  -- (the domain of the queue, should the op make it)
 wake(now)
 if (op == 'delete' or op == 'remove' or op == 'unblock')
     and redis.call('EXISTS', P .. ':qm:' .. key) == 0 then
@@ -13,7 +14,7 @@ end
 local q = loadq(key)
 local result = 1
 if op == 'block' then
-  local until_ = tonumber(ARGV[A0 + 4])
+  local until_ = tonumber(ARGV[A0 + 5])
   if until_ > q.ra then
     q.ra = until_
     if q.st == READY or q.st == RESTING then settle(q, now, false) end
@@ -24,7 +25,7 @@ elseif op == 'unblock' then
     if q.st == RESTING then settle(q, now, false) end
   end
 elseif op == 'configure' then
-  for j = A0 + 4, #ARGV, 2 do
+  for j = A0 + 5, #ARGV, 2 do
     local value = ARGV[j + 1]
     set_setting(q, ARGV[j], value ~= '' and tonumber(value) or nil)
   end
@@ -63,6 +64,7 @@ elseif op == 'delete' then
         count('queued', -q.n0)
         count('nonempty', -1)
       end
+      domain_counts(q, true)
       cache[key] = nil
       redis.call('DEL', P .. ':qm:' .. key, P .. ':qset:' .. key)
       redis.call('SREM', P .. ':qk', key)
@@ -71,7 +73,7 @@ elseif op == 'delete' then
 elseif op == 'remove' then
   -- (an item leased or come due since the caller read it is not there: it stays)
   result = 0
-  local j = A0 + 4
+  local j = A0 + 5
   while ARGV[j] ~= '' do
     local lk = P .. ':q:' .. ARGV[j] .. ':' .. key
     local n = redis.call('LREM', lk, 1, ARGV[j + 1])

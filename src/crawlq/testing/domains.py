@@ -1,0 +1,91 @@
+"""Part of the store contract (:class:`crawlq.testing.FrontierContract`). Domains: the
+hosts of one registered domain bounded as one site (leases in flight, URLs accepted,
+queues), while the queue, and so politeness, stays per host."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from ..errors import ConfigError
+from ..stores.rules import DOMAIN_WAIT
+from .env import FAST, Env
+
+
+def _trap(n: int, start: int = 0) -> list[str]:
+    """One URL on each of ``n`` host names of one registered domain."""
+    return [f"https://h{i}.trap.example/" for i in range(start, start + n)]
+
+
+class DomainContract:
+    """Domains (part of :class:`crawlq.testing.FrontierContract`)."""
+
+    def test_a_domain_of_many_hosts_takes_only_its_share_of_leases(self, env: Env) -> None:
+        f = env.open(domain_concurrency=2, **FAST)
+        f.add([*_trap(6), "https://a.example/", "https://trap.example:8080/"])
+        f = env.checkpoint()
+        leases = f.next(100)
+        by_domain = Counter(le.queue.split(".", 1)[-1] for le in leases)
+        # (the port makes another site: trap.example:8080 is not trap.example's)
+        assert by_domain == {"trap.example": 2, "example": 1, "example:8080": 1}
+        assert f.next(100) == []  # the domain's other hosts rest, not served
+        trap = [le for le in leases if le.queue.endswith(".trap.example")]
+        f.done(trap[0])
+        f = env.checkpoint()
+        assert f.next(100) == []  # they rest DOMAIN_WAIT, then one more may go
+        env.clock.advance(DOMAIN_WAIT)
+        again = f.next(100)
+        assert [le.queue.endswith(".trap.example") for le in again] == [True]
+
+    def test_a_full_domain_does_not_hold_up_the_line(self, env: Env) -> None:
+        """Hosts of a full domain ahead in the ready line are passed over: the next
+        site's queue is served in the same call."""
+        f = env.open(domain_concurrency=1, **FAST)
+        f.add(_trap(5))
+        env.clock.advance(1)
+        f.add("https://a.example/")
+        f = env.checkpoint()
+        assert [le.queue for le in f.next(1)] == ["h0.trap.example"]
+        assert [le.queue for le in f.next(1)] == ["a.example"]
+        assert f.next(1) == []
+
+    def test_expired_leases_give_their_domain_room_back(self, env: Env) -> None:
+        f = env.open(domain_concurrency=2, **FAST)
+        f.add(_trap(4))
+        assert len(f.next(10, ttl=10)) == 2
+        env.clock.advance(11)  # expired: back in their queues, the room with them
+        f = env.checkpoint()
+        assert len(f.next(10)) == 2
+
+    def test_a_domain_accepts_so_many_hosts_and_urls(self, env: Env) -> None:
+        f = env.open(max_domain_queues=3, max_domain_urls=5, **FAST)
+        r = f.add([*_trap(4), "https://other.example/"])
+        assert r.added_flags == (True, True, True, False, True)
+        assert [(x.index, x.reason) for x in r.rejected] == [(3, "domain-queues")]
+        f = env.checkpoint()
+        r = f.add([f"https://h0.trap.example/{i}" for i in range(3)])
+        assert r.added_flags == (True, True, False)
+        assert [x.reason for x in r.rejected] == ["domain-budget"]
+        f.done(f.next(100))
+        f = env.checkpoint()
+        assert f.add("https://h1.trap.example/again").added == 0  # "ever accept"
+        assert f.add("https://trap.example:8080/").added == 1  # another site
+        assert f.stats().rejected == {"domain-queues": 1, "domain-budget": 2}
+
+    def test_domain_settings_are_the_stores_not_a_queues(self, env: Env) -> None:
+        f = env.open(**FAST)
+        for name in ("domain_concurrency", "max_domain_urls", "max_domain_queues"):
+            with pytest.raises(ConfigError, match="every domain"):
+                f.configure_queue("a.example", **{name: 1})
+        with pytest.raises(ConfigError, match="domain_concurrency"):
+            env.open(domain_concurrency=-1)
+
+    def test_a_domains_hosts_share_its_room_in_one_call(self, env: Env) -> None:
+        """Hosts with room for several leases each take no more than their domain's
+        together, each of them one at least."""
+        f = env.open(domain_concurrency=3, concurrency=2, **FAST)
+        f.add([f"https://h{h}.trap.example/{i}" for h in range(2) for i in range(3)])
+        f = env.checkpoint()
+        assert Counter(le.queue for le in f.next(100)) == {
+            "h0.trap.example": 2, "h1.trap.example": 1}
