@@ -293,3 +293,57 @@ def test_a_page_over_the_parse_memory_bound_is_reported_and_the_worker_replaced(
             await parsers.aclose()
 
     asyncio.run(go())
+
+
+# -- a wildcard-subdomain trap -------------------------------------------------------------
+
+def _trap_routes(normal: list[str], pages: int) -> tuple[dict[tuple[str, str], Any], Any]:
+    """``normal`` sites of ``pages`` pages each, and a fallback that answers every host
+    of ``a.test`` (a DNS wildcard): a page linking to ten host names never seen before."""
+    routes: dict[tuple[str, str], Any] = {}
+    for host in normal:
+        routes.update(site(host, pages, "User-agent: *\nAllow: /\n"))
+    fresh = itertools.count()
+
+    def trap(hit: Hit) -> Answer:
+        if not hit.host.endswith("a.test") or hit.path != "/":
+            return 404, [("Content-Type", "text/plain")], b"not found"
+        port = hit.headers.get("Host", "").rpartition(":")[2]
+        return page_with_links("trap", [f"http://h{next(fresh)}.a.test:{port}/"
+                                        for _ in range(10)])
+
+    return routes, trap
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite", "redis"])
+def test_a_wildcard_subdomain_trap_takes_only_its_domains_share(
+        store: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Three sites crawled for a while alone, then again beside a site whose every page
+    links to ten new host names of its registered domain: each site gets at least 80% of
+    the pages it got alone in the same time; the trap stops growing at
+    --max-hosts-per-domain host names, the rest
+    counted as refused (domain-queues). (That a domain holds no more than its share of
+    leases at once is the store contract's: crawlq.testing.domains.)"""
+    normal = ["s1.test", "s2.test", "s3.test"]
+    routes, trap = _trap_routes(normal, 40)
+    options: dict[str, Any] = {"min_delay": 0.2, "max_delay": 0.2, "delay_factor": 0.0,
+                               "duration": 3.0, "max_hosts_per_domain": 40}
+    got: list[dict[str, int]] = []
+    for n, seeds in enumerate(([], ["a.test"])):
+        if store == "sqlite":
+            options["store"] = f"sqlite:///{tmp_path}/trap{n}.db"
+        elif store == "redis":
+            redis = request.getfixturevalue("redis_server")
+            options["store"] = f"{redis.url}?prefix=trap-{n}"
+        with serve_routes(routes, trap) as web:
+            summary = crawl(web, [web.url(h) for h in [*normal, *seeds]], **options)
+            pages = {h: sum(1 for hit in web.hits(h) if hit.path != "/robots.txt")
+                     for h in normal}
+            got.append(pages)
+            trap_hits = [hit for hit in web.hits() if hit.host.endswith("a.test")]
+    alone, beside = got
+    assert all(n >= 10 for n in alone.values()), alone  # (the time lets each do a lot)
+    assert all(beside[h] >= 0.8 * alone[h] for h in normal), (alone, beside)
+    trap_hosts = {hit.host for hit in trap_hits}
+    assert 10 < len(trap_hosts) <= 40  # (a.test and up to 39 more host names of it)
+    assert summary.out_of_scope["domain-queues"] > 0
