@@ -155,6 +155,9 @@ def run_crawlq(seeds: list[str], conc: int, per_host: int, delay: float,
     cmd = [crawlq, "crawl", *seeds, "--state", f"{tmp}/state",
            "--allow-domain", "crawlq.test", "--concurrency", str(conc),
            "--per-host", str(per_host), "--min-delay", str(delay), "--max-delay", str(delay),
+           # (the test web's hosts are one registered domain, crawlq.test, standing for
+           # separate sites: no per-domain share, as Scrapy's slots are per host name)
+           "--per-domain", str(conc), "--max-per-domain", "0", "--max-hosts-per-domain", "0",
            "--allow-private", "--resolve", "*.crawlq.test=127.0.0.1",
            "--user-agent", "crawlq-bench", "--out", f"{tmp}/pages.jsonl",
            "--log-level", "WARNING"]

@@ -376,6 +376,10 @@ def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> No
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT l2_nprio, l2_ord FROM queues").fetchall() == [(0, 1)]
         assert c.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (7,)
+        # (domains are kept only under domain rules: opened with one, queues get theirs)
+        assert c.execute("SELECT count(*) FROM domains").fetchone() == (0,)
+    Frontier.open(f"sqlite:///{db}", max_domain_urls=10, **FAST).close()
+    with sqlite3.connect(db) as c:
         assert c.execute("SELECT name, domains.accepted FROM domains JOIN queues USING (did)"
                          ).fetchall() == [("a.example", 3)]
         indexes = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='index'")}

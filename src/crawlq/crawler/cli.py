@@ -234,6 +234,9 @@ def _demo(args: argparse.Namespace) -> int:
             store=f"sqlite:///{state.resolve()}/frontier.db",
             resolve={"*.crawlq.test": "127.0.0.1"}, allow_private=True, min_delay=0.05,
             max_delay=0.5, delay_factor=1.0, concurrency=8, max_per_host=spec.pages + 40,
+            # (the test web's hosts are one registered domain, crawlq.test, standing for
+            # separate sites: the trap it has is on one host)
+            per_domain=8,
             max_retries=1, retry_backoff=1.0, timeout=5.0, out=args.out)
         status = _run(config, resumable=False)
     print(f"pages written to {args.out}; the frontier is in {state}/frontier.db "

@@ -180,9 +180,7 @@ class MemoryStore:
     def set_policy(self, policy: QueuePolicy) -> None:
         """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
         with self._lock:
-            self._book.policy = policy
-            for q in self._book.queues.values():
-                q.policy = policy.merged(q.settings)
+            self._book.set_policy(policy)
 
     def count_rejected(self, reasons: Mapping[str, int]) -> None:
         """See :meth:`Store.count_rejected`."""

@@ -47,6 +47,7 @@ from .rules import (
     domain_refusal,
     domain_room,
     entry_rank,
+    groups,
     lease_room,
     over_cap,
     ready_since,
@@ -193,6 +194,8 @@ class MemoryQueues:
     bloom: MemoryBloom | None
     queues: dict[str, MemoryQueue]
     domains: dict[str, MemoryDomain]
+    grouped: bool
+    nowhere: MemoryDomain
     by_created: list[MemoryQueue]
     ready: list[bytes]
     resting: list[tuple[float, int, int]]
@@ -220,6 +223,8 @@ class MemoryQueues:
         self.bloom = MemoryBloom(bloom) if bloom else None
         self.queues = {}
         self.domains = {}  # domain_of(key) -> its counters
+        self.grouped = groups(policy)
+        self.nowhere = MemoryDomain()  # every queue's, while no domain rule is on
         self.by_created = []  # queues in creation order (q.created)
         self.ready = []  # (heap) ready_key of ready queues
         self.resting = []  # (heap) (ready_at, version, q.created)
@@ -246,7 +251,7 @@ class MemoryQueues:
         if q is None:
             # (ties in the ready heap go to the queue created first, as the SQLite
             # store's index orders them: by qid)
-            domain = self.domain(key)
+            domain = self.domain(key) if self.grouped else self.nowhere
             q = self.queues[key] = MemoryQueue(key, self.policy, len(self.by_created),
                                                domain)
             domain.queues += 1
@@ -260,6 +265,26 @@ class MemoryQueues:
         if d is None:
             d = self.domains[name] = MemoryDomain()
         return d
+
+    def set_policy(self, policy: QueuePolicy) -> None:
+        """Make ``policy`` the store's; queues keep their overrides. Domain rules turned
+        on give every queue its domain and count them anew (see :func:`.rules.groups`)."""
+        self.policy = policy
+        for q in self.queues.values():
+            q.policy = policy.merged(q.settings)
+        grouped = groups(policy)
+        if grouped and not self.grouped:
+            self.domains = {}
+            for q in self.queues.values():
+                d = q.domain = self.domain(q.key)
+                d.queues += 1
+                d.accepted += q.accepted
+                d.inflight += q.inflight
+        elif self.grouped and not grouped:
+            self.domains = {}
+            for q in self.queues.values():
+                q.domain = self.nowhere
+        self.grouped = grouped
 
     def forget(self, q: MemoryQueue) -> None:
         """Drop ``q``, which holds nothing (no entry, lease or dead entry) and is
@@ -353,6 +378,8 @@ class MemoryQueues:
         added = seen_added = dups = 0
         refused: dict[int, int] = {}
         policy = self.policy
+        grouped = self.grouped
+        url_cap = policy.max_domain_urls > 0
         queues = self.queues
         bloom = self.bloom
         seen, revisit = self.seen, self.revisit
@@ -371,17 +398,20 @@ class MemoryQueues:
                     continue
             q = queues.get(key)
             if q is None:  # a new queue: its domain may have as many as it takes
-                domain = self.domain(key)
-                verdict = domain_refusal(policy, domain.accepted, domain.queues, True)
-                if verdict:
-                    out.append(verdict)
-                    refused[verdict] = refused.get(verdict, 0) + 1
-                    continue
+                if grouped:
+                    domain = self.domain(key)
+                    verdict = domain_refusal(policy, domain.accepted, domain.queues, True)
+                    if verdict:
+                        out.append(verdict)
+                        refused[verdict] = refused.get(verdict, 0) + 1
+                        continue
                 q = self.queue(key)
+                domain = q.domain
             else:
                 domain = q.domain
-                verdict = (OVER_BUDGET if over_cap(q.policy, q.accepted) else
-                           domain_refusal(q.policy, domain.accepted, domain.queues, False))
+                verdict = OVER_BUDGET if over_cap(q.policy, q.accepted) else 0
+                if url_cap and not verdict:
+                    verdict = domain_refusal(policy, domain.accepted, domain.queues, False)
                 if verdict:
                     out.append(verdict)
                     refused[verdict] = refused.get(verdict, 0) + 1

@@ -51,7 +51,7 @@ from .base import (
 )
 from .bloom import BLOCK_BYTES, BloomShape
 from .policy import changed_settings, typed_settings
-from .rules import DOMAIN_WAIT, label
+from .rules import DOMAIN_WAIT, groups, label
 from .url import StoreURL
 
 __all__ = ["CHUNK", "RedisStore"]
@@ -265,13 +265,15 @@ class RedisStore:
     def _add_blobs(self, entries: Sequence[Entry]) -> list[bytes]:
         """The add script's argument for each chunk of ``entries``."""
         shape = self.bloom
+        grouped = groups(self.policy)
         # Lua's cmsgpack reads no msgpack "bin" type: bytes go as raw strings.
         packb = msgpack.Packer(use_bin_type=False).pack
         blobs = []
         for start in range(0, len(entries), CHUNK):
             # (with each chunk, the domain of each of its queues: one the chunk makes
             # is kept in it, and Lua cannot read the Public Suffix List)
-            domains = {k: domain_of(k) for k in {e[1] for e in entries[start:start + CHUNK]}}
+            domains = ({k: domain_of(k) for k in {e[1] for e in entries[start:start + CHUNK]}}
+                       if grouped else {})
             rows: list[tuple[Any, ...]]
             if shape is None:
                 rows = [(fp, key, prio, retries.to_bytes(2, "big") + payload, nb, rv)

@@ -173,6 +173,15 @@ enough that a domain's many ready queues do not come up in every call, short eno
 that the domain's next free lease is not lost for long."""
 
 
+def groups(policy: QueuePolicy) -> bool:
+    """Whether a store under ``policy`` keeps its queues' domains and their counts (some
+    domain setting is on). Without, it keeps none (a store opened with domain settings
+    later gives the queues it holds their domains then, and counts from then on): the
+    domain rules cost nothing where they are off."""
+    return (policy.domain_concurrency > 0 or policy.max_domain_urls > 0
+            or policy.max_domain_queues > 0)
+
+
 def domain_room(policy: QueuePolicy, inflight: int) -> int:
     """How many more leases a domain with ``inflight`` leases out may give now (its
     ``domain_concurrency``; NO_CAP when it has none); 0 or less: none."""

@@ -59,6 +59,7 @@ from .rules import (
     RESTING,
     TAIL,
     domain_room,
+    groups,
     label,
     lease_room,
     session_spent,
@@ -97,6 +98,7 @@ from .sqlite_schema import (
     ENTRY_LEVELS,
     NO_CURSOR,
     SEEN_LEVELS,
+    domains_of_queues,
     initialize,
     store_error,
 )
@@ -170,6 +172,7 @@ class SQLiteStore:
         # Small acknowledgements, held until a transaction takes them (see release).
         self._group = GroupCommit(path, group_commit, self._lock, self._commit_held)
         self._queues = QueueCache()  # queue ids, keys and rows (sqlite_queues)
+        self._queues.grouped = groups(self.policy)
         self._policies: dict[tuple[Any, ...], QueuePolicy] = {}
         try:
             self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
@@ -196,7 +199,8 @@ class SQLiteStore:
             self._conn.execute("PRAGMA wal_autocheckpoint=1000")
             self._conn.execute("PRAGMA journal_size_limit=4194304")
             initialize(self._conn, path,
-                       None if bloom is None else (bloom.capacity, bloom.error_rate), lifo)
+                       None if bloom is None else (bloom.capacity, bloom.error_rate), lifo,
+                       groups(self.policy))
         except sqlite3.Error as exc:
             self._conn.close()
             raise store_error(path, exc, "is not a usable crawlq store") from exc
@@ -354,17 +358,20 @@ class SQLiteStore:
             # Queues the batch would make: made now, and dropped at the end if their
             # domain refused them (or all their entries were duplicates).
             new_keys = queues.existing(c, dict.fromkeys([e[1] for e in entries]))
+            grouped = groups(self.policy)
             domains = Domains(c, self.policy, queues, new_keys)
-            made = set(queues.create(c, new_keys))
+            made = set(queues.create(c, new_keys, grouped))
             qids = queues.qids
             used = sorted({qids[e[1]] for e in entries})
             qrows = queues.rows_of(c, used)
             rows = {r[0]: r for r in qrows}
             accepted = {qid: rows[qid][Q_ACCEPTED] for qid in used}
             policies = {qid: self._policy(tuple(rows[qid][SETTINGS_AT:])) for qid in used}
-            known = queues.dids_of(c, used)
-            dids = {qid: known[qid] for qid in used}  # (the cache may drop ids meanwhile)
-            domains.read_accepted(c, {dids[qid] for qid in used})
+            dids: dict[int, int] = {}  # (none: the domain rules are off)
+            if grouped:
+                known = queues.dids_of(c, used)  # (copied: the cache may drop ids)
+                dids = {qid: dv for qid in used if (dv := known[qid]) is not None}
+                domains.read_accepted(c, set(dids.values()))
             seen = SeenTx(c, self._bloom)
             seen.prefetch([e[0] for e in entries if e[0] is not None])
             seq = self._take(c, "entry_seq", len(entries))
@@ -401,7 +408,8 @@ class SQLiteStore:
                 queues.drop(c, sorted(made))
                 qrows = [r for r in qrows if r[0] not in made]
             self._apply(c, deltas, now, qrows)
-            domains.write_accepted(c, dids, accepted, rows)
+            if dids:
+                domains.write_accepted(c, dids, accepted, rows)
             if len(new_rows) + len(later) + dups < len(out):
                 refused = Counter(REFUSALS[st] for st in out if st in REFUSALS)
                 self._reject(c, refused)
@@ -535,7 +543,8 @@ class SQLiteStore:
         if free:
             dids = self._queues.dids_of(c, line)
             rooms = [room[qid] for qid in line]
-            share_domains(rooms, [dids[qid] for qid in line], free)
+            share_domains(rooms, [-1 if (dv := dids[qid]) is None else dv for qid in line],
+                          free)
             room.update(zip(line, rooms))
         return room
 
@@ -552,7 +561,8 @@ class SQLiteStore:
         ahead: dict[int, int] = {}
         while active:
             dids = queues.dids_of(c, active)
-            unknown = sorted({dids[qid] for qid in active} - free.keys())
+            unknown = sorted({dv for qid in active if (dv := dids[qid]) is not None}
+                             - free.keys())
             out = dict.fromkeys(unknown, 0)
             for part in chunks(unknown):
                 out.update(c.execute(
@@ -562,13 +572,16 @@ class SQLiteStore:
                 free[did] = domain_room(self.policy, n)
             resting: dict[int, Delta] = {}
             for qid in active:
-                did = dids[qid]
-                n = ahead.get(did, 0)
-                if free[did] - n <= 0:
+                qdid = dids[qid]
+                if qdid is None:  # (a queue without a domain: no cap)
+                    line.append(qid)
+                    continue
+                n = ahead.get(qdid, 0)
+                if free[qdid] - n <= 0:
                     d = resting[qid] = Delta()
                     d.ready_at = now + DOMAIN_WAIT
                 else:
-                    ahead[did] = n + 1
+                    ahead[qdid] = n + 1
                     line.append(qid)
             if not resting:
                 break
@@ -1046,8 +1059,13 @@ class SQLiteStore:
     def set_policy(self, policy: QueuePolicy) -> None:
         """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
         with self._lock:
+            if groups(policy) and not groups(self.policy):
+                with self._tx() as c:
+                    domains_of_queues(c)
+                    self._queues.forget_ids()  # (their domains changed)
             self.policy = policy
             self._policies.clear()  # (each queue's policy is this one merged)
+            self._queues.grouped = groups(policy)
 
     def count_rejected(self, reasons: Mapping[str, int]) -> None:
         """See :meth:`Store.count_rejected`."""

@@ -31,8 +31,9 @@ class QueueCache:
     def __init__(self) -> None:
         self.qids: dict[str, int] = {}  # key -> qid
         self.keys: dict[int, str] = {}  # qid -> key, the other way
-        self.dids: dict[int, int] = {}  # qid -> the id of its domain (table domains)
+        self.dids: dict[int, int | None] = {}  # qid -> its domain's id (None: none)
         self.domains: dict[str, int] = {}  # domain name -> its id
+        self.grouped = False  # queues made get their domain (the store's rules.groups)
         self.rows: dict[int, tuple[Any, ...]] = {}
         self.stale = False  # set when a call changed queue rows behind the cache's back
 
@@ -55,7 +56,7 @@ class QueueCache:
         missing = [k for k in keys if k not in cache]
         if missing:
             self._read_keys(c, missing)
-            self.create(c, [k for k in missing if k not in cache])
+            self.create(c, [k for k in missing if k not in cache], self.grouped)
         return cache
 
     def existing(self, c: sqlite3.Connection, keys: Iterable[str]) -> list[str]:
@@ -66,11 +67,14 @@ class QueueCache:
             self._read_keys(c, missing)
         return [k for k in missing if k not in cache]
 
-    def create(self, c: sqlite3.Connection, keys: Sequence[str]) -> list[int]:
-        """Make queues ``keys`` (none exists), each in its domain; their qids."""
+    def create(self, c: sqlite3.Connection, keys: Sequence[str],
+               grouped: bool = True) -> list[int]:
+        """Make queues ``keys`` (none exists), each in its domain (``grouped``: the store
+        keeps domains, :func:`.rules.groups`); their qids."""
         if not keys:
             return []
-        dids = self.domain_ids(c, [domain_of(k) for k in keys])
+        dids: Sequence[int | None] = (self.domain_ids(c, [domain_of(k) for k in keys])
+                                      if grouped else [None] * len(keys))
         c.executemany("INSERT INTO queues (key, did) VALUES (?, ?)", zip(keys, dids))
         self._read_keys(c, keys)
         return [self.qids[k] for k in keys]
@@ -96,7 +100,7 @@ class QueueCache:
                     f"SELECT name, did FROM domains WHERE name IN ({marks(len(part))})", part))
         return [cache[n] for n in names]
 
-    def dids_of(self, c: sqlite3.Connection, qids: Sequence[int]) -> dict[int, int]:
+    def dids_of(self, c: sqlite3.Connection, qids: Sequence[int]) -> dict[int, int | None]:
         """qid -> domain id of existing queues ``qids``."""
         dids = self.dids
         missing = [q for q in qids if q not in dids]
@@ -106,7 +110,7 @@ class QueueCache:
                 self._know(qid, key, did)
         return dids
 
-    def _know(self, qid: int, key: str, did: int) -> None:
+    def _know(self, qid: int, key: str, did: int | None) -> None:
         self.qids[key] = qid
         self.keys[qid] = key
         self.dids[qid] = did

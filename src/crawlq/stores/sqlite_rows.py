@@ -310,7 +310,8 @@ def admit(entries: Sequence[tuple[Any, ...]], qids: Mapping[str, Any],
           ) -> tuple[list[int], list[tuple[Any, ...]], list[tuple[Any, ...]], int, int, int]:
     """add's verdict on each entry (an Entry), in order: a duplicate (checked and marked
     in ``seen``), over its queue's cap (its policy in ``policies``, by qid; ``accepted``
-    counts up: :func:`.rules.over_cap`), refused by its domain (``dids``: qid -> domain;
+    counts up: :func:`.rules.over_cap`), refused by its domain (``dids``: qid -> domain,
+    none for a queue without;
     ``domain_accepted`` and ``domain_queues`` count up, ``fresh``: the queues made for
     this call that took nothing yet, which it removes as they take one:
     :func:`.rules.domain_refusal`), or added with the next number of the sequence after
@@ -332,21 +333,24 @@ def admit(entries: Sequence[tuple[Any, ...]], qids: Mapping[str, Any],
             dups += 1
             continue
         pol = policies[qid]
-        did = dids[qid]
+        did = dids.get(qid, -1)  # (-1: no domain, the rules are off)
         if qid in fresh:  # (a queue of its own: its domain may have as many as it has)
-            verdict = domain_refusal(pol, domain_accepted.get(did, 0),
-                                     domain_queues.get(did, 0), True)
+            verdict = 0 if did < 0 else domain_refusal(
+                pol, domain_accepted.get(did, 0), domain_queues.get(did, 0), True)
             if not verdict:
                 fresh.discard(qid)
-                domain_queues[did] = domain_queues.get(did, 0) + 1
+                if did >= 0:
+                    domain_queues[did] = domain_queues.get(did, 0) + 1
         elif over_cap(pol, accepted[qid]):
             verdict = OVER_BUDGET
         else:
-            verdict = domain_refusal(pol, domain_accepted.get(did, 0), 0, False)
+            verdict = 0 if did < 0 else domain_refusal(pol, domain_accepted.get(did, 0), 0,
+                                                       False)
         if verdict:
             out.append(verdict)
             continue
-        domain_accepted[did] = domain_accepted.get(did, 0) + 1
+        if did >= 0:
+            domain_accepted[did] = domain_accepted.get(did, 0) + 1
         if fp is not None:
             seen.mark(fp, e[5])
             seen_added += 1

@@ -234,8 +234,10 @@ def _statements(script: str) -> Iterator[str]:
 
 
 def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, float] | None,
-               lifo: bool) -> None:
-    """Create the schema in a new file, or check that an existing file is a crawlq store."""
+               lifo: bool, grouped: bool) -> None:
+    """Create the schema in a new file, or check that an existing file is a crawlq store.
+    ``grouped``: the store keeps domains (:func:`.rules.groups`): queues without theirs
+    get them (:func:`domains_of_queues`)."""
     try:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.Error as exc:
@@ -277,7 +279,6 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
             if row[0] in (1, 2, 3):
                 # Schemas 1 to 3 kept a row per lease.
                 sqlite_leases.convert_rows(conn)
-            _domains_of_old_queues(conn)
             # Schemas 1 to 5 broke ties in the ready line by queue id (queues_ready);
             # the line is ordered by key now (queues_line, made above).
             conn.execute("DROP INDEX IF EXISTS queues_ready")
@@ -294,6 +295,8 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
                     f"opened with bloom={want!r}: reopen with the same seen-set options")
         for stmt in _statements(DOMAIN_INDEXES):  # (after the column exists)
             conn.execute(stmt)
+        if grouped:
+            domains_of_queues(conn)
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
         if conn.in_transaction:
@@ -314,9 +317,9 @@ CREATE INDEX IF NOT EXISTS queues_out ON queues (did, inflight) WHERE inflight >
 ``queues.did`` exists."""
 
 
-def _domains_of_old_queues(conn: sqlite3.Connection) -> None:
-    """Give each queue made before domains existed its domain, and each domain the
-    entries its queues accepted."""
+def domains_of_queues(conn: sqlite3.Connection) -> None:
+    """Give each queue without a domain (made by a store without domain rules, or before
+    domains existed) its domain, and each domain the entries those queues accepted."""
     rows = conn.execute("SELECT qid, key, accepted FROM queues WHERE did IS NULL").fetchall()
     if not rows:
         return

@@ -39,6 +39,9 @@ local LIFO = ARGV[8] == '1'
 local MAX_REDELIVERIES = tonumber(ARGV[9])
 local DOMAIN = {concurrency = tonumber(ARGV[10]), max_urls = tonumber(ARGV[11]),
                 max_queues = tonumber(ARGV[12]), wait = tonumber(ARGV[13])}
+-- Domains and their counts are kept only while a domain rule is on (rules.groups): a
+-- queue made without gets its domain, and is counted, when a call with them meets it.
+local GROUPED = DOMAIN.concurrency > 0 or DOMAIN.max_urls > 0 or DOMAIN.max_queues > 0
 local A0 = 13  -- script arguments start at ARGV[A0 + 1]
 local DOMS = {}  -- queue key -> its domain, for queues a call may make (add's argument)
 local SETTINGS = {'concurrency', 'min_delay', 'max_delay', 'delay_factor',
@@ -87,7 +90,7 @@ local function makeq(key, raw)
     end
   else
     q.fresh = true  -- (listed in P:qk by save_all, unless add drops it)
-    q.dom = DOMS[key] or ''
+    q.dom = GROUPED and DOMS[key] or ''
   end
   q.n0, q.inf0, q.acc0 = q.n, q.inf, q.acc
   apply_policy(q)
@@ -406,6 +409,7 @@ end
 -- A queue's changes to its domain's counts: leases in flight, entries accepted, and
 -- itself (gone: -1) as one of its queues.
 local function domain_counts(q, gone)
+  if not GROUPED then return end
   local d = q.dom
   if d == '' then
     if gone or not DOMS[q.key] then return end
