@@ -129,16 +129,21 @@ def ready_key(q: MemoryQueue) -> bytes:
 
 
 class MemoryDomain:
-    """The counters of one domain of the memory store (see :mod:`.rules`)."""
+    """The counters of one domain of the memory store (see :mod:`.rules`), and its
+    parked queues."""
 
     inflight: int
     accepted: int
     queues: int
+    parked: list[tuple[float, bytes]]
 
     def __init__(self) -> None:
         self.inflight = 0  # leases of its queues in flight
         self.accepted = 0  # entries its queues accepted
         self.queues = 0  # queues it has
+        # (heap) its parked queues: (the end of the rest parking gave it, its name):
+        # the longest parked first, then by key (MemoryQueue.name starts with it)
+        self.parked = []
 
 
 class MemoryQueue:
@@ -285,6 +290,19 @@ class MemoryQueues:
             for q in self.queues.values():
                 q.domain = self.nowhere
         self.grouped = grouped
+
+    def unpark(self, freed: dict[MemoryDomain, int], now: float) -> None:
+        """Make ready again, per domain, as many of its parked queues as it ended
+        leases (``freed``), the longest parked first (see rules)."""
+        for domain, n in freed.items():
+            parked = domain.parked
+            while n > 0 and parked:
+                until, name = _heappop(parked)
+                q = self.by_created[_u64(name, len(name) - 8)]
+                if q.state == RESTING and q.ready_at == until and q.domain is domain:
+                    q.ready_at = now
+                    self.settle(q, now)
+                    n -= 1
 
     def forget(self, q: MemoryQueue) -> None:
         """Drop ``q``, which holds nothing (no entry, lease or dead entry) and is
@@ -554,11 +572,14 @@ class MemoryQueues:
                        now: float) -> bool:
         """Whether ready queue ``q`` joins a lease call's line, its domain having room
         for one more lease than ``ahead`` (domain -> its queues in the line already)
-        counts; else it rests (rules.DOMAIN_WAIT), not served."""
+        counts; else it is parked (see rules), not served."""
         domain = q.domain
         n = ahead.get(domain, 0)
         if domain_room(q.policy, domain.inflight) - n <= 0:
-            q.ready_at = max(q.ready_at, now + DOMAIN_WAIT)
+            until = now + DOMAIN_WAIT
+            if until > q.ready_at:  # parked (see rules)
+                q.ready_at = until
+                _heappush(domain.parked, (until, q.name))
             self.settle(q, now)
             return False
         ahead[domain] = n + 1
@@ -588,6 +609,8 @@ class MemoryQueues:
         expired = self.expired
         back: list[tuple[int, MemoryQueue, bytes]] = []  # (token, queue, item) back at once
         late = done = failed_n = retried = 0
+        freed: dict[MemoryDomain, int] = {}  # (with a domain cap: leases ended per domain)
+        capped = self.policy.domain_concurrency > 0
         for token, kind, duration, not_before, retries, error, failed, delay in acks:
             held = leases.get(token)
             if held is None:
@@ -598,6 +621,8 @@ class MemoryQueues:
             q, item, _ = held
             q.inflight -= 1
             q.domain.inflight -= 1
+            if capped:
+                freed[q.domain] = freed.get(q.domain, 0) + 1
             if expired and kind != ACK_REQUEUE:
                 expired.pop(item[4:10], None)
             # (one answer: its own rest; several of a queue's in one call rest the
@@ -630,6 +655,8 @@ class MemoryQueues:
         c["retried"] += retried
         for q in touched.values():
             self.settle(q, now)
+        if freed:
+            self.unpark(freed, now)
 
     def _back_at_head(self, back: list[tuple[int, MemoryQueue, bytes]]) -> None:
         """Entries that come back at once (token, queue, item), each ahead of its
@@ -674,6 +701,7 @@ class MemoryQueues:
                 _heappush(q.heap, self._renumbered(item, TAIL))
                 touched[key] = q
             back: list[tuple[int, MemoryQueue, bytes]] = []
+            freed: dict[MemoryDomain, int] = {}
             while expiry and expiry[0][0] == at:
                 _, _, tokens = _heappop(expiry)
                 for token in tokens:
@@ -684,6 +712,8 @@ class MemoryQueues:
                     q, item, _ = held
                     q.inflight -= 1
                     q.domain.inflight -= 1
+                    if self.policy.domain_concurrency > 0:
+                        freed[q.domain] = freed.get(q.domain, 0) + 1
                     touched[q.key] = q
                     seq = item[4:10]
                     n = self.expired.get(seq, 0) + 1
@@ -699,6 +729,8 @@ class MemoryQueues:
                 self._back_at_head(back)
             for q in touched.values():
                 self.settle(q, at)
+            if freed:
+                self.unpark(freed, at)
         resting = self.resting
         while resting and resting[0][0] <= now:
             _, version, created = _heappop(resting)

@@ -26,12 +26,16 @@ Queues are grouped by domain (their key's registered domain, one per site: see
 :func:`crawlq.policies.domains.domain_of`), and a domain is bounded as a whole: its
 leases in flight (:func:`domain_room`), the entries it accepts and the queues it has
 (:func:`domain_refusal`). A ready queue whose domain has no room when a lease call
-reaches it is not served: it rests ``DOMAIN_WAIT`` seconds, and the call goes on down
-the line, so one site with many host names takes no more than its domain's share while
-the other sites are served in their turn. A queue joins a call's line only if its
-domain has room for one more lease than its queues ahead in the line take, and each
-queue's room in the call leaves one for each queue of its domain behind it
-(:func:`share_domains`).
+reaches it is not served: it is *parked*, resting until a lease of its domain ends (one
+parked queue, the longest parked, is ready again per lease ended) or ``DOMAIN_WAIT``
+seconds at most, and the call goes on down the line, so one site with many host names
+takes no more than its domain's share while the other sites are served in their turn,
+and its own queues come back as its leases end. A parked queue is one whose rest is
+still the one parking set (a block or a politeness rest since keeps it resting).
+
+A queue joins a call's line only if its domain has room for one more lease than its
+queues ahead in the line take, and each queue's room in the call leaves one for each
+queue of its domain behind it (:func:`share_domains`).
 
 setup.py compiles this module with mypyc (the stores call it once per queue per call);
 the .py runs where it cannot be compiled.
@@ -167,10 +171,9 @@ def over_cap(policy: QueuePolicy, accepted: int) -> bool:
 
 NO_CAP: Final = 1 << 30
 """What :func:`domain_room` answers for a domain without a cap."""
-DOMAIN_WAIT: Final = 0.5
-"""Seconds a ready queue rests when a lease call finds its domain without room: long
-enough that a domain's many ready queues do not come up in every call, short enough
-that the domain's next free lease is not lost for long."""
+DOMAIN_WAIT: Final = 5.0
+"""Seconds a parked queue rests at most (see the module's docstring): it is ready again
+as soon as a lease of its domain ends, this is the bound should none end."""
 
 
 def groups(policy: QueuePolicy) -> bool:

@@ -586,6 +586,9 @@ class SQLiteStore:
             if not resting:
                 break
             self._apply(c, resting, now)
+            until = now + DOMAIN_WAIT  # (parked: see rules; a longer rest is not parking)
+            c.executemany("UPDATE queues SET parked=ready_at WHERE qid=? AND ready_at=?",
+                          [(qid, until) for qid in resting])
             if not more or len(line) >= want:
                 break
             # (the queues rested left the line's index: those in the line come first)
@@ -822,7 +825,8 @@ class SQLiteStore:
         # exhausted or busy), so it is ready, and has waited since its rest ended
         # (rules.state_of, rules.ready_since).
         self._queues.forget(r[0] for r in c.execute(
-            f"UPDATE queues SET state={READY}, since=ready_at WHERE state={RESTING} "
+            f"UPDATE queues SET state={READY}, since=ready_at, parked=NULL "
+            f"WHERE state={RESTING} "
             "AND ready_at <= ? RETURNING qid", (now,)).fetchall())
 
     def _know_expiries(self, c: sqlite3.Connection) -> None:
@@ -949,7 +953,43 @@ class SQLiteStore:
             c.executemany(sql, args)
         if rests:
             self._wake_no_sooner(min(rests), event=False)
+        if self.policy.domain_concurrency > 0:
+            # Leases that ended make as many parked queues of their domains ready
+            # (rules), each at the time its lease ended.
+            freed: list[tuple[float, int, int]] = []  # (time, qid, leases ended)
+            for qid, d in deltas.items():
+                step: Delta | None = d
+                while step is not None:
+                    if step.inflight < 0:
+                        freed.append((now if step.at is None else step.at, qid,
+                                      -step.inflight))
+                    step = step.then
+            if freed:
+                self._unpark(c, freed)
 
+    def _unpark(self, c: sqlite3.Connection, freed: list[tuple[float, int, int]]) -> None:
+        """Make ready, per domain, as many of its parked queues as it ended leases
+        (``freed``: time, qid, leases ended), the longest parked first, each at the time
+        of the lease that ended (see rules)."""
+        dids = self._queues.dids_of(c, [qid for _, qid, _ in freed])
+        by_time: dict[float, dict[int, int]] = {}
+        for t, qid, n in freed:
+            did = dids[qid]
+            if did is not None:
+                per = by_time.setdefault(t, {})
+                per[did] = per.get(did, 0) + n
+        for t in sorted(by_time):
+            ready: list[int] = []
+            for did, n in by_time[t].items():
+                ready += [r[0] for r in c.execute(
+                    f"SELECT qid FROM queues WHERE did=? AND parked IS NOT NULL AND "
+                    f"state={RESTING} AND ready_at=parked ORDER BY parked, key LIMIT ?",
+                    (did, n))]
+            if ready:
+                c.executemany("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=?",
+                              [(t, qid) for qid in ready])
+                self._queues.forget(ready)
+                self._apply(c, {qid: Delta() for qid in ready}, t)
     def _before_level0(self, c: sqlite3.Connection, rows: Sequence[Sequence[Any]],
                        queue_rows: Iterable[Sequence[Any]] | None = None) -> set[int]:
         """Before ``rows`` (qid, nprio, ord, ...) go into level 0: a queue with one at or

@@ -129,7 +129,8 @@ CREATE TABLE IF NOT EXISTS queues (
     max_queue_urls INTEGER,
     session_budget INTEGER,
     session_rest REAL,
-    did INTEGER
+    did INTEGER,
+    parked REAL
 );
 CREATE TABLE IF NOT EXISTS domains (
     did INTEGER PRIMARY KEY,
@@ -276,6 +277,7 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
                 # Schemas 1 to 6 had no domains: each queue gets its own, below.
                 if "did" not in cols:
                     conn.execute("ALTER TABLE queues ADD COLUMN did INTEGER")
+                    conn.execute("ALTER TABLE queues ADD COLUMN parked REAL")
             if row[0] in (1, 2, 3):
                 # Schemas 1 to 3 kept a row per lease.
                 sqlite_leases.convert_rows(conn)
@@ -311,9 +313,11 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
 DOMAIN_INDEXES = """
 CREATE INDEX IF NOT EXISTS queues_domain ON queues (did);
 CREATE INDEX IF NOT EXISTS queues_out ON queues (did, inflight) WHERE inflight > 0;
+CREATE INDEX IF NOT EXISTS queues_parked ON queues (did, parked) WHERE parked IS NOT NULL;
 """
-"""A domain's queues (counted for ``max_domain_queues``), and those with leases out
-(their sum is the domain's leases in flight, for ``domain_concurrency``): made once
+"""A domain's queues (counted for ``max_domain_queues``), those with leases out (their
+sum is the domain's leases in flight, for ``domain_concurrency``) and those parked
+(``queues.parked``: the end of the rest parking gave them, see rules): made once
 ``queues.did`` exists."""
 
 

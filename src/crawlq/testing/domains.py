@@ -29,14 +29,17 @@ class DomainContract:
         by_domain = Counter(le.queue.split(".", 1)[-1] for le in leases)
         # (the port makes another site: trap.example:8080 is not trap.example's)
         assert by_domain == {"trap.example": 2, "example": 1, "example:8080": 1}
-        assert f.next(100) == []  # the domain's other hosts rest, not served
+        assert f.next(100) == []  # the domain's other hosts are parked, not served
         trap = [le for le in leases if le.queue.endswith(".trap.example")]
         f.done(trap[0])
         f = env.checkpoint()
-        assert f.next(100) == []  # they rest DOMAIN_WAIT, then one more may go
-        env.clock.advance(DOMAIN_WAIT)
-        again = f.next(100)
-        assert [le.queue.endswith(".trap.example") for le in again] == [True]
+        again = f.next(100)  # a lease of the domain ended: one parked host is ready
+        assert [le.queue for le in again] == ["h2.trap.example"]
+        assert f.next(100) == []
+        env.clock.advance(DOMAIN_WAIT)  # (the others rest that long at most: parked again)
+        assert f.next(100) == []
+        f.done(again)
+        assert [le.queue for le in f.next(100)] == ["h3.trap.example"]
 
     def test_a_full_domain_does_not_hold_up_the_line(self, env: Env) -> None:
         """Hosts of a full domain ahead in the ready line are passed over: the next
@@ -53,10 +56,11 @@ class DomainContract:
     def test_expired_leases_give_their_domain_room_back(self, env: Env) -> None:
         f = env.open(domain_concurrency=2, **FAST)
         f.add(_trap(4))
-        assert len(f.next(10, ttl=10)) == 2
-        env.clock.advance(11)  # expired: back in their queues, the room with them
-        f = env.checkpoint()
-        assert len(f.next(10)) == 2
+        assert len(f.next(10, ttl=2)) == 2
+        env.clock.advance(3)  # expired: back in their queues, the room with them, and
+        f = env.checkpoint()  # the parked hosts ready again
+        assert sorted(le.queue for le in f.next(10)) == [
+            "h0.trap.example", "h1.trap.example"]
 
     def test_a_domain_accepts_so_many_hosts_and_urls(self, env: Env) -> None:
         f = env.open(max_domain_queues=3, max_domain_urls=5, **FAST)

@@ -25,6 +25,7 @@
 --               P:bl:<n> Bloom blocks; P:rej hash reason -> count
 -- Per domain D:  P:di, P:da, P:dq  hashes D -> its leases in flight, the entries its
 --                 queues accepted, its queues (kept by save_all from its queues' changes)
+--               P:dp:D  zset its parked queues -> the end of the rest parking gave them
 
 local M = KEYS[1]
 local P = string.sub(M, 1, -3)
@@ -159,6 +160,23 @@ local function first_ready_level()
   end
 end
 
+-- Count a lease of q ended into freed (domain -> leases ended), for unpark, when
+-- domains have a lease cap.
+local function ended(freed, q)
+  if DOMAIN.concurrency > 0 and q.dom ~= '' then freed[q.dom] = (freed[q.dom] or 0) + 1 end
+end
+
+-- Park q, which a lease call found ready with its domain full (crawlq.stores.rules): it
+-- rests DOMAIN.wait at most, and is in P:dp:<domain> to be made ready when a lease of
+-- its domain ends (unpark).
+local function park(q, now)
+  local until_ = now + DOMAIN.wait
+  if until_ > q.ra then
+    q.ra = until_
+    redis.call('ZADD', P .. ':dp:' .. q.dom, f17(until_), q.key)
+  end
+end
+
 -- Put q in the state (and index) its fields call for. A queue keeps its place in line
 -- while it stays ready; one that just became ready has waited since its rest ended;
 -- one just served (served = true) goes to the back of the line.
@@ -195,6 +213,28 @@ local function settle(q, now, served)
     unready(q)
   end
   q.st = new
+end
+
+-- Make ready at time `at`, per domain, as many of its parked queues as it ended leases
+-- (freed: domain -> n), the longest parked first (then by key); a queue whose rest is
+-- no longer the one parking set is dropped from the list, not counted.
+local function unpark(freed, at)
+  for d, n in pairs(freed) do
+    local k = P .. ':dp:' .. d
+    while n > 0 do
+      local got = redis.call('ZPOPMIN', k)
+      if #got == 0 then break end
+      local q = cache[got[1]]
+      if not q and redis.call('EXISTS', P .. ':qm:' .. got[1]) == 1 then
+        q = loadq(got[1])  -- (not a queue deleted since: that one is gone)
+      end
+      if q and q.st == RESTING and q.ra == tonumber(got[2]) and q.dom == d then
+        q.ra = at
+        settle(q, at, false)
+        n = n - 1
+      end
+    end
+  end
 end
 
 -- An item's place in its list (crawlq.stores.rules.entry_rank): TAIL, an added one
@@ -372,7 +412,7 @@ local function wake(now)
   local i = 1
   while i <= #events do
     local at = events[i][1]
-    local group, back = {}, {}
+    local group, back, freed = {}, {}, {}
     while i <= #events and events[i][1] == at do
       local e = events[i]
       local q = loadq(e[4])
@@ -380,6 +420,7 @@ local function wake(now)
         push(q, e[5], e[6], TAIL)
       else
         q.inf = q.inf - 1
+        ended(freed, q)
         local id = entry_id(e[4], e[6])
         local n = (tonumber(redis.call('HGET', P .. ':ex', id)) or 0) + 1
         if n > MAX_REDELIVERIES then
@@ -397,6 +438,7 @@ local function wake(now)
     end
     push_back(back)
     for _, q in pairs(group) do settle(q, at, false) end
+    unpark(freed, at)
   end
   local rested = redis.call('ZRANGEBYSCORE', P .. ':rest', '-inf', f17(now))
   for _, key in ipairs(rested) do

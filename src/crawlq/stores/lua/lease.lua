@@ -30,7 +30,7 @@ local function domain_admits(q)
   if d == '' then return true end
   local n = ahead[d] or 0
   if DOMAIN.concurrency - domain_inflight(d) - n <= 0 then
-    q.ra = math.max(q.ra, now + DOMAIN.wait)
+    park(q, now)
     settle(q, now, false)
     return false
   end

@@ -28,6 +28,7 @@ prefetch(keys)
 local taken = {}
 local counted = redis.call('EXISTS', P .. ':ex') == 1  -- entries with expired leases
 local back = {}  -- requeued at once: {token, q, prio, item} (see push_back)
+local freed = {}  -- domain -> leases ended (see unpark)
 for n, a in ipairs(acks) do
   local tok, kind, duration, nb = a[1], a[2], a[3], a[4]
   local retries, err, failed, delay = a[5], a[6] or '', a[7], a[8]
@@ -41,6 +42,7 @@ for n, a in ipairs(acks) do
     local key, prio, item = decoded[n][1], decoded[n][2], decoded[n][3]
     local q = loadq(key)
     q.inf = q.inf - 1
+    ended(freed, q)
     local rest
     if delay then
       rest = delay
@@ -77,5 +79,6 @@ for n, a in ipairs(acks) do
 end
 push_back(back)
 for _, q in pairs(touched) do settle(q, now, false) end
+unpark(freed, now)
 save_all()
 return table.concat(out)
