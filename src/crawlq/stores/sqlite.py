@@ -979,12 +979,18 @@ class SQLiteStore:
                 per = by_time.setdefault(t, {})
                 per[did] = per.get(did, 0) + n
         for t in sorted(by_time):
+            want = by_time[t]
+            parked: dict[int, list[tuple[float, str, int]]] = {}
+            for part in chunks(sorted(want)):  # (one seek per domain, in one statement)
+                for did, qid, until, key in c.execute(
+                        "SELECT did, qid, parked, key FROM queues WHERE parked IS NOT NULL "
+                        f"AND did IN ({marks(len(part))}) AND state={RESTING} "
+                        "AND ready_at=parked", part):
+                    parked.setdefault(did, []).append((until, key, qid))
             ready: list[int] = []
-            for did, n in by_time[t].items():
-                ready += [r[0] for r in c.execute(
-                    f"SELECT qid FROM queues WHERE did=? AND parked IS NOT NULL AND "
-                    f"state={RESTING} AND ready_at=parked ORDER BY parked, key LIMIT ?",
-                    (did, n))]
+            for did, rows in parked.items():
+                rows.sort()
+                ready += [qid for _, _, qid in rows[:want[did]]]
             if ready:
                 c.executemany("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=?",
                               [(t, qid) for qid in ready])
