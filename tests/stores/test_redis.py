@@ -308,3 +308,22 @@ def test_a_batch_cut_midway_is_applied_in_chunks(redis_server: LocalRedis) -> No
     finally:
         store.close()
         proxy.close()
+
+
+def test_a_process_without_domain_rules_keeps_the_domains_counts(
+        redis_server: LocalRedis) -> None:
+    """A process sharing the crawl without domain rules (``crawlq stats`` with the
+    defaults) that sees a lease expire keeps its domain's count of leases in flight: the
+    domain's hosts are not held back for good by a lease that no longer exists."""
+    now = [1000.0]
+    url = redis_server.url + "?prefix=dom-mixed"
+    ruled = Frontier.open(url, clock=lambda: now[0], domain_concurrency=1, **FAST)
+    ruled.add([f"https://h{i}.ex.com/" for i in range(3)])
+    assert len(ruled.next(5, ttl=10)) == 1
+    plain = Frontier.open(url, clock=lambda: now[0], **FAST)
+    now[0] += 20
+    assert plain.stats().leased == 0  # (its wake ended the lease)
+    now[0] += 10  # (and the parked hosts' rests)
+    assert len(ruled.next(5)) == 1
+    ruled.close()
+    plain.close()

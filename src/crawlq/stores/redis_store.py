@@ -208,7 +208,12 @@ class RedisStore:
 
     def _queue_op(self, now: float, op: str, queue: str, *args: Any) -> Any:
         """Run queue_op.lua's ``op`` on ``queue`` (with its domain: the op may make it)."""
-        return self._run("queue_op", now, op, queue, domain_of(queue), *args)
+        return self._run("queue_op", now, op, queue, self._domain_of(queue), *args)
+
+    def _domain_of(self, queue: str) -> str:
+        """``queue``'s domain, for a script that may make it ('' while no domain rule
+        is on: rules.groups)."""
+        return domain_of(queue) if groups(self.policy) else ""
 
     def _run_chunks(self, name: str, head: list[Any], chunks: list[list[Any]]) -> list[Any]:
         """Run script ``name`` once per chunk of arguments, in one pipelined round trip."""
@@ -873,7 +878,7 @@ class _Loader:
 
     def load_entry(self, key: str, priority: int, retries: int, payload: bytes,
                    not_before: float | None) -> None:
-        self._pending.append(("load_entry", (key, domain_of(key), priority,
+        self._pending.append(("load_entry", (key, self.store._domain_of(key), priority,
                                              retries.to_bytes(2, "big") + payload,
                                              "" if not_before is None else not_before)))
 
@@ -886,7 +891,8 @@ class _Loader:
         for k, v in clean.items():
             if v is not None:
                 flat += [k, v]
-        self._pending.append(("load_queue", (key, domain_of(key), accepted, ready_at, *flat)))
+        self._pending.append(("load_queue", (key, self.store._domain_of(key), accepted,
+                                             ready_at, *flat)))
 
     def load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
                   error: str, died_at: float) -> None:

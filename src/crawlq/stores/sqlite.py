@@ -552,8 +552,8 @@ class SQLiteStore:
                      want: int, more: bool) -> tuple[list[int], dict[int, int]]:
         """A lease call's line under ``domain_concurrency``: of the ready queues
         ``active`` (the first of the line), those whose domain has room for one more
-        lease than its queues ahead of them take; the others rest DOMAIN_WAIT, not
-        served, and (``more``) the line goes on past them, up to ``want`` queues.
+        lease than its queues ahead of them take; the others are parked, not served,
+        and (``more``) the line goes on past them, up to ``want`` queues.
         Returns the line and the room of each of its domains (did -> leases)."""
         queues = self._queues
         line: list[int] = []
@@ -566,7 +566,8 @@ class SQLiteStore:
             out = dict.fromkeys(unknown, 0)
             for part in chunks(unknown):
                 out.update(c.execute(
-                    "SELECT did, sum(inflight) FROM queues WHERE inflight > 0 AND did IN "
+                    "SELECT did, sum(inflight) FROM queues WHERE inflight > 0 "
+                    "AND did IS NOT NULL AND did IN "
                     f"({marks(len(part))}) GROUP BY did", part))
             for did, n in out.items():
                 free[did] = domain_room(self.policy, n)

@@ -312,7 +312,8 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
 
 DOMAIN_INDEXES = """
 CREATE INDEX IF NOT EXISTS queues_domain ON queues (did);
-CREATE INDEX IF NOT EXISTS queues_out ON queues (did, inflight) WHERE inflight > 0;
+CREATE INDEX IF NOT EXISTS queues_out ON queues (did, inflight)
+    WHERE inflight > 0 AND did IS NOT NULL;
 CREATE INDEX IF NOT EXISTS queues_parked ON queues (did, parked) WHERE parked IS NOT NULL;
 """
 """A domain's queues (counted for ``max_domain_queues``), those with leases out (their

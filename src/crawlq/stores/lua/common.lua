@@ -451,10 +451,11 @@ end
 -- A queue's changes to its domain's counts: leases in flight, entries accepted, and
 -- itself (gone: -1) as one of its queues.
 local function domain_counts(q, gone)
-  if not GROUPED then return end
   local d = q.dom
   if d == '' then
-    if gone or not DOMS[q.key] then return end
+    -- (a queue gets its domain only from a call with domain rules; once it has one,
+    -- every call keeps its domain's counts, rules or not)
+    if gone or not GROUPED or not DOMS[q.key] then return end
     d = DOMS[q.key]  -- (a queue made before domains, or by a call without them)
     q.dom = d
     q.acc0, q.inf0 = 0, 0
