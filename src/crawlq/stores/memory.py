@@ -145,10 +145,11 @@ class MemoryStore:
         with self._lock:
             self._check_open()
             q = self._book.queue(queue)
+            unparked = self._book.unpark_one(q, now)  # (a block replaces a park)
             if until > q.ready_at:
                 q.ready_at = until
-                if q.state in (READY, RESTING):
-                    self._book.settle(q, now)
+            if (unparked or q.ready_at == until) and q.state in (READY, RESTING):
+                self._book.settle(q, now)
 
     def unblock(self, queue: str, now: float) -> None:
         """See :meth:`~crawlq.stores.base.Unblocking.unblock`."""

@@ -165,6 +165,7 @@ class MemoryQueue:
     room: int
     settings: dict[str, float]
     policy: QueuePolicy
+    parked: float
 
     def __init__(self, key: str, policy: QueuePolicy, created: int,
                  domain: MemoryDomain) -> None:
@@ -183,6 +184,7 @@ class MemoryQueue:
         self.version = 0  # bumped at each settle: older resting-heap entries are stale
         self.created = created  # its number in creation order
         self.room = 0  # leases it may still give in the lease call serving it
+        self.parked = 0.0  # the end of the rest parking gave it (see rules; 0: none)
         self.settings = {}  # its overrides of the store's policy
         self.policy = policy
 
@@ -299,10 +301,21 @@ class MemoryQueues:
             while n > 0 and parked:
                 until, name = _heappop(parked)
                 q = self.by_created[_u64(name, len(name) - 8)]
-                if q.state == RESTING and q.ready_at == until and q.domain is domain:
+                if (q.state == RESTING and q.ready_at == until and q.parked == until
+                        and q.domain is domain):
                     q.ready_at = now
+                    q.parked = 0.0
                     self.settle(q, now)
                     n -= 1
+
+    def unpark_one(self, q: MemoryQueue, now: float) -> bool:
+        """End the park of ``q``, if it is parked, at ``now`` (before a rest or a block
+        applies to it: the park's end must not absorb theirs); whether it was."""
+        if q.parked and q.state == RESTING and q.ready_at == q.parked:
+            q.ready_at = now
+            q.parked = 0.0
+            return True
+        return False
 
     def forget(self, q: MemoryQueue) -> None:
         """Drop ``q``, which holds nothing (no entry, lease or dead entry) and is
@@ -578,7 +591,7 @@ class MemoryQueues:
         if domain_room(q.policy, domain.inflight) - n <= 0:
             until = now + DOMAIN_WAIT
             if until > q.ready_at:  # parked (see rules)
-                q.ready_at = until
+                q.ready_at = q.parked = until
                 _heappush(domain.parked, (until, q.name))
             self.settle(q, now)
             return False
@@ -623,6 +636,8 @@ class MemoryQueues:
             q.domain.inflight -= 1
             if capped:
                 freed[q.domain] = freed.get(q.domain, 0) + 1
+                if q.parked:  # (a host parked with a lease of its own out: it rests
+                    self.unpark_one(q, now)  # from this answer, not the park's end)
             if expired and kind != ACK_REQUEUE:
                 expired.pop(item[4:10], None)
             # (one answer: its own rest; several of a queue's in one call rest the

@@ -659,6 +659,8 @@ class SQLiteStore:
         held, entries = sqlite_leases.answer(
             c, when, set(when) if self._expiries
             else {a[0] for a in everything if a[1] != ACK_DONE})
+        if self.policy.domain_concurrency > 0:
+            self._unpark_answered(c, held, when)
         if self._expiries:
             # Entries done or dead end their expiry counts (retried ones keep them).
             ended = {a[0] for a in everything if a[1] != ACK_REQUEUE}
@@ -968,6 +970,27 @@ class SQLiteStore:
             if freed:
                 self._unpark(c, freed)
 
+    def _unpark_answered(self, c: sqlite3.Connection, held: Mapping[int, Any],
+                         when: Mapping[int, float]) -> None:
+        """End the park of each parked queue a lease of which these answers end
+        (``held``: token -> (qid, ...); ``when``: token -> the time of its answer), at
+        its first answer's time: the rest after its answer must not be absorbed in the
+        park's end (see rules)."""
+        first: dict[int, float] = {}
+        for token, h in held.items():
+            at = when[token]
+            if at < first.get(h[0], math.inf):
+                first[h[0]] = at
+        parked: list[int] = []
+        for part in chunks(sorted(first)):
+            parked += [r[0] for r in c.execute(
+                f"SELECT qid FROM queues WHERE qid IN ({marks(len(part))}) AND parked IS "
+                f"NOT NULL AND state={RESTING} AND ready_at=parked", part)]
+        if parked:
+            c.executemany("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=?",
+                          [(first[qid], qid) for qid in parked])
+            self._queues.forget(parked)
+
     def _unpark(self, c: sqlite3.Connection, freed: list[tuple[float, int, int]]) -> None:
         """Make ready, per domain, as many of its parked queues as it ended leases
         (``freed``: time, qid, leases ended), the longest parked first, each at the time
@@ -997,6 +1020,7 @@ class SQLiteStore:
                               [(t, qid) for qid in ready])
                 self._queues.forget(ready)
                 self._apply(c, {qid: Delta() for qid in ready}, t)
+
     def _before_level0(self, c: sqlite3.Connection, rows: Sequence[Sequence[Any]],
                        queue_rows: Iterable[Sequence[Any]] | None = None) -> set[int]:
         """Before ``rows`` (qid, nprio, ord, ...) go into level 0: a queue with one at or
@@ -1051,6 +1075,10 @@ class SQLiteStore:
         """See :meth:`Store.block`."""
         with self._tx() as c:
             qid = self._queues.qid_map(c, [queue])[queue]
+            if c.execute("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=? AND parked "
+                         f"IS NOT NULL AND state={RESTING} AND ready_at=parked",
+                         (now, qid)).rowcount:  # (a block replaces a park: see rules)
+                self._queues.forget([qid])
             d = Delta()
             d.ready_at = until
             self._apply(c, {qid: d}, now)

@@ -93,3 +93,25 @@ class DomainContract:
         f = env.checkpoint()
         assert Counter(le.queue for le in f.next(100)) == {
             "h0.trap.example": 2, "h1.trap.example": 1}
+
+    def test_a_parked_host_keeps_its_own_politeness_rest_and_blocks(self, env: Env) -> None:
+        """A host parked while it has a lease of its own out (its concurrency lets it
+        have two) rests, when that lease ends, as politeness says, whatever lease of its
+        domain ends next; and a block on a parked host holds as given."""
+        f = env.open(domain_concurrency=2, concurrency=2, min_delay=1.0, max_delay=1.0,
+                     delay_factor=0.0)
+        f.add([f"https://{h}.ex.com/{i}" for h in ("a", "b", "c") for i in range(3)])
+        first = f.next(2)
+        assert sorted(le.queue for le in first) == ["a.ex.com", "b.ex.com"]
+        env.clock.advance(0.1)
+        assert f.next(3) == []  # (the domain is full: a, b and c are parked)
+        f.block("c.ex.com", seconds=3.0)
+        env.clock.advance(0.4)
+        f.done([le for le in first if le.queue == "a.ex.com"])  # a rests 1 s from now
+        f = env.checkpoint()
+        second = f.next(3)  # (a lease of the domain ended: b, parked, is ready again)
+        assert [le.queue for le in second] == ["b.ex.com"]
+        f.done([le for le in [*first, *second] if le.queue == "b.ex.com"])
+        assert f.next(3) == []  # (a and b rest 1 s, c is blocked for 3 s)
+        env.clock.advance(1.0)
+        assert sorted(le.queue for le in f.next(3)) == ["a.ex.com", "b.ex.com"]

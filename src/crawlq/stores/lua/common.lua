@@ -215,6 +215,20 @@ local function settle(q, now, served)
   q.st = new
 end
 
+-- End q's park, if it is parked, at `now` (before a rest or a block applies to it: the
+-- park's end must not absorb theirs); whether it was.
+local function unpark_one(q, now)
+  if q.dom == '' or q.st ~= RESTING then return false end
+  local k = P .. ':dp:' .. q.dom
+  local sc = redis.call('ZSCORE', k, q.key)
+  if sc and tonumber(sc) == q.ra then
+    redis.call('ZREM', k, q.key)
+    q.ra = now
+    return true
+  end
+  return false
+end
+
 -- Make ready at time `at`, per domain, as many of its parked queues as it ended leases
 -- (freed: domain -> n), the longest parked first (then by key); a queue whose rest is
 -- no longer the one parking set is dropped from the list, not counted.

@@ -15,9 +15,10 @@ local q = loadq(key)
 local result = 1
 if op == 'block' then
   local until_ = tonumber(ARGV[A0 + 5])
-  if until_ > q.ra then
-    q.ra = until_
-    if q.st == READY or q.st == RESTING then settle(q, now, false) end
+  local unparked = unpark_one(q, now)  -- (a block replaces a park: see rules)
+  if until_ > q.ra then q.ra = until_ end
+  if (unparked or q.ra == until_) and (q.st == READY or q.st == RESTING) then
+    settle(q, now, false)
   end
 elseif op == 'unblock' then
   if q.ra > now then

@@ -43,6 +43,7 @@ for n, a in ipairs(acks) do
     local q = loadq(key)
     q.inf = q.inf - 1
     ended(freed, q)
+    if DOMAIN.concurrency > 0 then unpark_one(q, now) end  -- (its rest: from this answer)
     local rest
     if delay then
       rest = delay
