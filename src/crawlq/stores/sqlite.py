@@ -981,11 +981,10 @@ class SQLiteStore:
             at = when[token]
             if at < first.get(h[0], math.inf):
                 first[h[0]] = at
-        parked: list[int] = []
-        for part in chunks(sorted(first)):
-            parked += [r[0] for r in c.execute(
-                f"SELECT qid FROM queues WHERE qid IN ({marks(len(part))}) AND parked IS "
-                f"NOT NULL AND state={RESTING} AND ready_at=parked", part)]
+        # (the parked queues, few but in a trap, by their own index; then those answered)
+        parked = [r[0] for r in c.execute(
+            "SELECT qid FROM queues INDEXED BY queues_parked WHERE parked IS NOT NULL "
+            f"AND state={RESTING} AND ready_at=parked") if r[0] in first]
         if parked:
             c.executemany("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=?",
                           [(first[qid], qid) for qid in parked])
