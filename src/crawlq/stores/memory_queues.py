@@ -301,10 +301,8 @@ class MemoryQueues:
             while n > 0 and parked:
                 until, name = _heappop(parked)
                 q = self.by_created[_u64(name, len(name) - 8)]
-                if (q.state == RESTING and q.ready_at == until and q.parked == until
-                        and q.domain is domain):
-                    q.ready_at = now
-                    q.parked = 0.0
+                # (an entry is stale once its queue's park ended or was made anew)
+                if q.parked == until and q.domain is domain and self.unpark_one(q, now):
                     self.settle(q, now)
                     n -= 1
 
