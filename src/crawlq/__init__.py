@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from .aio import AsyncFrontier
 from .errors import (
     ConfigError,
     CrawlqError,
@@ -41,6 +42,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AddResult",
+    "AsyncFrontier",
     "Canonicalizer",
     "ConfigError",
     "CrawlqError",

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from .entries import EntryMaker, url_of
 from .entries import leases as leases_of
@@ -48,6 +48,7 @@ from .stores.base import (
     Clearable,
     Dumps,
     Entry,
+    Exchanges,
     PipelinedAdd,
     PolicyChange,
     QueueDeletion,
@@ -322,13 +323,7 @@ class Frontier:
         ``AddResult.rejected`` and counted in ``stats().rejected``; nothing raises
         because one request of a batch is bad.
         """
-        if isinstance(requests, (str, Request)):
-            requests = [requests]
-        elif not isinstance(requests, (list, tuple)):
-            if not isinstance(requests, Iterable):
-                raise ConfigError("add() takes a Request, a URL or an iterable of them, "
-                                  f"not {requests!r}")
-            requests = list(requests)
+        requests = _as_requests(requests)
         now = self.clock()
         rejected: list[Rejection] = []
         make = self._entries.make
@@ -350,6 +345,13 @@ class Frontier:
             statuses = [st for wait in pending for st in wait()]
         else:
             statuses = self.store.add(entries, now) if entries else []
+        return self._added(requests, statuses, index, rejected)
+
+    def _added(self, requests: Sequence[Request | str], statuses: list[int],
+               index: list[int], rejected: list[Rejection]) -> AddResult:
+        """The AddResult of ``requests`` from the store's ``statuses`` of their entries
+        (``index``: each entry's request) and the ``rejected`` ones that made no entry
+        (counted here; the store counted its own refusals)."""
         added, dups = statuses.count(ADDED), statuses.count(DUPLICATE)
         if len(index) == len(requests):  # (every request made an entry: index is 0, 1, ...)
             flags = [st == ADDED for st in statuses]
@@ -441,6 +443,13 @@ class Frontier:
     def _done(self, leases: _Leases, outcome: Outcome, error: str | None,
               duration: float | Sequence[float | None] | None, after: float) -> list[bool]:
         """:meth:`done` for any leases and outcome; a flag per lease."""
+        now = self.clock()
+        return self._release(self._acks(leases, outcome, error, duration, after, now), now)
+
+    def _acks(self, leases: _Leases, outcome: Outcome, error: str | None,
+              duration: float | Sequence[float | None] | None, after: float,
+              now: float) -> list[Ack]:
+        """The store's answers to ``leases`` (see :meth:`done`), checked."""
         if isinstance(leases, Lease):
             leases = (leases,)
         durations: Iterable[float | None]
@@ -451,7 +460,6 @@ class Frontier:
             leases, durations = _per_lease_durations(leases, duration)
         if after:
             after = as_seconds("after", after, signed=True)
-        now = self.clock()
         acks: list[Ack] = []
         if outcome is Outcome.DONE:
             acks = [(le.token, ACK_DONE, d, None, 0, None, False, None)
@@ -473,7 +481,7 @@ class Frontier:
                     for le, d in zip(leases, durations)]
         else:
             raise ConfigError(f"unknown outcome {outcome!r}")
-        return self._release(acks, now)
+        return acks
 
     def renew(self, leases: _Leases, ttl: float | None = None) -> list[Lease]:
         """Extend leases still held (a page still being worked on) to ``ttl`` seconds
@@ -517,6 +525,41 @@ class Frontier:
         if self.strict_acks and not all(held):
             raise LeaseError([a[0] for a, ok in zip(acks, held) if not ok])
         return held
+
+    @_gc_paused
+    def exchange(self, add: Request | str | Iterable[Request | str] = (),
+                 done: Iterable[Lease] = (), n: int = 0, *,
+                 duration: float | Sequence[float | None] | None = None,
+                 ttl: float | None = None) -> Exchanged:
+        """A crawl loop's step in one store call: :meth:`add` what pages found, then
+        :meth:`done` their leases (``Outcome.DONE``, with ``duration``), then :meth:`next`
+        for up to ``n`` leases, in that order. On Redis the three are one round trip
+        (pipelined on one connection), on SQLite one transaction; what each part
+        answers is what the separate call would. With a store far away (a network round
+        trip per call) this is what keeps a fetch slot's cycle to one round trip."""
+        requests = _as_requests(add)
+        if n.__class__ is not int:
+            raise ConfigError(f"exchange() takes an int n, not {n!r}")
+        ttl = self.lease_ttl if ttl is None else as_seconds("ttl", ttl, positive=True)
+        now = self.clock()
+        rejected: list[Rejection] = []
+        entries: list[Entry] = []
+        index: list[int] = []
+        self._entries.make(requests, 0, len(requests), now, rejected, entries, index)
+        acks = self._acks(list(done), Outcome.DONE, None, duration, 0.0, now)
+        store = self.store
+        if isinstance(store, Exchanges):
+            statuses, held, leased = store.exchange(entries, acks, n, ttl, now)
+        else:
+            with self.transaction():
+                statuses = store.add(entries, now) if entries else []
+                held = store.release(acks, now) if acks else []
+                leased = store.lease(now, n, ttl) if n > 0 else []
+        added = self._added(requests, statuses, index, rejected)
+        if self.strict_acks and not all(held):
+            raise LeaseError([a[0] for a, ok in zip(acks, held) if not ok])
+        return Exchanged(added, held,
+                         leases_of(leased if leased.__class__ is list else list(leased), now))
 
     def transaction(self) -> AbstractContextManager[None]:
         """A block whose calls are one atomic step of the store, where it has them
@@ -562,10 +605,9 @@ class Frontier:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            at = self.next_ready_at()
-            if at is None:
+            pause = self.idle_for(poll)
+            if pause is None:
                 return False
-            pause = min(at - self.clock(), poll)
             if pause <= 0:
                 return True
             if deadline is not None:
@@ -574,6 +616,14 @@ class Frontier:
                     return True
                 pause = min(pause, left)
             time.sleep(pause)
+
+    def idle_for(self, poll: float = 1.0) -> float | None:
+        """One look of :meth:`wait`: the seconds to sleep before looking again (0 or
+        less: :meth:`next` may return something now; at most ``poll``, since another
+        worker may add work sooner), or None when the crawl is over for every worker
+        sharing the frontier. For a loop with a sleep of its own (an event loop's)."""
+        at = self.next_ready_at()
+        return None if at is None else min(at - self.clock(), poll)
 
     # -- named values and counts from outside ---------------------------------------
 
@@ -833,6 +883,30 @@ def _not_dumped(rec: Mapping[str, Any]) -> bool:
 
 _REST_SETTINGS = ("min_delay", "max_delay", "delay_factor")
 """The policy settings :meth:`Frontier.configure_default` may change while open."""
+
+def _as_requests(requests: Request | str | Iterable[Request | str]
+                 ) -> Sequence[Request | str]:
+    """add()'s argument as a sequence of requests (checked)."""
+    if isinstance(requests, (str, Request)):
+        return [requests]
+    if isinstance(requests, (list, tuple)):
+        return requests
+    if not isinstance(requests, Iterable):
+        raise ConfigError("add() takes a Request, a URL or an iterable of them, "
+                          f"not {requests!r}")
+    return list(requests)
+
+
+class Exchanged(NamedTuple):
+    """What :meth:`Frontier.exchange` answers."""
+
+    added: AddResult
+    """What :meth:`Frontier.add` would answer for the requests offered."""
+    held: list[bool]
+    """Per lease answered: whether it was still held (as :meth:`Frontier.done_each`)."""
+    leases: list[Lease]
+    """The new leases (as :meth:`Frontier.next`)."""
+
 
 def _per_lease_durations(leases: Iterable[Lease], durations: object,
                          ) -> tuple[list[Lease], list[float | None]]:

@@ -16,6 +16,7 @@ from crawlq.stores import memory as memory_module
 from crawlq.stores import rules, sqlite_levels, sqlite_rows
 from crawlq.stores import sqlite as sqlite_module
 from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
+from crawlq.testing.through_async import through_async
 
 
 class TestMemoryStore(MemoryOnlyContract):
@@ -132,3 +133,35 @@ class TestRedisClusterStore(FrontierContract):
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         prefix = "c" + hashlib.blake2b(str(path).encode(), digest_size=8).hexdigest()
         return Frontier.open(f"{self.url}&prefix={prefix}", clock=clock, **options)
+
+
+# -- the same contract through the asyncio API ----------------------------------------
+
+
+class TestMemoryStoreAsync(TestMemoryStore):
+    """The contract through AsyncFrontier on memory: its calls on the event loop."""
+
+    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
+        return through_async(super().open_frontier(clock, path, **options))
+
+
+class TestMemoryStoreAsyncThreads(TestMemoryStore):
+    """The contract through AsyncFrontier with memory's calls on worker threads, as a
+    store that waits on I/O has them."""
+
+    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
+        return through_async(super().open_frontier(clock, path, **options), threads=2)
+
+
+class TestSQLiteStoreAsync(TestSQLiteStore):
+    """The contract through AsyncFrontier on SQLite (calls on worker threads)."""
+
+    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
+        return through_async(super().open_frontier(clock, path, **options))
+
+
+class TestRedisStoreAsync(TestRedisStore):
+    """The contract through AsyncFrontier on a real redis-server."""
+
+    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
+        return through_async(super().open_frontier(clock, path, **options))

@@ -129,8 +129,13 @@ class Store(Protocol):
     each chunk; see the module's docstring). What a store may offer beyond this:
     :class:`Dumps`, :class:`QueueDeletion`, :class:`QueueRemoval`,
     :class:`PolicyChange`, :class:`Transactions`, :class:`PipelinedAdd`,
-    :class:`Destroyable`, :class:`Namespaced`. The contract suite in
+    :class:`Exchanges`, :class:`Destroyable`, :class:`Namespaced`. The contract suite in
     :mod:`crawlq.testing` is its executable specification.
+
+    A store whose calls never wait on I/O (the memory store) says so with a class
+    attribute ``in_process = True``: :class:`~crawlq.aio.AsyncFrontier` then calls it
+    on the event loop; any other store's calls run on worker threads, so they must be
+    safe to make from several threads at once (each store takes its own lock).
     """
 
     @property
@@ -351,6 +356,21 @@ class PipelinedAdd(Protocol):
     def add_begin(self, entries: Sequence[Entry], now: float) -> Callable[[], list[int]]:
         """Send ``entries`` to be added (as :meth:`Store.add`) and return at once; the
         returned function waits for their statuses. Each part is atomic on its own."""
+        ...
+
+
+@runtime_checkable
+class Exchanges(Protocol):
+    """:meth:`Store.add`, :meth:`Store.release` and :meth:`Store.lease` sent together
+    (Redis: one pipelined round trip on one connection, run in that order).
+    :meth:`~crawlq.Frontier.exchange` uses it; a store without it gets the three calls
+    in one :class:`Transactions` block where it has one."""
+
+    def exchange(self, entries: Sequence[Entry], acks: Sequence[Ack], limit: int,
+                 ttl: float, now: float) -> tuple[list[int], list[bool], list[Leased]]:
+        """The statuses of ``entries`` (as :meth:`Store.add`), then whether each of
+        ``acks`` was held (as :meth:`Store.release`), then up to ``limit`` leases (as
+        :meth:`Store.lease`). Each part is atomic on its own."""
         ...
 
 

@@ -41,6 +41,10 @@ class MemoryStore:
     (:class:`~.memory_queues.MemoryQueues`, compiled), the named values, the rejection
     counts and the lock every call takes."""
 
+    in_process = True
+    """Its calls never wait on I/O: :class:`~crawlq.aio.AsyncFrontier` runs them on the
+    event loop rather than a thread (see :class:`~.base.Store`)."""
+
     def __init__(
         self,
         policy: QueuePolicy | None = None,

@@ -220,15 +220,33 @@ class RedisStore:
         if len(chunks) == 1 or self.cluster:
             # redis-py's cluster pipeline refuses EVALSHA: one call per chunk there.
             return [self._run(name, *head, *chunk) for chunk in chunks]
-        script = self._scripts[name]
+        return self._pipelined([(name, head + chunk) for chunk in chunks])
+
+    def _pipelined(self, calls: list[tuple[str, list[Any]]],
+                   atomic: bool = False) -> list[Any]:
+        """Run scripts (name, arguments) in one round trip, in order on one connection,
+        retried whole when the connection fails. By their SHA (EVALSHA), not through
+        redis-py's Script objects, whose pipeline first asks SCRIPT EXISTS: a second
+        round trip per call, which a far server makes dear. A script the server does
+        not have (it restarted, or was flushed) runs again through :meth:`_run`, which
+        loads it. ``atomic``: in one MULTI/EXEC, so that a refusal (a full Redis) of one
+        refuses them all; otherwise each runs or is refused on its own."""
+        redis = self._redis
 
         def go() -> list[Any]:
-            pipe = self._client.pipeline(transaction=False)
-            for chunk in chunks:
-                script(keys=self._keys, args=self._pargs + head + chunk, client=pipe)
-            return list(pipe.execute())
+            pipe = self._client.pipeline(transaction=atomic)
+            for name, args in calls:
+                pipe.execute_command("EVALSHA", self._scripts[name].sha, 1, self._m,
+                                     *self._pargs, *args)
+            return list(pipe.execute(raise_on_error=False))
 
-        return self._retrying(go)
+        replies = self._retrying(go)
+        for i, res in enumerate(replies):
+            if isinstance(res, redis.exceptions.NoScriptError):
+                replies[i] = self._run(calls[i][0], *calls[i][1])
+            elif isinstance(res, redis.ResponseError):
+                raise self.refused(res) from res
+        return replies
 
     def _check_shape(self, create: bool = True) -> None:
         """Refuse to mix a Bloom seen-set of one shape with another (or exact) one (and
@@ -360,19 +378,39 @@ class RedisStore:
         """See :meth:`Store.lease`."""
         if limit <= 0:
             return []
-        flat = self._run("lease", now, limit, ttl, queue or "")
-        expires = now + ttl
-        out: list[Leased] = []
-        for i in range(0, len(flat), 4):
-            item = flat[i + 3]
-            out.append((int(flat[i]), flat[i + 1].decode("utf-8", "surrogateescape"),
-                        int(flat[i + 2]), int.from_bytes(item[:2], "big"), item[2:], expires))
-        return out
+        return _leased(self._run("lease", now, limit, ttl, queue or ""), now + ttl)
+
+    def exchange(self, entries: Sequence[Entry], acks: Sequence[Ack], limit: int,
+                 ttl: float, now: float) -> tuple[list[int], list[bool], list[Leased]]:
+        """See :class:`~crawlq.stores.base.Exchanges`: the add, release and lease
+        scripts in one MULTI/EXEC, one round trip: a full Redis (maxmemory) refuses
+        them all, never the links and not the answers of the pages that found them.
+        Retried whole when the connection fails (what ran already then answers as a
+        duplicate or a late answer; leases whose reply was lost come back after their
+        TTL, as a lost lease reply always does)."""
+        calls = ([("add", [now, blob]) for blob in self._add_blobs(entries)]
+                 + [("release", [now, blob]) for blob in _ack_blobs(acks)]
+                 + ([("lease", [now, limit, ttl, ""])] if limit > 0 else []))
+        if self.cluster or len(calls) <= 1:
+            # (redis-py's cluster pipeline refuses EVALSHA)
+            replies = [self._run(name, *args) for name, args in calls]
+        else:
+            replies = self._pipelined(calls, atomic=True)
+        statuses: list[int] = []
+        held: list[bool] = []
+        leased: list[Leased] = []
+        for (name, _), res in zip(calls, replies):
+            if name == "add":
+                statuses.extend(c - 48 for c in res)
+            elif name == "release":
+                held.extend(c == 49 for c in res)
+            else:
+                leased = _leased(res, now + ttl)
+        return statuses, held, leased
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
         """See :meth:`Store.release`."""
-        packb = msgpack.Packer(use_bin_type=False).pack
-        chunks = [[packb(acks[start:start + CHUNK])] for start in range(0, len(acks), CHUNK)]
+        chunks = [[blob] for blob in _ack_blobs(acks)]
         if not chunks:
             return []
         out: list[bool] = []
@@ -779,6 +817,22 @@ def _lua_policy(policy: QueuePolicy) -> QueuePolicy:
 def _bloom_spec(shape: BloomShape, fp: bytes) -> list[int]:
     block, bits = shape.locate(fp)
     return [block, *bits]
+
+
+def _leased(flat: list[Any], expires: float) -> list[Leased]:
+    """The rows of the lease script's flat reply (token, queue, priority, item)."""
+    out: list[Leased] = []
+    for i in range(0, len(flat), 4):
+        item = flat[i + 3]
+        out.append((int(flat[i]), flat[i + 1].decode("utf-8", "surrogateescape"),
+                    int(flat[i + 2]), int.from_bytes(item[:2], "big"), item[2:], expires))
+    return out
+
+
+def _ack_blobs(acks: Sequence[Ack]) -> list[bytes]:
+    """The release script's argument for each chunk of ``acks``."""
+    packb = msgpack.Packer(use_bin_type=False).pack
+    return [packb(acks[start:start + CHUNK]) for start in range(0, len(acks), CHUNK)]
 
 
 def _unpack(rec: bytes) -> list[Any]:

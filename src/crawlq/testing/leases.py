@@ -388,6 +388,35 @@ class LeaseContract:
         assert lease.request == req
         assert lease.queue == "xn--tda.example"
 
+    def test_an_exchange_adds_then_answers_then_leases(self, env: Env) -> None:
+        """``exchange(add, done, n)`` does what add(), done() and next(n) do, in that
+        order: a link it adds and a host it frees are leasable in the same call."""
+        f = env.open(max_queue_urls=3, **FAST)
+        f.add(["https://a.example/1", "https://b.example/1"])
+        a, b = f.next(2)
+        ex = f.exchange(["https://a.example/2", "https://c.example/1", "https://a.example/1",
+                         "not a url", "https://a.example/3", "https://a.example/4"],
+                        [a], 5, duration=0.5)
+        assert (ex.added.added, ex.added.duplicates) == (3, 1)
+        assert [r.reason for r in ex.added.rejected] == ["not-absolute", "queue-budget"]
+        assert ex.held == [True]
+        # a.example was freed by the answer; b.example is still leased (one at a time)
+        assert sorted(le.request.url for le in ex.leases) == [
+            "https://a.example/2", "https://c.example/1"]
+        f = env.checkpoint()
+        late = f.exchange((), [a, b], 0)  # a: answered already; b: held
+        assert late.held == [False, True] and late.leases == []
+        s = f.stats()
+        assert (s.done, s.leased, s.queued, s.late_acks) == (2, 2, 1, 1)
+        empty = f.exchange()  # (nothing asked: nothing done)
+        assert (empty.added.added, empty.held, empty.leases) == (0, [], [])
+        assert f.exchange(n=5).leases == []  # a.example's one lease is out
+        (two,) = [le for le in ex.leases if le.queue == "a.example"]
+        assert [le.request.url for le in f.exchange(done=[two], n=5).leases] == [
+            "https://a.example/3"]
+        with pytest.raises(ConfigError):
+            f.exchange(n="5")  # type: ignore[arg-type]
+
     def test_a_transaction_block_is_one_step_where_the_store_has_them(
             self, env: Env) -> None:
         """Calls inside ``with f.transaction():`` do what they do outside it. On a store
