@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from crawlq import Frontier
+from crawlq import AsyncFrontier, Frontier
 from crawlq.crawler import CrawlConfig, Crawler, Summary
 from crawlq.testweb import SiteSpec, TestWeb, pages, reachable, serve
 
@@ -254,13 +254,17 @@ def test_one_bad_loc_in_a_sitemap_leaves_the_others() -> None:
     scope = Scope(["a.test"], [], [], None)
     assert scope.why_not("http://[zzz]/", 1) == "bad-url"
     summary = Summary()
-    with Frontier.open("memory://") as f:  # what a sitemap's <loc>s go through
-        links = Links(scope, summary)
-        links.follow(f, ["http://a.test/1", "http://[zzz]/", "http://a.test/2"], 1,
-                     "http://a.test/map.xml")
-        assert f.stats().queued == 0  # (offered at the next flush)
-        links.flush(f)
-        assert f.stats().queued == 2 and summary.out_of_scope["bad-url"] == 1
+
+    async def go() -> None:
+        async with await AsyncFrontier.open("memory://") as f:  # a sitemap's <loc>s
+            links = Links(scope, summary)
+            links.follow(f, ["http://a.test/1", "http://[zzz]/", "http://a.test/2"], 1,
+                         "http://a.test/map.xml")
+            assert (await f.stats()).queued == 0  # (offered at the next flush)
+            await links.flush(f)
+            assert (await f.stats()).queued == 2 and summary.out_of_scope["bad-url"] == 1
+
+    asyncio.run(go())
 
 
 def test_a_page_that_kills_its_crawler_is_dead_after_its_redeliveries(tmp_path: Path) -> None:

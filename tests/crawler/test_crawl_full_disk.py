@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from hostile_web import NOT_FOUND, Answer, Hit, HostileWeb, page_with_links, serve_routes
 
-from crawlq import Frontier, Request
+from crawlq import AsyncFrontier, Request
 from crawlq.crawler import CrawlConfig, Crawler
 from crawlq.crawler.config import Summary
 from crawlq.crawler.discover import Links
@@ -100,19 +100,23 @@ def urls_in(path: Path) -> list[str]:
 def test_links_stay_buffered_while_the_store_disk_is_full(small_fs: Path) -> None:
     """Links whose add failed are kept, and offered again by the next flush."""
     store = f"sqlite:///{small_fs}/frontier.db"
-    with Frontier.open(store) as frontier:
-        frontier.add(["http://a.test/"])
-        summary = Summary()
-        links = Links(Scope(["a.test"], [], [], None), summary)
-        found = [f"http://a.test/{i}/" + "x" * 200 for i in range(3000)]
-        links.follow(frontier, found, 1, "http://a.test/")
-        filler = fill(small_fs)
-        with pytest.raises(StoreFull):
-            links.flush(frontier)
-        filler.unlink()
-        links.flush(frontier)
-        assert summary.links_added == len(found)
-        assert frontier.stats().queued == len(found) + 1
+
+    async def go() -> None:
+        async with await AsyncFrontier.open(store) as frontier:
+            await frontier.add(["http://a.test/"])
+            summary = Summary()
+            links = Links(Scope(["a.test"], [], [], None), summary)
+            found = [f"http://a.test/{i}/" + "x" * 200 for i in range(3000)]
+            links.follow(frontier, found, 1, "http://a.test/")
+            filler = fill(small_fs)
+            with pytest.raises(StoreFull):
+                await links.flush(frontier)
+            filler.unlink()
+            await links.flush(frontier)
+            assert summary.links_added == len(found)
+            assert (await frontier.stats()).queued == len(found) + 1
+
+    asyncio.run(go())
 
 
 def test_a_store_disk_that_fills_mid_crawl_loses_no_page(tree: HostileWeb, small_fs: Path,

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from ..aio import AsyncFrontier
 from ..errors import CrawlqError, StoreError
-from ..frontier import Frontier
 from ..models import Lease, Outcome, Request
 from . import robots as robots_mod
 from . import seeds
@@ -63,8 +63,10 @@ class Crawler:
         self._fatal: CrawlqError | None = None
         self._acks: Acks | None = None
         self._out: Output | None = None
+        self._unanswered: list[Lease] = []  # leases to put back when the run ends
+        self._ready: list[Lease] = []  # leases taken ahead, not fetched yet
         self._parsers = Parsers(config.parse_timeout, max_bytes=config.max_bytes)
-        self.frontier: Frontier | None = None
+        self.frontier: AsyncFrontier | None = None
         """The frontier while :meth:`run` runs (for progress displays)."""
         self.links = Links(self.scope, self.summary, once_per_round=bool(config.revisit_after))
 
@@ -97,27 +99,25 @@ class Crawler:
             self._fatal = exc
         self._stop = True
         held = self._acks.forget() if self._acks is not None else []
-        if held and self.frontier is not None and not isinstance(exc, StoreError):
-            self._put_back(self.frontier, held)  # not durable: fetched again next run
+        if not isinstance(exc, StoreError):
+            self._unanswered += held  # not durable: put back when the run ends
 
-    def _put_back(self, frontier: Frontier, leases: list[Lease]) -> None:
+    async def _put_back(self, frontier: AsyncFrontier, leases: list[Lease]) -> None:
         """Leases not answered, back to their queues unfailed, for the next run (rather
         than after their ``lease_ttl``)."""
         log.info("%d page(s) in flight put back for the next run", len(leases))
         try:
-            frontier.retry(leases)
+            await frontier.retry(leases)
         except StoreError as exc:
             self._fail(exc)
 
     def _ack(self, lease: Lease, outcome: Outcome = Outcome.DONE, *, wrote: bool = False,
              error: str | None = None, duration: float | None = None) -> None:
-        """Answer a lease; after an output record (``wrote``), once it is durable."""
-        if wrote and self._acks is not None:
-            self._acks.add(lease, outcome, error=error, duration=duration)
-        else:
-            assert self.frontier is not None  # (set while run() runs)
-            self.links.flush(self.frontier)  # (never done while its links are not queued)
-            self.frontier.done(lease, outcome, error=error, duration=duration)
+        """Answer a lease at the next commit of :class:`Acks` (grouped with the other
+        pages'), after the links found so far are queued and, for a page with an output
+        record (``wrote``), once the output is durable."""
+        assert self._acks is not None  # (set while run() runs)
+        self._acks.add(lease, outcome, error=error, duration=duration)
 
     def _archive(self, url: str, r: Fetched) -> None:
         """A robots.txt response: into a WARC output too (archives keep what decided
@@ -133,7 +133,7 @@ class Crawler:
         out.write(req, r, title, outlinks)
         return True
 
-    async def _robots_for(self, fetcher: Fetcher, frontier: Frontier, url: str,
+    async def _robots_for(self, fetcher: Fetcher, frontier: AsyncFrontier, url: str,
                           queue: str) -> robots_mod.Robots:
         rules, fresh = await self._robots.rules(fetcher, url, frontier)
         if fresh:  # just fetched: its Crawl-delay and sitemaps take effect
@@ -142,7 +142,7 @@ class Crawler:
                             robots_mod.origin(url), ", ".join(rules.parser.ignored_delays))
             delay = self._crawl_delay(rules.crawl_delay, url)
             if delay is not None:
-                frontier.configure_queue(queue, min_delay=delay)
+                await frontier.configure_queue(queue, min_delay=delay)
             if self.config.sitemaps and rules.sitemaps:
                 self.links.add_sitemaps(frontier, rules.sitemaps,
                                         robots_mod.origin(url) + "/robots.txt")
@@ -165,7 +165,7 @@ class Crawler:
             return c.max_delay
         return asked
 
-    async def _visit(self, frontier: Frontier, fetcher: Fetcher, lease: Lease,
+    async def _visit(self, frontier: AsyncFrontier, fetcher: Fetcher, lease: Lease,
                      out: Output | None) -> None:
         try:
             await self._fetch_one(frontier, fetcher, lease, out)
@@ -175,12 +175,9 @@ class Crawler:
             log.exception("crawling %s failed", lease.request.url)
             self.summary.errors[type(exc).__name__] += 1
             self._emit("error", lease.request, exc)
-            try:
-                frontier.done(lease, Outcome.FAILED, error=f"{type(exc).__name__}: {exc}")
-            except StoreError as store_exc:
-                self._fail(store_exc)
+            self._ack(lease, Outcome.FAILED, error=f"{type(exc).__name__}: {exc}")
 
-    async def _fetch_one(self, frontier: Frontier, fetcher: Fetcher, lease: Lease,
+    async def _fetch_one(self, frontier: AsyncFrontier, fetcher: Fetcher, lease: Lease,
                          out: Output | None) -> None:
         req = lease.request
         s = self.summary
@@ -193,7 +190,7 @@ class Crawler:
                     # 9309). The host is backed off in the store until robots.txt is
                     # asked again, and the URL waits there: no failure is counted.
                     s.robots_waits += 1
-                    frontier.block(lease.queue, until=rules.expires)
+                    await frontier.block(lease.queue, until=rules.expires)
                     self._ack(lease, Outcome.RETRY)
                     return
                 if rules.disallow_all:
@@ -209,7 +206,7 @@ class Crawler:
                 if not rules.allows(req.url):
                     s.robots_denied += 1
                     why = "robots.txt disallows it (--ignore-robots to crawl anyway)"
-                    frontier.count_rejected("robots-denied")  # (in crawlq stats)
+                    await frontier.count_rejected("robots-denied")  # (in crawlq stats)
                     self._ack(lease)
                     if seed:
                         seeds.refuse(self.summary, req.url, why)
@@ -248,7 +245,7 @@ class Crawler:
             # "Come back later": the host is left alone (in the store, so every process
             # sharing it obeys), and the URL counts a failure: dead after its retries.
             wait = backoff(r, req.retries, self.config.retry_backoff, self.config.max_backoff)
-            frontier.block(lease.queue, seconds=wait)
+            await frontier.block(lease.queue, seconds=wait)
             wrote = self._write(out, req, r, None, 0)
             self._ack(lease, Outcome.FAILED, wrote=wrote, duration=r.elapsed,
                       error=f"HTTP {r.status} (host backed off {wait:.0f}s)")
@@ -300,7 +297,7 @@ class Crawler:
         out = (open_output(c.out, c.out_format, save=c.save, rotate=c.out_rotate)
                if c.out else None)
         try:
-            frontier = Frontier.open(
+            frontier = await AsyncFrontier.open(
                 c.store, concurrency=c.per_host, min_delay=c.min_delay,
                 max_delay=c.max_delay, delay_factor=c.delay_factor,
                 max_queue_urls=c.max_per_host, max_retries=c.max_retries,
@@ -321,21 +318,28 @@ class Crawler:
                           accept_encoding=(out.accept_encoding if out is not None else None)
                           or ACCEPT_ENCODING)
         self._out = out
-        acks = self._acks = (Acks(frontier, out, self._fail,
-                                  before_done=lambda: self.links.flush(frontier))
-                             if out is not None else None)
-        committer = asyncio.create_task(acks.run()) if acks is not None else None
         inflight: dict[asyncio.Task[None], Lease] = {}
+
+        async def step(done: list[Lease], durations: list[float | None]) -> None:
+            # The pages' links, their answers and the leases for the fetch slots they
+            # free, in one store call: with a store far away, a slot's cycle is its
+            # fetch plus one round trip.
+            got = await self.links.flush(frontier, done, durations, self._room(inflight))
+            self._ready.extend(got)  # (after the await: the list may be another by then)
+
+        acks = self._acks = Acks(frontier, out, self._fail, step=step)
+        committer = asyncio.create_task(acks.run())
         renewer = asyncio.create_task(self._renew(frontier, inflight))
         try:
             self._emit("start", self)
-            seeds.revive(frontier, c.seeds)
+            await seeds.revive(frontier, c.seeds)
             for n in range(1, max(c.rounds, 1) + 1):
                 self.summary.rounds = n
                 self.links.new_round()
                 # Seeds again each round: with revisit_after they are accepted anew once
                 # their interval has passed, and so are the pages they lead to.
-                seeds.offer(frontier, c.seeds, self.scope, self.summary, report=n == 1)
+                await seeds.offer(frontier, c.seeds, self.scope, self.summary,
+                                  report=n == 1)
                 self._emit("round_start", n)
                 deadline = time.monotonic() + c.duration if c.duration else None
                 try:
@@ -356,15 +360,18 @@ class Crawler:
             renewer.cancel()
             for t in inflight:
                 t.cancel()
-            if committer is not None and acks is not None:
-                await acks.stop(committer)  # (a commit under way finishes first)
+            await acks.stop(committer)  # (a commit under way finishes first)
             await fetcher.close()
             await self._parsers.aclose()
             try:
-                if acks is not None and self._fatal is None:
+                if self._fatal is None:
                     await acks.commit()  # the last pages written: durable, then acknowledged
                 if self._fatal is None:
-                    self.links.flush(frontier)
+                    await self.links.flush(frontier)
+                back, self._unanswered = self._unanswered + self._ready, []
+                self._ready = []
+                if back and not isinstance(self._fatal, StoreError):
+                    await self._put_back(frontier, back)
             finally:
                 if out is not None:
                     try:
@@ -374,7 +381,7 @@ class Crawler:
                             raise OutputError(f"closing the output {out.path} failed: "
                                               f"{exc}") from None
                 self.frontier = None
-                frontier.close()
+                await frontier.aclose()
                 self.summary.seconds = time.monotonic() - started
                 self._emit("shutdown", self.summary)
         return self.summary
@@ -382,9 +389,19 @@ class Crawler:
     def _limit_left(self, inflight: Mapping[asyncio.Task[None], Lease]) -> int | None:
         if self.config.max_pages is None:
             return None
-        return max(self.config.max_pages - self.summary.fetched - len(inflight), 0)
+        return max(self.config.max_pages - self.summary.fetched - len(inflight)
+                   - len(self._ready), 0)
 
-    async def _round(self, frontier: Frontier, fetcher: Fetcher, out: Output | None,
+    def _room(self, inflight: Mapping[asyncio.Task[None], Lease]) -> int:
+        """Leases to take now: the fetch slots free, less those taken ahead, within
+        ``--max-pages``; none once the crawl is stopping."""
+        if self._stop:
+            return 0
+        free = self.config.concurrency - len(inflight) - len(self._ready)
+        left = self._limit_left(inflight)
+        return max(free if left is None else min(free, left), 0)
+
+    async def _round(self, frontier: AsyncFrontier, fetcher: Fetcher, out: Output | None,
                      inflight: dict[asyncio.Task[None], Lease],
                      deadline: float | None) -> bool:
         """Crawl until the frontier is empty (True), or a limit, the deadline or a stop."""
@@ -394,14 +411,22 @@ class Crawler:
             if deadline is not None and time.monotonic() >= deadline:
                 break
             limit_left = self._limit_left(inflight)
-            free = c.concurrency - len(inflight)
-            if limit_left is not None:
-                free = min(free, limit_left)
-            if free <= 0 and inflight:  # every slot busy: wait for one to free up
-                await self._wait(inflight, None)
-                continue
-            self.links.flush(frontier)  # (what the last pages found is leasable too)
-            leases = frontier.next(free) if free > 0 else []
+            slots = c.concurrency - len(inflight)
+            if self._ready and slots > 0:  # leases taken ahead (with pages' answers)
+                leases, self._ready = self._ready[:slots], self._ready[slots:]
+            else:
+                free = self._room(inflight)
+                if free <= 0 and inflight:  # every slot busy: wait for one to free up
+                    await self._wait(inflight, None)
+                    continue
+                if self._acks is not None and len(self._acks) and free > 0:
+                    # Pages being answered: their commit takes the leases for the free
+                    # slots in the same store call (a lease call now would find their
+                    # hosts still busy).
+                    await self._wait(inflight, None)
+                    continue
+                # (what the last pages found is leasable too)
+                leases = await self.links.flush(frontier, n=free) if free > 0 else []
             for lease in leases:
                 task = asyncio.create_task(self._visit(frontier, fetcher, lease, out))
                 inflight[task] = lease
@@ -409,7 +434,7 @@ class Crawler:
                 continue
             if limit_left == 0 and not inflight:
                 break
-            when = frontier.next_ready_at()
+            when = await frontier.next_ready_at()
             if when is None and not inflight:
                 finished = True
                 break
@@ -426,21 +451,17 @@ class Crawler:
         """Until a fetch ends, held acknowledgements are committed (their hosts may be
         free again) or ``timeout`` passes."""
         waiters: set[asyncio.Future[Any]] = set(inflight)
-        waker = None
-        if self._acks is not None and len(self._acks):
-            waker = asyncio.ensure_future(self._acks.released.wait())
-            waiters.add(waker)
+        if self._acks is not None and len(self._acks):  # (an answer frees its host)
+            waiters.add(self._acks.released())
         if not waiters:
             await asyncio.sleep(timeout or 0)
             return
         done, _ = await asyncio.wait(waiters, timeout=timeout,
                                      return_when=asyncio.FIRST_COMPLETED)
-        if waker is not None:
-            waker.cancel()
         for t in done:
             inflight.pop(t, None)
 
-    async def _drain(self, frontier: Frontier,
+    async def _drain(self, frontier: AsyncFrontier,
                      inflight: dict[asyncio.Task[None], Lease]) -> None:
         """Let the fetches in flight finish and be acknowledged: all of them at a limit,
         for :attr:`STOP_GRACE` seconds after a stop. Those still running then are
@@ -459,9 +480,9 @@ class Crawler:
         back = [inflight[t] for t in pending]
         inflight.clear()
         if back and not isinstance(self._fatal, StoreError):
-            self._put_back(frontier, back)
+            await self._put_back(frontier, back)
 
-    async def _renew(self, frontier: Frontier,
+    async def _renew(self, frontier: AsyncFrontier,
                      inflight: dict[asyncio.Task[None], Lease]) -> None:
         """Renew the leases of the pages still worked on (fetched, parsed, or written
         and waiting for their commit) every third of the lease time: a slow page or a
@@ -469,12 +490,12 @@ class Crawler:
         every = frontier.lease_ttl / 3
         while True:
             await asyncio.sleep(every)
-            leases = list(inflight.values())
+            leases = list(inflight.values()) + self._ready
             if self._acks is not None:
                 leases += self._acks.held()
             if leases and self._fatal is None:
                 try:
-                    frontier.renew(leases)
+                    await frontier.renew(leases)
                 except StoreError as exc:
                     self._fail(exc)
                     return

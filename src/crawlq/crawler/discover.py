@@ -3,13 +3,15 @@ crawl's scope, to the frontier (which drops duplicates and says what it rejected
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..frontier import Frontier
-from ..models import Request
+from ..aio import AsyncFrontier
+from ..models import Lease, Request
 from . import sitemaps
 from .config import Summary
 from .fetch import Fetched
@@ -24,7 +26,8 @@ class Links:
     Links in scope wait in a buffer until :meth:`flush` offers them all to the frontier
     in one call (one store transaction for many pages, not one per page). The crawler
     flushes before it acknowledges a page (so a page is never done while its links are
-    not in the frontier) and before it asks the frontier for work.
+    not in the frontier) and before it asks the frontier for work. Pages go on finding
+    links while a flush waits for the store: those wait for the next flush.
 
     With ``once_per_round`` (revisits), a URL is offered at most once per round, however
     soon its revisit interval passes: :meth:`new_round` starts a round.
@@ -34,6 +37,7 @@ class Links:
         self.scope = scope
         self.summary = summary
         self._pending: list[Request] = []
+        self._flushing = asyncio.Lock()
         self._sitemaps: Counter[str] = Counter()  # sitemap files queued, per host
         self._sitemap_urls: Counter[str] = Counter()  # page URLs they listed, per host
         # the hashes of the canonical URLs offered this round
@@ -44,7 +48,7 @@ class Links:
         if self._this_round is not None:
             self._this_round.clear()
 
-    def sitemap(self, frontier: Frontier, req: Request, r: Fetched, max_bytes: int) -> None:
+    def sitemap(self, frontier: AsyncFrontier, req: Request, r: Fetched, max_bytes: int) -> None:
         """Queue what a fetched sitemap (or sitemap index) lists, within the bounds of
         :mod:`.sitemaps` (nesting, sitemaps and URLs per host), counting what is left
         out in ``out_of_scope``."""
@@ -69,7 +73,7 @@ class Links:
             self.summary.sitemap_urls += len(locs)
             self.follow(frontier, locs, req.depth + 1, req.url)
 
-    def add_sitemaps(self, frontier: Frontier, urls: list[str], referrer: str,
+    def add_sitemaps(self, frontier: AsyncFrontier, urls: list[str], referrer: str,
                      level: int = 1) -> None:
         """Queue sitemaps (from robots.txt: ``level`` 1, or an index: its level + 1)
         that are in scope, at most :data:`~.sitemaps.MAX_SITEMAPS_PER_HOST` per host;
@@ -95,7 +99,7 @@ class Links:
             kept.append(url)
         return kept
 
-    def follow(self, frontier: Frontier, links: list[str], depth: int, referrer: str,
+    def follow(self, frontier: AsyncFrontier, links: list[str], depth: int, referrer: str,
                meta: dict[str, Any] | None = None) -> None:
         """Queue the ``links`` in scope, at ``depth`` (offered at the next :meth:`flush`)."""
         new = []
@@ -117,15 +121,35 @@ class Links:
                                priority=self.scope.priority(url)))
         self._pending += new
 
-    def flush(self, frontier: Frontier) -> None:
-        """Offer the links waiting in the buffer to the frontier. When the frontier
-        fails (a full disk, Redis gone), the links stay in the buffer and the error goes
-        up: the pages that found them are not acknowledged until a flush succeeds."""
-        if not self._pending:
-            return
-        new = self._pending
-        result = frontier.add(new)  # (raises: nothing was taken, the buffer is kept)
-        self._pending = []
-        self.summary.links_added += result.added
-        for rej in result.rejected:
-            self.summary.out_of_scope[rej.reason] += 1
+    async def flush(self, frontier: AsyncFrontier, done: Sequence[Lease] = (),
+                    durations: Sequence[float | None] = (), n: int = 0
+                    ) -> list[Lease]:
+        """Offer the links waiting in the buffer to the frontier; with ``done`` (leases
+        of pages answered DONE, their fetch ``durations``) or ``n`` (leases wanted),
+        answer those and lease up to ``n`` in the same store call
+        (:meth:`~crawlq.Frontier.exchange`: one round trip to a far store); returns the
+        new leases. When the frontier fails (a full disk, Redis gone), the links go back
+        to the buffer and the error goes up: the pages that found them are not
+        acknowledged until a flush succeeds. A flush waits for one under way: when it
+        returns, every link buffered before it was called is in the frontier."""
+        if not self._pending and not done and not self._flushing.locked():
+            # Nothing to offer or answer, and no flush under way: only leases, which
+            # need not wait for another call of the crawl to end.
+            return await frontier.next(n) if n > 0 else []
+        async with self._flushing:
+            if not self._pending and not done and n <= 0:
+                return []
+            new, self._pending = self._pending, []
+            try:
+                if done or n > 0:
+                    ex = await frontier.exchange(new, done, n, duration=list(durations))
+                    result, leases = ex.added, ex.leases
+                else:
+                    result, leases = await frontier.add(new), []
+            except BaseException:
+                self._pending[:0] = new  # (nothing was taken: kept, in order)
+                raise
+            self.summary.links_added += result.added
+            for rej in result.rejected:
+                self.summary.out_of_scope[rej.reason] += 1
+            return leases

@@ -24,12 +24,14 @@ class Progress:
         while True:
             await asyncio.sleep(self.interval)
             try:
-                self.show()
+                frontier = self.crawler.frontier
+                self.show(await frontier.stats() if frontier is not None else None)
             except Exception as exc:  # a display must never stop the crawl
                 print(f"(progress unavailable: {exc})", file=sys.stderr)
                 return
 
-    def line(self) -> str:
+    def line(self, st: Any = None) -> str:
+        """The progress line; ``st``: the frontier's stats, if at hand."""
         c = self.crawler
         s = c.summary
         now = time.monotonic()
@@ -37,21 +39,21 @@ class Progress:
         self.last_n, self.last_t = s.fetched, now
         of = f"/{c.config.max_pages}" if c.config.max_pages else ""
         out = f"pages {s.fetched}{of}  {rate:.1f}/s"
-        frontier = c.frontier
-        if frontier is not None:
-            st = frontier.stats()
+        if st is not None:
             out += (f"  queued {st.queued}  in flight {st.leased}  hosts ready "
                     f"{st.queues_ready} busy {st.queues_busy} resting {st.queues_resting}")
         errors = sum(s.errors.values()) + sum(s.blocked.values())
         out += f"  errors {errors}  {_clock(now - self.start)}"
         return out
 
-    def show(self) -> None:
+    def show(self, st: Any = None) -> None:
+        """Print the progress line (``st``: the frontier's stats, if at hand)."""
         if self.tty:
             cols = shutil.get_terminal_size((120, 20)).columns
-            print(f"\r\033[K{self.line()[:cols - 1]}", end="", file=sys.stderr, flush=True)
+            print(f"\r\033[K{self.line(st)[:cols - 1]}", end="", file=sys.stderr,
+                  flush=True)
         else:
-            print(self.line(), file=sys.stderr, flush=True)
+            print(self.line(st), file=sys.stderr, flush=True)
 
     def clear(self) -> None:
         if self.tty:

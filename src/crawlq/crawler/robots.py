@@ -16,7 +16,7 @@ from urllib.parse import urljoin, urlsplit
 from .robotstxt import RobotsTxt, product_token
 
 if TYPE_CHECKING:
-    from ..frontier import Frontier
+    from ..aio import AsyncFrontier
     from .fetch import Fetched, Fetcher
 
 log = logging.getLogger("crawlq.crawl")
@@ -141,7 +141,7 @@ class RobotsCache:
         self._rules: dict[str, Robots] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def rules(self, fetcher: Fetcher, url: str, frontier: Frontier | None = None
+    async def rules(self, fetcher: Fetcher, url: str, frontier: AsyncFrontier | None = None
                     ) -> tuple[Robots, bool]:
         """The rules for ``url``, and whether they were just fetched. With a
         ``frontier``, rules another process (or an earlier run) fetched are taken from
@@ -153,7 +153,7 @@ class RobotsCache:
             if rules is not None and rules.expires > time.time():
                 return rules, False
             name = "robots:" + key
-            kept = frontier.get_value(name) if frontier is not None else None
+            kept = await frontier.get_value(name) if frontier is not None else None
             last = _thaw(kept, self.agent, self.window) if kept is not None else rules
             if last is not None and last.expires > time.time():
                 self._rules[key] = last
@@ -177,7 +177,7 @@ class RobotsCache:
                 keep = (max(ROBOTS_TTL, rules.erring_since + self.window + ERROR_MAX_WAIT
                             - now) if rules.erring_since is not None
                         else rules.expires - now)
-                frontier.put_value(name, _freeze(now, status, text, error, rules),
+                await frontier.put_value(name, _freeze(now, status, text, error, rules),
                                    ttl=max(keep, 1.0))
             return rules, True
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from ..frontier import Frontier
+from ..aio import AsyncFrontier
 from ..models import Request
 from .config import Summary
 from .scope import Scope
@@ -14,11 +14,11 @@ from .scope import Scope
 log = logging.getLogger("crawlq.crawl")
 
 
-def offer(frontier: Frontier, urls: Sequence[str], scope: Scope, summary: Summary,
+async def offer(frontier: AsyncFrontier, urls: Sequence[str], scope: Scope, summary: Summary,
           report: bool) -> None:
     """Offer the seeds; with ``report`` (the first round), count those the frontier
     already had and report those it refused."""
-    result = frontier.add([Request(u, priority=scope.priority(u)) for u in urls])
+    result = await frontier.add([Request(u, priority=scope.priority(u)) for u in urls])
     if not report:
         return
     summary.seeds_known = result.duplicates
@@ -34,11 +34,11 @@ def refuse(summary: Summary, url: str, why: str) -> None:
     summary.seeds_refused[url] = why
 
 
-def revive(frontier: Frontier, urls: Sequence[str]) -> int:
+async def revive(frontier: AsyncFrontier, urls: Sequence[str]) -> int:
     """Seeds named again get another chance if an earlier run gave them up (dead):
     e.g. a blocked address, run again with the option that allows it. Other dead URLs
     stay dead (``crawlq requeue-dead`` revives them). Returns how many were revived."""
-    if not frontier.stats().dead:
+    if not (await frontier.stats()).dead:
         return 0
     canonical = set()
     for u in urls:
@@ -46,8 +46,8 @@ def revive(frontier: Frontier, urls: Sequence[str]) -> int:
             canonical.add(frontier.canonicalize(u))
         except ValueError:
             continue
-    ids = [d.id for d in frontier.dead(100_000) if d.request.url in canonical]
+    ids = [d.id for d in await frontier.dead(100_000) if d.request.url in canonical]
     if ids:
         log.info("%d seed(s) given up by an earlier run are tried again", len(ids))
-        frontier.requeue_dead(ids)
+        await frontier.requeue_dead(ids)
     return len(ids)
