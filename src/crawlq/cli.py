@@ -288,6 +288,7 @@ def _run(argv: Sequence[str] | None, out: IO[str] | None, stdin: IO[str] | None)
     out = out or sys.stdout
     stdin = stdin or sys.stdin
     args = _parser().parse_args(argv)
+    args.argv = list(argv) if argv is not None else sys.argv[1:]  # (--workers runs it)
     if args.command in ("crawl", "demo"):
         from .crawler.cli import command
 

@@ -46,6 +46,7 @@ def register(sub: Any) -> None:
 def command(args: argparse.Namespace) -> int:
     """Run ``crawl`` or ``demo``; returns the exit status."""
     try:
+        from . import workers
         from .addresses import networks
         from .core import DEFAULT_AGENT, CrawlConfig
     except ImportError as exc:
@@ -123,6 +124,14 @@ def command(args: argparse.Namespace) -> int:
     if store is None and args.state:
         Path(args.state).mkdir(parents=True, exist_ok=True)
         store = f"sqlite:///{Path(args.state).resolve()}/frontier.db"
+    worker = workers.worker_index()
+    if args.workers > 1 and worker is None:
+        workers.check(store or "memory://", args.out, args.workers, args.metrics)
+        assert store is not None
+        return workers.run(args.argv, args.workers, store, args.progress)
+    out = args.out
+    if worker is not None and out:
+        out = workers.worker_out(out, worker[0])
     config = CrawlConfig(
         seeds=args.seeds, store=store or "memory://", allow_domains=args.allow_domain,
         include=args.include, exclude=args.exclude, priority_rules=priority,
@@ -139,18 +148,19 @@ def command(args: argparse.Namespace) -> int:
         proxy_from_env=args.proxy_from_env, cookies=args.cookies,
         max_bytes=args.max_bytes, max_retries=args.max_retries, lease_ttl=args.lease_ttl,
         max_redeliveries=args.max_redeliveries, max_backoff=args.max_backoff,
-        out=args.out, out_format=args.format, out_rotate=args.rotate, rounds=args.rounds,
+        out=out, out_format=args.format, out_rotate=args.rotate, rounds=args.rounds,
         duration=args.duration,
         round_delay=args.delay, revisit_after=args.revisit,
         sitemaps=args.sitemaps, ca_file=args.ca_file,
         robots_error_window=args.robots_error_window)
-    return _run(config, resumable=bool(args.state or store), every=args.progress,
-                metrics_port=args.metrics)
+    return _run(config, resumable=bool(args.state or store),
+                every=0 if worker is not None else args.progress, metrics_port=args.metrics)
 
 
 def _run(config: Any, resumable: bool, every: float | None = None,
          metrics_port: int | None = None) -> int:
     from ..errors import CrawlqError, StoreError
+    from . import workers
     from .core import Crawler
     from .progress import Progress
 
@@ -201,6 +211,9 @@ def _run(config: Any, resumable: bool, every: float | None = None,
             "; pages in flight are fetched again by the next run" if resumable else ""),
             status=128 + (stopped_by[0] if stopped_by else signal.SIGINT)) from None
     progress.clear()
+    left_for = os.environ.get(workers.SUMMARY)
+    if left_for:  # a worker of --workers: the process that started it reports
+        Path(left_for).write_text(summary.to_json())
     for line in summary.lines():
         print(line, file=report)
     if stopped_by:

@@ -49,6 +49,11 @@ def add_options(c: argparse.ArgumentParser) -> None:
     p = c.add_argument_group("politeness and fetching")
     p.add_argument("--concurrency", type=count(1), default=16,
                    help="fetches in flight (default 16)")
+    p.add_argument("--workers", type=count(1), default=1, metavar="N",
+                   help="crawl with N processes sharing the store (--state or --store "
+                        "redis://...): one progress line, one summary, one output file "
+                        "per worker (pages.jsonl -> pages.w1.jsonl ...); politeness holds "
+                        "across them (default 1)")
     p.add_argument("--per-host", type=count(1), default=1,
                    help="fetches in flight per host (default 1)")
     p.add_argument("--per-domain", type=count(1), default=None, metavar="N",

@@ -4,6 +4,8 @@ how long a host that answers 429 or 503 is left alone (:func:`backoff`)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import math
 import time
 from collections import Counter
@@ -160,6 +162,43 @@ class Summary:
         if self.out_of_scope:
             out.append("links out of scope: " + ", ".join(
                 f"{k}: {v}" for k, v in sorted(self.out_of_scope.items())))
+        return out
+
+    def to_json(self) -> str:
+        """The summary as JSON (a worker's, for the process that started it)."""
+        # (not dataclasses.asdict: it rebuilds a Counter from its (key, count) pairs,
+        # which a Counter counts as keys)
+        return json.dumps({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+
+    @classmethod
+    def from_json(cls, text: str) -> Summary:
+        """A summary from :meth:`to_json`."""
+        raw = json.loads(text)
+        for name in ("statuses", "errors", "blocked", "out_of_scope", "given_up"):
+            counts = Counter(raw.get(name, {}))
+            raw[name] = (Counter({int(k): v for k, v in counts.items()})
+                         if name == "statuses" else counts)
+        return cls(**raw)
+
+    @classmethod
+    def combined(cls, parts: list[Summary]) -> Summary:
+        """The summary of one crawl run by several workers on one store: their counts
+        added up; its time the longest worker's; finished when they all found the
+        frontier empty; seeds known as the first worker to offer them saw it (the
+        others find them queued by it)."""
+        out = cls()
+        for part in parts:
+            for f in dataclasses.fields(cls):
+                mine, theirs = getattr(out, f.name), getattr(part, f.name)
+                if isinstance(mine, dict):  # (a Counter's update adds up)
+                    mine.update(theirs)
+                elif isinstance(mine, int) and not isinstance(mine, bool):
+                    setattr(out, f.name, mine + theirs)
+        out.seconds = max((p.seconds for p in parts), default=0.0)
+        out.rounds = max((p.rounds for p in parts), default=0)
+        out.finished = bool(parts) and all(p.finished for p in parts)
+        out.interrupted = any(p.interrupted for p in parts)
+        out.seeds_known = min((p.seeds_known for p in parts), default=0)
         return out
 
     def ending(self) -> str:
