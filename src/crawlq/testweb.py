@@ -58,7 +58,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from .testweb_async import AsyncServer
-from .testweb_site import DOMAIN, Hit, SiteSpec, page_html, reachable
+from .testweb_site import DOMAIN, Hit, SiteSpec, page_html, page_padding, reachable
 
 __all__ = ["DOMAIN", "Hit", "SiteSpec", "TestWeb", "pages", "reachable", "serve"]
 
@@ -283,7 +283,8 @@ class TestWeb:
             if n >= spec.pages_of(i):
                 return 404, html, b"<html><body>no such page</body></html>"
             return 200, html, page_html(f"{spec.host(i)} page {n}",
-                                    spec.page_links(i, n, self.port, self.scheme)).encode()
+                                        spec.page_links(i, n, self.port, self.scheme),
+                                        page_padding(spec.page_bytes)).encode()
         if head == "private":
             return 200, html, page_html("private", []).encode()
         if head == "redirect" and len(parts) == 2:

@@ -37,6 +37,10 @@ class SiteSpec:
     """Seconds every ``/page/<n>`` takes to answer."""
     host_pages: dict[int, int] = field(default_factory=dict, hash=False)
     """Host index -> its number of pages, where it differs from ``pages``."""
+    page_bytes: int = 0
+    """When > 0, each ``/page/<n>`` carries paragraphs of text up to about this many
+    bytes (real documentation pages weigh tens of KB: parsing and reading them is part
+    of a crawl's work)."""
     sitemap_pages: int = 0
     """When > 0, robots.txt names a sitemap index, ``/sitemap.xml``, which points to a
     gzipped sitemap listing ``/orphan/0`` .. ``/orphan/<sitemap_pages-1>``: pages no
@@ -126,6 +130,12 @@ def page_html(title: str, links: list[tuple[str, bool]], extra: str = "") -> str
     return (f"<!doctype html><html><head><title>{title}</title></head><body>"
             f"<h1>{title}</h1>{extra}<ul>\n{anchors}\n</ul></body></html>")
 
+
+
+def page_padding(size: int) -> str:
+    """Paragraphs of text of about ``size`` bytes (a page's weight, SiteSpec.page_bytes)."""
+    para = "<p>" + "The quick brown fox jumps over the lazy dog. " * 10 + "</p>\n"
+    return para * (size // len(para))
 
 
 def reachable(spec: SiteSpec, port: int) -> set[tuple[str, str]]:

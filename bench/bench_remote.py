@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""`crawlq crawl` with its Redis store near and far, in one run: pages/s with Redis on
+loopback, then behind a delay proxy (crawlq.delayproxy, its own process on 127.0.0.1)
+adding 1 ms and 5 ms each way, as a store in the same data centre and across zones.
+
+The site is the test web (asyncio engine, in this process) shaped as the crawl the issue
+measured (four documentation sites, 4,569 pages): by default 4 hosts of 1,000 pages of
+about 20 KB, 10 links each, every index a seed, robots.txt obeyed, politeness delays
+zero; the crawl is the real CLI in a child process, ``--per-host 4 --concurrency 16``,
+writing every page to a JSON Lines file. ``--hosts 50 --pages 100 --page-bytes 0`` is
+the other shape: many small sites, more hosts than fetches at once. Each run gets a
+fresh Redis database. Reported per distance: the measured round trip of a Redis PING
+through the proxy, pages, pages fetched twice, pages missing, seconds, pages/s and the
+ratio to loopback. Targets (issue 49):
+1 ms each way >= 0.9x, 5 ms each way >= 0.75x.
+
+    python bench/bench_remote.py
+    python bench/bench_remote.py --delay 0 --delay 0.005 --hosts 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from crawlq.delayproxy import DelayProxy
+from crawlq.redislocal import LocalRedis
+from crawlq.testweb import SiteSpec, TestWeb, reachable
+
+
+def ping_ms(port: int) -> float:
+    """A Redis PING's round trip through ``port``, in ms (median of 21)."""
+    import redis
+
+    client = redis.Redis(port=port)
+    client.ping()
+    times = []
+    for _ in range(21):
+        t = time.perf_counter()
+        client.ping()
+        times.append(time.perf_counter() - t)
+    client.close()
+    return sorted(times)[10] * 1000
+
+
+def crawl(seeds: list[str], store: str, conc: int, per_host: int, tmp: str,
+          extra: list[str]) -> tuple[float, str]:
+    crawlq = str(Path(sys.executable).with_name("crawlq"))
+    cmd = [crawlq, "crawl", *seeds, "--store", store, "--allow-domain", "crawlq.test",
+           "--concurrency", str(conc), "--per-host", str(per_host), "--min-delay", "0",
+           "--max-delay", "0", "--delay-factor", "0",
+           "--per-domain", str(conc), "--max-per-domain", "0", "--max-hosts-per-domain", "0",
+           "--allow-private", "--resolve", "*.crawlq.test=127.0.0.1",
+           "--user-agent", "crawlq-bench", "--out", f"{tmp}/pages.jsonl",
+           "--log-level", "WARNING", *extra]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"crawlq crawl failed:\n{out.stderr[-2000:]}")
+    m = re.search(r"fetched (\d+) pages.* in ([\d.]+)s", out.stdout + out.stderr)
+    if m is None:
+        raise RuntimeError(f"no summary in crawlq's output:\n{out.stdout[-2000:]}")
+    return float(m.group(2)), out.stdout.strip().splitlines()[-1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--delay", type=float, action="append",
+                    help="seconds added each way (repeatable; default 0, 0.001, 0.005; "
+                         "0 is Redis on loopback, no proxy)")
+    ap.add_argument("--hosts", type=int, default=4)
+    ap.add_argument("--pages", type=int, default=1000, help="pages per host")
+    ap.add_argument("--page-bytes", type=int, default=20_000)
+    ap.add_argument("--links", type=int, default=10, help="same-host links per page")
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--per-host", type=int, default=4)
+    ap.add_argument("--crawl-arg", action="append", default=[],
+                    help="an extra argument for crawlq crawl (repeatable)")
+    a = ap.parse_args()
+    delays = a.delay or [0.0, 0.001, 0.005]
+    spec = SiteSpec(hosts=a.hosts, pages=a.pages, links=a.links, cross_links=1,
+                    special_links=False, crawl_delay={}, robots_404=frozenset(),
+                    page_bytes=a.page_bytes)
+    print(f"{spec.hosts} hosts x {spec.pages} pages of ~{a.page_bytes} bytes, concurrency "
+          f"{a.concurrency}, {a.per_host} per host, no politeness delay, robots.txt "
+          "obeyed, Redis store")
+    print(f"{'each way':>9} {'PING ms':>8} {'pages':>6} {'twice':>6} {'missing':>8} "
+          f"{'seconds':>8} {'pages/s':>8} {'ratio':>6}")
+    base = None
+    with tempfile.TemporaryDirectory(prefix="crawlq-bench-remote-") as tmp:
+        server = LocalRedis(Path(tmp) / "redis")
+        server.start()
+        try:
+            port = int(server.url.rsplit(":", 1)[1].split("/")[0])
+            for n, delay in enumerate(delays):
+                proxy = DelayProxy(port, delay).start() if delay else None
+                try:
+                    via = proxy.port if proxy is not None else port
+                    rtt = ping_ms(via)
+                    web = TestWeb(spec, engine="asyncio").start()
+                    run = Path(tmp) / f"run{n}"
+                    run.mkdir()
+                    try:
+                        seeds = [web.url(i, "/") for i in range(spec.hosts)]
+                        want = reachable(spec, web.port) | {(spec.host(i), "/")
+                                                            for i in range(spec.hosts)}
+                        seconds, _ = crawl(seeds, f"redis://127.0.0.1:{via}/{n % 16}",
+                                           a.concurrency, a.per_host, str(run),
+                                           a.crawl_arg)
+                        hits = web.hits()
+                    finally:
+                        web.stop()
+                finally:
+                    if proxy is not None:
+                        proxy.stop()
+                fetched = Counter((h.host, h.path) for h in hits if h.path != "/robots.txt")
+                twice = sum(k - 1 for k in fetched.values())
+                missing = len(want - set(fetched))
+                rate = len(fetched) / seconds
+                if base is None and delay == 0:
+                    base = rate
+                ratio = f"{rate / base:.2f}x" if base else "-"
+                print(f"{delay * 1000:>7g}ms {rtt:>8.2f} {len(fetched):>6} {twice:>6} "
+                      f"{missing:>8} {seconds:>8.1f} {rate:>8.1f} {ratio:>6}", flush=True)
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
