@@ -4,6 +4,7 @@ server's own log of requests."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -60,7 +61,7 @@ def test_workers_share_one_crawl_politely(kind: str, tmp_path: Path,
         by_host[h.host].append(h.at)
     for host, times in by_host.items():
         times.sort()
-        gaps = [b - a for a, b in zip(times, times[1:])]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         assert min(gaps) >= delay * 0.9, (host, min(gaps))
 
 

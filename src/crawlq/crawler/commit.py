@@ -19,8 +19,11 @@ output, a failure) are answered the same way, grouped, never one call each.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from ..aio import AsyncFrontier
 from ..errors import CrawlqError, StoreError
@@ -29,8 +32,34 @@ from ..models import Lease, Outcome
 from .output import Output, OutputError
 
 _Key = tuple[Outcome, "str | None", float]
-Step = Callable[[list[Lease], list["float | None"]], Awaitable[object]]
+Step = Callable[[list[Any], list[Lease], list["float | None"]], Awaitable[object]]
 """See :attr:`Acks.step`."""
+
+OVERLAP_AFTER = 0.002
+"""Seconds a commit waits for the one under way before it goes on beside it (with a
+store far away)."""
+FAR = 0.001
+"""A store whose quickest recent answer took this many seconds or more is far away (a
+network round trip): commits overlap. Nearer (SQLite, Redis on the same machine), they
+take turns."""
+
+
+class LinkBuffer(Protocol):
+    """Links found by pages, waiting to be offered (the crawler's
+    :class:`~crawlq.crawler.discover.Links`)."""
+
+    def take(self) -> list[Any]:
+        """Everything waiting, now (the buffer is left empty)."""
+        ...
+
+    def give_back(self, links: list[Any]) -> None:
+        """Links taken that did not reach the store, back to the buffer."""
+        ...
+
+
+COMMITS = 4
+"""Commits under way at once at most: while one waits for the store (a round trip to a
+Redis far away), the next group's fsync and store call go."""
 
 
 class Acks:
@@ -46,34 +75,43 @@ class Acks:
     (their hosts may be free), or when committing stopped for good.
 
     ``interval`` 0 (the default) commits as soon as the event loop has nothing else to
-    run: the group is every page written while the last fsync ran.
+    run: the group is every page written while the last fsync ran. Up to
+    :data:`COMMITS` commits are under way at once, each with its own group; each takes
+    the links waiting (``take_links``) in the same step as its group, so a page's
+    links always go in its own commit's store call or an earlier one that has not
+    failed: commits may end in any order.
     """
 
     def __init__(self, frontier: AsyncFrontier, out: Output | None,
                  on_error: Callable[[CrawlqError], None], interval: float = 0.0,
-                 step: Step | None = None) -> None:
+                 step: Step | None = None, links: LinkBuffer | None = None) -> None:
         self.frontier = frontier
         self.out = out
         self.on_error = on_error
         self.step = step
-        """Answers the leases of pages DONE, given them and their durations, in the
-        call that also offers the links pages found (first) and takes the next leases
-        (the crawler's; one store call). Without it they are answered with ``done``."""
+        """Offers the links taken with a group (first), answers the group's leases of
+        pages DONE (given them and their durations) and takes the next leases: the
+        crawler's, one store call. Without it they are answered with ``done``."""
+        self.links = links
+        """Where the links pages found wait: each commit takes them with its group."""
         self._released: asyncio.Future[None] | None = None
         self.interval = interval
         self._held: dict[_Key, tuple[list[Lease], list[float | None]]] = {}
         self._wake = asyncio.Event()
-        self._lock = asyncio.Lock()
-        self._in_commit: list[Lease] = []
+        self._lock = asyncio.Lock()  # (held while a commit takes its group)
+        self._in_commit: list[list[Lease]] = []
+        self._commits: set[asyncio.Task[None]] = set()
+        self._answer_times: collections.deque[float] = collections.deque(maxlen=32)
         self.failed: OutputError | None = None
 
     def __len__(self) -> int:
         """Leases not acknowledged yet: held, or in the commit under way."""
-        return len(self._in_commit) + sum(len(leases) for leases, _ in self._held.values())
+        return (sum(len(group) for group in self._in_commit)
+                + sum(len(leases) for leases, _ in self._held.values()))
 
     def held(self) -> list[Lease]:
-        """The leases waiting for a commit (those of a commit under way included)."""
-        return self._waiting() + self._in_commit
+        """The leases waiting for a commit (those of the commits under way included)."""
+        return self._waiting() + [le for group in self._in_commit for le in group]
 
     def _waiting(self) -> list[Lease]:
         return [le for leases, _ in self._held.values() for le in leases]
@@ -87,31 +125,58 @@ class Acks:
         self._wake.set()
 
     async def run(self) -> None:
-        """Commit what is held, every ``interval`` seconds at most, until cancelled."""
-        while True:
-            await self._wake.wait()
-            await asyncio.sleep(self.interval)  # let the group grow
-            try:
-                await self.commit()
-            except OutputError as exc:
-                self.on_error(exc)
-                self._release()  # (no commit comes any more: nobody waits for one)
-                return
+        """Commit what is held, every ``interval`` seconds at most, until cancelled;
+        up to :data:`COMMITS` commits under way at once."""
+        try:
+            while True:
+                await self._wake.wait()
+                await asyncio.sleep(self.interval)  # let the group grow
+                if self._commits:
+                    # A commit under way. With a store nearby, wait for it: the next
+                    # group grows meanwhile, and fewer, bigger calls cost less. With one
+                    # far away (its quickest answers take a network round trip), wait a
+                    # moment, then go on beside it: the round trips overlap.
+                    far = len(self._answer_times) > 0 and min(self._answer_times) >= FAR
+                    alone = not far or len(self._commits) >= COMMITS
+                    await asyncio.wait(self._commits, return_when=asyncio.FIRST_COMPLETED,
+                                       timeout=None if alone else OVERLAP_AFTER)
+                    if len(self._commits) >= COMMITS:
+                        continue
+                if self.failed is not None:
+                    self.on_error(self.failed)
+                    self._release()  # (no commit comes any more: nobody waits for one)
+                    return
+                self._wake.clear()
+                task = asyncio.create_task(self._commit_caught())
+                self._commits.add(task)
+                task.add_done_callback(self._commits.discard)
+                await asyncio.sleep(0)  # (let it take its group before looking again)
+        finally:
+            if self._commits:
+                await asyncio.wait(self._commits)  # (none is cut off in its middle)
+
+    async def _commit_caught(self) -> None:
+        try:
+            await self.commit()
+        except OutputError as exc:
+            self.on_error(exc)
+            self._release()
 
     async def commit(self) -> None:
         """Make the output durable, then acknowledge every lease held before."""
-        async with self._lock:
-            self._wake.clear()
+        async with self._lock:  # (one commit takes its group at a time)
             if self.failed is not None:
                 raise self.failed
             held, self._held = self._held, {}
             if not held:
                 return
-            self._in_commit = [le for leases, _ in held.values() for le in leases]
-            try:
-                await self._commit(held)
-            finally:
-                self._in_commit = []
+            links = self.links.take() if self.links is not None else []
+            group = [le for leases, _ in held.values() for le in leases]
+            self._in_commit.append(group)
+        try:
+            await self._commit(held, links)
+        finally:
+            self._in_commit = [g for g in self._in_commit if g is not group]
 
     def _hold_again(self, held: dict[_Key, tuple[list[Lease], list[float | None]]]) -> None:
         for key, (leases, durations) in held.items():
@@ -120,34 +185,37 @@ class Acks:
             mine[1].extend(durations)
 
     async def stop(self, task: asyncio.Task[None]) -> None:
-        """Stop :meth:`run`'s ``task`` between two commits (never inside one)."""
-        async with self._lock:
-            task.cancel()
+        """Stop :meth:`run`'s ``task``: the commits under way end first (none is cut
+        off in its middle)."""
+        task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    async def _commit(self, held: dict[_Key, tuple[list[Lease], list[float | None]]]) -> None:
+    async def _commit(self, held: dict[_Key, tuple[list[Lease], list[float | None]]],
+                      links: list[Any]) -> None:
         out = self.out
         try:
             if out is not None:
                 out.flush()  # in the loop: ordered after every write of held pages
                 await asyncio.to_thread(out.sync)
-        except asyncio.CancelledError:
+        except BaseException as exc:
             self._hold_again(held)  # not known durable: held for the next commit
+            self._give_back(links)
+            if isinstance(exc, OSError):
+                assert out is not None
+                self.failed = OutputError(
+                    f"cannot write the output {out.path}: {exc}; the pages fetched since "
+                    "its last good write were not acknowledged and are fetched again "
+                    "when the crawl is run again")
+                raise self.failed from None
             raise
-        except OSError as exc:
-            self._hold_again(held)  # still held: see forget()
-            assert out is not None
-            self.failed = OutputError(
-                f"cannot write the output {out.path}: {exc}; the pages fetched "
-                "since its last good write were not acknowledged and are fetched again "
-                "when the crawl is run again")
-            raise self.failed from None
         rest = dict(held)
         done = rest.pop((Outcome.DONE, None, 0.0), None) if self.step is not None else None
         try:
+            sent = time.monotonic()
             if self.step is not None:  # links first, then the pages done, then leases
-                await self.step(*(done or ([], [])))
+                await self.step(links, *(done or ([], [])))
+                self._answer_times.append(time.monotonic() - sent)
             if rest:  # (the other outcomes: one hop to the store's thread)
                 await self.frontier.call(lambda f: _answer(f, rest))
         except asyncio.CancelledError:
@@ -157,7 +225,7 @@ class Acks:
             self.on_error(exc)
             self._release()  # (the crawl stops: nobody waits for a commit)
             return
-        if out is None:
+        if out is None or len(self._in_commit) > 1:  # (another commit may be syncing)
             self._release()
             return
         try:
@@ -181,6 +249,11 @@ class Acks:
         if self._released is not None and not self._released.done():
             self._released.set_result(None)
         self._released = None
+
+    def _give_back(self, links: list[Any]) -> None:
+        """Links of a commit that did not reach the store: back for the next one."""
+        if links and self.links is not None:
+            self.links.give_back(links)
 
     def forget(self) -> list[Lease]:
         """Drop what is held without acknowledging it, and return those leases: for a

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -65,6 +66,8 @@ class Crawler:
         self._out: Output | None = None
         self._unanswered: list[Lease] = []  # leases to put back when the run ends
         self._ready: list[Lease] = []  # leases taken ahead, not fetched yet
+        self._latency = 0.0  # seconds the store takes to answer a step (moving average)
+        self._started = time.monotonic()
         self._parsers = Parsers(config.parse_timeout, max_bytes=config.max_bytes)
         self.frontier: AsyncFrontier | None = None
         """The frontier while :meth:`run` runs (for progress displays)."""
@@ -293,7 +296,7 @@ class Crawler:
         either way nothing is lost: what was not acknowledged is fetched again.
         """
         c = self.config
-        started = time.monotonic()
+        started = self._started = time.monotonic()
         out = (open_output(c.out, c.out_format, save=c.save, rotate=c.out_rotate)
                if c.out else None)
         try:
@@ -320,14 +323,18 @@ class Crawler:
         self._out = out
         inflight: dict[asyncio.Task[None], Lease] = {}
 
-        async def step(done: list[Lease], durations: list[float | None]) -> None:
+        async def step(links: list[Request], done: list[Lease],
+                       durations: list[float | None]) -> None:
             # The pages' links, their answers and the leases for the fetch slots they
             # free, in one store call: with a store far away, a slot's cycle is its
             # fetch plus one round trip.
-            got = await self.links.flush(frontier, done, durations, self._room(inflight))
+            sent = time.monotonic()
+            got = await self.links.send(frontier, links, done, durations,
+                                        self._room(inflight))
+            self._latency = 0.8 * self._latency + 0.2 * (time.monotonic() - sent)
             self._ready.extend(got)  # (after the await: the list may be another by then)
 
-        acks = self._acks = Acks(frontier, out, self._fail, step=step)
+        acks = self._acks = Acks(frontier, out, self._fail, step=step, links=self.links)
         committer = asyncio.create_task(acks.run())
         renewer = asyncio.create_task(self._renew(frontier, inflight))
         try:
@@ -393,11 +400,21 @@ class Crawler:
                    - len(self._ready), 0)
 
     def _room(self, inflight: Mapping[asyncio.Task[None], Lease]) -> int:
-        """Leases to take now: the fetch slots free, less those taken ahead, within
-        ``--max-pages``; none once the crawl is stopping."""
+        """Leases to take now: the fetch slots free, and leases to have at hand when
+        slots free up, less those taken ahead already, within ``--max-pages``; none once
+        the crawl is stopping. At hand: what the crawl fetches in four store answer
+        times (its pages/s so far times the store's recent answer time, four times: a
+        page waits for the commit under way, then for its own, and the fsync and the
+        loop take their share), so that a store far away is not waited for between two
+        fetches: next to nothing on a store nearby, up to 7 x ``--concurrency`` on one
+        far away. (A lease taken ahead counts in its host's
+        and domain's concurrency in the store: politeness is the same.)"""
         if self._stop:
             return 0
-        free = self.config.concurrency - len(inflight) - len(self._ready)
+        c = self.config.concurrency
+        rate = self.summary.fetched / max(time.monotonic() - self._started, 1e-3)
+        ahead = min(7 * c, math.ceil(4 * rate * self._latency))
+        free = c + ahead - len(inflight) - len(self._ready)
         left = self._limit_left(inflight)
         return max(free if left is None else min(free, left), 0)
 
@@ -412,21 +429,23 @@ class Crawler:
                 break
             limit_left = self._limit_left(inflight)
             slots = c.concurrency - len(inflight)
-            if self._ready and slots > 0:  # leases taken ahead (with pages' answers)
-                leases, self._ready = self._ready[:slots], self._ready[slots:]
-            else:
-                free = self._room(inflight)
-                if free <= 0 and inflight:  # every slot busy: wait for one to free up
-                    await self._wait(inflight, None)
-                    continue
-                if self._acks is not None and len(self._acks) and free > 0:
+            if slots <= 0 and inflight:  # every slot busy: wait for one to free up
+                await self._wait(inflight, None)
+                continue
+            if not self._ready:
+                room = self._room(inflight)
+                if self._acks is not None and len(self._acks) and room > 0:
                     # Pages being answered: their commit takes the leases for the free
                     # slots in the same store call (a lease call now would find their
                     # hosts still busy).
                     await self._wait(inflight, None)
                     continue
                 # (what the last pages found is leasable too)
-                leases = await self.links.flush(frontier, n=free) if free > 0 else []
+                if room > 0:  # (no page is being answered: its links are not waiting)
+                    got = await self.links.flush(frontier, n=room)
+                    self._ready.extend(got)
+            slots = c.concurrency - len(inflight)  # (the same: nothing ended meanwhile)
+            leases, self._ready = self._ready[:slots], self._ready[slots:]
             for lease in leases:
                 task = asyncio.create_task(self._visit(frontier, fetcher, lease, out))
                 inflight[task] = lease

@@ -3,7 +3,6 @@ crawl's scope, to the frontier (which drops duplicates and says what it rejected
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -27,7 +26,7 @@ class Links:
     in one call (one store transaction for many pages, not one per page). The crawler
     flushes before it acknowledges a page (so a page is never done while its links are
     not in the frontier) and before it asks the frontier for work. Pages go on finding
-    links while a flush waits for the store: those wait for the next flush.
+    links while a call waits for the store: those wait for the next one.
 
     With ``once_per_round`` (revisits), a URL is offered at most once per round, however
     soon its revisit interval passes: :meth:`new_round` starts a round.
@@ -37,7 +36,6 @@ class Links:
         self.scope = scope
         self.summary = summary
         self._pending: list[Request] = []
-        self._flushing = asyncio.Lock()
         self._sitemaps: Counter[str] = Counter()  # sitemap files queued, per host
         self._sitemap_urls: Counter[str] = Counter()  # page URLs they listed, per host
         # the hashes of the canonical URLs offered this round
@@ -121,35 +119,44 @@ class Links:
                                priority=self.scope.priority(url)))
         self._pending += new
 
-    async def flush(self, frontier: AsyncFrontier, done: Sequence[Lease] = (),
-                    durations: Sequence[float | None] = (), n: int = 0
-                    ) -> list[Lease]:
-        """Offer the links waiting in the buffer to the frontier; with ``done`` (leases
-        of pages answered DONE, their fetch ``durations``) or ``n`` (leases wanted),
-        answer those and lease up to ``n`` in the same store call
+    def take(self) -> list[Request]:
+        """The links waiting in the buffer, taken out (for a commit of answers: see
+        :class:`~crawlq.crawler.commit.Acks`)."""
+        new, self._pending = self._pending, []
+        return new
+
+    def give_back(self, links: list[Request]) -> None:
+        """Links taken that did not reach the frontier: back, ahead of newer ones."""
+        self._pending[:0] = links
+
+    async def send(self, frontier: AsyncFrontier, links: list[Request],
+                   done: Sequence[Lease] = (), durations: Sequence[float | None] = (),
+                   n: int = 0) -> list[Lease]:
+        """Offer ``links`` (taken with :meth:`take`); with ``done`` (leases of pages
+        answered DONE, their fetch ``durations``) or ``n`` (leases wanted), answer
+        those and lease up to ``n`` in the same store call
         (:meth:`~crawlq.Frontier.exchange`: one round trip to a far store); returns the
         new leases. When the frontier fails (a full disk, Redis gone), the links go back
         to the buffer and the error goes up: the pages that found them are not
-        acknowledged until a flush succeeds. A flush waits for one under way: when it
-        returns, every link buffered before it was called is in the frontier."""
-        if not self._pending and not done and not self._flushing.locked():
-            # Nothing to offer or answer, and no flush under way: only leases, which
-            # need not wait for another call of the crawl to end.
-            return await frontier.next(n) if n > 0 else []
-        async with self._flushing:
-            if not self._pending and not done and n <= 0:
-                return []
-            new, self._pending = self._pending, []
-            try:
-                if done or n > 0:
-                    ex = await frontier.exchange(new, done, n, duration=list(durations))
-                    result, leases = ex.added, ex.leases
-                else:
-                    result, leases = await frontier.add(new), []
-            except BaseException:
-                self._pending[:0] = new  # (nothing was taken: kept, in order)
-                raise
-            self.summary.links_added += result.added
-            for rej in result.rejected:
-                self.summary.out_of_scope[rej.reason] += 1
-            return leases
+        acknowledged until links and answers reach the store together."""
+        if not links and not done and n <= 0:
+            return []
+        try:
+            if done or n > 0:
+                ex = await frontier.exchange(links, done, n, duration=list(durations))
+                result, leases = ex.added, ex.leases
+            else:
+                result, leases = await frontier.add(links), []
+        except BaseException:
+            self.give_back(links)  # (nothing was taken)
+            raise
+        self.summary.links_added += result.added
+        for rej in result.rejected:
+            self.summary.out_of_scope[rej.reason] += 1
+        return leases
+
+    async def flush(self, frontier: AsyncFrontier, n: int = 0) -> list[Lease]:
+        """Offer the links waiting in the buffer, and lease up to ``n`` in the same
+        call; returns the new leases. Only when no page is being answered (a page's
+        links go in its own answer's call: see :class:`~crawlq.crawler.commit.Acks`)."""
+        return await self.send(frontier, self.take(), n=n)

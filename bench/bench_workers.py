@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""`crawlq crawl --workers N` against one worker, in one run: does a crawl scale across
+processes on one store?
+
+The site is the test web (asyncio engine, in this process): ``--hosts`` hosts of
+``--pages`` pages of about ``--page-bytes`` bytes with ``--links`` links each, every index
+a seed, robots.txt obeyed, politeness delays zero, ``--per-host 2``, ``--concurrency 16``
+per worker. The store is a Redis on loopback (``--store sqlite`` for a SQLite file). For
+each count of workers: pages, pages fetched twice, missing, seconds, pages/s, the CPU
+seconds of the crawl's processes (user + system of the command and its workers, from
+``getrusage``), pages per CPU-second, and both against one worker. Targets (issue 49):
+with 2 workers, pages per CPU-second >= 0.9x one worker's (no coordination overhead) and
+pages/s >= one worker's. On a machine of few cores the test web (this process) and
+Redis take their share of the same cores: see the "web CPU" column.
+
+    python bench/bench_workers.py
+    python bench/bench_workers.py --workers 1 --workers 2 --workers 3 --store sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from crawlq.redislocal import LocalRedis
+from crawlq.testweb import SiteSpec, TestWeb, reachable
+
+
+def cpu_of_children() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def cpu_of_self() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, action="append", help="default: 1 and 2")
+    ap.add_argument("--store", choices=["redis", "sqlite"], default="redis")
+    ap.add_argument("--hosts", type=int, default=100)
+    ap.add_argument("--pages", type=int, default=100)
+    ap.add_argument("--page-bytes", type=int, default=20_000)
+    ap.add_argument("--links", type=int, default=20)
+    ap.add_argument("--concurrency", type=int, default=16)
+    a = ap.parse_args()
+    counts = a.workers or [1, 2]
+    spec = SiteSpec(hosts=a.hosts, pages=a.pages, links=a.links, cross_links=1,
+                    special_links=False, crawl_delay={}, robots_404=frozenset(),
+                    page_bytes=a.page_bytes)
+    print(f"{spec.hosts} hosts x {spec.pages} pages of ~{a.page_bytes} bytes, "
+          f"{a.links} links each; concurrency {a.concurrency} per worker, 2 per host; "
+          f"{a.store} store")
+    print(f"{'workers':>7} {'pages':>6} {'twice':>6} {'missing':>8} {'seconds':>8} "
+          f"{'pages/s':>8} {'CPU s':>6} {'pages/CPU-s':>11} {'web CPU':>8} "
+          f"{'speed':>6} {'per CPU':>8}")
+    base: tuple[float, float] | None = None
+    crawlq = str(Path(sys.executable).with_name("crawlq"))
+    with tempfile.TemporaryDirectory(prefix="crawlq-bench-workers-") as tmp:
+        server = LocalRedis(Path(tmp) / "redis") if a.store == "redis" else None
+        if server is not None:
+            server.start()
+        try:
+            for n, workers in enumerate(counts):
+                web = TestWeb(spec, engine="asyncio").start()
+                run = Path(tmp) / f"run{n}"
+                run.mkdir()
+                where = (["--store", f"{server.url.rsplit('/', 1)[0]}/{n % 16}"]
+                         if server is not None else ["--state", str(run / "state")])
+                cmd = [crawlq, "crawl", *[web.url(i, "/") for i in range(spec.hosts)],
+                       *where, "--allow-domain", "crawlq.test", "--allow-private",
+                       "--resolve", "*.crawlq.test=127.0.0.1",
+                       "--concurrency", str(a.concurrency), "--per-host", "2",
+                       "--min-delay", "0", "--max-delay", "0", "--delay-factor", "0",
+                       # (the test web's hosts are one registered domain standing for
+                       # separate sites: no per-domain cap)
+                       "--per-domain", "1000000", "--max-per-domain", "0",
+                       "--max-hosts-per-domain", "0", "--user-agent", "crawlq-bench",
+                       "--out", str(run / "pages.jsonl"), "--log-level", "WARNING",
+                       "--progress", "0"]
+                if workers > 1:
+                    cmd += ["--workers", str(workers)]
+                try:
+                    cpu0, web0, t0 = cpu_of_children(), cpu_of_self(), time.monotonic()
+                    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+                    wall = time.monotonic() - t0
+                    cpu, web_cpu = cpu_of_children() - cpu0, cpu_of_self() - web0
+                    hits = web.hits()
+                    want = reachable(spec, web.port) | {(spec.host(i), "/")
+                                                        for i in range(spec.hosts)}
+                finally:
+                    web.stop()
+                if out.returncode != 0:
+                    print(f"{workers:>7} FAILED: {out.stderr[-2000:]}")
+                    continue
+                m = re.search(r"fetched (\d+) pages.* in ([\d.]+)s", out.stdout)
+                seconds = float(m.group(2)) if m else wall
+                fetched = Counter((h.host, h.path) for h in hits if h.path != "/robots.txt")
+                twice = sum(k - 1 for k in fetched.values())
+                missing = len(want - set(fetched))
+                rate = len(fetched) / seconds
+                per_cpu = len(fetched) / cpu
+                if base is None:
+                    base = (rate, per_cpu)
+                print(f"{workers:>7} {len(fetched):>6} {twice:>6} {missing:>8} "
+                      f"{seconds:>8.1f} {rate:>8.1f} {cpu:>6.1f} {per_cpu:>11.1f} "
+                      f"{web_cpu:>8.1f} {rate / base[0]:>5.2f}x {per_cpu / base[1]:>7.2f}x",
+                      flush=True)
+        finally:
+            if server is not None:
+                server.stop()
+
+
+if __name__ == "__main__":
+    main()
