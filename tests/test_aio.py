@@ -99,9 +99,9 @@ def test_errors_are_the_sync_apis(redis_server: LocalRedis, tmp_path: Path) -> N
     asyncio.run(go())
 
 
-def test_memory_calls_run_on_the_loop_and_sqlite_calls_on_threads(tmp_path: Path) -> None:
-    async def where_it_runs(url: str) -> str:
-        async with await AsyncFrontier.open(url) as f:
+def test_calls_run_on_the_loop_or_on_threads_as_the_store_needs(tmp_path: Path) -> None:
+    async def where_it_runs(url: str, **options: Any) -> str:
+        async with await AsyncFrontier.open(url, **options) as f:
             await f.add(["https://a.example/"])
             threads: list[str] = []
 
@@ -113,7 +113,13 @@ def test_memory_calls_run_on_the_loop_and_sqlite_calls_on_threads(tmp_path: Path
             return threads[0]
 
     assert asyncio.run(where_it_runs("memory://")) == "MainThread"
-    assert asyncio.run(where_it_runs(f"sqlite:///{tmp_path}/f.db")).startswith("crawlq-store")
+    # SQLite in WAL mode, synchronous=normal: its calls are work, not waits
+    assert asyncio.run(where_it_runs(f"sqlite:///{tmp_path}/f.db")) == "MainThread"
+    # with an fsync per commit they wait: on threads; and on threads when asked
+    assert asyncio.run(where_it_runs(f"sqlite:///{tmp_path}/g.db", synchronous="full")
+                       ).startswith("crawlq-store")
+    assert asyncio.run(where_it_runs(f"sqlite:///{tmp_path}/h.db", threads=2)
+                       ).startswith("crawlq-store")
 
 
 def test_an_async_transaction_holds_other_tasks_off_not_the_loop(tmp_path: Path) -> None:

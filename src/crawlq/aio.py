@@ -1,10 +1,14 @@
 """The Frontier for asyncio code: :class:`AsyncFrontier`, every operation an awaitable.
 
-A store that waits on I/O (SQLite's disk, Redis's network) has its calls run on a few
-worker threads, so the event loop goes on (fetching, parsing) while a call waits; the
-threads let several calls be under way at once (a lease call while pages are
-acknowledged). A store whose calls never wait (memory, ``in_process``) is called on
-the loop itself: a thread hop would cost more than the call.
+A store that waits (Redis's network, SQLite with ``synchronous=full``: an fsync per
+commit) has its calls run on a few worker threads, so the event loop goes on (fetching,
+parsing) while a call waits; the threads let several calls be under way at once (a
+lease call while pages are acknowledged). A store whose calls are work of this process
+rather than waits (memory; SQLite in WAL mode with ``synchronous=normal``, the default:
+its store says so with ``in_process``) is called on the loop itself: on a thread the
+same Python work would hold the GIL all the same, and the hand-offs cost more than they
+free (``crawlq crawl`` on SQLite: about a third of its pages/s). ``threads=N`` sends
+such a store's calls to threads all the same.
 
 Why threads rather than redis-py's asyncio client: every store call is defined once, in
 its store (the arguments of a Lua script, how its reply is read, the retries while Redis
@@ -42,6 +46,10 @@ _ROUTE: contextvars.ContextVar[Executor | None] = contextvars.ContextVar(
     "crawlq_transaction_thread", default=None)
 """The thread that holds this task's open :meth:`AsyncFrontier.transaction`, if any."""
 
+_HOLDER: contextvars.ContextVar[AsyncFrontier | None] = contextvars.ContextVar(
+    "crawlq_transaction_holder", default=None)
+"""The AsyncFrontier whose transaction this task holds (its calls on the loop)."""
+
 _PAGE = 1000
 """Records per hop when an AsyncFrontier streams a dump."""
 
@@ -59,8 +67,9 @@ class AsyncFrontier:
                     ...  # fetch, await frontier.add(links), then:
                     await frontier.done(lease)
 
-    ``threads``: worker threads for a store that waits on I/O (default :data:`THREADS`;
-    0 runs every call on the loop). The sync :attr:`frontier` stays at hand for what
+    ``threads``: worker threads (default: :data:`THREADS` for a store that waits, none
+    for one whose calls are work of this process, ``in_process``; 0 runs every call on
+    the loop). The sync :attr:`frontier` stays at hand for what
     does not wait (:meth:`~crawlq.Frontier.queue_of`, ``canonicalize``, options).
     """
 
@@ -76,6 +85,7 @@ class AsyncFrontier:
         self._pool: ThreadPoolExecutor | None = (
             ThreadPoolExecutor(threads, thread_name_prefix="crawlq-store") if threads else None)
         self._closed = False
+        self._block = asyncio.Lock()  # (held by a task's transaction, calls on the loop)
 
     @classmethod
     async def open(cls, url: str = "memory://", *, threads: int | None = None,
@@ -93,6 +103,9 @@ class AsyncFrontier:
             raise ConfigError("this AsyncFrontier is closed")
         route = _ROUTE.get() or self._pool
         if route is None:
+            if self._block.locked() and _HOLDER.get() is not self:
+                async with self._block:  # (another task's transaction: after its end)
+                    pass
             return fn(*args, **kwargs)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(route, functools.partial(fn, *args, **kwargs))
@@ -158,7 +171,7 @@ class AsyncFrontier:
                    queue: str | None = None) -> list[Lease]:
         """:meth:`Frontier.next <crawlq.Frontier.next>`. Cancelled while the store
         leases, the leases it took are put back (unfailed) rather than left to expire."""
-        if self._pool is None and _ROUTE.get() is None:
+        if self._pool is None and not self._block.locked():
             return self.frontier.next(n, ttl=ttl, queue=queue)
         call = asyncio.ensure_future(self._call(self.frontier.next, n, ttl=ttl, queue=queue))
         try:
@@ -253,9 +266,18 @@ class AsyncFrontier:
         calls this task (and the tasks it starts) makes inside the block are one atomic
         step of the store, run on one thread that holds the transaction; other tasks'
         calls wait on their threads for its end, never on the loop."""
-        if self._pool is None:  # (a store that never waits: its calls run on the loop)
-            with self.frontier.transaction():
-                yield
+        if self._pool is None:  # (calls on the loop: other tasks' wait for the block)
+            if _HOLDER.get() is self:  # nested
+                with self.frontier.transaction():
+                    yield
+                return
+            async with self._block:
+                _HOLDER.set(self)
+                try:
+                    with self.frontier.transaction():
+                        yield
+                finally:
+                    _HOLDER.set(None)
             return
         if _ROUTE.get() is not None:  # nested: the thread holding it runs the inner one
             inner = self.frontier.transaction()

@@ -154,10 +154,18 @@ class TestMemoryStoreAsyncThreads(TestMemoryStore):
 
 
 class TestSQLiteStoreAsync(TestSQLiteStore):
-    """The contract through AsyncFrontier on SQLite (calls on worker threads)."""
+    """The contract through AsyncFrontier on SQLite (its calls on the loop)."""
 
     def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
         return through_async(super().open_frontier(clock, path, **options))
+
+
+class TestSQLiteStoreAsyncThreads(TestSQLiteStore):
+    """The contract through AsyncFrontier with SQLite's calls on worker threads (as with
+    synchronous=full, or threads=N)."""
+
+    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
+        return through_async(super().open_frontier(clock, path, **options), threads=2)
 
 
 class TestRedisStoreAsync(TestRedisStore):

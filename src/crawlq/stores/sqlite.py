@@ -135,6 +135,13 @@ class SQLiteStore:
     ) -> None:
         if synchronous.lower() not in ("normal", "full", "off"):
             raise ConfigError("synchronous must be 'normal', 'full' or 'off'")
+        self.in_process = synchronous.lower() != "full"
+        """Whether its calls are work of this process rather than waits: in WAL mode
+        with ``synchronous=normal`` a commit is a write to the page cache, no fsync
+        (``full`` waits for one per commit). :class:`~crawlq.aio.AsyncFrontier` then
+        calls it on the event loop: on a worker thread the same Python work would hold
+        the GIL all the same, and the hand-offs cost a crawl about a third of its pages/s
+        (bench_crawl, measured)."""
         if not 0 < cache_mb <= 1 << 20:
             raise ConfigError(f"cache_mb is SQLite's page cache in MiB (0 < cache_mb <= "
                               f"1048576): got {cache_mb!r}")
