@@ -37,7 +37,8 @@ def test_workers_share_one_crawl_politely(kind: str, tmp_path: Path,
     with serve(spec) as web:
         run = cli("crawl", *[web.url(i, "/") for i in range(spec.hosts)], *where, *LOCAL,
                   "--workers", "2", "--per-host", "1", "--min-delay", str(delay),
-                  "--max-delay", str(delay), "--delay-factor", "0", "--out", str(out))
+                  "--max-delay", str(delay), "--delay-factor", "0", "--out", str(out),
+                  "--progress", "0.3")
         hits = [h for h in web.hits() if h.path != "/robots.txt"]
         want = reachable(spec, web.port) | {(spec.host(i), "/") for i in range(spec.hosts)}
     assert run.returncode == 0, run.stderr
@@ -54,6 +55,9 @@ def test_workers_share_one_crawl_politely(kind: str, tmp_path: Path,
     assert set(fetched) == want and max(fetched.values()) == 1
     assert f"fetched {len(want)} pages" in run.stdout and "frontier empty" in run.stdout
     assert run.stdout.count("fetched ") == 1 and "(2 workers on " in run.stdout
+    # one progress line for both (the workers show none of their own)
+    progress = [ln for ln in run.stderr.splitlines() if ln.startswith("pages ")]
+    assert progress and all("workers " in ln for ln in progress), run.stderr
     # politeness across the processes, from the server's log: one request at a time per
     # host, each at least the delay after the one before
     by_host: dict[str, list[float]] = defaultdict(list)
