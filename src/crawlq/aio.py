@@ -294,7 +294,17 @@ class AsyncFrontier:
         loop = asyncio.get_running_loop()
         block = self.frontier.transaction()
         try:
-            await loop.run_in_executor(holder, block.__enter__)
+            entering = loop.run_in_executor(holder, block.__enter__)
+            try:
+                await asyncio.shield(entering)
+            except asyncio.CancelledError:
+                # The thread may enter all the same: then it leaves the block (undone)
+                # before going, or the store's lock would be held for good.
+                with contextlib.suppress(BaseException):
+                    await entering
+                    await loop.run_in_executor(holder, block.__exit__, asyncio.CancelledError,
+                                               asyncio.CancelledError(), None)
+                raise
             _ROUTE.set(holder)
             try:
                 yield

@@ -259,11 +259,16 @@ def _print_queues(queues: Iterable[Any], out: IO[str]) -> None:
               f"{q.accepted:>9,}  {q.state:<9} {_fmt_time(q.ready_at)}", file=out)
 
 
+ERROR = "crawlq: error: "
+"""How every error line of the command line begins (``crawlq crawl --workers`` reads its
+workers' by it)."""
+
+
 def report(exc: CrawlqError) -> int:
     """The one way the command line reports an error: one ``crawlq: error:`` line on
     standard error (then a :class:`~crawlq.errors.CommandError`'s advice line), and the
     exit status (the CommandError's, else 2)."""
-    print(f"crawlq: error: {exc}", file=sys.stderr)
+    print(f"{ERROR}{exc}", file=sys.stderr)
     if isinstance(exc, CommandError):
         if exc.advice:
             print(exc.advice, file=sys.stderr)

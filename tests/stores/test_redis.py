@@ -327,3 +327,26 @@ def test_a_process_without_domain_rules_keeps_the_domains_counts(
     assert len(ruled.next(5)) == 1
     ruled.close()
     plain.close()
+
+
+def test_an_exchange_on_a_full_redis_changes_nothing(tmp_path: Path) -> None:
+    """maxmemory reached: the exchange is refused whole (StoreFull), never the links
+    refused while the page that found them is answered; and after a restart without
+    the scripts (SCRIPT FLUSH) it runs whole once they are loaded again."""
+    from crawlq.errors import StoreFull
+
+    with LocalRedis(tmp_path / "r", extra=("--maxmemory-policy", "noeviction")) as server:
+        client = redis.Redis.from_url(server.url)
+        with Frontier.open(server.url + "?prefix=full", **FAST) as f:
+            f.add([f"https://h{i}.example/" for i in range(3)])
+            lease, *_ = f.next(3)
+            client.config_set("maxmemory", int(client.info("memory")["used_memory"]))
+            links = [f"https://h0.example/{i}/" + "x" * 300 for i in range(500)]
+            with pytest.raises(StoreFull):
+                f.exchange(links, [lease], 5)
+            client.config_set("maxmemory", 0)
+            st = f.stats()
+            assert (st.queued, st.leased, st.done) == (0, 3, 0)  # nothing of it ran
+            client.script_flush()
+            ex = f.exchange(links, [lease], 5)
+            assert ex.added.added == 500 and ex.held == [True] and len(ex.leases) == 1

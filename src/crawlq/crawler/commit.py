@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -30,6 +31,8 @@ from ..errors import CrawlqError, StoreError
 from ..frontier import Frontier
 from ..models import Lease, Outcome
 from .output import Output, OutputError
+
+log = logging.getLogger("crawlq.crawl")
 
 _Key = tuple[Outcome, "str | None", float]
 Step = Callable[[list[Any], list[Lease], list["float | None"]], Awaitable[object]]
@@ -99,6 +102,8 @@ class Acks:
         self._held: dict[_Key, tuple[list[Lease], list[float | None]]] = {}
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()  # (held while a commit takes its group)
+        self._syncing = asyncio.Lock()
+        self._rotate_due = False  # a file full while other commits were under way
         self._in_commit: list[list[Lease]] = []
         self._commits: set[asyncio.Task[None]] = set()
         self._answer_times: collections.deque[float] = collections.deque(maxlen=32)
@@ -146,6 +151,11 @@ class Acks:
                     self.on_error(self.failed)
                     self._release()  # (no commit comes any more: nobody waits for one)
                     return
+                if self._rotate_due:  # the file is full: let the commits end, rotate
+                    if self._commits:
+                        await asyncio.wait(self._commits)
+                    self._rotate()
+                    continue
                 self._wake.clear()
                 task = asyncio.create_task(self._commit_caught())
                 self._commits.add(task)
@@ -161,6 +171,23 @@ class Acks:
         except OutputError as exc:
             self.on_error(exc)
             self._release()
+        except Exception as exc:  # a bug: the crawl stops, its pages come back later
+            log.exception("committing acknowledgements failed")
+            self.on_error(CrawlqError(f"committing acknowledgements failed: {exc}"))
+            self._release()
+
+    def _rotate(self) -> None:
+        """Start the next output file (no commit under way)."""
+        self._rotate_due = False
+        out = self.out
+        if out is None:
+            return
+        try:
+            out.rotate_if_full()
+        except OSError as exc:
+            self.failed = OutputError(f"cannot start the next output file after "
+                                      f"{out.path}: {exc}")
+            self.on_error(self.failed)
 
     async def commit(self) -> None:
         """Make the output durable, then acknowledge every lease held before."""
@@ -197,7 +224,13 @@ class Acks:
         try:
             if out is not None:
                 out.flush()  # in the loop: ordered after every write of held pages
-                await asyncio.to_thread(out.sync)
+                # One fsync at a time, and none after one that failed: Linux reports a
+                # write error once per file, so a later fsync could succeed over records
+                # that never reached the disk.
+                async with self._syncing:
+                    if self.failed is not None:
+                        raise OSError(f"an earlier write failed ({self.failed})")
+                    await asyncio.to_thread(out.sync)
         except BaseException as exc:
             self._hold_again(held)  # not known durable: held for the next commit
             self._give_back(links)
@@ -225,15 +258,14 @@ class Acks:
             self.on_error(exc)
             self._release()  # (the crawl stops: nobody waits for a commit)
             return
-        if out is None or len(self._in_commit) > 1:  # (another commit may be syncing)
+        if out is None:
             self._release()
             return
-        try:
-            out.rotate_if_full()  # (between commits: no record is cut in two)
-        except OSError as exc:
-            self.failed = OutputError(f"cannot start the next output file after "
-                                      f"{out.path}: {exc}")
-            self.on_error(self.failed)
+        if len(self._in_commit) > 1:  # (another commit may be syncing: rotate after it)
+            self._rotate_due = True
+            self._release()
+            return
+        self._rotate()  # (between commits: no record is cut in two)
         self._release()
 
     def released(self) -> asyncio.Future[None]:

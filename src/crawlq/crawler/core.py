@@ -67,6 +67,8 @@ class Crawler:
         self._unanswered: list[Lease] = []  # leases to put back when the run ends
         self._ready: list[Lease] = []  # leases taken ahead, not fetched yet
         self._latency = 0.0  # seconds the store takes to answer a step (moving average)
+        self._asking = 0  # leases asked for by commits under way
+        self._closing = False
         self._started = time.monotonic()
         self._parsers = Parsers(config.parse_timeout, max_bytes=config.max_bytes)
         self.frontier: AsyncFrontier | None = None
@@ -297,6 +299,7 @@ class Crawler:
         """
         c = self.config
         started = self._started = time.monotonic()
+        self._closing = False
         out = (open_output(c.out, c.out_format, save=c.save, rotate=c.out_rotate)
                if c.out else None)
         try:
@@ -329,8 +332,12 @@ class Crawler:
             # free, in one store call: with a store far away, a slot's cycle is its
             # fetch plus one round trip.
             sent = time.monotonic()
-            got = await self.links.send(frontier, links, done, durations,
-                                        self._room(inflight))
+            n = self._room(inflight)
+            self._asking += n  # (commits overlap: what the others ask is not at hand yet)
+            try:
+                got = await self.links.send(frontier, links, done, durations, n)
+            finally:
+                self._asking -= n
             self._latency = 0.8 * self._latency + 0.2 * (time.monotonic() - sent)
             self._ready.extend(got)  # (after the await: the list may be another by then)
 
@@ -370,6 +377,7 @@ class Crawler:
             await acks.stop(committer)  # (a commit under way finishes first)
             await fetcher.close()
             await self._parsers.aclose()
+            self._closing = True  # (the last commit takes no lease)
             try:
                 if self._fatal is None:
                     await acks.commit()  # the last pages written: durable, then acknowledged
@@ -409,14 +417,14 @@ class Crawler:
         fetches: next to nothing on a store nearby, up to 7 x ``--concurrency`` on one
         far away. (A lease taken ahead counts in its host's
         and domain's concurrency in the store: politeness is the same.)"""
-        if self._stop:
+        if self._stop or self._closing:
             return 0
         c = self.config.concurrency
         rate = self.summary.fetched / max(time.monotonic() - self._started, 1e-3)
         ahead = min(7 * c, math.ceil(4 * rate * self._latency))
-        free = c + ahead - len(inflight) - len(self._ready)
+        free = c + ahead - len(inflight) - len(self._ready) - self._asking
         left = self._limit_left(inflight)
-        return max(free if left is None else min(free, left), 0)
+        return max(free if left is None else min(free, left - self._asking), 0)
 
     async def _round(self, frontier: AsyncFrontier, fetcher: Fetcher, out: Output | None,
                      inflight: dict[asyncio.Task[None], Lease],

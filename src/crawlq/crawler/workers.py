@@ -71,9 +71,12 @@ class _Worker:
         self.i = i
         self.summary_path = os.path.join(folder, f"summary{i}.json")
         env = {**os.environ, WORKER: f"{i}/{n}", SUMMARY: self.summary_path}
+        # (a session of its own: a Ctrl-C at the terminal reaches this process only,
+        # which passes one stop on; the terminal's signal to every process of the group
+        # and ours would make two, which mean "stop at once")
         self.proc = subprocess.Popen([sys.executable, "-m", "crawlq.cli", *argv], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True, errors="replace")
+                                     text=True, errors="replace", start_new_session=True)
         self.error: str | None = None
         self._reader = threading.Thread(target=self._relay, args=(self.proc.stderr,),
                                         daemon=True)
@@ -83,9 +86,11 @@ class _Worker:
         """Pass the worker's log on (prefixed with its number); keep its error line."""
         if stream is None:
             return
+        from ..cli import ERROR
+
         for line in stream:
-            if line.startswith("crawlq: error: "):
-                self.error = line[len("crawlq: error: "):].strip()
+            if line.startswith(ERROR):
+                self.error = line[len(ERROR):].strip()
             else:
                 sys.stderr.write(f"[w{self.i}] {line}")
 
@@ -105,7 +110,7 @@ def run(argv: Sequence[str], n: int, store: str, every: float | None) -> int:
     """Run ``argv`` (this ``crawlq crawl`` command line) as ``n`` workers on ``store``;
     show one progress line and one summary; returns the exit status."""
     with tempfile.TemporaryDirectory(prefix="crawlq-workers-") as folder:
-        workers = [_Worker(argv, i, n, folder) for i in range(1, n + 1)]
+        workers: list[_Worker] = []
         stops: list[int] = []
 
         def forward(signum: int, _frame: object) -> None:
@@ -115,14 +120,21 @@ def run(argv: Sequence[str], n: int, store: str, every: float | None) -> int:
 
         old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
+            for i in range(1, n + 1):
+                workers.append(_Worker(argv, i, n, folder))
             _progress(workers, store, every if every is not None else
                       (0.5 if sys.stderr.isatty() else 10.0))
             statuses = [w.wait() for w in workers]
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
+            for w in workers:  # (this process failed: none is left running alone)
+                if w.proc.poll() is None:
+                    w.proc.kill()
+                    w.proc.wait()
         parts = [p for p in (w.summary() for w in workers) if p is not None]
     summary = Summary.combined(parts)
+    summary.finished = summary.finished and len(parts) == len(workers)
     for line in summary.lines():
         print(line)
     print(f"({n} workers on {store})")

@@ -71,7 +71,8 @@ CHUNK = 2000
 to stall other clients of the server."""
 
 _QREC = struct.Struct("<9d")  # a queue's record, P:qm:<key>, then its domain (common.lua)
-_SCRIPTS = ("add", "lease", "release", "ready_at", "queue_op", "maintain", "renew")
+_SCRIPTS = ("add", "lease", "release", "ready_at", "queue_op", "maintain", "renew",
+            "exchange")
 _T = TypeVar("_T")
 _OURS = ("prefix", "cluster", "retry_deadline")
 """The Redis store URL's query options that are crawlq's (the others go to redis-py)."""
@@ -80,9 +81,20 @@ _COUNTERS = ("seen", "added", "done", "failed", "retried", "redelivered", "late_
 
 
 def _lua(name: str) -> str:
+    """Script ``name``: common.lua, then its own file. ``exchange`` is made of add's,
+    release's and lease's files, each as a function of its own ARGV (a Lua parameter of
+    that name shadows the global), then exchange.lua, which calls them in turn: one
+    definition of each, run in one script."""
     pkg = resources.files("crawlq.stores") / "lua"
-    return (pkg / "common.lua").read_text("utf-8") + "\n" + (pkg / f"{name}.lua").read_text(
-        "utf-8")
+
+    def text(part: str) -> str:
+        return (pkg / f"{part}.lua").read_text("utf-8")
+
+    if name != "exchange":
+        return text("common") + "\n" + text(name)
+    parts = "".join(f"local function {part}_part(ARGV)\n{text(part)}\nend\n"
+                    for part in ("add", "release", "lease"))
+    return text("common") + "\n" + parts + text("exchange")
 
 
 class RedisStore:
@@ -222,19 +234,17 @@ class RedisStore:
             return [self._run(name, *head, *chunk) for chunk in chunks]
         return self._pipelined([(name, head + chunk) for chunk in chunks])
 
-    def _pipelined(self, calls: list[tuple[str, list[Any]]],
-                   atomic: bool = False) -> list[Any]:
+    def _pipelined(self, calls: list[tuple[str, list[Any]]]) -> list[Any]:
         """Run scripts (name, arguments) in one round trip, in order on one connection,
         retried whole when the connection fails. By their SHA (EVALSHA), not through
         redis-py's Script objects, whose pipeline first asks SCRIPT EXISTS: a second
         round trip per call, which a far server makes dear. A script the server does
         not have (it restarted, or was flushed) runs again through :meth:`_run`, which
-        loads it. ``atomic``: in one MULTI/EXEC, so that a refusal (a full Redis) of one
-        refuses them all; otherwise each runs or is refused on its own."""
+        loads it. Each runs or is refused on its own."""
         redis = self._redis
 
         def go() -> list[Any]:
-            pipe = self._client.pipeline(transaction=atomic)
+            pipe = self._client.pipeline(transaction=False)
             for name, args in calls:
                 pipe.execute_command("EVALSHA", self._scripts[name].sha, 1, self._m,
                                      *self._pargs, *args)
@@ -382,31 +392,17 @@ class RedisStore:
 
     def exchange(self, entries: Sequence[Entry], acks: Sequence[Ack], limit: int,
                  ttl: float, now: float) -> tuple[list[int], list[bool], list[Leased]]:
-        """See :class:`~crawlq.stores.base.Exchanges`: the add, release and lease
-        scripts in one MULTI/EXEC, one round trip: a full Redis (maxmemory) refuses
-        them all, never the links and not the answers of the pages that found them.
-        Retried whole when the connection fails (what ran already then answers as a
-        duplicate or a late answer; leases whose reply was lost come back after their
-        TTL, as a lost lease reply always does)."""
-        calls = ([("add", [now, blob]) for blob in self._add_blobs(entries)]
-                 + [("release", [now, blob]) for blob in _ack_blobs(acks)]
-                 + ([("lease", [now, limit, ttl, ""])] if limit > 0 else []))
-        if self.cluster or len(calls) <= 1:
-            # (redis-py's cluster pipeline refuses EVALSHA)
-            replies = [self._run(name, *args) for name, args in calls]
-        else:
-            replies = self._pipelined(calls, atomic=True)
-        statuses: list[int] = []
-        held: list[bool] = []
-        leased: list[Leased] = []
-        for (name, _), res in zip(calls, replies):
-            if name == "add":
-                statuses.extend(c - 48 for c in res)
-            elif name == "release":
-                held.extend(c == 49 for c in res)
-            else:
-                leased = _leased(res, now + ttl)
-        return statuses, held, leased
+        """See :class:`~crawlq.stores.base.Exchanges`: add's, release's and lease's
+        work in one script (lua/exchange.lua), one round trip, all of it or none of it:
+        a full Redis (maxmemory) refuses it before the links are added, and so before
+        the pages that found them are answered. Retried whole when the connection fails
+        (what ran already then answers as a duplicate or a late answer; leases whose
+        reply was lost come back after their TTL, as a lost lease reply always does)."""
+        adds, answers = self._add_blobs(entries), _ack_blobs(acks)
+        res = self._run("exchange", now, len(adds), *adds, len(answers), *answers,
+                        max(limit, 0), ttl)
+        return ([c - 48 for c in res[0]], [c == 49 for c in res[1]],
+                _leased(res[2], now + ttl))
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
         """See :meth:`Store.release`."""

@@ -513,6 +513,10 @@ local function save_all()
   for name, n in pairs(counters) do
     if n ~= 0 then redis.call('HINCRBY', M, name, n) end
   end
+  -- Written: forgotten, so that a later part of the same script (exchange.lua) loads
+  -- the queues afresh and counts from what it finds, not twice.
+  cache = {}
+  counters = {}
 end
 
 
