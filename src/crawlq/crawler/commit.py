@@ -262,7 +262,7 @@ class Acks:
             self._release()
             return
         if len(self._in_commit) > 1:  # (another commit may be syncing: rotate after it)
-            self._rotate_due = True
+            self._rotate_due = out.full()
             self._release()
             return
         self._rotate()  # (between commits: no record is cut in two)

@@ -422,7 +422,10 @@ class Crawler:
         c = self.config.concurrency
         rate = self.summary.fetched / max(time.monotonic() - self._started, 1e-3)
         ahead = min(7 * c, math.ceil(4 * rate * self._latency))
-        free = c + ahead - len(inflight) - len(self._ready) - self._asking
+        # (what commits under way asked for is not subtracted: the store grants a call
+        # only the slots free when it runs, often fewer; it only bounds the whole)
+        free = min(c + ahead - len(inflight) - len(self._ready),
+                   8 * c - len(inflight) - len(self._ready) - self._asking)
         left = self._limit_left(inflight)
         return max(free if left is None else min(free, left - self._asking), 0)
 

@@ -68,6 +68,10 @@ class Output(Protocol):
     def sync(self) -> None:
         """Make what :meth:`flush` handed over durable (fsync; may run in a thread)."""
 
+    def full(self) -> bool:
+        """Whether the file written now is full: :meth:`rotate_if_full` would start the
+        next (never, without size rotation)."""
+
     def rotate_if_full(self) -> None:
         """After a commit: start the next file if this one is full (size rotation)."""
 
@@ -148,6 +152,9 @@ class _File:
             if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
                 raise
 
+    def full(self) -> bool:
+        return False
+
     def rotate_if_full(self) -> None:
         pass
 
@@ -202,8 +209,11 @@ class Rotating:
     def sync(self) -> None:
         self.current.sync()
 
+    def full(self) -> bool:
+        return os.path.getsize(self.current.path) >= self.max_bytes
+
     def rotate_if_full(self) -> None:
-        if os.path.getsize(self.current.path) >= self.max_bytes:
+        if self.full():
             self.current.close()  # (flushed and fsynced: what it holds is durable)
             self.serial += 1
             self.current = _open_one(self.name(self.serial), self.kind, self.gz, self.save)
