@@ -18,6 +18,7 @@ ratio to loopback. Targets (issue 49):
 1 ms each way >= 0.9x, 5 ms each way >= 0.75x.
 
     python bench/bench_remote.py
+    python bench/bench_remote.py --rounds 3      # alternated, medians
     python bench/bench_remote.py --delay 0 --delay 0.005 --hosts 20
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,6 +86,8 @@ def main() -> None:
     ap.add_argument("--links", type=int, default=60, help="same-host links per page")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--per-host", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds of every distance, alternated; medians reported")
     ap.add_argument("--crawl-arg", action="append", default=[],
                     help="an extra argument for crawlq crawl (repeatable)")
     a = ap.parse_args()
@@ -96,45 +100,61 @@ def main() -> None:
           "obeyed, Redis store")
     print(f"{'each way':>9} {'PING ms':>8} {'pages':>6} {'twice':>6} {'missing':>8} "
           f"{'seconds':>8} {'pages/s':>8} {'ratio':>6}")
-    base = None
+    rates: dict[float, list[float]] = {d: [] for d in delays}
     with tempfile.TemporaryDirectory(prefix="crawlq-bench-remote-") as tmp:
         server = LocalRedis(Path(tmp) / "redis")
         server.start()
         try:
             port = int(server.url.rsplit(":", 1)[1].split("/")[0])
-            for n, delay in enumerate(delays):
-                proxy = DelayProxy(port, delay).start() if delay else None
-                try:
-                    via = proxy.port if proxy is not None else port
-                    rtt = ping_ms(via)
-                    web = TestWeb(spec, engine="asyncio").start()
-                    run = Path(tmp) / f"run{n}"
-                    run.mkdir()
-                    try:
-                        seeds = [web.url(i, "/") for i in range(spec.hosts)]
-                        want = reachable(spec, web.port) | {(spec.host(i), "/")
-                                                            for i in range(spec.hosts)}
-                        seconds, _ = crawl(seeds, f"redis://127.0.0.1:{via}/{n % 16}",
-                                           a.concurrency, a.per_host, str(run),
-                                           a.crawl_arg)
-                        hits = web.hits()
-                    finally:
-                        web.stop()
-                finally:
-                    if proxy is not None:
-                        proxy.stop()
-                fetched = Counter((h.host, h.path) for h in hits if h.path != "/robots.txt")
-                twice = sum(k - 1 for k in fetched.values())
-                missing = len(want - set(fetched))
-                rate = len(fetched) / seconds
-                if base is None and delay == 0:
-                    base = rate
-                ratio = f"{rate / base:.2f}x" if base else "-"
-                print(f"{delay * 1000:>7g}ms {rtt:>8.2f} {len(fetched):>6} {twice:>6} "
-                      f"{missing:>8} {seconds:>8.1f} {rate:>8.1f} {ratio:>6}", flush=True)
+            runs = 0
+            for _ in range(a.rounds):  # (the distances alternate: a slow spell hits all)
+                base = None  # (this round's loopback run)
+                for delay in delays:
+                    runs += 1
+                    rate = one_run(spec, a, port, delay, Path(tmp) / f"run{runs}", runs,
+                                   base)
+                    rates[delay].append(rate)
+                    if delay == 0:
+                        base = rate
         finally:
             server.stop()
+    if a.rounds > 1 and 0.0 in rates:
+        base = statistics.median(rates[0.0])
+        print(f"medians of {a.rounds} rounds: " + ", ".join(
+            f"{d * 1000:g} ms {statistics.median(v):.1f} pages/s "
+            f"({statistics.median(v) / base:.2f}x)" for d, v in rates.items()))
 
+
+def one_run(spec: SiteSpec, a: argparse.Namespace, port: int, delay: float, run: Path,
+            n: int, base: float | None) -> float:
+    """One crawl with ``delay`` each way (0: no proxy); prints its line (its ratio to
+    ``base``, the round's loopback pages/s), returns its pages/s."""
+    proxy = DelayProxy(port, delay).start() if delay else None
+    try:
+        via = proxy.port if proxy is not None else port
+        rtt = ping_ms(via)
+        web = TestWeb(spec, engine="asyncio").start()
+        run.mkdir()
+        try:
+            seeds = [web.url(i, "/") for i in range(spec.hosts)]
+            want = reachable(spec, web.port) | {(spec.host(i), "/")
+                                                for i in range(spec.hosts)}
+            seconds, _ = crawl(seeds, f"redis://127.0.0.1:{via}/{n % 16}", a.concurrency,
+                               a.per_host, str(run), a.crawl_arg)
+            hits = web.hits()
+        finally:
+            web.stop()
+    finally:
+        if proxy is not None:
+            proxy.stop()
+    fetched = Counter((h.host, h.path) for h in hits if h.path != "/robots.txt")
+    twice = sum(k - 1 for k in fetched.values())
+    missing = len(want - set(fetched))
+    rate = len(fetched) / seconds
+    ratio = f"{rate / base:.2f}x" if base else ("1.00x" if delay == 0 else "-")
+    print(f"{delay * 1000:>7g}ms {rtt:>8.2f} {len(fetched):>6} {twice:>6} {missing:>8} "
+          f"{seconds:>8.1f} {rate:>8.1f} {ratio:>6}", flush=True)
+    return rate
 
 if __name__ == "__main__":
     main()
