@@ -25,6 +25,7 @@ import contextlib
 import contextvars
 import functools
 import itertools
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
@@ -245,19 +246,13 @@ class AsyncFrontier:
 
     async def wait(self, timeout: float | None = None, poll: float = 1.0) -> bool:
         """:meth:`Frontier.wait <crawlq.Frontier.wait>`, sleeping on the loop."""
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            pause = await self._call(self.frontier.idle_for, poll)
+            pause = await self._call(self.frontier.idle_for, poll, deadline)
             if pause is None:
                 return False
             if pause <= 0:
                 return True
-            if deadline is not None:
-                left = deadline - loop.time()
-                if left <= 0:
-                    return True
-                pause = min(pause, left)
             await asyncio.sleep(pause)
 
     @contextlib.asynccontextmanager

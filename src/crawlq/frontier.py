@@ -605,25 +605,24 @@ class Frontier:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            pause = self.idle_for(poll)
+            pause = self.idle_for(poll, deadline)
             if pause is None:
                 return False
             if pause <= 0:
                 return True
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return True
-                pause = min(pause, left)
             time.sleep(pause)
 
-    def idle_for(self, poll: float = 1.0) -> float | None:
+    def idle_for(self, poll: float = 1.0, deadline: float | None = None) -> float | None:
         """One look of :meth:`wait`: the seconds to sleep before looking again (0 or
-        less: :meth:`next` may return something now; at most ``poll``, since another
-        worker may add work sooner), or None when the crawl is over for every worker
-        sharing the frontier. For a loop with a sleep of its own (an event loop's)."""
+        less: :meth:`next` may return something now, or ``deadline``, a
+        ``time.monotonic()`` time, has passed; at most ``poll``, since another worker
+        may add work sooner), or None when the crawl is over for every worker sharing
+        the frontier. For a loop with a sleep of its own (an event loop's)."""
         at = self.next_ready_at()
-        return None if at is None else min(at - self.clock(), poll)
+        if at is None:
+            return None
+        pause = min(at - self.clock(), poll)
+        return pause if deadline is None else min(pause, deadline - time.monotonic())
 
     # -- named values and counts from outside ---------------------------------------
 
