@@ -149,25 +149,41 @@ def run_bare(urls: list[str], conc: int, per_host: int, tmp: str) -> float:
 # -- the parent ----------------------------------------------------------------------------
 
 
-def run_crawlq(seeds: list[str], conc: int, per_host: int, delay: float,
-               tmp: str) -> float:
-    crawlq = str(Path(sys.executable).with_name("crawlq"))  # the console script
-    cmd = [crawlq, "crawl", *seeds, "--state", f"{tmp}/state",
-           "--allow-domain", "crawlq.test", "--concurrency", str(conc),
-           "--per-host", str(per_host), "--min-delay", str(delay), "--max-delay", str(delay),
-           # (the test web's hosts are one registered domain, crawlq.test, standing for
-           # separate sites: no per-domain share, as Scrapy's slots are per host name)
-           "--per-domain", str(conc), "--max-per-domain", "0", "--max-hosts-per-domain", "0",
-           "--allow-private", "--resolve", "*.crawlq.test=127.0.0.1",
-           "--user-agent", "crawlq-bench", "--out", f"{tmp}/pages.jsonl",
-           "--log-level", "WARNING"]
+def crawlq_command(seeds: list[str], where: list[str], conc: int, per_host: int,
+                   delay: float, out: str, per_domain: int) -> list[str]:
+    """``crawlq crawl`` (the console script) on the test web: store ``where``
+    (``--state DIR`` or ``--store URL``), politeness as given, every page to ``out``.
+    (The test web's hosts are one registered domain, crawlq.test, standing for separate
+    sites: ``per_domain`` is the bench's choice, and no URL or host-name cap per domain.)
+    Shared by bench_remote.py and bench_workers.py."""
+    crawlq = str(Path(sys.executable).with_name("crawlq"))
+    return [crawlq, "crawl", *seeds, *where, "--allow-domain", "crawlq.test",
+            "--concurrency", str(conc), "--per-host", str(per_host),
+            "--min-delay", str(delay), "--max-delay", str(delay), "--delay-factor", "0",
+            "--per-domain", str(per_domain), "--max-per-domain", "0",
+            "--max-hosts-per-domain", "0", "--allow-private",
+            "--resolve", "*.crawlq.test=127.0.0.1", "--user-agent", "crawlq-bench",
+            "--out", out, "--log-level", "WARNING", "--progress", "0"]
+
+
+def run_crawl(cmd: list[str]) -> tuple[float, str]:
+    """Run a ``crawlq crawl`` command: the seconds its summary says it took, and its
+    summary's last line (RuntimeError if it failed)."""
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
         raise RuntimeError(f"crawlq crawl failed:\n{out.stderr[-2000:]}")
     m = re.search(r"fetched (\d+) pages.* in ([\d.]+)s", out.stdout + out.stderr)
     if m is None:
         raise RuntimeError(f"no summary in crawlq's output:\n{out.stdout[-2000:]}")
-    return float(m.group(2))
+    return float(m.group(2)), out.stdout.strip().splitlines()[-1]
+
+
+def run_crawlq(seeds: list[str], conc: int, per_host: int, delay: float,
+               tmp: str) -> float:
+    # (--per-domain = the concurrency: no share per domain, as Scrapy's slots are per
+    # host name)
+    return run_crawl(crawlq_command(seeds, ["--state", f"{tmp}/state"], conc, per_host,
+                                    delay, f"{tmp}/pages.jsonl", conc))[0]
 
 
 def run_scrapy(seeds: list[str], conc: int, per_host: int, delay: float, tmp: str,

@@ -25,14 +25,13 @@ ratio to loopback. Targets (issue 49):
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+from bench_crawl import crawlq_command, run_crawl  # (bench/ is on the path)
 
 from crawlq.delayproxy import DelayProxy
 from crawlq.redislocal import LocalRedis
@@ -56,23 +55,9 @@ def ping_ms(port: int) -> float:
 
 def crawl(seeds: list[str], store: str, conc: int, per_host: int, tmp: str,
           extra: list[str]) -> tuple[float, str]:
-    crawlq = str(Path(sys.executable).with_name("crawlq"))
-    cmd = [crawlq, "crawl", *seeds, "--store", store, "--allow-domain", "crawlq.test",
-           "--concurrency", str(conc), "--per-host", str(per_host), "--min-delay", "0",
-           "--max-delay", "0", "--delay-factor", "0",
-           # (the test web's hosts are one registered domain, crawlq.test, standing for
-           # separate sites: no per-domain cap)
-           "--per-domain", "1000000", "--max-per-domain", "0", "--max-hosts-per-domain", "0",
-           "--allow-private", "--resolve", "*.crawlq.test=127.0.0.1",
-           "--user-agent", "crawlq-bench", "--out", f"{tmp}/pages.jsonl",
-           "--log-level", "WARNING", *extra]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-    if out.returncode != 0:
-        raise RuntimeError(f"crawlq crawl failed:\n{out.stderr[-2000:]}")
-    m = re.search(r"fetched (\d+) pages.* in ([\d.]+)s", out.stdout + out.stderr)
-    if m is None:
-        raise RuntimeError(f"no summary in crawlq's output:\n{out.stdout[-2000:]}")
-    return float(m.group(2)), out.stdout.strip().splitlines()[-1]
+    # (no per-domain cap: the test web's hosts stand for separate sites)
+    return run_crawl(crawlq_command(seeds, ["--store", store], conc, per_host, 0.0,
+                                    f"{tmp}/pages.jsonl", 1_000_000) + extra)
 
 
 def main() -> None:

@@ -20,14 +20,12 @@ Redis take their share of the same cores: see the "web CPU" column.
 from __future__ import annotations
 
 import argparse
-import re
 import resource
-import subprocess
-import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
+
+from bench_crawl import crawlq_command, run_crawl  # (bench/ is on the path)
 
 from crawlq.redislocal import LocalRedis
 from crawlq.testweb import SiteSpec, TestWeb, reachable
@@ -64,7 +62,6 @@ def main() -> None:
           f"{'pages/s':>8} {'CPU s':>6} {'pages/CPU-s':>11} {'web CPU':>8} "
           f"{'speed':>6} {'per CPU':>8}")
     base: tuple[float, float] | None = None
-    crawlq = str(Path(sys.executable).with_name("crawlq"))
     with tempfile.TemporaryDirectory(prefix="crawlq-bench-workers-") as tmp:
         server = LocalRedis(Path(tmp) / "redis") if a.store == "redis" else None
         if server is not None:
@@ -76,34 +73,25 @@ def main() -> None:
                 run.mkdir()
                 where = (["--store", f"{server.url.rsplit('/', 1)[0]}/{n % 16}"]
                          if server is not None else ["--state", str(run / "state")])
-                cmd = [crawlq, "crawl", *[web.url(i, "/") for i in range(spec.hosts)],
-                       *where, "--allow-domain", "crawlq.test", "--allow-private",
-                       "--resolve", "*.crawlq.test=127.0.0.1",
-                       "--concurrency", str(a.concurrency), "--per-host", "2",
-                       "--min-delay", "0", "--max-delay", "0", "--delay-factor", "0",
-                       # (the test web's hosts are one registered domain standing for
-                       # separate sites: no per-domain cap)
-                       "--per-domain", "1000000", "--max-per-domain", "0",
-                       "--max-hosts-per-domain", "0", "--user-agent", "crawlq-bench",
-                       "--out", str(run / "pages.jsonl"), "--log-level", "WARNING",
-                       "--progress", "0"]
+                # (no per-domain cap: the test web's hosts stand for separate sites)
+                cmd = crawlq_command([web.url(i, "/") for i in range(spec.hosts)], where,
+                                     a.concurrency, 2, 0.0, str(run / "pages.jsonl"),
+                                     1_000_000)
                 if workers > 1:
                     cmd += ["--workers", str(workers)]
                 try:
-                    cpu0, web0, t0 = cpu_of_children(), cpu_of_self(), time.monotonic()
-                    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-                    wall = time.monotonic() - t0
+                    cpu0, web0 = cpu_of_children(), cpu_of_self()
+                    try:
+                        seconds, _ = run_crawl(cmd)
+                    except RuntimeError as exc:
+                        print(f"{workers:>7} FAILED: {exc}")
+                        continue
                     cpu, web_cpu = cpu_of_children() - cpu0, cpu_of_self() - web0
                     hits = web.hits()
                     want = reachable(spec, web.port) | {(spec.host(i), "/")
                                                         for i in range(spec.hosts)}
                 finally:
                     web.stop()
-                if out.returncode != 0:
-                    print(f"{workers:>7} FAILED: {out.stderr[-2000:]}")
-                    continue
-                m = re.search(r"fetched (\d+) pages.* in ([\d.]+)s", out.stdout)
-                seconds = float(m.group(2)) if m else wall
                 fetched = Counter((h.host, h.path) for h in hits if h.path != "/robots.txt")
                 twice = sum(k - 1 for k in fetched.values())
                 missing = len(want - set(fetched))
