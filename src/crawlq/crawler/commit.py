@@ -101,7 +101,6 @@ class Acks:
         self.interval = interval
         self._held: dict[_Key, tuple[list[Lease], list[float | None]]] = {}
         self._wake = asyncio.Event()
-        self._lock = asyncio.Lock()  # (held while a commit takes its group)
         self._syncing = asyncio.Lock()
         self._rotate_due = False  # a file full while other commits were under way
         self._in_commit: list[list[Lease]] = []
@@ -191,15 +190,15 @@ class Acks:
 
     async def commit(self) -> None:
         """Make the output durable, then acknowledge every lease held before."""
-        async with self._lock:  # (one commit takes its group at a time)
-            if self.failed is not None:
-                raise self.failed
-            held, self._held = self._held, {}
-            if not held:
-                return
-            links = self.links.take() if self.links is not None else []
-            group = [le for leases, _ in held.values() for le in leases]
-            self._in_commit.append(group)
+        # (the group and its links are taken with no await between: in one loop step)
+        if self.failed is not None:
+            raise self.failed
+        held, self._held = self._held, {}
+        if not held:
+            return
+        links = self.links.take() if self.links is not None else []
+        group = [le for leases, _ in held.values() for le in leases]
+        self._in_commit.append(group)
         try:
             await self._commit(held, links)
         finally:
