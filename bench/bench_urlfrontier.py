@@ -23,6 +23,7 @@ language). Client and server share the machine's cores, so a client's own CPU pe
 can bound the rate.
 
     python bench/bench_urlfrontier.py --urls 100000 --batch 1000 --store sqlite
+    python bench/bench_urlfrontier.py --urls 50000 --rounds 5   # alternated, medians
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from bench_serve import in_process, urls
@@ -209,6 +211,9 @@ def main() -> None:
     ap.add_argument("--client", choices=["pb", "raw", "both"], default="both",
                     help="the GetURLs + ack client(s): grpcio's message classes, "
                          "hand-written bytes, or each in turn (default)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds of crawlq and the do-nothing server, alternated; "
+                         "medians reported (the ratio: of each round's)")
     ap.add_argument("--floor-server", metavar="PORT_FILE", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.floor_server:
@@ -232,34 +237,44 @@ def main() -> None:
             time.sleep(0.05)
         return f"127.0.0.1:{path.read_text()}"
 
-    rows: dict[tuple[str, str], tuple[float, float, float]] = {}
-    for client in ["pb", "raw"] if a.client == "both" else [a.client]:
-        store = ("memory://" if a.store == "memory"
-                 else f"sqlite:///{tmp}/served-{client}.db")
-        rows["crawlq", client] = run_against(
-            [sys.executable, "-m", "crawlq.cli", "--store", store, *opts, "serve",
-             "--port", "0", "--grpc-port", "0"], crawlq_target, a.urls, a.batch, client)
-        Path(port_file).unlink(missing_ok=True)
-        rows["floor", client] = run_against(
-            [sys.executable, __file__, "--urls", str(a.urls), "--floor-server", port_file],
-            floor_target, a.urls, a.batch, client)
+    clients = ["pb", "raw"] if a.client == "both" else [a.client]
+    rows: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    for r in range(a.rounds):  # (crawlq and the floor alternate: a slow spell hits both)
+        for client in clients:
+            store = ("memory://" if a.store == "memory"
+                     else f"sqlite:///{tmp}/served-{client}-{r}.db")
+            rows.setdefault(("crawlq", client), []).append(run_against(
+                [sys.executable, "-m", "crawlq.cli", "--store", store, *opts, "serve",
+                 "--port", "0", "--grpc-port", "0"], crawlq_target, a.urls, a.batch,
+                client))
+            Path(port_file).unlink(missing_ok=True)
+            rows.setdefault(("floor", client), []).append(run_against(
+                [sys.executable, __file__, "--urls", str(a.urls), "--floor-server",
+                 port_file], floor_target, a.urls, a.batch, client))
     local = "memory://" if a.store == "memory" else f"sqlite:///{tmp}/local.db"
     l_add, l_lease = in_process(local, a.urls, a.batch)
     print(f"{a.urls:,} URLs over 500 hosts, batches of {a.batch}, store {a.store}, "
-          "politeness off; one client")
+          f"politeness off; one client; {a.rounds} round(s)"
+          + (", medians" if a.rounds > 1 else ""))
     print(f"{'':<30} {'put/s':>10} {'get+ack/s':>10} {'server CPU/URL':>15}")
     names = {"crawlq": "crawlq serve (gRPC)", "floor": "do-nothing gRPC server"}
-    for (server, client), (add, lease, cpu) in rows.items():
+    for (server, client), runs in rows.items():
+        add, lease, cpu = (median(x[k] for x in runs) for k in range(3))
         label = f"{names[server]}, {client}"
         print(f"{label:<30} {add:>10,.0f} {lease:>10,.0f} {cpu:>12.0f} µs")
     print(f"{'in-process':<30} {l_add:>10,.0f} {l_lease:>10,.0f}")
-    for client in dict.fromkeys(c for _, c in rows):
-        s_add, s_lease, s_cpu = rows["crawlq", client]
-        _, f_lease, f_cpu = rows["floor", client]
+    for client in clients:
+        served_runs, floor_runs = rows["crawlq", client], rows["floor", client]
+        # (each round's ratio against the floor run beside it, then their median)
+        ratios = [s[1] / f[1] for s, f in zip(served_runs, floor_runs)]
+        s_add, s_lease, s_cpu = (median(x[k] for x in served_runs) for k in range(3))
+        f_cpu = median(x[2] for x in floor_runs)
+        each = (" (rounds: " + ", ".join(f"{x:.2f}" for x in ratios) + ")"
+                if len(ratios) > 1 else "")
         print(f"  {client} client: crawlq over gRPC {s_add / l_add:.2f}x in-process add "
               f"(PutDiscovered), {s_lease / l_lease:.2f}x next+done (GetURLs + one PutURLs "
-              f"message per URL); {s_lease / f_lease:.2f}x the do-nothing server's "
-              f"get+ack; its own work: {s_cpu - f_cpu:.0f} µs of server CPU per URL")
+              f"message per URL); {median(ratios):.2f}x the do-nothing server's "
+              f"get+ack{each}; its own work: {s_cpu - f_cpu:.0f} µs of server CPU per URL")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import pytest
 
 from crawlq import Frontier, Outcome, Request
 from crawlq.redislocal import LocalRedis
-from crawlq.serve import uf_ops
+from crawlq.serve import grpc_server, uf_ops
 from crawlq.serve.crawls import DEFAULT_DELAY, RECHECK
 from crawlq.serve.grpc_wire import load_proto
 
@@ -781,3 +781,26 @@ def test_only_answers_that_take_effect_count(store: str) -> None:
         assert sorted(u for u, _ in listed) == [a.url, c.url]
         assert dict(listed)[a.url] == 0 and dict(listed)[c.url] > 0
         assert [g.url for g in get(s, key="c.example")] == [c.url]  # (fetched again)
+
+
+def test_urls_leased_ahead_for_a_client_that_left_go_back(store: str) -> None:
+    """GetURLs leases a big answer in parts, the next while one is sent; a client that
+    cancels the call mid-stream leaves only the part it was sent leased (until its
+    time is up): the part leased ahead for it goes back to its queues at once."""
+    opts = ("-o", "min_delay=0", "-o", "max_delay=0", "-o", "delay_factor=0",
+            "-o", "concurrency=100000")
+    with serve(store, *opts) as s:
+        urls = [f"https://h{i % 3}.example/{i}" for i in range(3000)]
+        for start in range(0, len(urls), 1000):
+            assert one_batch(s, *(info(u) for u in urls[start:start + 1000])) == [OK] * 1000
+        call = s.stub.GetURLs(pb.GetParams(delay_requestable=600), timeout=30)
+        got = [next(call) for _ in range(10)]
+        call.cancel()
+        assert len({g.url for g in got}) == 10
+        deadline = time.monotonic() + 10
+        while stats(s).inProcess > grpc_server.LEASE_PART and time.monotonic() < deadline:
+            time.sleep(0.05)
+        held = stats(s).inProcess
+        assert 10 <= held <= grpc_server.LEASE_PART
+        # (what went back is served again at once)
+        assert len(get(s, delay_requestable=600)) == 3000 - held

@@ -15,7 +15,7 @@ import hmac
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from itertools import islice
 from typing import Any, TypeVar
 
@@ -24,6 +24,7 @@ from grpc import aio
 
 from ..errors import ConfigError, CrawlqError, InvalidURL, StoreError
 from ..frontier import Frontier
+from ..models import Lease
 from . import uf_ops
 from .app import MAX_BATCH, is_active, set_active
 from .crawls import Crawls, crawl_id
@@ -32,6 +33,9 @@ from .metrics import Metrics
 
 DEFAULT_TTL = 30.0
 """Seconds a URL handed out by GetURLs stays leased when the client leaves it to us."""
+LEASE_PART = 1000
+"""GetURLs leases the URLs it sends this many at a time, each part leased while the one
+before is sent: the first URLs go out after a part's store work, not the whole call's."""
 PAGE = 100
 """ListURLs' page size when the client gives none (as the reference server)."""
 LIST_PAGE = 1000
@@ -57,8 +61,8 @@ class Service:
         self.node = node
         self.token = token
         self.pb = pb
-        self._spent_by_crawl: dict[str, uf_ops.Spent] = {}
-        self._spent_lock = threading.Lock()
+        self._handles_by_crawl: dict[str, uf_ops.Handles] = {}
+        self._handles_lock = threading.Lock()
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -115,19 +119,41 @@ class Service:
             cap = max(1, int(frontier.store.policy.concurrency))
             n = urls_left if not max_queues else min(urls_left, queues_left * (
                 min(per_queue, cap) if per_queue else cap))
-            leases = await self._run(context, "GetURLs", uf_ops.lease, frontier,
-                                     n, ttl, per_queue, queues_left,
-                                     params.key or None, self._spent(name))
-            urls_left -= len(leases)
-            queues_left -= len({le.queue for le in leases})
-            for le in leases:
-                yield self._info(le.request.url, le.queue, uf_ops.metadata_of(le.request),
-                                 name)
+            taken: dict[str, int] = {}  # (queue -> URLs of this call: its parts share)
+            handles = self._handles(name)
 
-    def _spent(self, crawl: str) -> uf_ops.Spent:
-        """The lease handles of the crawl's answered URLs, until its next GetURLs."""
-        with self._spent_lock:
-            return self._spent_by_crawl.setdefault(crawl, uf_ops.Spent())
+            def part(k: int, frontier: Frontier = frontier, handles: uf_ops.Handles =
+                     handles, taken: dict[str, int] = taken,
+                     most: int = queues_left) -> Awaitable[list[Lease]]:
+                return self._run(context, "GetURLs", uf_ops.lease, frontier, k, ttl,
+                                 per_queue, most, params.key or None, handles, taken)
+
+            # (in parts: the first URLs go out while the next part is leased)
+            asked = min(n, LEASE_PART)
+            pending: asyncio.Future[list[Lease]] | None = asyncio.ensure_future(part(asked))
+            left = n
+            try:
+                while pending is not None:
+                    leases = await pending
+                    left -= len(leases)
+                    pending = None
+                    if len(leases) == asked and left > 0:
+                        asked = min(left, LEASE_PART)
+                        pending = asyncio.ensure_future(part(asked))
+                    for le in leases:
+                        yield self._info(le.request.url, le.queue,
+                                         uf_ops.metadata_of(le.request), name)
+            finally:
+                if pending is not None:  # (the client went away: the part goes back)
+                    unsent = await pending
+                    await asyncio.to_thread(uf_ops.give_back, frontier, unsent, handles)
+            urls_left -= n - left
+            queues_left -= len(taken)
+
+    def _handles(self, crawl: str) -> uf_ops.Handles:
+        """The lease handles of the crawl's URLs handed out, as this server knows them."""
+        with self._handles_lock:
+            return self._handles_by_crawl.setdefault(crawl, uf_ops.Handles())
 
     def _crawls_to_serve(self, any_crawl: bool, crawl: str) -> list[tuple[str, Frontier]]:
         """The crawls GetURLs serves (none while the frontier is inactive)."""
@@ -177,7 +203,7 @@ class Service:
                 frontier = self._crawl(crawl, create=True)
                 assert frontier is not None
                 got = uf_ops.put(frontier, [it for it in (items[i] for i in index) if it],
-                                 self._spent(crawl_id(crawl)))
+                                 self._handles(crawl_id(crawl)))
             except StoreError as exc:
                 if not soft:
                     raise
@@ -294,8 +320,13 @@ class Service:
     async def DeleteCrawl(self, req: Any, context: Any) -> Any:
         """Delete a crawl and everything in it (DEFAULT, the server's own store, is
         emptied in place); the answer is how many URLs it held."""
-        n = await self._run(context, "DeleteCrawl", self.crawls.delete, req.value)
+        n = await self._run(context, "DeleteCrawl", self._delete_crawl, req.value)
         return self.pb.Long(value=n)
+
+    def _delete_crawl(self, crawl: str) -> int:
+        n = self.crawls.delete(crawl)
+        self._handles(crawl_id(crawl)).forget()
+        return n
 
     async def DeleteQueue(self, req: Any, context: Any) -> Any:
         """Remove a queue and every URL in it; the answer is how many URLs."""
@@ -306,7 +337,8 @@ class Service:
         if not req.key:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "a queue key is needed")
         frontier = self._crawl(req.crawlID)
-        return 0 if frontier is None else uf_ops.delete_queue(frontier, req.key)
+        return 0 if frontier is None else uf_ops.delete_queue(
+            frontier, req.key, self._handles(crawl_id(req.crawlID)))
 
     async def ListQueues(self, req: Any, context: Any) -> Any:
         """A page of the crawl's queue keys, largest first; the active ones unless

@@ -2,25 +2,27 @@
 :class:`~crawlq.Frontier`, run by :mod:`crawlq.serve.grpc_server` in worker threads.
 
 URLFrontier names a fetched URL by its text (a KnownURLItem), where crawlq answers a
-lease by its token. So each URL handed out by :func:`lease` leaves its lease handle in
-the store, as a value named after the URL's canonical form that expires with the lease
-(and is dropped when the URL's answer is applied): any server on the store finds it when
-the URL comes back, and a server killed in between loses nothing (the lease ends and
-the URL is served again).
+lease by its token. So each GetURLs call leaves the lease handles of the URLs it handed
+out in the store, one value for the call (named by the call's number), and the server
+keeps them in memory by URL (:class:`Handles`): an answer through the server that
+leased finds its handle there; one through another server on the store (or through this
+one after a restart) finds it in the calls' values, which the server reads when a URL
+is not in its memory. A server killed in between loses nothing: the handles are in the
+store, and a lease no server answers ends and its URL is served again.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Any
 
 from ..errors import ConfigError, InvalidURL
 from ..frontier import Frontier
-from ..handles import handle, lease_of
 from ..models import PRIORITY_MAX, Lease, Outcome, QueueInfo, Request
 from ..stores import dumpfmt
 from ..stores.base import Tallies
@@ -32,13 +34,22 @@ CREATED = "urlfrontier_created"
 (epoch seconds: URLFrontier's creation date, what PurgeURLs compares)."""
 _DAY = 86_400.0
 _URL = "crawlq:uf:url:"
-"""Prefix of the store value kept for a URL (named after its canonical form): while it
-is leased, its lease handle and creation date (ASCII, "<handle> <created>"), ending
-with the lease; once it is fetched for good, its record (a JSON object: its text,
-queue, metadata and creation date), with no expiry. URLFrontier lists and reports
-fetched URLs, where crawlq's seen-set keeps only their fingerprints: the records are
-the text, in the crawl's store (dumped, loaded and cleared with it). One value for
-both: a URL answered done replaces its handle by its record, one write."""
+"""Prefix of the store value kept for a URL fetched for good (named after its canonical
+form): its record, a JSON object (its text, queue, metadata and creation date), with
+no expiry. URLFrontier lists and reports fetched URLs, where crawlq's seen-set keeps
+only their fingerprints: the records are the text, in the crawl's store (dumped, loaded
+and cleared with it)."""
+_CALL = "crawlq:uf:call:"
+"""Prefix of the store value kept for a GetURLs call, named by its number (the tally
+_CALLS): when its handles may be forgotten (epoch seconds), then a line per URL handed
+out, "<token>.<retries> <created> <url>" (the URL canonical: no space, no newline);
+kept until then (LATE_KEPT after its last lease ends). One write per call, where a
+value per URL would be a write per URL at a random place of the store's index (a
+third of the server's work per URL, measured on SQLite)."""
+_CALLS = "crawlq:uf:calls"
+"""The tally that numbers the crawl's GetURLs calls, whichever server makes them: the
+names of their values follow each other, so a server reads the calls it has not seen
+by their numbers."""
 _DUE = "crawlq:uf:due:"
 """Prefix of the store values that keep the refetch date last queued for a URL."""
 _DUE_KEPT = 86_400.0
@@ -75,9 +86,6 @@ def _digest(url: str) -> str:
     return blake2b(url.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-_GONE = b"-"
-"""The value left for a URL whose queue DeleteQueue removed while it was leased, until
-its lease's time is up: a late answer to it changes nothing."""
 LATE_KEPT = 600.0
 """Seconds a lease handle is kept past its lease's end, so that an answer coming late
 is known as one (it changes nothing) rather than taken for a URL never leased."""
@@ -86,11 +94,6 @@ is known as one (it changes nothing) rather than taken for a URL never leased.""
 def _url_name(url: str) -> str:
     """The value kept for ``url`` (in canonical form): see _URL."""
     return _URL + _digest(url)
-
-
-def _is_record(raw: bytes) -> bool:
-    """Whether a URL's kept value is its record (fetched for good), not a lease."""
-    return raw[:1] == b"{"
 
 
 def date_priority(date: float, now: float) -> int:
@@ -157,71 +160,184 @@ def metadata_of(request: Request) -> dict[str, list[str]]:
     return _clean(request.meta.get(META) if request.meta else None)
 
 
-class Spent:
-    """The lease handles of a crawl's URLs answered since its last :func:`lease` call,
-    which drops them in its own transaction: answering a URL then costs no write of
-    its own (its lease's answer is group-committed). Past ``most`` of them, the answer
-    drops them itself. A handle is dropped only while it is still the one answered (the
-    URL may have been leased again since, by this server or another); a server killed
-    first loses nothing: a handle left behind goes when its time is up (as the store
-    drops expired values)."""
+@dataclass(slots=True)
+class _Held:
+    """A URL's lease as :class:`Handles` keeps it: enough to answer it."""
 
-    def __init__(self, most: int = 10_000) -> None:
+    token: int
+    retries: int
+    created: int  # (when a server first stored the URL: its record's creation date)
+    call: int  # (the number of the GetURLs call that handed it out)
+
+    def lease(self) -> Lease:
+        return Lease(self.token, Request(_ABOUT, retries=self.retries), "", 0.0, 0.0)
+
+
+_ABOUT = "about:lease"
+
+
+class Handles:
+    """The lease handles of a crawl's URLs handed out by GetURLs, in memory by URL
+    (canonical), as this server knows them: the calls it made, and those of other
+    servers (or of itself before a restart) it read from the store when an answer named
+    a URL it did not hold. A handle goes when its URL is answered through this server,
+    or when its call's time is up (LATE_KEPT after its last lease ends: an answer later
+    than that is taken for one of a URL never leased); past ``most`` handles, those of
+    the oldest calls go first (the store still has them).
+
+    Thread-safe: the server's calls run in worker threads."""
+
+    SCAN = 1000
+    """Calls read at a time when a server reads the calls it has not seen."""
+
+    def __init__(self, most: int = 500_000) -> None:
         self.most = most
-        self._handles: dict[str, bytes] = {}  # name -> the handle answered
+        self._held: dict[str, _Held] = {}
+        self._calls: deque[tuple[int, float, list[str]]] = deque()  # (call, until, urls)
+        self._mine: set[int] = set()  # (the calls this server made: never read back)
+        self._read_to: int | None = None  # (the calls read from the store: up to this)
         self._lock = threading.Lock()
 
-    def add(self, handles: Mapping[str, bytes]) -> dict[str, bytes]:
-        """Keep ``handles`` for the next lease call; returns those to drop now (all kept
-        so far, once there are ``most``)."""
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def leased(self, call: int, held: Sequence[tuple[str, _Held]], until: float,
+               now: float) -> None:
+        """Keep the handles of call number ``call`` (made here: ``held``, by URL) until
+        ``until``."""
         with self._lock:
-            self._handles.update(handles)
-            if len(self._handles) < self.most:
-                return {}
-            out, self._handles = self._handles, {}
-            return out
+            self._mine.add(call)
+            self._held.update(held)
+            self._calls.append((call, until, [url for url, _ in held]))
+            self._sweep(now)
 
-    def take(self) -> dict[str, bytes]:
-        """The handles kept so far, forgotten here."""
+    def find(self, urls: Sequence[str]) -> list[_Held | None]:
+        """The handles held for ``urls`` (canonical; None where none is)."""
+        get = self._held.get
         with self._lock:
-            out, self._handles = self._handles, {}
-            return out
+            return [get(u) for u in urls]
 
+    def answered(self, urls: Iterable[tuple[str, _Held]]) -> None:
+        """Forget the handles answered (each while it is still the one held)."""
+        with self._lock:
+            held = self._held
+            for url, h in urls:
+                if held.get(url) is h:
+                    del held[url]
 
-def _drop_answered(frontier: Frontier, handles: Mapping[str, bytes]) -> None:
-    """Drop the answered ``handles`` still kept as they were answered (one put again
-    since names a newer lease of the URL: it stays)."""
-    names = list(handles)
-    now = frontier.clock()
-    kept = frontier.store.get_values(names, now)
-    gone = [n for n, v in zip(names, kept) if v == handles[n]]
-    if gone:
-        frontier.store.drop_values(gone)
+    def forget(self) -> None:
+        """Forget every handle (the crawl was deleted)."""
+        with self._lock:
+            self._held.clear()
+            self._calls.clear()
+            self._mine.clear()
+            self._read_to = None
+
+    def read(self, frontier: Frontier) -> None:
+        """Read the calls made since the last read (by other servers, or by this one
+        before a restart) from the store. The first read goes back from the newest call
+        until a run of SCAN calls whose values are all gone (their time was up: so are
+        the older ones', unless a call leased for far longer than those after it)."""
+        (top,) = _tallies(frontier).tallies([_CALLS])
+        with self._lock:
+            low, mine = self._read_to, set(self._mine)
+            if low is not None and top < low:  # (the crawl was cleared since)
+                low = None
+        now = frontier.clock()
+        rows: list[tuple[int, bytes]] = []
+        if low is None:
+            hi = top
+            while hi > 0:
+                lo = max(0, hi - self.SCAN)
+                found = self._rows(frontier, [c for c in range(hi, lo, -1) if c not in mine],
+                                   now)
+                rows += found
+                if not found:
+                    break
+                hi = lo
+        else:
+            for lo in range(low, top, self.SCAN):
+                rows += self._rows(frontier, [c for c in range(lo + 1, min(top, lo + self.SCAN)
+                                                               + 1) if c not in mine], now)
+        rows.sort()
+        with self._lock:
+            held = self._held
+            for call, raw in rows:
+                until_text, _, body = raw.decode("utf-8", "surrogateescape").partition("\n")
+                try:
+                    until = float(until_text)
+                except ValueError:
+                    continue  # (not a call's value: left alone)
+                if until <= now:
+                    continue
+                urls = []
+                for line in body.split("\n"):
+                    handle_text, _, rest = line.partition(" ")
+                    created, _, url = rest.partition(" ")
+                    token, _, retries = handle_text.partition(".")
+                    if not (url and token.isdigit() and retries.isdigit()
+                            and created.isdigit()):
+                        continue
+                    old = held.get(url)
+                    if old is None or old.call < call:
+                        held[url] = _Held(int(token), int(retries), int(created), call)
+                        urls.append(url)
+                self._calls.append((call, until, urls))
+            self._read_to = max(top, self._read_to or 0)
+            self._sweep(now)
+
+    @staticmethod
+    def _rows(frontier: Frontier, calls: list[int], now: float) -> list[tuple[int, bytes]]:
+        if not calls:
+            return []
+        got = frontier.store.get_values([f"{_CALL}{c}" for c in calls], now)
+        return [(c, v) for c, v in zip(calls, got) if v is not None]
+
+    def _sweep(self, now: float) -> None:
+        """Forget the calls whose time is up, and the oldest past ``most`` handles (the
+        lock held)."""
+        calls, held = self._calls, self._held
+        while calls and (calls[0][1] <= now or len(held) > self.most):
+            call, _, urls = calls.popleft()
+            self._mine.discard(call)
+            for url in urls:
+                h = held.get(url)
+                if h is not None and h.call == call:
+                    del held[url]
 
 
 def lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
-          max_queues: int, queue: str | None = None,
-          spent: Spent | None = None) -> list[Lease]:
+          max_queues: int, queue: str | None, handles: Handles,
+          taken: dict[str, int] | None = None) -> list[Lease]:
     """Lease up to ``n`` URLs for ``ttl`` seconds (of ``queue`` only, when given), at most
     ``per_queue`` from a queue and from at most ``max_queues`` queues (0: no limit);
-    leases over the limits go back at once. Records each lease's handle under its URL
-    (see the module docstring) and drops the ``spent`` ones, all in one atomic step
-    where the store has them."""
+    leases over the limits go back at once. ``taken``: the URLs per queue leased so
+    far by the same GetURLs call (its parts share the limits), updated. Keeps the
+    handles (see the module docstring), in one atomic step with the leases where the
+    store has them."""
     with frontier.transaction():
-        drop = spent.take() if spent is not None else {}
-        if drop:
-            _drop_answered(frontier, drop)
-        return _lease(frontier, n, ttl, per_queue, max_queues, queue)
+        kept = _lease(frontier, n, ttl, per_queue, max_queues, queue,
+                      {} if taken is None else taken)
+        if not kept:
+            return []
+        (call,) = _tallies(frontier).tally({_CALLS: 1})
+        until = max(le.expires_at for le in kept) + LATE_KEPT
+        held = [(le.request.url, _Held(le.token, le.request.retries,
+                                       _created_in(le.request.meta), call)) for le in kept]
+        lines = "\n".join(f"{h.token}.{h.retries} {h.created} {url}" for url, h in held)
+        frontier.store.put_values([(f"{_CALL}{call}", f"{until!r}\n{lines}".encode(),
+                                    until)])
+    handles.leased(call, held, until, frontier.clock())
+    return kept
 
 
 def _lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
-           max_queues: int, queue: str | None) -> list[Lease]:
+           max_queues: int, queue: str | None, taken: dict[str, int]) -> list[Lease]:
     leases = frontier.next(n, ttl=ttl, queue=queue)
     if not leases:
         return []
     kept: list[Lease] = []
     extra: list[Lease] = []
-    taken: dict[str, int] = {}
     for le in leases:
         count = taken.get(le.queue, 0)
         if (per_queue and count >= per_queue) or (
@@ -232,17 +348,19 @@ def _lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
         kept.append(le)
     if extra:
         frontier.done(extra, Outcome.RETRY)
-    # (kept until a while after the lease ends: store values take their expiry time)
-    frontier.store.put_values([(_url_name(le.request.url),
-                                f"{handle(le)} {created_of(le.request)}".encode(),
-                                le.expires_at + LATE_KEPT) for le in kept])
     return kept
 
 
-def put(frontier: Frontier, items: Sequence[Item], spent: Spent | None = None) -> list[int]:
-    """Apply a client's URLs in one go; one AckMessage status per item. The lease
-    handles of the URLs answered are dropped now, or with ``spent`` by the crawl's next
-    :func:`lease` call.
+def give_back(frontier: Frontier, leases: Sequence[Lease], handles: Handles) -> None:
+    """Put leases handed out by :func:`lease` but never sent back in their queues."""
+    frontier.done(leases, Outcome.RETRY)
+    handles.answered((le.request.url, h) for le, h in zip(
+        leases, handles.find([le.request.url for le in leases])) if h is not None)
+
+
+def put(frontier: Frontier, items: Sequence[Item], handles: Handles) -> list[int]:
+    """Apply a client's URLs in one go; one AckMessage status per item. ``handles``:
+    the crawl's lease handles (see :class:`Handles`).
 
     Discovered URLs are added; one not added is SKIPPED (do not send it again): a
     duplicate (known already, as URLFrontier's reference server answers), an invalid
@@ -264,82 +382,105 @@ def put(frontier: Frontier, items: Sequence[Item], spent: Spent | None = None) -
         # (one transaction where the store has them: the answers, the URLs kept as
         # text and the counts commit together, once)
         with frontier.transaction():
-            answered = _put_known(frontier, items, known, statuses, dated)
-        if answered:  # (once committed: a batch rolled back drops no handle)
-            drop = answered if spent is None else spent.add(answered)
-            if drop:
-                _drop_answered(frontier, drop)
+            answered = _put_known(frontier, items, known, statuses, dated, handles)
+        handles.answered(answered)  # (once committed: a batch rolled back keeps them)
     return statuses
 
 
-def _held(raw: bytes) -> tuple[Lease, int]:
-    """The lease a URL's kept handle stands for, and the URL's creation date (see
-    _lease: "<handle> <created>")."""
-    text, _, created = raw.decode("ascii", "replace").partition(" ")
-    return lease_of(text), int(created) if created.isdigit() else 0
+def _held_for(frontier: Frontier, items: Sequence[Item], known: list[int],
+              statuses: list[int], handles: Handles) -> tuple[dict[int, str],
+                                                              dict[int, _Held]]:
+    """The canonical URL of each known item (an invalid one is SKIPPED), and the lease
+    handle held for it. A client sends back the URL it was handed, canonical: only the
+    others are canonicalized; the calls this server has not seen are read only when a
+    URL is not in its memory."""
+    urls = [items[i].url for i in known]
+    canon: dict[int, str] = {}
+    held: dict[int, _Held] = {}
+    missing: list[int] = []
+    for i, url, h in zip(known, urls, handles.find(urls)):
+        if h is not None:
+            canon[i], held[i] = url, h
+            continue
+        try:
+            canon[i] = frontier.canonicalize(url)
+        except InvalidURL:
+            statuses[i] = SKIPPED
+            continue
+        missing.append(i)
+    for attempt in range(2):
+        if not missing:
+            break
+        if attempt:
+            handles.read(frontier)
+        found = handles.find([canon[i] for i in missing])
+        held.update((i, h) for i, h in zip(missing, found) if h is not None)
+        missing = [i for i, h in zip(missing, found) if h is None]
+    return canon, held
+
+
+def _answer(frontier: Frontier, items: Sequence[Item], answers: list[tuple[int, _Held]],
+            now: float) -> list[tuple[int, _Held]]:
+    """Answer held leases: done for good (refetch 0), or back in their queue from their
+    refetch time; those whose answer took effect (the lease was still held)."""
+    groups: dict[float | None, list[tuple[int, _Held]]] = {}
+    for i, h in answers:
+        when = items[i].refetch or 0
+        groups.setdefault(max(0.0, when - now) if when else None, []).append((i, h))
+    took: list[tuple[int, _Held]] = []
+    for after, group in groups.items():
+        leases = [h.lease() for _, h in group]
+        flags = (frontier.done_each(leases) if after is None
+                 else frontier.done_each(leases, Outcome.RETRY, after=after))
+        took += [x for x, ok in zip(group, flags) if ok]
+    return took
 
 
 def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
-               statuses: list[int], dated: Mapping[str, Any]) -> dict[str, bytes]:
-    """The known URLs of a put (see :func:`put`); returns the lease handles answered
-    with a refetch date, to drop."""
-    canon: dict[int, str] = {}
-    for i in known:
-        try:
-            canon[i] = frontier.canonicalize(items[i].url)
-        except InvalidURL:
-            statuses[i] = SKIPPED
-    order = list(canon)
-    names = [_url_name(canon[i]) for i in order]
+               statuses: list[int], dated: Mapping[str, Any],
+               handles: Handles) -> list[tuple[str, _Held]]:
+    """The known URLs of a put (see :func:`put`); returns the handles answered."""
+    canon, held = _held_for(frontier, items, known, statuses, handles)
     now = frontier.clock()
-    found = frontier.store.get_values(names, now) if names else []
-    finished: list[Lease] = []
-    again: dict[float, list[Lease]] = {}
-    unleased: list[int] = []
-    records: dict[int, Listed] = {}  # the URLs not leased that are fetched for good
-    answered: dict[str, bytes] = {}
-    kept: list[tuple[str, bytes, float | None]] = []  # records, in place of handles
+    answers = list(held.items())
+    took = _answer(frontier, items, answers, now)
+    if len(took) < len(answers):
+        # (an answer that took no effect: late, the same URL twice, or a handle since
+        # replaced by a newer lease of the URL that this server has not read yet)
+        done = {i for i, _ in took}
+        stale = [(i, h) for i, h in answers if i not in done]
+        handles.read(frontier)
+        newer = [(i, n) for (i, h), n in zip(stale, handles.find([canon[i] for i, _ in stale]))
+                 if n is not None and n.call > h.call]
+        if newer:
+            took += _answer(frontier, items, newer, now)
+    kept: list[tuple[str, bytes, float | None]] = []  # records
     completed: dict[str, int] = {}  # queue -> URLs newly fetched for good, or no longer
+    for i, h in took:
+        if not items[i].refetch:
+            value, key = _record(frontier, items[i], canon[i], _url_name(canon[i]), h.created)
+            kept.append(value)
+            completed[key] = completed.get(key, 0) + 1
+    unleased = [i for i in canon if i not in held]
+    names = [_url_name(canon[i]) for i in unleased]
+    found = frontier.store.get_values(names, now) if names else []
+    records: dict[int, Listed] = {}  # the URLs not leased that are fetched for good
     new_queues: set[str] = set()  # of URLs never queued here, put as done
     created = int(dated[CREATED])
-    finishing: list[tuple[int, str, int]] = []  # (item, value name, created) answered done
-    for i, name, raw in zip(order, names, found):
-        when = items[i].refetch or 0
-        if raw == _GONE:  # (its queue was deleted while it was leased: too late)
-            continue
-        if raw is None or _is_record(raw):
-            record = None if raw is None else _record_of(raw)
-            if record is not None:
-                records[i] = record
-            unleased.append(i)
-            if not when:
-                # (a record again: its metadata is the client's; counted once)
-                value, key = _record(frontier, items[i], canon[i], name,
-                                     created if record is None else record.created)
-                kept.append(value)
-                if record is None:
-                    completed[key] = completed.get(key, 0) + 1
-                    new_queues.add(key)
-            continue
-        le, since = _held(raw)
-        if when:
-            answered[name] = raw
-            again.setdefault(max(0.0, when - now), []).append(le)
-        else:
-            finished.append(le)
-            finishing.append((i, name, since))
-    if finished:
-        # (only an answer that took effect is a URL done: one late, or the same URL
-        # twice, changes nothing)
-        for (i, name, since), took in zip(finishing, frontier.done_each(finished)):
-            if took:
-                value, key = _record(frontier, items[i], canon[i], name, since)
-                kept.append(value)
+    for i, name, raw in zip(unleased, names, found):
+        record = None if raw is None else _record_of(raw)
+        if record is not None:
+            records[i] = record
+        if not items[i].refetch:
+            # (a record again: its metadata is the client's; counted once)
+            value, key = _record(frontier, items[i], canon[i], name,
+                                 created if record is None else record.created)
+            kept.append(value)
+            if record is None:
                 completed[key] = completed.get(key, 0) + 1
+                new_queues.add(key)
     if kept:
         frontier.store.put_values(kept)
-    for after, leases in again.items():
-        frontier.done(leases, Outcome.RETRY, after=after)
     seen = []
     for i in unleased:
         fp = frontier.fingerprint_of(canon[i])
@@ -351,13 +492,13 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
     if seen:
         frontier.load(seen)
     # A refetch date for a URL not leased: queued (again) for then, once per date: the
-    # date is kept under the URL (as the lease handles are), so that a client sending
-    # the same update twice does not queue the URL twice.
+    # date is kept under the URL, so that a client sending the same update twice does
+    # not queue the URL twice.
     due = [(i, d) for i in unleased if (d := items[i].refetch)]
     if due:
         marks = [_DUE + _digest(canon[i]) for i, _ in due]
-        held = frontier.store.get_values(marks, now)
-        fresh = [k for k, (old, (_, d)) in enumerate(zip(held, due)) if old != str(d).encode()]
+        dates = frontier.store.get_values(marks, now)
+        fresh = [k for k, (old, (_, d)) in enumerate(zip(dates, due)) if old != str(d).encode()]
         if fresh:
             later = [_request(items[due[k][0]], dated, due[k][1], not_before=float(due[k][1]),
                               dont_filter=True) for k in fresh]
@@ -376,7 +517,7 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
                 frontier.store.drop_values([_url_name(canon[i]) for i in gone])
     if completed:
         _count_completed(frontier, completed, now)
-    return answered
+    return [(canon[i], h) for i, h in took]
 
 
 def _count_completed(frontier: Frontier, deltas: Mapping[str, int], now: float) -> None:
@@ -605,7 +746,7 @@ def status_of(frontier: Frontier, url: str) -> Listed | None:
     return Listed(canon, frontier.queue_of(canon), {}, 0) if seen else None
 
 
-def delete_queue(frontier: Frontier, key: str) -> int:
+def delete_queue(frontier: Frontier, key: str, handles: Handles) -> int:
     """URLFrontier's DeleteQueue: queue ``key`` and every URL in it go (queued, leased,
     scheduled, fetched for good); how many of its URLs were active (not completed), as
     the reference answers. (Scans of the crawl: an admin call.)
@@ -619,20 +760,17 @@ def delete_queue(frontier: Frontier, key: str) -> int:
             urls.append(str(rec["request"]["url"]))
         elif (d := _record_in(rec)) is not None and d.key == key:
             kept.append(str(rec["name"]))
-    names = [_url_name(u) for u in urls]
     # (its dead URLs go too: requeued, then deleted with the others)
     dead = [d.id for d in frontier.dead(2**31 - 1) if d.queue == key]
     with frontier.transaction():
         if dead:
             frontier.requeue_dead(dead)
-        now = frontier.clock()
-        handles = frontier.store.get_values(names, now) if names else []
-        held = [(n, h) for n, h in zip(names, handles)
-                if h is not None and h != _GONE and not _is_record(h)]
+        # (a late answer to a lease ended here takes no effect: the handles stay
+        # until their time is up, here and in the store, so it is known as late)
+        handles.read(frontier)
+        held = [h.lease() for h in handles.find(urls) if h is not None]
         if held:
-            frontier.done([_held(h)[0] for _, h in held], Outcome.RETRY)
-            # (each handle becomes a mark that its URL is gone, for late answers)
-            frontier.store.put_values([(n, _GONE, now + LATE_KEPT) for n, _ in held])
+            frontier.done(held, Outcome.RETRY)
         frontier.store.drop_values([*kept, _limit_name(key)])
         tallies = _tallies(frontier)
         tallies.tally({_COMPLETED_ALL: -len(kept)})
@@ -642,7 +780,7 @@ def delete_queue(frontier: Frontier, key: str) -> int:
 
 def _record_of(data: bytes) -> Listed | None:
     """A URL's record (see _URL), or None for a value that is not one."""
-    if not _is_record(data):
+    if data[:1] != b"{":
         return None
     try:
         d = json.loads(data)
@@ -684,13 +822,14 @@ __all__ = [
     "META",
     "OK",
     "SKIPPED",
+    "Handles",
     "Item",
     "Listed",
-    "Spent",
     "active_urls",
     "created_of",
     "date_priority",
     "delete_queue",
+    "give_back",
     "is_active_queue",
     "lease",
     "limit_of",
