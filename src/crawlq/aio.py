@@ -55,6 +55,13 @@ _PAGE = 1000
 """Records per hop when an AsyncFrontier streams a dump."""
 
 
+def on_loop(store: Store) -> bool:
+    """Whether asyncio code calls ``store`` on its event loop rather than on worker
+    threads: a store whose calls are work of this process (``in_process``: memory;
+    SQLite in WAL mode with synchronous=normal), not waits (see the module docstring)."""
+    return bool(getattr(store, "in_process", False))
+
+
 class AsyncFrontier:
     """A :class:`~crawlq.Frontier` whose operations are awaitables, for asyncio code.
 
@@ -78,7 +85,7 @@ class AsyncFrontier:
         if not isinstance(frontier, Frontier):
             raise ConfigError(f"AsyncFrontier wraps a Frontier, not {frontier!r}")
         if threads is None:
-            threads = 0 if getattr(frontier.store, "in_process", False) else THREADS
+            threads = 0 if on_loop(frontier.store) else THREADS
         if threads.__class__ is not int or threads < 0:
             raise ConfigError(f"threads is a count of threads (0 or more), not {threads!r}")
         self.frontier = frontier

@@ -1,8 +1,8 @@
 """``crawlq serve``'s URLFrontier gRPC API (crawler-commons/url-frontier v2): any
 URLFrontier client (StormCrawler's spout, the reference Java client, stubs generated
 from its proto) can crawl from a crawlq store. :class:`Service` is the servicer, one
-class: its plumbing (each call's frontier work in a worker thread, errors as gRPC
-statuses), the calls that hand out, take and list URLs (see :mod:`.uf_ops` for what
+class: its plumbing (each call's frontier work on the event loop or a worker thread,
+as :func:`crawlq.aio.on_loop` says for the store; errors as gRPC statuses), the calls that hand out, take and list URLs (see :mod:`.uf_ops` for what
 each does to a frontier), then the calls that look at and steer crawls and queues;
 :func:`start` starts the server. The proto and the streams' batching are in
 :mod:`.grpc_wire`. docs/serve.md states what each call means on a crawlq store.
@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import grpc
 from grpc import aio
 
+from ..aio import on_loop
 from ..errors import ConfigError, CrawlqError, InvalidURL, StoreError
 from ..frontier import Frontier
 from ..models import Lease
@@ -61,16 +62,25 @@ class Service:
         self.node = node
         self.token = token
         self.pb = pb
+        self._on_loop = on_loop(crawls.default.store)
         self._handles_by_crawl: dict[str, uf_ops.Handles] = {}
         self._handles_lock = threading.Lock()
 
     # -- plumbing -------------------------------------------------------------------
 
-    async def _run(self, context: Any, name: str, fn: Callable[..., _T], *args: Any) -> _T:
-        """``fn(*args)`` in a worker thread, its errors as gRPC statuses."""
+    async def _run(self, context: Any, name: str, fn: Callable[..., _T], *args: Any,
+                   hot: bool = False) -> _T:
+        """``fn(*args)`` in a worker thread, its errors as gRPC statuses. ``hot``: a call
+        of the URLs' path (GetURLs, PutURLs, PutDiscovered), run on the event loop itself
+        where the store's calls are work of this process rather than waits (as
+        :class:`~crawlq.aio.AsyncFrontier` calls them: the hand-offs to a thread, and
+        the GIL taken back and forth, cost more than they free); the calls that scan a
+        crawl stay on threads, so they do not hold up the others."""
         started = time.perf_counter()
         try:
             self._check_token(context)
+            if hot and self._on_loop:
+                return fn(*args)
             return await asyncio.to_thread(fn, *args)
         except Refused as exc:
             await context.abort(exc.code, str(exc))
@@ -113,7 +123,7 @@ class Service:
         # (with anyCrawlID, max_queues and the 10,000 cap are for the call, all crawls)
         queues_left, urls_left = max_queues, MAX_BATCH
         for name, frontier in await self._run(context, "GetURLs", self._crawls_to_serve,
-                                              any_crawl, params.crawlID):
+                                              any_crawl, params.crawlID, hot=True):
             if urls_left <= 0 or (max_queues and queues_left <= 0):
                 break
             cap = max(1, int(frontier.store.policy.concurrency))
@@ -126,7 +136,8 @@ class Service:
                      handles, taken: dict[str, int] = taken,
                      most: int = queues_left) -> Awaitable[list[Lease]]:
                 return self._run(context, "GetURLs", uf_ops.lease, frontier, k, ttl,
-                                 per_queue, most, params.key or None, handles, taken)
+                                 per_queue, most, params.key or None, handles, taken,
+                                 hot=True)
 
             # (in parts: the first URLs go out while the next part is leased)
             asked = min(n, LEASE_PART)
@@ -166,7 +177,7 @@ class Service:
     async def PutURLs(self, items: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
         """Take URLs as they stream in, in batches of what has arrived; ack each."""
         async for batch in batches(items):
-            acks = await self._run(context, "PutURLs", self._put_items, batch)
+            acks = await self._run(context, "PutURLs", self._put_items, batch, hot=True)
             for ack in acks:
                 yield ack
 
@@ -224,7 +235,8 @@ class Service:
                 await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                     f"at most {MAX_BATCH} URLs per DiscoveredBatch, not "
                                     f"{len(batch.items)}: send them in smaller batches")
-            statuses = await self._run(context, "PutDiscovered", self._put_batch, batch)
+            statuses = await self._run(context, "PutDiscovered", self._put_batch, batch,
+                                       hot=True)
             yield self.pb.BatchAck(ID=batch.ID, statuses=statuses)
 
     def _put_batch(self, batch: Any) -> list[int]:

@@ -1,5 +1,6 @@
 """What URLFrontier's calls do to a crawlq frontier, without gRPC: plain functions on a
-:class:`~crawlq.Frontier`, run by :mod:`crawlq.serve.grpc_server` in worker threads.
+:class:`~crawlq.Frontier`, run by :mod:`crawlq.serve.grpc_server` (on its event loop or in
+worker threads).
 
 URLFrontier names a fetched URL by its text (a KnownURLItem), where crawlq answers a
 lease by its token. So each GetURLs call leaves the lease handles of the URLs it handed
@@ -44,8 +45,9 @@ _CALL = "crawlq:uf:call:"
 _CALLS): when its handles may be forgotten (epoch seconds), then a line per URL handed
 out, "<token>.<retries> <created> <url>" (the URL canonical: no space, no newline);
 kept until then (LATE_KEPT after its last lease ends). One write per call, where a
-value per URL would be a write per URL at a random place of the store's index (a
-third of the server's work per URL, measured on SQLite)."""
+value per URL is a write per URL at a random place of the store's index (on SQLite,
+leasing cost 17 µs a URL that way, 8 µs this way: bench_urlfrontier's in-process
+figures, docs/benchmarks.md)."""
 _CALLS = "crawlq:uf:calls"
 """The tally that numbers the crawl's GetURLs calls, whichever server makes them: the
 names of their values follow each other, so a server reads the calls it has not seen
@@ -185,7 +187,7 @@ class Handles:
     than that is taken for one of a URL never leased); past ``most`` handles, those of
     the oldest calls go first (the store still has them).
 
-    Thread-safe: the server's calls run in worker threads."""
+    Thread-safe: the server may run its calls in worker threads."""
 
     SCAN = 1000
     """Calls read at a time when a server reads the calls it has not seen."""
