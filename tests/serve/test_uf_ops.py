@@ -13,6 +13,7 @@ import pytest
 from crawlq import Frontier
 from crawlq.redislocal import LocalRedis
 from crawlq.serve import uf_ops
+from crawlq.stores.base import Tallies
 
 OPTS = {"min_delay": 0, "max_delay": 0, "delay_factor": 0, "concurrency": 100}
 
@@ -175,3 +176,58 @@ def test_a_handle_read_before_its_url_was_leased_again_gives_way_to_the_new_one(
     assert lease(frontier, one) == [u]  # (a newer call)
     assert uf_ops.put(frontier, known(u), two) == [uf_ops.OK]
     assert (frontier.stats().leased, completed(frontier)) == (0, 2)
+
+
+def test_the_first_read_goes_past_calls_made_here(frontier: Frontier) -> None:
+    """A server reading the store for the first time skips its own calls, and does not
+    take a stretch of them for the end of the live calls: another server's call before
+    them is found."""
+    one, two = uf_ops.Handles(), uf_ops.Handles()
+    two.SCAN = one.SCAN = 2
+    uf_ops.put(frontier, discovered(*(f"https://h{i}.example/" for i in range(3))), one)
+    (first,) = lease(frontier, one, n=1)  # (call 1: one's)
+    lease(frontier, two, n=1)
+    lease(frontier, two, n=1)  # (calls 2 and 3: two's own)
+    assert uf_ops.put(frontier, known(first), two) == [uf_ops.OK]
+    assert (frontier.stats().leased, completed(frontier)) == (2, 1)
+
+
+def test_a_cleared_crawl_is_a_new_life_for_every_server(frontier: Frontier) -> None:
+    """After the crawl is cleared its calls are numbered from 1 again: a server that
+    held handles and read calls before (more of them than after, or fewer) answers the
+    new leases, the same URL leased in both lives included."""
+    one, two = uf_ops.Handles(), uf_ops.Handles()
+    urls = [f"https://h{i}.example/" for i in range(3)]
+    uf_ops.put(frontier, discovered(*urls), one)
+    before = [u for _ in range(3) for u in lease(frontier, one, n=1)]
+    assert uf_ops.put(frontier, known(before[2]), two) == [uf_ops.OK]  # (two read 3)
+    frontier.clear()
+    uf_ops.put(frontier, discovered(*urls, "https://h3.example/", "https://h4.example/"),
+               two)
+    after = [u for _ in range(5) for u in lease(frontier, two, n=1)]
+    assert before[0] in after
+    assert uf_ops.put(frontier, known(*after), one) == [uf_ops.OK] * 5
+    assert (frontier.stats().leased, completed(frontier)) == (0, 5)
+
+
+def test_a_call_numbered_before_its_value_is_written_is_read_later(
+        frontier: Frontier) -> None:
+    """On a store without transactions a GetURLs call is numbered a step before its
+    handles are written: a server reading in between looks for that number again."""
+    two = uf_ops.Handles()
+    uf_ops.put(frontier, discovered("https://a.example/"), two)
+    two.read(frontier)
+    # another server's call, numbered ...
+    tallies = frontier.store
+    assert isinstance(tallies, Tallies)
+    (call,) = tallies.tally({"crawlq:uf:calls": 1})
+    tallies.tally({"crawlq:uf:epoch": 7})
+    (le,) = frontier.next(1, ttl=60)
+    two.read(frontier)  # (reads the number, finds no value yet)
+    # ... and written
+    until = le.expires_at + uf_ops.LATE_KEPT
+    frontier.store.put_values([(f"crawlq:uf:call:{call}",
+                                f"{until!r}\n{le.token}.{le.request.retries} 0 "
+                                f"{le.request.url}".encode(), until)])
+    assert uf_ops.put(frontier, known(le.request.url), two) == [uf_ops.OK]
+    assert (frontier.stats().leased, completed(frontier)) == (0, 1)

@@ -2,8 +2,9 @@
 URLFrontier client (StormCrawler's spout, the reference Java client, stubs generated
 from its proto) can crawl from a crawlq store. :class:`Service` is the servicer, one
 class: its plumbing (each call's frontier work on the event loop or a worker thread,
-as :func:`crawlq.aio.on_loop` says for the store; errors as gRPC statuses), the calls that hand out, take and list URLs (see :mod:`.uf_ops` for what
-each does to a frontier), then the calls that look at and steer crawls and queues;
+as :func:`crawlq.aio.on_loop` says for the store; errors as gRPC statuses), the calls
+that hand out, take and list URLs (see :mod:`.uf_ops` for what each does to a
+frontier), then the calls that look at and steer crawls and queues;
 :func:`start` starts the server. The proto and the streams' batching are in
 :mod:`.grpc_wire`. docs/serve.md states what each call means on a crawlq store.
 """
@@ -11,6 +12,7 @@ each does to a frontier), then the calls that look at and steer crawls and queue
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import logging
 import threading
@@ -64,6 +66,7 @@ class Service:
         self.pb = pb
         self._on_loop = on_loop(crawls.default.store)
         self._handles_by_crawl: dict[str, uf_ops.Handles] = {}
+        self._tasks: set[asyncio.Future[None]] = set()  # (give-backs under way)
         self._handles_lock = threading.Lock()
 
     # -- plumbing -------------------------------------------------------------------
@@ -123,7 +126,7 @@ class Service:
         # (with anyCrawlID, max_queues and the 10,000 cap are for the call, all crawls)
         queues_left, urls_left = max_queues, MAX_BATCH
         for name, frontier in await self._run(context, "GetURLs", self._crawls_to_serve,
-                                              any_crawl, params.crawlID, hot=True):
+                                              any_crawl, params.crawlID):
             if urls_left <= 0 or (max_queues and queues_left <= 0):
                 break
             cap = max(1, int(frontier.store.policy.concurrency))
@@ -145,7 +148,9 @@ class Service:
             left = n
             try:
                 while pending is not None:
-                    leases = await pending
+                    # (shielded: a client that goes away meanwhile cancels this call,
+                    # not the part, whose leases then go back)
+                    leases = await asyncio.shield(pending)
                     left -= len(leases)
                     pending = None
                     if len(leases) == asked and left > 0:
@@ -156,10 +161,27 @@ class Service:
                                          uf_ops.metadata_of(le.request), name)
             finally:
                 if pending is not None:  # (the client went away: the part goes back)
-                    unsent = await pending
-                    await asyncio.to_thread(uf_ops.give_back, frontier, unsent, handles)
+                    pending.add_done_callback(functools.partial(
+                        self._give_back, frontier, handles))
             urls_left -= n - left
             queues_left -= len(taken)
+
+    def _give_back(self, frontier: Frontier, handles: uf_ops.Handles,
+                   part: asyncio.Future[list[Lease]]) -> None:
+        """Put back the leases of a GetURLs part its client left before it was sent
+        (in a worker thread: this runs as the part ends, in the loop's callbacks)."""
+        if part.cancelled() or part.exception() is not None:
+            return  # (nothing was leased, or the call's error was its answer)
+
+        def back() -> None:
+            try:
+                uf_ops.give_back(frontier, part.result(), handles)
+            except CrawlqError as exc:  # (their leases end in time all the same)
+                logging.getLogger(__name__).warning(
+                    "GetURLs: leases of a client that left not given back: %s", exc)
+
+        self._tasks.add(task := asyncio.ensure_future(asyncio.to_thread(back)))
+        task.add_done_callback(self._tasks.discard)
 
     def _handles(self, crawl: str) -> uf_ops.Handles:
         """The lease handles of the crawl's URLs handed out, as this server knows them."""

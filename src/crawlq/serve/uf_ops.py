@@ -15,6 +15,7 @@ store, and a lease no server answers ends and its URL is served again.
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -48,6 +49,10 @@ kept until then (LATE_KEPT after its last lease ends). One write per call, where
 value per URL is a write per URL at a random place of the store's index (on SQLite,
 leasing cost 17 µs a URL that way, 8 µs this way: bench_urlfrontier's in-process
 figures, docs/benchmarks.md)."""
+_EPOCH = "crawlq:uf:epoch"
+"""The tally that tells one life of the crawl from the next: 0 until the first GetURLs
+call sets it to a random number (again after the crawl is cleared, when the calls are
+numbered from 1 again); servers forget the handles of another epoch."""
 _CALLS = "crawlq:uf:calls"
 """The tally that numbers the crawl's GetURLs calls, whichever server makes them: the
 names of their values follow each other, so a server reads the calls it has not seen
@@ -185,12 +190,20 @@ class Handles:
     a URL it did not hold. A handle goes when its URL is answered through this server,
     or when its call's time is up (LATE_KEPT after its last lease ends: an answer later
     than that is taken for one of a URL never leased); past ``most`` handles, those of
-    the oldest calls go first (the store still has them).
+    the oldest calls go first (an answer to one of them through this server may then be
+    taken for one of a URL not leased: other servers still read them from the store).
+
+    The memory belongs to one life of the crawl: a crawl cleared (DeleteCrawl, through
+    any server) numbers its calls from 1 again, and its epoch (a tally set by the first
+    call after) changes; a server that sees another epoch forgets what it held.
 
     Thread-safe: the server may run its calls in worker threads."""
 
     SCAN = 1000
     """Calls read at a time when a server reads the calls it has not seen."""
+    GAP_WAIT = 60.0
+    """Seconds a call number with no value yet is looked for again: on a store without
+    transactions (Redis) a call is numbered a round trip before its value is written."""
 
     def __init__(self, most: int = 500_000) -> None:
         self.most = most
@@ -198,18 +211,25 @@ class Handles:
         self._calls: deque[tuple[int, float, list[str]]] = deque()  # (call, until, urls)
         self._mine: set[int] = set()  # (the calls this server made: never read back)
         self._read_to: int | None = None  # (the calls read from the store: up to this)
+        self._gaps: dict[int, float] = {}  # (numbers with no value yet -> until when)
+        self._epoch: int | None = None  # (the life of the crawl all this belongs to)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._held)
 
     def leased(self, call: int, held: Sequence[tuple[str, _Held]], until: float,
-               now: float) -> None:
+               now: float, epoch: int) -> None:
         """Keep the handles of call number ``call`` (made here: ``held``, by URL) until
-        ``until``."""
+        ``until``; ``epoch``: the crawl's when the call was made."""
         with self._lock:
+            self._in_epoch(epoch)
             self._mine.add(call)
-            self._held.update(held)
+            known = self._held
+            for url, h in held:
+                old = known.get(url)
+                if old is None or old.call < call:
+                    known[url] = h
             self._calls.append((call, until, [url for url, _ in held]))
             self._sweep(now)
 
@@ -230,41 +250,70 @@ class Handles:
     def forget(self) -> None:
         """Forget every handle (the crawl was deleted)."""
         with self._lock:
-            self._held.clear()
-            self._calls.clear()
-            self._mine.clear()
-            self._read_to = None
+            self._forget()
+
+    def _forget(self) -> None:
+        self._held.clear()
+        self._calls.clear()
+        self._mine.clear()
+        self._gaps.clear()
+        self._read_to = self._epoch = None
+
+    def _in_epoch(self, epoch: int) -> None:
+        """Forget what belongs to another life of the crawl (the lock held)."""
+        if epoch != self._epoch:
+            self._forget()
+            self._epoch = epoch
 
     def read(self, frontier: Frontier) -> None:
         """Read the calls made since the last read (by other servers, or by this one
         before a restart) from the store. The first read goes back from the newest call
-        until a run of SCAN calls whose values are all gone (their time was up: so are
-        the older ones', unless a call leased for far longer than those after it)."""
-        (top,) = _tallies(frontier).tallies([_CALLS])
-        with self._lock:
-            low, mine = self._read_to, set(self._mine)
-            if low is not None and top < low:  # (the crawl was cleared since)
-                low = None
+        until a run of SCAN calls whose values (of those made elsewhere) are all gone:
+        their time was up, so are the older ones', unless a call leased for far longer
+        than those after it."""
+        top, epoch = _tallies(frontier).tallies([_CALLS, _EPOCH])
         now = frontier.clock()
+        with self._lock:
+            self._in_epoch(epoch)
+            low, mine = self._read_to, set(self._mine)
+            gaps = [c for c, end in self._gaps.items() if end > now and c not in mine]
         rows: list[tuple[int, bytes]] = []
+        missing: list[int] = []
         if low is None:
             hi = top
             while hi > 0:
                 lo = max(0, hi - self.SCAN)
-                found = self._rows(frontier, [c for c in range(hi, lo, -1) if c not in mine],
-                                   now)
+                looked = [c for c in range(hi, lo, -1) if c not in mine]
+                found = self._rows(frontier, looked, now)
                 rows += found
-                if not found:
+                if hi == top:  # (the newest may be numbered and not written yet)
+                    have = {c for c, _ in found}
+                    missing += [c for c in looked if c not in have]
+                if looked and not found:
                     break
                 hi = lo
         else:
             for lo in range(low, top, self.SCAN):
-                rows += self._rows(frontier, [c for c in range(lo + 1, min(top, lo + self.SCAN)
-                                                               + 1) if c not in mine], now)
-        rows.sort()
+                looked = [c for c in range(lo + 1, min(top, lo + self.SCAN) + 1)
+                          if c not in mine]
+                found = self._rows(frontier, looked, now)
+                rows += found
+                have = {c for c, _ in found}
+                missing += [c for c in looked if c not in have]
+        filled: list[int] = []
+        if gaps:
+            found = self._rows(frontier, gaps, now)
+            rows += found
+            filled = [c for c, _ in found]
         with self._lock:
+            if epoch != self._epoch:  # (forgotten meanwhile: the crawl was deleted)
+                return
+            self._gaps = {c: end for c, end in self._gaps.items() if end > now}
+            for c in filled:
+                self._gaps.pop(c, None)
+            self._gaps.update((c, now + self.GAP_WAIT) for c in missing)
             held = self._held
-            for call, raw in rows:
+            for call, raw in sorted(rows):
                 until_text, _, body = raw.decode("utf-8", "surrogateescape").partition("\n")
                 try:
                     until = float(until_text)
@@ -285,7 +334,7 @@ class Handles:
                         held[url] = _Held(int(token), int(retries), int(created), call)
                         urls.append(url)
                 self._calls.append((call, until, urls))
-            self._read_to = max(top, self._read_to or 0)
+            self._read_to = top
             self._sweep(now)
 
     @staticmethod
@@ -322,14 +371,18 @@ def lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
                       {} if taken is None else taken)
         if not kept:
             return []
-        (call,) = _tallies(frontier).tally({_CALLS: 1})
+        tallies = _tallies(frontier)
+        call, epoch = tallies.tally({_CALLS: 1, _EPOCH: 0})
+        if not epoch:  # (the first call of the crawl, or since it was cleared: a
+            # number of its own, not the one of the life before)
+            (epoch,) = tallies.tally({_EPOCH: secrets.randbelow(1 << 31) + 1})
         until = max(le.expires_at for le in kept) + LATE_KEPT
         held = [(le.request.url, _Held(le.token, le.request.retries,
                                        _created_in(le.request.meta), call)) for le in kept]
         lines = "\n".join(f"{h.token}.{h.retries} {h.created} {url}" for url, h in held)
         frontier.store.put_values([(f"{_CALL}{call}", f"{until!r}\n{lines}".encode(),
                                     until)])
-    handles.leased(call, held, until, frontier.clock())
+    handles.leased(call, held, until, frontier.clock(), epoch)
     return kept
 
 
@@ -453,7 +506,7 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
         stale = [(i, h) for i, h in answers if i not in done]
         handles.read(frontier)
         newer = [(i, n) for (i, h), n in zip(stale, handles.find([canon[i] for i, _ in stale]))
-                 if n is not None and n.call > h.call]
+                 if n is not None and n is not h and (n.token, n.retries) != (h.token, h.retries)]
         if newer:
             took += _answer(frontier, items, newer, now)
     kept: list[tuple[str, bytes, float | None]] = []  # records
