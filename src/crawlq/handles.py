@@ -42,7 +42,13 @@ def lease_of(text: object) -> Lease:
                                                                 and retries.isascii()))):
         raise ConfigError(f"not a lease handle: {text!r} (the 'lease' of a leased record, "
                           "like '17.0')")
-    return Lease(int(token), Request("about:lease", retries=int(retries or 0)), "", 0.0, 0.0)
+    return answering(int(token), int(retries or 0))
+
+
+def answering(token: int, retries: int) -> Lease:
+    """The lease of ``token`` as an answer needs it: the token and the request's
+    failures so far (what a handle keeps)."""
+    return Lease(token, Request("about:lease", retries=retries), "", 0.0, 0.0)
 
 
 def record(lease: Lease) -> dict[str, Any]:

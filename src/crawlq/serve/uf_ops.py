@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import ConfigError, InvalidURL
 from ..frontier import Frontier
+from ..handles import answering, handle, lease_of
 from ..models import PRIORITY_MAX, Lease, Outcome, QueueInfo, Request
 from ..stores import dumpfmt
 from ..stores.base import Tallies
@@ -177,10 +178,7 @@ class _Held:
     call: int  # (the number of the GetURLs call that handed it out)
 
     def lease(self) -> Lease:
-        return Lease(self.token, Request(_ABOUT, retries=self.retries), "", 0.0, 0.0)
-
-
-_ABOUT = "about:lease"
+        return answering(self.token, self.retries)
 
 
 class Handles:
@@ -325,13 +323,15 @@ class Handles:
                 for line in body.split("\n"):
                     handle_text, _, rest = line.partition(" ")
                     created, _, url = rest.partition(" ")
-                    token, _, retries = handle_text.partition(".")
-                    if not (url and token.isdigit() and retries.isdigit()
-                            and created.isdigit()):
+                    try:
+                        le = lease_of(handle_text)
+                    except ConfigError:
+                        continue
+                    if not (url and created.isdigit()):
                         continue
                     old = held.get(url)
                     if old is None or old.call < call:
-                        held[url] = _Held(int(token), int(retries), int(created), call)
+                        held[url] = _Held(le.token, le.request.retries, int(created), call)
                         urls.append(url)
                 self._calls.append((call, until, urls))
             self._read_to = top
@@ -379,7 +379,8 @@ def lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
         until = max(le.expires_at for le in kept) + LATE_KEPT
         held = [(le.request.url, _Held(le.token, le.request.retries,
                                        _created_in(le.request.meta), call)) for le in kept]
-        lines = "\n".join(f"{h.token}.{h.retries} {h.created} {url}" for url, h in held)
+        lines = "\n".join(f"{handle(le)} {h.created} {url}"
+                          for le, (url, h) in zip(kept, held))
         frontier.store.put_values([(f"{_CALL}{call}", f"{until!r}\n{lines}".encode(),
                                     until)])
     handles.leased(call, held, until, frontier.clock(), epoch)
@@ -506,7 +507,7 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
         stale = [(i, h) for i, h in answers if i not in done]
         handles.read(frontier)
         newer = [(i, n) for (i, h), n in zip(stale, handles.find([canon[i] for i, _ in stale]))
-                 if n is not None and n is not h and (n.token, n.retries) != (h.token, h.retries)]
+                 if n is not None and n.token != h.token]
         if newer:
             took += _answer(frontier, items, newer, now)
     kept: list[tuple[str, bytes, float | None]] = []  # records
