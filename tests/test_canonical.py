@@ -232,6 +232,7 @@ def test_a_crawl_from_before_forms_is_form_1(tmp_path: Path) -> None:
         f.add("https://a.example/")
     with sqlite3.connect(db) as conn:  # as crawlq wrote it before it recorded forms
         conn.execute("DELETE FROM vals")
+        conn.execute("DELETE FROM vals_log")
     with pytest.raises(ConfigError, match="canonical form 1"):
         Frontier.open(f"sqlite:///{db}")
     with Frontier.open(f"sqlite:///{db}", create=False) as f:

@@ -13,7 +13,7 @@ import pytest
 from crawlq import Frontier
 from crawlq.redislocal import LocalCluster, LocalRedis
 from crawlq.stores import memory as memory_module
-from crawlq.stores import rules, sqlite_levels, sqlite_rows
+from crawlq.stores import rules, sqlite_levels, sqlite_rows, sqlite_values
 from crawlq.stores import sqlite as sqlite_module
 from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
 from crawlq.testing.through_async import through_async
@@ -103,11 +103,13 @@ class TestSQLiteStorePurePython(TestSQLiteStore):
 class TestSQLiteStoreTinyLevels(TestSQLiteStore):
     """The contract with level 0 merged every 2 rows: every test's fingerprints and queued
     entries move through all three levels of the SQLite store's seen-set and queues
-    (see crawlq.stores.sqlite_schema)."""
+    (see crawlq.stores.sqlite_schema), and its named values from the log into their
+    table at every write (crawlq.stores.sqlite_values)."""
 
     @pytest.fixture(autouse=True)
     def _tiny(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(sqlite_levels, "L0_ROWS", 2)
+        monkeypatch.setattr(sqlite_values, "LOG_ROWS", 2)
 
 
 class TestRedisStore(FrontierContract):

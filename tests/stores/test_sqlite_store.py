@@ -17,7 +17,7 @@ from test_stores_agree import lease_step
 
 from crawlq import Frontier, Request, StoreCorrupt
 from crawlq.handles import handle, lease_of
-from crawlq.stores import sqlite_ahead, sqlite_levels
+from crawlq.stores import sqlite_ahead, sqlite_levels, sqlite_values
 from crawlq.stores.memory import MemoryStore
 from crawlq.testing import FAST, Clock
 
@@ -331,13 +331,41 @@ def _open_call(c: sqlite3.Connection, last: int) -> list[tuple[Any, ...]]:
     return [row for _, _, row in sqlite_leases._open_rows(c, "WHERE l.last = ?", (last,))]
 
 
-@pytest.mark.parametrize("schema", [1, 2, 3, 4, 5, 6])
+def _as_values_without_log(c: sqlite3.Connection) -> None:
+    """Make a store file's named values as schemas 1 to 7 kept them: in ``vals`` only."""
+    c.execute("INSERT OR REPLACE INTO vals SELECT name, value, expires FROM vals_log")
+    c.execute("DROP TABLE vals_log")
+    c.execute("DELETE FROM meta WHERE name IN ('vals_seq', 'vals_merged')")
+
+
+def test_sqlite_schema_7_file_keeps_its_values(tmp_path: Path) -> None:
+    """A file from before the log of named values (schema 7) opens with its values
+    readable, replaced and dropped as any; new ones go to the log."""
+    db = tmp_path / "old.db"
+    with Frontier.open(f"sqlite:///{db}", **FAST) as f:
+        f.store.put_values([(f"v:{i}", b"old", None) for i in range(5)])
+    with sqlite3.connect(db) as c:
+        _as_values_without_log(c)
+        c.execute("UPDATE meta SET value=7 WHERE name='schema'")
+    with Frontier.open(f"sqlite:///{db}", **FAST) as f:
+        f.store.put_values([("v:1", b"new", None), ("v:9", b"nine", None)])
+        f.store.drop_values(["v:2"])
+        assert f.store.get_values([f"v:{i}" for i in (0, 1, 2, 9)], 0.0) == [
+            b"old", b"new", None, b"nine"]
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT name FROM vals_log ORDER BY id").fetchall() == [
+            ("v:1",), ("v:9",)]
+        assert c.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (8,)
+
+
+@pytest.mark.parametrize("schema", [1, 2, 3, 4, 5, 6, 7])
 def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> None:
     """A file written before the seen-set had levels (schema 1), before level 2 had
     cursors (schema 2), before leases were kept per call (schema 3), before level 0 had
-    cursors (schema 4), before ties in the ready line went by key (schema 5), or before
-    queues had domains (schema 6) opens, keeps its fingerprints and entries, and gets
-    the new tables, columns and index; its queues get their domains."""
+    cursors (schema 4), before ties in the ready line went by key (schema 5), before
+    queues had domains (schema 6), or before named values had a log (schema 7) opens,
+    keeps its fingerprints, entries and values, and gets the new tables, columns and
+    index; its queues get their domains."""
     db = tmp_path / "old.db"
     with Frontier.open(f"sqlite:///{db}", **FAST) as f:
         f.add(["https://a.example/1", "https://a.example/2"])
@@ -365,6 +393,7 @@ def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> No
         c.execute("ALTER TABLE queues DROP COLUMN parked")
         c.execute("DROP TABLE domains")
         c.execute("CREATE INDEX queues_ready ON queues (head, since) WHERE state = 0")
+        _as_values_without_log(c)
         c.execute("UPDATE meta SET value=? WHERE name='schema'", (schema,))
     with Frontier.open(f"sqlite:///{db}", **FAST) as f:
         assert f.add(["https://a.example/1", "https://a.example/3"]).added == 1
@@ -377,7 +406,7 @@ def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> No
     assert _level_sizes(db, ("entries0", "entries")) == {"entries0": 1, "entries": 2}
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT l2_nprio, l2_ord FROM queues").fetchall() == [(0, 1)]
-        assert c.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (7,)
+        assert c.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (8,)
         # (domains are kept only under domain rules: opened with one, queues get theirs)
         assert c.execute("SELECT count(*) FROM domains").fetchone() == (0,)
     Frontier.open(f"sqlite:///{db}", max_domain_urls=10, **FAST).close()
@@ -626,7 +655,8 @@ def _values_held(f: Frontier) -> int:
     if type(store).__name__ == "SQLiteStore":
         store._commit_held()  # (what another connection sees once it is committed)
         with sqlite3.connect(store.path) as c:
-            return int(c.execute("SELECT count(*) FROM vals").fetchone()[0])
+            return int(c.execute("SELECT (SELECT count(*) FROM vals) + "
+                                 "(SELECT count(*) FROM vals_log)").fetchone()[0])
     held, expiring = store._client.hlen(f"{store._p}:kv"), store._client.zcard(f"{store._p}:kvx")
     assert expiring <= held
     return int(held)
@@ -728,3 +758,49 @@ def test_sqlite_a_store_file_from_before_the_queue_epoch_opens(tmp_path: Path) -
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name='scheduled_queue'"
                         ).fetchone() == (1,)
     conn.close()
+
+
+def test_sqlite_named_values_through_the_log_and_two_connections(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SQLite store's named values (crawlq.stores.sqlite_values): written to the log,
+    merged into their table once the log is full; each connection keeps the log's names
+    in memory, and follows what another one writes, replaces, drops, lets expire and
+    merges; a value in the log whose time is up takes an older one of its name in the
+    table with it; a rolled-back write leaves the value it replaced."""
+    monkeypatch.setattr(sqlite_values, "LOG_ROWS", 10)
+    clock = Clock()
+    url = f"sqlite:///{tmp_path}/v.db"
+    one = Frontier.open(url, clock=clock, **FAST)
+    two = Frontier.open(url, clock=clock, **FAST)
+    names = [f"a:{i}" for i in range(10)]
+
+    def log(f: Frontier) -> list[str]:
+        with sqlite3.connect(f.store.path) as c:  # type: ignore[attr-defined]
+            return [r[0] for r in c.execute("SELECT name FROM vals_log ORDER BY id")]
+
+    one.store.put_values([(n, b"first", None) for n in names])  # (a full log: merged)
+    assert "a:0" not in log(one)
+    two.store.put_values([("a:1", b"log", clock() + 10), ("a:2", b"two", None)])
+    assert log(two)[-2:] == ["a:1", "a:2"]
+    assert one.store.get_values(["a:1", "a:2", "a:3"], clock()) == [b"log", b"two", b"first"]
+    one.store.put_values([("a:2", b"one", None)])  # (replaces two's row in the log)
+    assert log(one).count("a:2") == 1
+    assert two.store.get_values(["a:2"], clock()) == [b"one"]
+    two.store.drop_values(["a:2", "a:3"])
+    assert one.store.get_values(["a:2", "a:3"], clock()) == [None, None]
+    clock.advance(20)
+    assert one.next(1) == []  # (wakes: a:1's time is up, and its older row goes too)
+    assert two.store.get_values(["a:1"], clock()) == [None]
+    two.store.put_values([("c", b"kept", None)])
+    with pytest.raises(RuntimeError), one.transaction():
+        one.store.put_values([("a:4", b"undone", None), ("c", b"undone", None)])
+        raise RuntimeError
+    assert one.store.get_values(["a:4", "c"], clock()) == [b"first", b"kept"]
+    two.store.put_values([(f"b:{i}", b"b", None) for i in range(10)])  # (merged again)
+    assert log(one) == []
+    assert one.store.get_values(["b:9", "a:4", "a:1"], clock()) == [b"b", b"first", None]
+    one.close()
+    two.close()
+    with Frontier.open(url, clock=clock, **FAST) as again:
+        assert again.store.get_values(["a:0", "a:1", "a:2", "b:0"], clock()) == [
+            b"first", None, None, b"b"]

@@ -102,6 +102,7 @@ from .sqlite_schema import (
     initialize,
     store_error,
 )
+from .sqlite_values import NEXT_EXPIRY, ValueLog
 
 __all__ = ["DEFAULT_CACHE_MB", "MIN_SQLITE", "SQLiteStore"]
 
@@ -220,6 +221,7 @@ class SQLiteStore:
         # queue rows, and while no entry is put before the last of them (_before_level0) and
         # no merge moves rows between levels (_settled).
         self._ahead = ReadAhead()
+        self._values = ValueLog()  # named values: the log's names (sqlite_values)
         self._closed = False
         self._tx_open = False  # (a transaction is open: see _tx)
         self._tx_doomed = False  # (a call in it failed: it must not commit)
@@ -271,6 +273,7 @@ class SQLiteStore:
                             self._queues.forget_ids()
                             self._epoch = epoch
                         self._ahead.forget()
+                        self._values.others_wrote()
                         self._expiries = self._wake_due = self._events_due = None
                         self._version = version
                 taken = group.take()
@@ -311,6 +314,7 @@ class SQLiteStore:
         self._queues.rows.clear()  # it may hold changes that were not committed
         self._counts.clear()
         self._ahead.forget()
+        self._values.forget()
         self._wake_due = self._events_due = None
         self._queues.stale = False
         # (and queues created in the transaction: their qids may go to other keys)
@@ -780,13 +784,13 @@ class SQLiteStore:
         if due is not None and now < due:
             return  # nothing can be due yet (see _wake_due in __init__)
         self._wake_events(c, now)
-        c.execute("DELETE FROM vals WHERE expires <= ?", (now,))  # values whose time is up
+        self._values.expire(c, now)  # values whose time is up
         # When the next of them may be due, each through its index (scheduled_due,
         # lease_calls_expiry, queues_resting, vals_expiry).
         times = c.execute(
             "SELECT (SELECT min(due) FROM scheduled), (SELECT min(expires) FROM lease_calls), "
             f"(SELECT min(ready_at) FROM queues WHERE state={RESTING}), "
-            "(SELECT min(expires) FROM vals WHERE expires IS NOT NULL)").fetchone()
+            f"({NEXT_EXPIRY})").fetchone()
         self._wake_due = min((float(t) for t in times if t is not None), default=math.inf)
         self._events_due = min((float(t) for t in times[:2] if t is not None),
                                default=math.inf)
@@ -1117,8 +1121,8 @@ class SQLiteStore:
         """See :meth:`~crawlq.stores.base.Clearable.clear`: one transaction empties
         every table but ``meta``, whose counters start again from zero."""
         with self._tx() as c:
-            for table in ("rejected", "bloom", "queues", "domains", "scheduled", "vals",
-                          "tallies",
+            self._values.clear(c)
+            for table in ("rejected", "bloom", "queues", "domains", "scheduled", "tallies",
                           "expiries",
                           "dead", "lease_calls", "lease_data", *SEEN_LEVELS, *ENTRY_LEVELS):
                 c.execute(f"DELETE FROM {table}")
@@ -1126,7 +1130,8 @@ class SQLiteStore:
             # lease of after under its token)
             c.executemany("UPDATE meta SET value=0 WHERE name=?",
                           [(n,) for n in COUNTERS
-                           if n not in ("entry_seq", "lease_seq", "queue_epoch")])
+                           if n not in ("entry_seq", "lease_seq", "queue_epoch", "vals_seq",
+                                        "vals_merged")])
             c.execute("UPDATE meta SET value=value+1 WHERE name='queue_epoch'")
             self._epoch = None
             self._counts.clear()
@@ -1161,7 +1166,7 @@ class SQLiteStore:
     def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
         """See :meth:`Store.put_values`."""
         with self._tx() as c:
-            c.executemany(sqlite_dump.PUT_VALUE, [(n, bytearray(v), e) for n, v, e in items])
+            self._values.put(c, items)
             expiries = [e for _, _, e in items if e is not None]
             if expiries:
                 self._wake_no_sooner(min(expiries), event=False)
@@ -1195,17 +1200,12 @@ class SQLiteStore:
     def drop_values(self, names: Sequence[str]) -> None:
         """See :meth:`Store.drop_values`."""
         with self._tx() as c:
-            c.executemany("DELETE FROM vals WHERE name=?", [(n,) for n in names])
+            self._values.drop(c, names)
 
     def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
         """See :meth:`Store.get_values`."""
         with self._tx() as c:
-            got: dict[str, bytes] = {}
-            for part in chunks(list(names)):
-                got.update((n, bytes(v)) for n, v in c.execute(
-                    f"SELECT name, value FROM vals WHERE name IN ({marks(len(part))}) "
-                    "AND (expires IS NULL OR expires > ?)", (*part, now)))
-        return [got.get(n) for n in names]
+            return self._values.get(c, names, now)
 
     # -- looking -------------------------------------------------------------------
 
@@ -1407,6 +1407,7 @@ class _Loader:
         self.deltas: dict[int, Delta] = {}
         self.counts: dict[str, int] = {}
         self.entries = 0  # queued entries loaded since the last level merge check
+        self.values: list[tuple[str, bytes, float | None]] = []  # (written in batches)
 
     def _qid(self, key: str) -> int:
         return self.store._queues.qid_map(self.c, [key])[key]
@@ -1492,13 +1493,18 @@ class _Loader:
             self.store._reject(self.c, {r: int(v) for r, v in rejected.items()})
 
     def load_value(self, name: str, data: bytes, expires: float | None) -> None:
-        self.c.execute(sqlite_dump.PUT_VALUE, (name, bytearray(data), expires))
+        self.values.append((name, data, expires))
+        if len(self.values) >= 10_000:
+            self.store._values.put(self.c, self.values)
+            self.values.clear()
 
     def load_tallies(self, counts: Mapping[str, int]) -> None:
         for name, n in counts.items():
             SQLiteStore._add_tally(self.c, name, n)
 
     def finish(self) -> None:
+        if self.values:
+            self.store._values.put(self.c, self.values)
         if self.seen is not None:
             self.seen.flush()
         self.store._settled(settle_levels(self.c, "entries", self.entries))

@@ -14,13 +14,10 @@ from .base import QUEUE_SETTINGS, DeadEntry
 from .bloom import BLOCK_BYTES, BloomShape
 from .sqlite_levels import QUEUED
 from .sqlite_schema import SEEN_LEVELS, store_error
+from .sqlite_values import KEPT_FOR_GOOD
 
 if TYPE_CHECKING:
     pass
-
-PUT_VALUE = "INSERT OR REPLACE INTO vals VALUES (?,?,?)"
-"""The statement that keeps a named value (the store's put_values, and load)."""
-
 
 def records(path: str, bloom: BloomShape | None) -> Iterator[dict[str, Any]]:
     """The dump of the store at ``path`` (``bloom``: its filter's shape, or None)."""
@@ -56,8 +53,7 @@ def records(path: str, bloom: BloomShape | None) -> Iterator[dict[str, Any]]:
                 "SELECT id, qid, prio, retries, payload, error, died_at FROM dead"):
             yield dumpfmt.dead(DeadEntry(did, keys[qid], prio, retries, payload, error,
                                          died_at))
-        for name, data in conn.execute(
-                "SELECT name, value FROM vals WHERE expires IS NULL ORDER BY name"):
+        for name, data in conn.execute(KEPT_FOR_GOOD):
             yield dumpfmt.value(name, bytes(data), None)
         if bloom is not None:
             bits = bytearray(bloom.size_bytes)

@@ -52,7 +52,8 @@ ready queues by priority then by ``since``), counters and per-queue overrides.
 
 Schema 2 added the levels, schema 3 the cursors of levels 1 and 2, schema 4 the leases
 per call (before, a ``leases`` row per lease), schema 5 the cursors of level 0, schema 6
-the ready line's ties broken by key (index ``queues_line``); older
+the ready line's ties broken by key (index ``queues_line``), schema 8 the log of named
+values (``vals_log``, see :mod:`.sqlite_values`); older
 files are upgraded when opened (a schema-1 file's rows stay in level 2; each old lease
 row becomes a call of its own).
 """
@@ -67,7 +68,7 @@ from ..errors import StoreBusy, StoreCorrupt, StoreError, StoreFull, StoreReadOn
 from . import sqlite_leases
 from .rules import EXHAUSTED, READY, RESTING
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 NO_CURSOR: Final = -(2**62)
 """Below every negated priority: the cursor of a queue that has leased nothing from a
@@ -90,7 +91,7 @@ SLICES = 16
 COUNTERS = ("seen", "added", "done", "failed", "retried", "dead", "redelivered",
             "late_acks", "duplicates", "queued", "scheduled", "leased",
             "entry_seq", "lease_seq", "seen0_keys", "seen_slice", "entries0_rows",
-            "entry_slice", "queue_epoch")
+            "entry_slice", "queue_epoch", "vals_seq", "vals_merged")
 
 DDL = f"""
 CREATE TABLE IF NOT EXISTS meta (
@@ -160,6 +161,13 @@ CREATE TABLE IF NOT EXISTS vals (
     expires REAL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS vals_expiry ON vals (expires) WHERE expires IS NOT NULL;
+CREATE TABLE IF NOT EXISTS vals_log (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    value BLOB NOT NULL,
+    expires REAL
+);
+CREATE INDEX IF NOT EXISTS vals_log_expiry ON vals_log (expires) WHERE expires IS NOT NULL;
 CREATE TABLE IF NOT EXISTS expiries (
     qid INTEGER NOT NULL,
     nprio INTEGER NOT NULL,
@@ -258,7 +266,7 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
             conn.execute("INSERT INTO meta VALUES ('bloom', ?)",
                          (None if bloom_shape is None else f"{bloom_shape[0]}:{bloom_shape[1]}",))
         else:
-            if row[0] not in (1, 2, 3, 4, 5, 6, SCHEMA_VERSION):
+            if row[0] not in (1, 2, 3, 4, 5, 6, 7, SCHEMA_VERSION):
                 raise StoreCorrupt(f"{path} has crawlq schema {row[0]}, this crawlq reads "
                                    f"{SCHEMA_VERSION}")
             # (counters added since the file was made start at zero)

@@ -322,6 +322,36 @@ class LeaseContract:
         g.clear()
         assert g.store.tallies(["n"]) == [0]
 
+    def test_named_values_in_batches_keep_the_newest(self, env: Env) -> None:
+        """put_values, get_values and drop_values in batches: a name's newest value is
+        the one read (of a name given twice in a batch, the later), however many values
+        came before it and wherever the store keeps them; one put with a time over one
+        kept for good is gone once its time is up; a dump and a load carry those kept
+        for good."""
+        f = env.open(**FAST)
+        clock = env.clock
+        f.store.put_values([(f"v:{i}", b"first", None) for i in range(300)])
+        f.store.put_values([("v:1", b"second", None), ("v:2", b"x", None),
+                            ("v:2", b"later", None), ("v:3", b"a while", clock() + 10),
+                            ("w", b"w", None)])
+        f.store.drop_values(["v:4", "w", "never"])
+        f = env.checkpoint()
+        names = ["v:0", "v:1", "v:2", "v:3", "v:4", "w", "v:299"]
+        assert f.store.get_values(names, clock()) == [
+            b"first", b"second", b"later", b"a while", None, None, b"first"]
+        clock.advance(20)
+        assert f.next(1) == []  # (a call that wakes queues drops values whose time is up)
+        f = env.checkpoint()
+        assert f.store.get_values(["v:3", "v:1"], clock()) == [None, b"second"]
+        f.store.put_values([("v:3", b"back", None)])
+        records = [r for r in f.dump() if r["type"] == "value" and r["name"][:2] in (
+            "v:", "w")]
+        assert len(records) == 299
+        g = env.open_other(**FAST)
+        g.load(records)
+        assert g.store.get_values(names, clock()) == [
+            b"first", b"second", b"later", b"back", None, None, b"first"]
+
     def test_named_values_can_be_dropped(self, env: Env) -> None:
         """drop_value forgets a value before its time is up, for every process; a name
         dropped may be kept again; a value put again after its old time is up is the
