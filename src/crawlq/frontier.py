@@ -91,15 +91,35 @@ def _gc_paused(
 
     @functools.wraps(method)
     def paused(self: _F, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if not self.pause_gc or not gc.isenabled():
+        if not self.pause_gc:
             return method(self, *args, **kwargs)
-        gc.disable()
-        try:
+        with PausedGC():
             return method(self, *args, **kwargs)
-        finally:
-            gc.enable()
 
     return paused
+
+
+class PausedGC:
+    """A block run with Python's cyclic garbage collector paused (as it was, when it is
+    off already): the rule of the frontier's batch calls (see ``pause_gc``), for a
+    caller that runs a batch of its own around them, as ``crawlq serve`` does for a
+    batch of a client's messages::
+
+        with PausedGC():
+            items = [parse(m) for m in messages]
+            frontier.add(items)
+    """
+
+    __slots__ = ("_paused",)
+
+    def __enter__(self) -> None:
+        self._paused = gc.isenabled()
+        if self._paused:
+            gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._paused:
+            gc.enable()
 
 
 _Leases = Lease | Iterable[Lease]

@@ -231,3 +231,22 @@ def test_a_call_numbered_before_its_value_is_written_is_read_later(
                                 f"{le.request.url}".encode(), until)])
     assert uf_ops.put(frontier, known(le.request.url), two) == [uf_ops.OK]
     assert (frontier.stats().leased, completed(frontier)) == (0, 1)
+
+
+@pytest.mark.parametrize("pause_gc", [True, False])
+def test_the_servers_batches_run_with_the_collector_paused(pause_gc: bool) -> None:
+    """The server runs a batch of a client's messages as the frontier runs its batch
+    calls: the garbage collector paused unless the frontier's ``pause_gc`` is off, and
+    as it was afterwards (left off when it was off)."""
+    import gc
+
+    from crawlq.frontier import PausedGC
+    from crawlq.serve.grpc_server import _batch
+
+    assert gc.isenabled()
+    assert _batch(pause_gc, gc.isenabled) is not pause_gc
+    assert gc.isenabled()
+    with PausedGC():
+        assert _batch(pause_gc, gc.isenabled) is False
+        assert not gc.isenabled()
+    assert gc.isenabled()

@@ -8,6 +8,7 @@ on the same store; see docs/serve.md. It listens on 127.0.0.1 unless told otherw
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 from typing import Any
@@ -122,6 +123,11 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
                 except OSError as exc:
                     await runner.cleanup()
                     raise CommandError(f"gRPC: {exc}") from None
+            # What is made by now (modules, the proto's classes, the stores' caches)
+            # lives as long as the server: frozen, it is left out of the collections
+            # that the server's long-lived lease handles set off, which otherwise walk
+            # it all each time (~25 ms each, 5 µs a URL in bench_urlfrontier).
+            gc.freeze()
             ready(runner)
             if grpc is not None:
                 how = "TLS" if pem else "plaintext"

@@ -26,7 +26,7 @@ from grpc import aio
 
 from ..aio import on_loop
 from ..errors import ConfigError, CrawlqError, InvalidURL, StoreError
-from ..frontier import Frontier
+from ..frontier import Frontier, PausedGC
 from ..models import Lease
 from . import uf_ops
 from .app import MAX_BATCH, is_active, set_active
@@ -65,6 +65,7 @@ class Service:
         self.token = token
         self.pb = pb
         self._on_loop = on_loop(crawls.default.store)
+        self._pause_gc = crawls.default.pause_gc
         self._handles_by_crawl: dict[str, uf_ops.Handles] = {}
         self._tasks: set[asyncio.Future[None]] = set()  # (give-backs under way)
         self._handles_lock = threading.Lock()
@@ -82,8 +83,11 @@ class Service:
         started = time.perf_counter()
         try:
             self._check_token(context)
-            if hot and self._on_loop:
-                return fn(*args)
+            if hot:
+                # (a batch of a client's messages: the frontier's batch rule)
+                fn = functools.partial(_batch, self._pause_gc, fn)
+                if self._on_loop:
+                    return fn(*args)
             return await asyncio.to_thread(fn, *args)
         except Refused as exc:
             await context.abort(exc.code, str(exc))
@@ -479,6 +483,16 @@ class Service:
 
         await self._run(context, "SetLogLevel", apply)
         return self.pb.Empty()
+
+def _batch(pause_gc: bool, fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)``, a batch of the URLs' path, with the garbage collector paused as
+    the frontier's batch calls pause it (``pause_gc``): a batch's thousands of messages,
+    items and leases otherwise set off collections that walk the server's heap."""
+    if not pause_gc:
+        return fn(*args)
+    with PausedGC():
+        return fn(*args)
+
 
 def _take(found: Iterator[uf_ops.Listed], n: int) -> list[uf_ops.Listed]:
     """The next ``n`` URLs of a listing (fewer at its end)."""
