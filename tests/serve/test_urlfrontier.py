@@ -592,6 +592,30 @@ def test_grpc_calls_show_in_the_servers_metrics(tmp_path: Path) -> None:
     assert 'crawlq_rejected_total{reason="not-absolute"} 1.0' in text  # (SKIPPED, why)
 
 
+def test_a_stream_of_answers_is_applied_in_parts(tmp_path: Path) -> None:
+    """PutURLs applies the messages that have arrived at most grpc_server.PART at a
+    time (the loop serves other calls between parts): 2,500 answers streamed at once are
+    at least three store steps (the metrics' count of PutURLs observations), each
+    answer acked once, in order."""
+    import re
+    import urllib.request
+
+    opts = ("-o", "min_delay=0", "-o", "max_delay=0", "-o", "delay_factor=0",
+            "-o", "concurrency=100000")
+    with serve(f"sqlite:///{tmp_path}/crawl.db", *opts) as s:
+        urls = [f"https://h{i % 7}.example/{i}" for i in range(2500)]
+        assert one_batch(s, *(info(u) for u in urls)) == [OK] * 2500
+        handed = [g.url for g in get(s, delay_requestable=600)]
+        assert sorted(handed) == sorted(urls)
+        acks = list(s.stub.PutURLs(iter([known(u) for u in handed]), timeout=60))
+        assert [(a.ID, a.status) for a in acks] == [(u, OK) for u in handed]
+        with urllib.request.urlopen(s.http + "/metrics", timeout=30) as r:
+            text = r.read().decode()
+        (steps,) = re.findall(r'crawlq_call_seconds_count\{call="grpc:PutURLs"\} (\S+)', text)
+        assert float(steps) >= 2500 / grpc_server.PART
+        assert stats(s).inProcess == 0
+
+
 def test_a_refetch_date_for_a_url_not_leased_queues_it_once(store: str) -> None:
     """A KnownURLItem with a refetch date for a URL the crawl does not hold leased (say,
     imported from another frontier) queues it for then; the same update again does not
@@ -801,8 +825,8 @@ def test_urls_leased_ahead_for_a_client_that_left_go_back(store: str) -> None:
         call.cancel()
         assert len({g.url for g in got}) == 10
         deadline = time.monotonic() + 10
-        while stats(s).inProcess > grpc_server.LEASE_PART and time.monotonic() < deadline:
+        while stats(s).inProcess > grpc_server.PART and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert stats(s).inProcess == grpc_server.LEASE_PART
+        assert stats(s).inProcess == grpc_server.PART
         # (what went back is served again at once)
-        assert len(get(s, delay_requestable=600)) == 3000 - grpc_server.LEASE_PART
+        assert len(get(s, delay_requestable=600)) == 3000 - grpc_server.PART

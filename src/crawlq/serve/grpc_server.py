@@ -36,9 +36,13 @@ from .metrics import Metrics
 
 DEFAULT_TTL = 30.0
 """Seconds a URL handed out by GetURLs stays leased when the client leaves it to us."""
-LEASE_PART = 1000
-"""GetURLs leases the URLs it sends this many at a time, each part leased while the one
-before is sent: the first URLs go out after a part's store work, not the whole call's."""
+PART = 1000
+"""URLs of one step of store work on the URLs' path: GetURLs leases the URLs it sends this
+many at a time, each part leased while the one before is sent (the first URLs go out
+after a part's store work, not the whole call's), and PutURLs applies at most this many
+of the messages that have arrived at once (their acks go out, and the loop serves the
+other calls, after a part's store work: with parts of 10,000, a client's GetURLs and
+acks waited behind each, 7% fewer URLs a second in bench_urlfrontier)."""
 PAGE = 100
 """ListURLs' page size when the client gives none (as the reference server)."""
 LIST_PAGE = 1000
@@ -147,7 +151,7 @@ class Service:
                                  hot=True)
 
             # (in parts: the first URLs go out while the next part is leased)
-            asked = min(n, LEASE_PART)
+            asked = min(n, PART)
             pending: asyncio.Future[list[Lease]] | None = asyncio.ensure_future(part(asked))
             left = n
             try:
@@ -158,7 +162,7 @@ class Service:
                     left -= len(leases)
                     pending = None
                     if len(leases) == asked and left > 0:
-                        asked = min(left, LEASE_PART)
+                        asked = min(left, PART)
                         pending = asyncio.ensure_future(part(asked))
                     for le in leases:
                         yield self._info(le.request.url, le.queue,
@@ -202,7 +206,7 @@ class Service:
 
     async def PutURLs(self, items: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
         """Take URLs as they stream in, in batches of what has arrived; ack each."""
-        async for batch in batches(items):
+        async for batch in batches(items, most=PART):
             acks = await self._run(context, "PutURLs", self._put_items, batch, hot=True)
             for ack in acks:
                 yield ack
