@@ -358,6 +358,29 @@ def test_sqlite_schema_7_file_keeps_its_values(tmp_path: Path) -> None:
         assert c.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (8,)
 
 
+def test_sqlite_older_schema_file_open_elsewhere_is_not_upgraded(tmp_path: Path) -> None:
+    """A file of an older schema that another process has open (an older crawlq, which
+    would go on writing the old layout) is not upgraded: a clear StoreBusy, the file
+    unchanged; once that process is gone, it opens and is upgraded."""
+    from crawlq import StoreBusy
+    from crawlq.stores.sqlite_group import Openers
+
+    db = tmp_path / "old.db"
+    with Frontier.open(f"sqlite:///{db}", **FAST) as f:
+        f.put_value("kept", b"1")
+    with sqlite3.connect(db) as c:
+        _as_values_without_log(c)
+        c.execute("UPDATE meta SET value=7 WHERE name='schema'")
+    elsewhere = Openers(str(db))  # (what every store object holds while it is open)
+    with pytest.raises(StoreBusy, match="schema 7, open in another process"):
+        Frontier.open(f"sqlite:///{db}", **FAST)
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT value FROM meta WHERE name='schema'").fetchone() == (7,)
+    elsewhere.close()
+    with Frontier.open(f"sqlite:///{db}", **FAST) as f:
+        assert f.get_value("kept") == b"1"
+
+
 @pytest.mark.parametrize("schema", [1, 2, 3, 4, 5, 6, 7])
 def test_sqlite_older_schema_file_is_upgraded(tmp_path: Path, schema: int) -> None:
     """A file written before the seen-set had levels (schema 1), before level 2 had

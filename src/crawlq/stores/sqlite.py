@@ -208,12 +208,16 @@ class SQLiteStore:
             self._conn.execute("PRAGMA journal_size_limit=4194304")
             initialize(self._conn, path,
                        None if bloom is None else (bloom.capacity, bloom.error_rate), lifo,
-                       groups(self.policy))
+                       groups(self.policy), self._group.openers.alone)
         except sqlite3.Error as exc:
             self._conn.close()
+            with self._lock:
+                self._group.close()
             raise store_error(path, exc, "is not a usable crawlq store") from exc
         except BaseException:
             self._conn.close()
+            with self._lock:  # (its lock on the file: this store object never opened)
+                self._group.close()
             raise
         self._version = -1  # (PRAGMA data_version when this connection last looked)
         self._epoch: int | None = None  # (meta queue_epoch when this connection last looked)

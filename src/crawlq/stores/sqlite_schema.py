@@ -61,7 +61,7 @@ row becomes a call of its own).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final
 
 from ..errors import StoreBusy, StoreCorrupt, StoreError, StoreFull, StoreReadOnly
@@ -243,10 +243,13 @@ def _statements(script: str) -> Iterator[str]:
 
 
 def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, float] | None,
-               lifo: bool, grouped: bool) -> None:
+               lifo: bool, grouped: bool, alone: Callable[[], bool]) -> None:
     """Create the schema in a new file, or check that an existing file is a crawlq store.
     ``grouped``: the store keeps domains (:func:`.rules.groups`): queues without theirs
-    get them (:func:`domains_of_queues`)."""
+    get them (:func:`domains_of_queues`). An older schema is upgraded only while
+    ``alone()`` says no other store object has the file open: one that does runs an
+    older crawlq (a newer one would have upgraded it), which would go on writing the old
+    layout."""
     try:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.Error as exc:
@@ -272,6 +275,12 @@ def initialize(conn: sqlite3.Connection, path: str, bloom_shape: tuple[int, floa
             # (counters added since the file was made start at zero)
             conn.executemany("INSERT OR IGNORE INTO meta VALUES (?, 0)",
                              [(c,) for c in COUNTERS])
+            if row[0] != SCHEMA_VERSION and not alone():
+                conn.execute("ROLLBACK")
+                raise StoreBusy(
+                    f"{path} is a crawlq store of schema {row[0]}, open in another process "
+                    f"(an older crawlq): it is upgraded to schema {SCHEMA_VERSION} when "
+                    "no other process has it open; stop those processes and open it again")
             if row[0] != SCHEMA_VERSION:
                 # Schema 1 had one table each: its rows stay as level 2. Schema 2 had no
                 # cursors, schema 4 none in level 0: every row there is queued (the
