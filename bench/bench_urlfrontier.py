@@ -11,9 +11,9 @@ process, politeness off (as the figures URLFrontier's reference server reports):
 
 The same work is then done in-process on a store of the same kind (``add`` in batches;
 ``next(batch)`` and ``done``), and over gRPC against a server that does no work at all
-(it answers from memory: grpcio's own cost per message, the floor of any Python
-URLFrontier server). Reported: URLs/s of each, the ratios, and each server's CPU per
-URL in the GetURLs + ack phase.
+(it answers from memory, each PutURLs message as it comes: grpcio's own cost per
+message as a plain servicer spends it). Reported: URLs/s of each, the ratios, and
+each server's CPU per URL in the GetURLs + ack phase.
 
 The GetURLs + ack phase runs with two clients, each against a fresh server: grpcio's
 generated stubs and message classes ("pb", what a Python crawler writes), and a client
