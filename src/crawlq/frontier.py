@@ -64,10 +64,10 @@ from .stores.base import (
 )
 
 _FORM = "crawlq:canonical-form"
+"""The store value holding the canonical form of a crawl's URLs."""
 _LOCAL = "crawlq:serve:"
 """Prefix of the values that are a server's state on its store, not the crawl's: left
 out of dumps (so a load does not pause a server, say)."""
-"""The store value holding the canonical form of a crawl's URLs."""
 
 _F = TypeVar("_F", bound="Frontier")
 _P = ParamSpec("_P")
