@@ -91,9 +91,7 @@ def _gc_paused(
 
     @functools.wraps(method)
     def paused(self: _F, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if not self.pause_gc:
-            return method(self, *args, **kwargs)
-        with PausedGC():
+        with PausedGC(self.pause_gc):
             return method(self, *args, **kwargs)
 
     return paused
@@ -101,19 +99,22 @@ def _gc_paused(
 
 class PausedGC:
     """A block run with Python's cyclic garbage collector paused (as it was, when it is
-    off already): the rule of the frontier's batch calls (see ``pause_gc``), for a
-    caller that runs a batch of its own around them, as ``crawlq serve`` does for a
-    batch of a client's messages::
+    off already; nothing changes when ``pause`` is False, a frontier's ``pause_gc`` off):
+    the rule of the frontier's batch calls, for a caller that runs a batch of its own
+    around them, as ``crawlq serve`` does for a batch of a client's messages::
 
-        with PausedGC():
+        with PausedGC(frontier.pause_gc):
             items = [parse(m) for m in messages]
             frontier.add(items)
     """
 
-    __slots__ = ("_paused",)
+    __slots__ = ("_pause", "_paused")
+
+    def __init__(self, pause: bool = True) -> None:
+        self._pause = pause
 
     def __enter__(self) -> None:
-        self._paused = gc.isenabled()
+        self._paused = self._pause and gc.isenabled()
         if self._paused:
             gc.disable()
 

@@ -492,9 +492,7 @@ def _batch(pause_gc: bool, fn: Callable[..., _T], *args: Any) -> _T:
     """``fn(*args)``, a batch of the URLs' path, with the garbage collector paused as
     the frontier's batch calls pause it (``pause_gc``): a batch's thousands of messages,
     items and leases otherwise set off collections that walk the server's heap."""
-    if not pause_gc:
-        return fn(*args)
-    with PausedGC():
+    with PausedGC(pause_gc):
         return fn(*args)
 
 

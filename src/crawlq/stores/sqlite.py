@@ -209,15 +209,12 @@ class SQLiteStore:
             initialize(self._conn, path,
                        None if bloom is None else (bloom.capacity, bloom.error_rate), lifo,
                        groups(self.policy), self._group.openers.alone)
-        except sqlite3.Error as exc:
-            self._conn.close()
-            with self._lock:
-                self._group.close()
-            raise store_error(path, exc, "is not a usable crawlq store") from exc
-        except BaseException:
+        except BaseException as exc:
             self._conn.close()
             with self._lock:  # (its lock on the file: this store object never opened)
                 self._group.close()
+            if isinstance(exc, sqlite3.Error):
+                raise store_error(path, exc, "is not a usable crawlq store") from exc
             raise
         self._version = -1  # (PRAGMA data_version when this connection last looked)
         self._epoch: int | None = None  # (meta queue_epoch when this connection last looked)
