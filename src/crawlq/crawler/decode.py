@@ -41,6 +41,8 @@ def decode(raw: bytes, content_encoding: str | None, max_bytes: int) -> tuple[by
 
 
 def _zlib(data: bytes, coding: str, max_bytes: int) -> tuple[bytes, bool]:
+    """gzip, zlib or raw deflate data, every member of a multi-member gzip body (RFC
+    1952, 2.2: members one after another; zlib's decoder stops after the first)."""
     # 47 = auto-detect gzip or zlib headers; some servers send raw deflate (-15).
     for wbits in ((47,) if coding != "deflate" else (47, -15)):
         d = zlib.decompressobj(wbits)
@@ -49,6 +51,12 @@ def _zlib(data: bytes, coding: str, max_bytes: int) -> tuple[bytes, bool]:
         except zlib.error as exc:
             last = exc
             continue
+        while d.eof and d.unused_data[:2] == b"\x1f\x8b" and len(out) <= max_bytes:
+            rest, d = d.unused_data, zlib.decompressobj(31)  # the next gzip member
+            try:
+                out += d.decompress(rest, max_bytes + 1 - len(out))
+            except zlib.error:  # (bytes after the members that are none: ignored,
+                break  # as gzip -d does)
         return (out[:max_bytes], True) if len(out) > max_bytes else (out, False)
     raise DecodeError(f"bad {coding} data: {last}")
 

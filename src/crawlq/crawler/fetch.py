@@ -94,22 +94,57 @@ class Fetched:
 
 class _Recording(ResponseHandler):
     """aiohttp's connection protocol, also keeping the bytes of each response as they
-    arrive (aiohttp hands out only the parsed status, headers and de-chunked body).
+    arrive (aiohttp hands out only the parsed status, headers and de-chunked body), and
+    dropping a connection that answers what was not asked.
+
     A new response on a kept-alive connection starts a new buffer, so a fetch keeps the
-    one its response began with. Up to ``cap`` bytes are kept per response."""
+    one its response began with. Up to ``cap`` bytes are kept per response.
+
+    HTTP/1.1 matches responses to requests by their order alone, so bytes nobody asked
+    for (a server that sends a second response after the first, aiohttp issue #13656)
+    would be read as the answer to the connection's next request, and every later page
+    of the host recorded with the previous one's response. aiohttp queues whatever its
+    parser finds, so the check is here: once a request has its final response, another
+    response to it, or any byte while the connection is idle, closes the connection and
+    is never read. A stray that arrives after the next request was written cannot be
+    told from its answer (nothing on the wire says which request a response is for);
+    the extra response that then follows is caught, and the connection dropped."""
 
     cap = 0
     raw: bytearray
+    answered = False
+    """The request in flight (or the last one) has its final response."""
+    answer: Any = None
+    """That response's body stream (aiohttp's StreamReader)."""
 
     def set_response_params(self, *args: object, **kwargs: object) -> None:
         self.raw = bytearray()  # aiohttp calls this before sending each request
+        self.answered = False
         super().set_response_params(*args, **kwargs)  # type: ignore[arg-type]
 
     def data_received(self, data: bytes) -> None:
+        if data and self.answered and self.answer.is_eof():  # idle: bytes nobody asked for
+            self._drop()
+            return
         raw = getattr(self, "raw", None)
         if raw is not None and len(raw) < self.cap:
             raw += data[:self.cap - len(raw)]
         super().data_received(data)
+
+    def feed_data(self, data: Any, size: int = 0) -> None:
+        """A parsed response (status and headers, body to come) for the request."""
+        message, payload = data
+        if self.answered:  # a second final response to one request: not queued
+            self._drop()
+            return
+        if not 100 <= message.code < 200 or message.code == 101:  # (1xx: more to come)
+            self.answered, self.answer = True, payload
+        super().feed_data(data, size)
+
+    def _drop(self) -> None:
+        self.force_close()
+        if self.transport is not None:
+            self.transport.close()
 
 
 class _Resolver(AbstractResolver):
@@ -232,13 +267,17 @@ class Fetcher:
         # proxy on the LAN): its host is not refused. Targets still are.
         self._proxy_host = urlsplit(proxy).hostname if proxy else None
         self._dns: dict[str, tuple[str, float]] = {}
-        self._session: aiohttp.ClientSession | None = None
+        self._sessions: dict[bool, aiohttp.ClientSession] = {}  # by keep_alive
+        self._jar: AbstractCookieJar | None = None
 
-    def _open(self) -> aiohttp.ClientSession:
-        # Made on first use: aiohttp wants a running event loop.
-        if self._session is None:
+    def _open(self, keep_alive: bool) -> aiohttp.ClientSession:
+        # Made on first use: aiohttp wants a running event loop. The session without
+        # keep-alive closes each connection after its response.
+        session = self._sessions.get(keep_alive)
+        if session is None:
             connector = aiohttp.TCPConnector(limit=self.connections, resolver=_Resolver(self),
-                                             use_dns_cache=False, ssl=self.ssl)
+                                             use_dns_cache=False, ssl=self.ssl,
+                                             force_close=not keep_alive)
             # The protocol that keeps the bytes received (for WARC). _factory is aiohttp's
             # private hook for it; if it goes away, Fetched.http_raw stays b"" and WARC
             # records are rebuilt from the parsed response (the WARC test notices).
@@ -246,13 +285,13 @@ class Fetcher:
                 recording = type("Recording", (_Recording,), {"cap": self.max_bytes + 65536})
                 connector._factory = functools.partial(
                     recording, loop=asyncio.get_running_loop())
-            jar: AbstractCookieJar = (
-                SiteCookieJar() if self.cookies else aiohttp.DummyCookieJar())
-            self._session = aiohttp.ClientSession(
+            if self._jar is None:  # (one for both sessions)
+                self._jar = SiteCookieJar() if self.cookies else aiohttp.DummyCookieJar()
+            session = self._sessions[keep_alive] = aiohttp.ClientSession(
                 connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout),
-                headers=self.headers, auto_decompress=False, cookie_jar=jar,
+                headers=self.headers, auto_decompress=False, cookie_jar=self._jar,
                 trust_env=self.proxy_from_env)
-        return self._session
+        return session
 
     async def address(self, host: str) -> str:
         """The checked IP address to connect to for ``host`` (cached for a while);
@@ -287,14 +326,15 @@ class Fetcher:
             raise Blocked("unresolvable", f"{host}: {exc}") from None
         return str(infos[0][4][0])
 
-    async def get(self, url: str) -> Fetched:
-        """GET ``url``; raises :class:`Blocked` or :class:`FetchError`."""
+    async def get(self, url: str, *, keep_alive: bool = True) -> Fetched:
+        """GET ``url``; raises :class:`Blocked` or :class:`FetchError`. With
+        ``keep_alive`` False the connection is closed once the response is read."""
         try:
             host = urlsplit(url).hostname or ""
         except ValueError as exc:  # e.g. http://[zzz]/: no address to connect to
             raise Blocked("invalid-url", f"{url}: {exc}") from None
         ip = await self.address(host)  # refused here, before any connection
-        session = self._open()
+        session = self._open(keep_alive)
         start = time.monotonic()
         try:
             # encoded=True: the URL goes out exactly as the frontier canonicalized it.
@@ -321,6 +361,8 @@ class Fetcher:
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
             kind = "Timeout" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__
             raise FetchError(kind, str(exc)) from exc
+        if not 100 <= status <= 599:  # (RFC 9110, 15: three digits, 1xx to 5xx)
+            raise FetchError("BadStatus", f"status {status:03d} is no HTTP status")
         headers_out: dict[str, str] = {}
         for k, v in header_list:
             k = k.lower()
@@ -337,6 +379,6 @@ class Fetcher:
             decode_error=decode_error, http_raw=_whole(http_raw, raw))
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        sessions, self._sessions = self._sessions, {}
+        for session in sessions.values():
+            await session.close()

@@ -188,7 +188,9 @@ class RobotsCache:
         url = key + "/robots.txt"
         for _ in range(5):  # follow a few redirects, each checked like any fetch
             try:
-                r = await fetcher.get(url)
+                # (its connection closed after it: the host's first page follows at
+                # once, with no politeness delay in which stray bytes would show)
+                r = await fetcher.get(url, keep_alive=False)
             except FetchError as exc:  # (Blocked goes up: the page itself is blocked)
                 log.warning("robots.txt of %s unreachable: %s", key, exc)
                 self.errors[f"robots.txt {exc.kind}"] += 1
