@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from ..cli import count
 from ..errors import CommandError
 from .cli_options import add_options
+from .scope import domain_name
 
 DEMO_HELP = ("Serve the built-in test web on 127.0.0.1 and crawl it with the real crawler: "
              "no internet needed.")
@@ -87,6 +88,11 @@ def command(args: argparse.Namespace) -> int:
             except re.error as exc:
                 raise CommandError(
                     f"{option}: bad regular expression {pattern!r}: {exc}") from None
+    for domain in args.allow_domain:
+        try:
+            domain_name(domain)
+        except ValueError as exc:
+            raise CommandError(f"--allow-domain: {exc}") from None
     headers = {}
     for raw in args.header:
         name, colon, value = raw.partition(":")

@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 from ..aio import AsyncFrontier
 from ..errors import CrawlqError, StoreError
@@ -31,7 +31,7 @@ from .discover import Links
 from .fetch import Blocked, Fetched, Fetcher, FetchError
 from .output import Output, OutputError, open_output
 from .parsing import ParseFailed, ParseMemory, Parsers, ParseTimeout
-from .scope import Scope
+from .scope import Scope, host_of
 
 log = logging.getLogger("crawlq.crawl")
 
@@ -54,7 +54,7 @@ class Crawler:
             raise ValueError(f"unknown event(s) {sorted(unknown)}; known: {EVENTS}")
         self.config = config
         self.events = dict(events or {})
-        domains = config.allow_domains or [_host(s) for s in config.seeds]
+        domains = config.allow_domains or [h for h in map(host_of, config.seeds) if h]
         self.scope = Scope(domains, config.include, config.exclude, config.max_depth,
                            priority=config.priority_rules, target=config.target)
         self.summary = Summary()
@@ -529,12 +529,4 @@ class Crawler:
                 except StoreError as exc:
                     self._fail(exc)
                     return
-
-def _host(url: str) -> str:
-    """The host of a seed, "" for one that is no URL (reported when it is offered)."""
-    try:
-        return urlsplit(url).hostname or ""
-    except ValueError:
-        return ""
-
 

@@ -30,6 +30,7 @@ import aiohttp
 from aiohttp.abc import AbstractCookieJar, AbstractResolver, ResolveResult
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.typedefs import LooseCookies
+from can_ada import parse as _parse
 from yarl import URL
 
 from ..policies.domains import is_public_suffix, public_suffix_list
@@ -311,8 +312,9 @@ class Fetcher:
         return ip
 
     async def _lookup(self, host: str) -> str:
+        name = host.rstrip(".")  # (dot.test. is dot.test)
         for pattern, target in self.resolve.items():
-            if fnmatch.fnmatch(host, pattern):
+            if fnmatch.fnmatch(name, pattern):
                 return target
         try:
             ipaddress.ip_address(host.strip("[]"))
@@ -328,17 +330,25 @@ class Fetcher:
 
     async def get(self, url: str, *, keep_alive: bool = True) -> Fetched:
         """GET ``url``; raises :class:`Blocked` or :class:`FetchError`. With
-        ``keep_alive`` False the connection is closed once the response is read."""
+        ``keep_alive`` False the connection is closed once the response is read.
+
+        What is requested is ``url`` as the WHATWG URL Standard reads it (ada, the
+        parser of the canonical form and of the crawl's scope): a Unicode host in its
+        IDNA form, a backslash read as a slash, unsafe characters escaped, so the scope
+        judged the URL that is fetched."""
         try:
-            host = urlsplit(url).hostname or ""
-        except ValueError as exc:  # e.g. http://[zzz]/: no address to connect to
-            raise Blocked("invalid-url", f"{url}: {exc}") from None
+            parsed = _parse(url)
+            host = parsed.hostname.strip("[]")
+        except (ValueError, TypeError):  # e.g. http://[zzz]/: no address to connect to
+            raise Blocked("invalid-url", f"{url}: no URL by the WHATWG URL Standard"
+                          ) from None
         ip = await self.address(host)  # refused here, before any connection
         session = self._open(keep_alive)
         start = time.monotonic()
         try:
-            # encoded=True: the URL goes out exactly as the frontier canonicalized it.
-            async with session.get(URL(url, encoded=True), allow_redirects=False,
+            # encoded=True: the URL goes out exactly as serialized (no fragment).
+            target = URL(parsed.href.partition("#")[0], encoded=True)
+            async with session.get(target, allow_redirects=False,
                                    headers={"Accept-Encoding": self.accept_encoding},
                                    proxy=self.proxy) as r:
                 # (taken now: once the body is read the connection may serve another)

@@ -1,17 +1,47 @@
 """What the crawler may follow (domains, URL patterns, depth, trap guards), which pages
-go first (priority rules) and which are saved (target rules)."""
+go first (priority rules) and which are saved (target rules).
+
+A URL's host is judged as the fetch will read it: by the WHATWG URL Standard, the parser
+of the canonical form (ada, through ``can_ada``), so ``http://evil.test:81\\@a.test/``
+is on evil.test (a backslash ends the authority), not on a.test as urllib reads it.
+Host names are compared in their ASCII (IDNA) form without a trailing dot: a seed
+``http://bücher.test/``, ``--allow-domain bücher.test`` and a link to
+``http://xn--bcher-kva.test./`` are one site. The port is no part of a domain: an
+allowed host is allowed on every port.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from urllib.parse import urlsplit
+
+from can_ada import parse as _parse
+
+
+def host_of(url: str) -> str:
+    """The host of ``url`` as the fetch reads it (WHATWG: lowercased, IDNA, IPv6 in
+    brackets), without a trailing dot; "" for a string that is no URL with a host."""
+    try:
+        return _parse(url).hostname.rstrip(".")
+    except (ValueError, TypeError):  # (TypeError: a lone surrogate)
+        return ""
+
+
+def domain_name(domain: str) -> str:
+    """``domain`` (as a user writes it: Unicode or not, any case, dots around) in the
+    form :func:`host_of` gives; raises ValueError for one that is no host name."""
+    host = host_of("http://" + domain.strip().strip(".") + "/")
+    if not host or "/" in domain or "@" in domain or (
+            ":" in domain and not domain.strip().startswith("[")):  # (a port: no domain)
+        raise ValueError(f"{domain!r} is no domain name")
+    return host
 
 
 class Scope:
     """Decides whether a discovered URL is in scope; ``why_not`` returns the reason.
 
-    ``allow_domains``: a host matches a domain when equal to it or a subdomain of it.
+    ``allow_domains``: a host matches a domain when equal to it or a subdomain of it
+    (see :func:`domain_name`; a bad one raises ValueError).
     ``include``/``exclude``: regular expressions searched in the URL (include: at least
     one must match, when any are given). ``max_depth``: links deeper are dropped.
     ``max_url_length`` and ``max_repeats`` (the same path segment repeated more than
@@ -27,7 +57,7 @@ class Scope:
                  max_url_length: int = 2048, max_repeats: int = 3,
                  priority: Iterable[tuple[str, int]] = (),
                  target: Iterable[str] = ()) -> None:
-        self.domains = tuple(d.lower().strip(".") for d in allow_domains)
+        self.domains = tuple(domain_name(d) for d in allow_domains)
         self.include = [re.compile(p) for p in include]
         self.exclude = [re.compile(p) for p in exclude]
         self.priority_rules = [(re.compile(p), n) for p, n in priority]
@@ -43,17 +73,17 @@ class Scope:
         if self.max_depth is not None and depth > self.max_depth:
             return "too-deep"
         try:
-            parts = urlsplit(url)
-            host = (parts.hostname or "").lower()
-        except ValueError:  # e.g. http://[zzz]/ in a sitemap: this URL only is left out
-            return "bad-url"
+            parts = _parse(url)
+        except (ValueError, TypeError):  # e.g. http://[zzz]/ in a sitemap: this URL
+            return "bad-url"  # only is left out
+        host = parts.hostname.rstrip(".")
         if self.domains and not any(host == d or host.endswith("." + d) for d in self.domains):
             return "off-domain"
         if self.include and not any(p.search(url) for p in self.include):
             return "not-included"
         if any(p.search(url) for p in self.exclude):
             return "excluded"
-        segments = [s for s in parts.path.split("/") if s]
+        segments = [s for s in parts.pathname.split("/") if s]
         if segments and max(segments.count(s) for s in set(segments)) > self.max_repeats:
             return "repeated-path"
         return None
