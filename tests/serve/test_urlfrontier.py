@@ -97,6 +97,10 @@ def one_batch(s: Server, *infos: Any) -> list[int]:
 
 
 def get(s: Server, **params: Any) -> list[Any]:
+    """GetURLs as the reference client calls it: with a crawl ID (DEFAULT's empty one
+    unless told), which a call with a queue ``key`` needs."""
+    if "anyCrawlID" not in params:
+        params.setdefault("crawlID", "")
     return list(s.stub.GetURLs(pb.GetParams(**params), timeout=30))
 
 
@@ -830,3 +834,31 @@ def test_urls_leased_ahead_for_a_client_that_left_go_back(store: str) -> None:
         assert stats(s).inProcess == grpc_server.PART
         # (what went back is served again at once)
         assert len(get(s, delay_requestable=600)) == 3000 - grpc_server.PART
+
+
+NO_REST = ("-o", "min_delay=0", "-o", "max_delay=0", "-o", "delay_factor=0")
+
+
+
+def test_a_url_left_unanswered_is_served_again_without_limit(store: str) -> None:
+    """As the reference server, a URL whose lease ends unanswered is served again, however
+    often: crawlq serve's default has no max_redeliveries. With one set (-o), a URL that
+    dies of it is listed as never to be fetched again, marked dead, never counted
+    completed."""
+    with serve(store, *NO_REST) as s:
+        assert put(s, discovered("https://a.example/"), discovered("https://b.example/")
+                   ) == [OK, OK]
+        for _ in range(7):
+            assert len(get(s, max_queues=5, delay_requestable=1)) == 2
+            time.sleep(1.1)
+        st = stats(s)
+        assert (st.size, st.counts["dead"], st.counts["completed"]) == (2, 0, 0)
+    with serve(store, *NO_REST, "-o", "max_redeliveries=0") as s:
+        assert len(get(s, max_queues=5, delay_requestable=1)) == 2
+        time.sleep(1.1)
+        assert get(s, max_queues=5) == []
+        st = stats(s)
+        assert (st.counts["dead"], st.counts["completed"]) == (2, 0)
+        status = s.stub.GetURLStatus(pb.URLStatusRequest(url="https://a.example/"),
+                                     timeout=30)
+        assert "lease expired" in status.known.info.metadata["crawlq_dead"].values[0]

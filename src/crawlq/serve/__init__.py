@@ -19,6 +19,11 @@ DEFAULT_PORT = 7072
 """The JSON API's port."""
 GRPC_PORT = 7071
 """The URLFrontier gRPC API's port (URLFrontier's own default)."""
+REDELIVERIES = 2**31 - 1
+"""The server's ``max_redeliveries`` unless ``-o`` gives one: no limit that a crawl can
+reach. URLFrontier's reference server serves a URL whose lease ended unanswered again,
+however often; a client that leaves a URL unanswered (it stopped, or crashed) never
+makes it dead."""
 
 
 def register(sub: Any) -> None:
@@ -67,6 +72,7 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
                            f"({exc})") from None
     from ..frontier import Frontier
 
+    options = {"max_redeliveries": REDELIVERIES, **options}
     token = args.token or os.environ.get("CRAWLQ_SERVE_TOKEN") or None
     tls = None
     if args.tls_cert or args.tls_key:

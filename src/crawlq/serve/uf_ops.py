@@ -32,6 +32,10 @@ from ..stores.base import Tallies
 
 META = "urlfrontier"
 """The key in ``Request.meta`` under which a URL's URLFrontier metadata is kept."""
+DEAD = "crawlq_dead"
+"""The metadata key under which a dead URL (one crawlq gave up on: its error) is listed
+and reported, with the date 0 of a URL never fetched again: it is not done (no record,
+not counted completed), and a client can tell it from one that is."""
 CREATED = "urlfrontier_created"
 """The key in ``Request.meta`` under which the server keeps when it first stored a URL
 (epoch seconds: URLFrontier's creation date, what PurgeURLs compares)."""
@@ -747,7 +751,8 @@ def stat_counts(frontier: Frontier) -> tuple[int, int, int, dict[str, int]]:
 @dataclass(frozen=True, slots=True)
 class Listed:
     """A URL of the crawl as URLFrontier lists it: known, with the date it is due
-    (``date``: epoch seconds; 0: never again, fetched for good or dead)."""
+    (``date``: epoch seconds; 0: never again: fetched for good, or dead, its metadata
+    saying so under DEAD)."""
 
     url: str
     key: str
@@ -855,15 +860,17 @@ def _listed(rec: Mapping[str, Any], now: float) -> Listed:
     md = meta.get(META) if isinstance(meta, Mapping) else None
     created = _created_in(meta)
     not_before = req.get("not_before")
+    metadata = _clean(md)
     if rec.get("type") == "dead":
         date = 0
+        metadata[DEAD] = [str(rec.get("error") or "")]
     elif not_before:
         date = round(not_before)
     elif created and int(req.get("priority") or 0) > 0:  # (put with a date past)
         date = PRIORITY_MAX - int(req["priority"])
     else:
         date = created or int(now)
-    return Listed(str(req["url"]), str(rec.get("queue")), _clean(md), date, created)
+    return Listed(str(req["url"]), str(rec.get("queue")), metadata, date, created)
 
 
 def _clean(md: object) -> dict[str, list[str]]:
@@ -874,6 +881,7 @@ def _clean(md: object) -> dict[str, list[str]]:
 
 __all__ = [
     "CREATED",
+    "DEAD",
     "FAIL",
     "META",
     "OK",
