@@ -839,6 +839,10 @@ def test_urls_leased_ahead_for_a_client_that_left_go_back(store: str) -> None:
 NO_REST = ("-o", "min_delay=0", "-o", "max_delay=0", "-o", "delay_factor=0")
 
 
+def urls_listed(s: Server, key: str = "") -> list[tuple[str, int]]:
+    return [(x.known.info.url, x.known.refetchable_from_date)
+            for x in s.stub.ListURLs(pb.ListUrlParams(key=key, size=1000), timeout=30)]
+
 
 def test_a_url_left_unanswered_is_served_again_without_limit(store: str) -> None:
     """As the reference server, a URL whose lease ends unanswered is served again, however
@@ -862,3 +866,26 @@ def test_a_url_left_unanswered_is_served_again_without_limit(store: str) -> None
         status = s.stub.GetURLStatus(pb.URLStatusRequest(url="https://a.example/"),
                                      timeout=30)
         assert "lease expired" in status.known.info.metadata["crawlq_dead"].values[0]
+
+
+
+def test_any_date_the_proto_carries_is_kept_and_listed(store: str) -> None:
+    """The largest refetch dates and block times a client can send are taken, listed,
+    counted and reported as sent, also after a restart."""
+    top = 2**64 - 1
+    with serve(store) as s:
+        assert put(s, known("https://a.example/top", top),
+                   known("https://a.example/far", 2**63 + 2**40),
+                   discovered("https://b.example/")) == [OK] * 3
+        s.stub.BlockQueueUntil(pb.BlockQueueParams(key="b.example", time=top), timeout=30)
+        assert ("https://a.example/top", top) in urls_listed(s)
+        s.kill()
+    with serve(store) as s:
+        assert ("https://a.example/top", top) in urls_listed(s)
+        assert s.stub.CountURLs(pb.CountUrlParams(), timeout=30).value == 3
+        status = s.stub.GetURLStatus(pb.URLStatusRequest(url="https://a.example/top"),
+                                     timeout=30)
+        assert status.known.refetchable_from_date == top
+        assert stats(s).size == 3
+        assert get(s, max_queues=5) == []
+        assert s.stub.ListQueues(pb.Pagination(include_inactive=True), timeout=30).total == 2

@@ -53,6 +53,7 @@ _LEVELS = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNI
 DEFAULT_PAGE = 100
 """ListQueues' page size when the client gives none."""
 _T = TypeVar("_T")
+_LOG = logging.getLogger(__name__)
 _NO_METADATA: dict[str, list[str]] = {}
 _NOTHING_HELD = {"completed": 0, "active_queues": 0}
 """GetStats' counts for a crawl or queue that holds nothing, as the reference's."""
@@ -100,6 +101,10 @@ class Service:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"the store failed: {exc}")
         except CrawlqError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except Exception as exc:  # (a fault of this server's: logged, the call's answer)
+            _LOG.exception("gRPC %s failed", name)
+            await context.abort(grpc.StatusCode.INTERNAL,
+                                f"{name} failed in the server: {type(exc).__name__}: {exc}")
         finally:
             self.metrics.latency.labels("grpc:" + name).observe(time.perf_counter() - started)
         raise AssertionError("abort returned")  # (context.abort always raises)
@@ -185,8 +190,7 @@ class Service:
             try:
                 uf_ops.give_back(frontier, part.result(), handles)
             except CrawlqError as exc:  # (their leases end in time all the same)
-                logging.getLogger(__name__).warning(
-                    "GetURLs: leases of a client that left not given back: %s", exc)
+                _LOG.warning("GetURLs: leases of a client that left not given back: %s", exc)
 
         self._tasks.add(task := asyncio.ensure_future(asyncio.to_thread(back)))
         task.add_done_callback(self._tasks.discard)
@@ -249,7 +253,7 @@ class Service:
                 if not soft:
                     raise
                 self.metrics.store_errors.inc()
-                logging.getLogger(__name__).warning("PutURLs: the store failed: %s", exc)
+                _LOG.warning("PutURLs: the store failed: %s", exc)
                 continue
             for i, st in zip(index, got):
                 statuses[i] = st
@@ -307,12 +311,16 @@ class Service:
         found = await self._run(context, "ListURLs", self._listing, req)
         while want > 0:
             part = min(want, LIST_PAGE)
-            page = await self._run(context, "ListURLs", _take, found, part)
-            for x in page:
-                yield self._item(x, crawl)
+            page = await self._run(context, "ListURLs", self._page, found, part, crawl)
+            for item in page:
+                yield item
             if len(page) < part:
                 break
             want -= part
+
+    def _page(self, found: Iterator[uf_ops.Listed], n: int, crawl: str) -> list[Any]:
+        """The next ``n`` URLs of a listing as messages (fewer at its end)."""
+        return [self._item(x, crawl) for x in islice(found, n)]
 
     def _listing(self, req: Any) -> Iterator[uf_ops.Listed]:
         """The URLs ListURLs asks for, from its ``start`` (read as they are taken)."""
@@ -494,11 +502,6 @@ def _batch(pause_gc: bool, fn: Callable[..., _T], *args: Any) -> _T:
     items and leases otherwise set off collections that walk the server's heap."""
     with PausedGC(pause_gc):
         return fn(*args)
-
-
-def _take(found: Iterator[uf_ops.Listed], n: int) -> list[uf_ops.Listed]:
-    """The next ``n`` URLs of a listing (fewer at its end)."""
-    return list(islice(found, n))
 
 
 def _item_of(info: Any, refetch: int | None = None) -> uf_ops.Item:

@@ -141,7 +141,21 @@ def created_of(request: Request) -> int:
 
 def _created_in(meta: object) -> int:
     at = meta.get(CREATED) if isinstance(meta, Mapping) else None
-    return at if isinstance(at, int) else 0
+    return date_of(at) if isinstance(at, int) else 0
+
+
+MAX_DATE = 2**64 - 1
+"""The latest date URLFrontier's messages carry (a uint64 of epoch seconds)."""
+
+
+def date_of(when: float) -> int:
+    """A date kept by crawlq (epoch seconds; a refetch date is kept as a float, exact to
+    the second up to 2**53) as URLFrontier's messages carry it: whole seconds within
+    0 to MAX_DATE (the largest date a client can send, 2**64-1, is kept as 2**64 and
+    reported as sent)."""
+    if when != when:  # (NaN: no date)
+        return 0
+    return 0 if when <= 0 else MAX_DATE if when >= MAX_DATE else round(when)
 
 
 def purge(frontier: Frontier, days: int, queue: str | None = None) -> int:
@@ -845,7 +859,8 @@ def _record_of(data: bytes) -> Listed | None:
         return None
     try:
         d = json.loads(data)
-        return Listed(str(d["u"]), str(d["k"]), _clean(d.get("m")), 0, int(d.get("c") or 0))
+        return Listed(str(d["u"]), str(d["k"]), _clean(d.get("m")), 0,
+                      date_of(float(d.get("c") or 0)))
     except (ValueError, KeyError, TypeError):
         return None
 
@@ -865,9 +880,9 @@ def _listed(rec: Mapping[str, Any], now: float) -> Listed:
         date = 0
         metadata[DEAD] = [str(rec.get("error") or "")]
     elif not_before:
-        date = round(not_before)
+        date = date_of(not_before)
     elif created and int(req.get("priority") or 0) > 0:  # (put with a date past)
-        date = PRIORITY_MAX - int(req["priority"])
+        date = date_of(PRIORITY_MAX - int(req["priority"]))
     else:
         date = created or int(now)
     return Listed(str(req["url"]), str(rec.get("queue")), metadata, date, created)
@@ -891,6 +906,7 @@ __all__ = [
     "Listed",
     "active_urls",
     "created_of",
+    "date_of",
     "date_priority",
     "delete_queue",
     "give_back",
