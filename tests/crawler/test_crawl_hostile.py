@@ -252,6 +252,83 @@ def test_the_error_run_of_robots_txt_is_kept_in_the_store() -> None:
     assert ok.erring_since is None and not ok.allows("http://x.test/x")
 
 
+# -- robots.txt size and redirects -------------------------------------------------------
+
+def test_a_huge_robots_txt_neither_stalls_other_sites_nor_counts_past_500_kib() -> None:
+    """4.6 MB of wildcard rules (under the 5 MB page cap): read up to 500 KiB, parsed
+    off the event loop, decided through the needle index; another site, crawled at the
+    same time with a short timeout and no retries, gets every page."""
+    rules = "".join(f"Disallow: /*x{i}-*q\n" for i in range(200_000))
+    assert 4_000_000 < len(rules) < 5_000_000
+    routes = {**site("big.test", 20, "User-agent: *\n" + rules),
+              **site("small.test", 200, "")}
+    for path in ("/ax5-q", "/ax199999-q"):  # an early rule's URL, a late (ignored) one's
+        routes[("big.test", path)] = lambda hit: page_with_links("x", [])
+    routes[("big.test", "/")] = lambda hit: page_with_links(
+        "home", [f"/p/{i}" for i in range(1, 21)] + ["/ax5-q", "/ax199999-q"])
+    lag = [0.0]
+
+    async def run(config: CrawlConfig) -> Summary:
+        async def ticks() -> None:  # the longest the event loop was held
+            while True:
+                start = asyncio.get_running_loop().time()
+                await asyncio.sleep(0.02)
+                lag[0] = max(lag[0], asyncio.get_running_loop().time() - start - 0.02)
+
+        ticker = asyncio.create_task(ticks())
+        try:
+            return await Crawler(config).run()
+        finally:
+            ticker.cancel()
+
+    with serve_routes(routes) as web:
+        config = CrawlConfig(seeds=[web.url("big.test"), web.url("small.test")],
+                             resolve={"*.test": "127.0.0.1"}, allow_private=True,
+                             allow_domains=["test"], max_retries=0, timeout=3.0,
+                             concurrency=8, **FAST)
+        s = asyncio.run(run(config))
+        small = {h.path for h in web.hits("small.test")}
+        big = {h.path for h in web.hits("big.test")}
+    assert lag[0] < 1.0, lag  # (parsed on the loop, this file held it ~10 s)
+    assert len(small - {"/robots.txt"}) == 201, s
+    assert "/ax5-q" not in big and "/ax199999-q" in big and len(big) == 23
+    assert s.robots_denied == 1 and not s.errors, s.errors
+
+
+def test_robots_txt_redirects_up_to_five_then_unavailable() -> None:
+    """Five redirects are followed (RFC 9309); a sixth, one to another scheme, to a
+    refused address or out of the crawl's domains: robots.txt is unavailable (all
+    allowed), the host's pages are fetched, and nothing is asked of the target."""
+    def hops(n: int, last: str) -> dict[tuple[str, str], Any]:
+        host = f"r{n}.test"
+        routes = site(host, 2, "")
+        for i in range(n):
+            routes[(host, "/robots.txt" if i == 0 else f"/hop{i}")] = (
+                lambda hit, i=i: (302, [("Location", f"/hop{i + 1}")], b""))
+        routes[(host, f"/hop{n}" if n else "/robots.txt")] = (
+            lambda hit: (302, [("Location", last)], b"") if last else
+            robots("User-agent: *\nDisallow: /p/2\n")(hit))
+        return routes
+
+    routes = {**hops(5, ""), **hops(6, ""),
+              **hops(1, "file:///etc/passwd"),
+              **hops(2, "http://169.254.169.254/robots.txt"),
+              **hops(3, "http://evil.test/robots.txt")}
+    with serve_routes(routes) as web:
+        seeds = [web.url(f"r{n}.test") for n in (5, 6, 1, 2, 3)]
+        config = CrawlConfig(seeds=seeds, resolve={"*.test": "127.0.0.1"},
+                             allow_addresses=("127.0.0.1",), max_retries=0, **FAST)
+        s = asyncio.run(Crawler(config).run())
+        hits = {n: [h.path for h in web.hits(f"r{n}.test")] for n in (5, 6, 1, 2, 3)}
+        assert not web.hits("evil.test")
+    assert "/p/2" not in hits[5] and "/p/1" in hits[5]  # the rules behind five redirects
+    for n in (6, 1, 2, 3):
+        assert {"/", "/p/1", "/p/2"} <= set(hits[n]), (n, hits[n])
+    assert "/hop6" not in hits[6]
+    assert s.errors["robots.txt redirect not followed"] == 4, s.errors
+    assert s.fetched == 2 + 4 * 3 and not s.blocked
+
+
 # -- sitemaps and parsing ----------------------------------------------------------------
 
 def test_a_chain_of_sitemap_indexes_stops_at_the_nesting_bound() -> None:

@@ -10,6 +10,7 @@ for every URL.
 from __future__ import annotations
 
 import os
+import random
 import re
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 from jwm.robotstxt import googlebot
 
 from crawlq.crawler.robots import decode
-from crawlq.crawler.robotstxt import RobotsTxt, path_params_query, product_token
+from crawlq.crawler.robotstxt import NEEDLES_FROM, RobotsTxt, path_params_query, product_token
 
 DATA = Path(__file__).resolve().parents[2] / ".venv" / "robots-sdist"
 CORPUS = DATA / "protego-0.7.0" / "tests" / "test_data"
@@ -153,3 +154,27 @@ def test_a_hostile_pattern_takes_linear_time() -> None:
     assert r.allows("https://a.test/" + "a" * 20_000)        # the allow ends with a
     assert not r.allows("https://a.test/" + "a" * 20_000 + "b")
     assert r.allows("https://a.test/" + "a" * 20_000 + "c")
+
+
+def test_many_wildcard_rules_under_one_prefix_decide_like_google() -> None:
+    """Buckets past NEEDLES_FROM rules go through the needle index: the decisions are
+    still Google's, for rules with and without needles, anchored or not, allow and
+    disallow of every length, on paths that hold some needles, several or none."""
+    rnd = random.Random(58)
+    pieces = ["ab", "x1", "q", "zz9", "-", "abc", "%2F", "é", "a/b"]
+    lines = ["User-agent: *", "Disallow: /*", "Allow: /*y$"]  # (rules with no needle)
+    for _ in range(400):
+        parts = [rnd.choice(pieces) for _ in range(rnd.randint(1, 3))]
+        pattern = "/" + rnd.choice(["", "d"]) + "*" + "*".join(parts)
+        if rnd.random() < 0.2:
+            pattern += "$"
+        lines.append(f"{rnd.choice(['Allow', 'Disallow'])}: {pattern}")
+    text = "\n".join(lines) + "\n"
+    ours = RobotsTxt.parse(text, "x")
+    assert len(ours.rules) > 10 * NEEDLES_FROM
+    google = googlebot.RobotsMatcher()
+    for _ in range(1500):
+        path = "/" + "".join(rnd.choice([*pieces, "/", "y"]) for _ in range(rnd.randint(0, 6)))
+        url = "http://a.test" + path
+        want = google.OneAgentAllowedByRobots(text, "x", "http://a.test" + path_params_query(url))
+        assert ours.allows(url) == want, path

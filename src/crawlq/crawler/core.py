@@ -58,8 +58,9 @@ class Crawler:
         self.scope = Scope(domains, config.include, config.exclude, config.max_depth,
                            priority=config.priority_rules, target=config.target)
         self.summary = Summary()
-        self._robots = robots_mod.RobotsCache(config.user_agent, self.summary.errors,
-                                              self._archive, config.robots_error_window)
+        self._robots = robots_mod.RobotsCache(
+            config.user_agent, self.summary.errors, self._archive,
+            config.robots_error_window, in_scope=lambda u: self.scope.on_domain(host_of(u)))
         self._stop = False
         self._fatal: CrawlqError | None = None
         self._acks: Acks | None = None

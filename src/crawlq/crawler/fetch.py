@@ -328,9 +328,11 @@ class Fetcher:
             raise Blocked("unresolvable", f"{host}: {exc}") from None
         return str(infos[0][4][0])
 
-    async def get(self, url: str, *, keep_alive: bool = True) -> Fetched:
+    async def get(self, url: str, *, keep_alive: bool = True,
+                  max_bytes: int | None = None) -> Fetched:
         """GET ``url``; raises :class:`Blocked` or :class:`FetchError`. With
-        ``keep_alive`` False the connection is closed once the response is read.
+        ``keep_alive`` False the connection is closed once the response is read;
+        ``max_bytes`` reads less than the fetcher's cap.
 
         What is requested is ``url`` as the WHATWG URL Standard reads it (ada, the
         parser of the canonical form and of the crawl's scope): a Unicode host in its
@@ -355,11 +357,12 @@ class Fetcher:
                 wire = getattr(getattr(r, "_protocol", None), "raw", None)
                 raw = bytearray()
                 truncated = False
+                cap = self.max_bytes if max_bytes is None else min(max_bytes, self.max_bytes)
                 async for chunk in r.content.iter_chunked(65536):  # as sent: WARC keeps them
                     raw += chunk
-                    if len(raw) > self.max_bytes:
+                    if len(raw) > cap:
                         truncated = True
-                        del raw[self.max_bytes:]
+                        del raw[cap:]
                         r.close()  # the rest is not read: the connection is not reused
                         break
                 elapsed = time.monotonic() - start
@@ -379,7 +382,7 @@ class Fetcher:
             headers_out[k] = f"{headers_out[k]}, {v}" if k in headers_out else v
         decode_error = None
         try:
-            body, cut = decode(bytes(raw), headers_out.get("content-encoding"), self.max_bytes)
+            body, cut = decode(bytes(raw), headers_out.get("content-encoding"), cap)
         except DecodeError as exc:
             body, cut, decode_error = b"", False, str(exc)
         return Fetched(

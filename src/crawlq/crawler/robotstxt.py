@@ -19,7 +19,12 @@ Rules are indexed by their literal prefix (up to the first ``*`` or ``$``): a de
 looks up the prefixes of the path, then tries the few rules found, longest first. A
 rule with wildcards is a regular expression in which each ``*`` is matched leftmost and
 never backtracked into (a lookahead, atomic in Python's ``re``), so no pattern can make
-a decision take more than linear time in the URL's length. tests/crawler/test_robots_conformance.py
+a decision take more than linear time in the URL's length. A file may hold tens of
+thousands of wildcard rules under one prefix (``Disallow: /*x1*q``, ``/*x2*q``...): the
+rules of such a prefix are also indexed by a piece of literal text each must find in
+the path (its needle), so a decision tries only the rules whose needle the path holds,
+found by looking up the path's short substrings, not by trying every rule. Regular
+expressions are compiled when a decision first needs them. tests/crawler/test_robots_conformance.py
 checks every decision against Google's matcher on the robots.txt corpus of protego's
 sdist and runs Google's test cases (from robotspy's sdist).
 """
@@ -97,8 +102,7 @@ class RobotsTxt:
     ignored_delays: list[str] = field(default_factory=list)
     """``Crawl-delay`` values of the selected groups that are no delay (non-finite or
     negative): ignored, for the crawler to warn about."""
-    _index: dict[str, list[tuple[tuple[int, bool], bool, re.Pattern[str] | None]]] = field(
-        default_factory=dict)
+    _index: dict[str, _Bucket] = field(default_factory=dict)
     _lengths: list[int] = field(default_factory=list)
 
     @classmethod
@@ -126,15 +130,14 @@ class RobotsTxt:
         return out
 
     def _compile(self) -> None:
-        """Index the rules by literal prefix, each list best first."""
-        index: dict[str, list[tuple[tuple[int, bool], bool, re.Pattern[str] | None]]] = {}
+        """Index the rules by literal prefix, each bucket best first."""
+        index: dict[str, list[Rule]] = {}
         for priority, allow, pattern in self.rules:
             cut = min((i for i in (pattern.find("*"), pattern.find("$")) if i >= 0),
                       default=len(pattern))
-            prefix, rest = pattern[:cut], pattern[cut:]
-            rx = _rest_regex(rest) if rest else None
-            index.setdefault(prefix, []).append(((-priority, not allow), allow, rx))
-        self._index = index
+            index.setdefault(pattern[:cut], []).append(
+                ((-priority, not allow), allow, pattern[cut:]))
+        self._index = {prefix: _Bucket(rules) for prefix, rules in index.items()}
         self._lengths = sorted({len(p) for p in index})
 
     def allows(self, url: str) -> bool:
@@ -148,16 +151,69 @@ class RobotsTxt:
         for n in self._lengths:
             if n > len(path):
                 break
-            rules = index.get(path[:n])
-            if rules is None:
+            bucket = index.get(path[:n])
+            if bucket is None:
                 continue
-            for key, allow, rx in rules:  # (best first: the first match is this list's)
+            for key, allow, rest in bucket.candidates(path, n):  # (best first)
                 if best is not None and key >= best:
                     break
-                if rx is None or rx.match(path, n):
+                if not rest or _rest_regex(rest).match(path, n):
                     best, allowed = key, allow
                     break
         return allowed
+
+
+Rule = tuple[tuple[int, bool], bool, str]
+"""(sort key: best first, allow, the pattern after its literal prefix: "" for none)."""
+
+NEEDLES_FROM = 32
+"""A bucket of more rules than this is indexed by needle."""
+NEEDLE_MAX = 8
+"""A needle is at most this long (a part of a literal piece is found wherever it is)."""
+
+
+class _Bucket:
+    """The rules of one literal prefix, best first. Beyond :data:`NEEDLES_FROM` rules,
+    each rule with wildcards is also filed under its needle: the start of the longest
+    literal piece of its pattern after the prefix (one the path must contain for the
+    rule to match); rules with no such piece (``/*``, ``/a$``) are always candidates."""
+
+    __slots__ = ("always", "lengths", "needles", "rules")
+
+    def __init__(self, rules: list[Rule]) -> None:
+        self.rules = rules
+        self.needles: dict[str, list[Rule]] | None = None
+        self.lengths: list[int] = []
+        self.always: list[Rule] = []
+        if len(rules) <= NEEDLES_FROM:
+            return
+        needles: dict[str, list[Rule]] = {}
+        for rule in rules:
+            pieces = rule[2].rstrip("$").split("*") if rule[2] else []
+            needle = max(pieces, key=len, default="")[:NEEDLE_MAX]
+            if needle:
+                needles.setdefault(needle, []).append(rule)
+            else:
+                self.always.append(rule)
+        self.needles = needles
+        self.lengths = sorted({len(k) for k in needles})
+
+    def candidates(self, path: str, start: int) -> list[Rule]:
+        """The rules that may match ``path`` from ``start`` on, best first: every rule,
+        or with the needle index those whose needle is in that part of the path
+        (a lookup per substring of each needle length: the cost of a decision grows
+        with the path's length, not with the number of rules)."""
+        needles = self.needles
+        if needles is None:
+            return self.rules
+        end = len(path)
+        found = {path[i:i + n] for n in self.lengths for i in range(start, end - n + 1)}
+        found.intersection_update(needles)
+        if not found:
+            return self.always
+        out = self.always + [rule for needle in found for rule in needles[needle]]
+        out.sort()
+        return out
 
 
 @functools.lru_cache(maxsize=4096)

@@ -76,8 +76,7 @@ class Scope:
             parts = _parse(url)
         except (ValueError, TypeError):  # e.g. http://[zzz]/ in a sitemap: this URL
             return "bad-url"  # only is left out
-        host = parts.hostname.rstrip(".")
-        if self.domains and not any(host == d or host.endswith("." + d) for d in self.domains):
+        if not self.on_domain(parts.hostname.rstrip(".")):
             return "off-domain"
         if self.include and not any(p.search(url) for p in self.include):
             return "not-included"
@@ -87,6 +86,12 @@ class Scope:
         if segments and max(segments.count(s) for s in set(segments)) > self.max_repeats:
             return "repeated-path"
         return None
+
+    def on_domain(self, host: str) -> bool:
+        """Is ``host`` (as :func:`host_of` gives it) one of the allowed domains or a
+        subdomain of one (True for any host without ``allow_domains``)?"""
+        return not self.domains or any(host == d or host.endswith("." + d)
+                                       for d in self.domains)
 
     def priority(self, url: str) -> int:
         """The priority of ``url`` by the priority rules (higher is fetched sooner)."""
