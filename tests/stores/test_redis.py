@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import socket
+import struct
 import threading
 import time
 from pathlib import Path
@@ -350,3 +351,51 @@ def test_an_exchange_on_a_full_redis_changes_nothing(tmp_path: Path) -> None:
             client.script_flush()
             ex = f.exchange(links, [lease], 5)
             assert ex.added.added == 500 and ex.held == [True] and len(ex.leases) == 1
+
+
+@pytest.mark.parametrize("broken", ["listed-but-empty", "fewer-than-counted"])
+def test_a_lua_loop_ends_with_an_error_where_it_could_not_progress(tmp_path: Path,
+                                                                   broken: str) -> None:
+    """Every loop of the Lua scripts has a cap on its passes, from the sizes it works
+    through: keys that contradict each other (a bug, made here by hand) end the lease
+    script with a clear error, at once, instead of a loop that never ends and holds the
+    server ("BUSY" for every client). The server goes on answering; other crawls too.
+    (A throwaway server: without the caps this test would hang it.)"""
+    with LocalRedis(tmp_path / "r") as server:
+        client = redis.Redis.from_url(server.url)
+        url = server.url + "?prefix=broken&socket_timeout=5&retry_deadline=1"
+        clock = Clock()
+        rec = struct.Struct("<9d")  # a queue's record (n, inf, ra, si, acc, ses, st, ...)
+        if broken == "listed-but-empty":
+            # b.example.com is in the ready line, its domain full, its record empty (st 3)
+            f = Frontier.open(url, clock=clock, domain_concurrency=1, **FAST)
+            f.add(["https://a.example.com/1", "https://b.example.com/1"])
+            assert len(f.next(1)) == 1
+            key = "{broken}:qm:b.example.com"
+        else:
+            # a.example counts 3 requests; its lists hold 1
+            f = Frontier.open(url, clock=clock, concurrency=10, **FAST)
+            f.add("https://a.example/1")
+            key = "{broken}:qm:a.example"
+        raw = client.get(key)
+        assert isinstance(raw, bytes)
+        fields = list(rec.unpack(raw[:rec.size]))
+        if broken == "listed-but-empty":
+            fields[0], fields[6] = 0.0, 3.0
+        else:
+            fields[0] = 3.0
+        client.set(key, rec.pack(*fields) + raw[rec.size:])
+        t0 = time.monotonic()
+        # (listed-but-empty: as many wanted as the level lists, so its line reads on)
+        n = 1 if broken == "listed-but-empty" else 5
+        with pytest.raises(StoreError, match=r"ran past its bound of \d+ passes"):
+            f.next(n)
+        with pytest.raises(StoreError, match="ran past its bound"):
+            f.exchange([], [], n)
+        assert time.monotonic() - t0 < 2
+        assert client.ping()
+        with Frontier.open(server.url + "?prefix=other", **FAST) as g:
+            g.add("https://c.example/1")
+            assert len(g.next(5)) == 1
+        f.close()
+        client.close()

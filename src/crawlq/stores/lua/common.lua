@@ -53,6 +53,17 @@ local counters = {}  -- counter deltas, written back by save_all()
 
 local function f17(x) return string.format('%.17g', x) end
 
+-- Every loop that is not a `for` over a range has a cap on its passes, derived from the
+-- sizes it works through (a pass consumes one of them), that it can reach only if the
+-- crawl's keys contradict each other (a bug). Past it the script ends with this error,
+-- never spins: a script that runs on holds the whole server ("BUSY" for every client,
+-- and SCRIPT KILL is refused once it has written). Redis keeps what the script wrote
+-- before the error.
+local function overrun(loop, cap)
+  error({err = string.format('ERR crawlq: %s ran past its bound of %d passes: the '
+    .. "crawl's keys contradict each other (a bug in crawlq; please report it)", loop, cap)})
+end
+
 local function count(name, n)
   counters[name] = (counters[name] or 0) + n
 end
@@ -152,12 +163,15 @@ end
 
 -- The best priority level that has a ready queue, or nil.
 local function first_ready_level()
-  while true do
+  -- (a pass returns or takes one level off P:rp)
+  local cap = redis.call('ZCARD', P .. ':rp') + 1
+  for _ = 1, cap do
     local level = redis.call('ZRANGE', P .. ':rp', 0, 0)[1]
     if not level then return nil end
     if redis.call('ZCARD', P .. ':r:' .. level) > 0 then return level end
     redis.call('ZREM', P .. ':rp', level)
   end
+  overrun('first_ready_level', cap)
 end
 
 -- Count a lease of q ended into freed (domain -> leases ended), for unpark, when
@@ -235,7 +249,9 @@ end
 local function unpark(freed, at)
   for d, n in pairs(freed) do
     local k = P .. ':dp:' .. d
-    while n > 0 do
+    -- (a pass pops one of the parked queues)
+    for _ = 1, redis.call('ZCARD', k) do
+      if n <= 0 then break end
       local got = redis.call('ZPOPMIN', k)
       if #got == 0 then break end
       local q = cache[got[1]]
@@ -286,7 +302,18 @@ end
 local function pop(q, k)
   local out = {}
   local qp = P .. ':qp:' .. q.key
+  -- (a pass pops an item, or takes a level off P:qp:K, or is the last: k passes, then
+  -- if some popped nothing, which a consistent queue never sees, one per level left)
+  local passes, cap, counted = 0, k, false
   while k > 0 do
+    passes = passes + 1
+    if passes > cap then
+      if not counted then
+        counted = true
+        cap = passes + k + redis.call('ZCARD', qp) + 1  -- (+1: a stale q.best)
+      end
+      if passes > cap then overrun('pop', cap) end
+    end
     local level = best_level(q)
     if not level then break end
     local lk = P .. ':q:' .. level .. ':' .. q.key
@@ -424,7 +451,8 @@ local function wake(now)
     return x[3] < y[3]
   end)
   local i = 1
-  while i <= #events do
+  for _ = 1, #events do  -- (a pass takes the events of one time, at least one)
+    if i > #events then break end
     local at = events[i][1]
     local group, back, freed = {}, {}, {}
     while i <= #events and events[i][1] == at do
@@ -568,7 +596,12 @@ local function sb_add(fps, keys)
   local n = redis.call('HINCRBY', M, 'sb_n', new)
   local m = SB_N0 * 2 ^ sb_l
   local split = false
+  -- (a pass splits one bucket: m + sb_s grows by one)
+  local cap = math.max(0, math.ceil(n / SB_LOAD - (m + sb_s))) + 1
+  local passes = 0
   while n > SB_LOAD * (m + sb_s) do
+    passes = passes + 1
+    if passes > cap then overrun('sb_add', cap) end
     local old = P .. ':sb:' .. tostring(sb_s)
     local moved, args = {}, {}
     for _, f in ipairs(redis.call('HKEYS', old)) do

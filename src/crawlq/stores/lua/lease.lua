@@ -38,9 +38,14 @@ local function domain_admits(q)
   return true
 end
 -- Passes, until the limit is reached or no queue can give more now: a queue whose
--- session ended without a rest is ready again at once, behind the others.
+-- session ended without a rest is ready again at once, behind the others. (A pass
+-- leases one at least, or ends the session of a queue that spent it before this call
+-- and leased nothing since, once per queue at most: limit + its queues passes.)
 local again = true
+local passes, cap = 0, limit + redis.call('SCARD', P .. ':qk') + 1
 while again and got < limit do
+  passes = passes + 1
+  if passes > cap then overrun('the passes of lease', cap) end
   again = false
   -- The line: the best ready queues in order (levels best first, each in waiting
   -- order), one per lease still wanted.
@@ -56,7 +61,15 @@ while again and got < limit do
     for _, level in ipairs(redis.call('ZRANGE', P .. ':rp', 0, -1)) do
       if #line >= limit - got then break end
       local from = 0  -- (queues a full domain rests leave the level: the rest moves up)
+      -- (a pass takes one of the level's queues in line at least, or rests one: as many
+      -- passes as it has queues, and the last)
+      local rounds, most = 0, nil
       while #line < limit - got do
+        rounds = rounds + 1
+        if rounds > 1 then
+          most = most or redis.call('ZCARD', P .. ':r:' .. level) + rounds
+          if rounds > most then overrun('the line of level ' .. level, most) end
+        end
         local want = limit - got - #line
         local keys = redis.call('ZRANGE', P .. ':r:' .. level, from, from + want - 1)
         if #keys == 0 then
@@ -111,7 +124,11 @@ while again and got < limit do
     end
   end
   local active = line
+  -- (a round leases one at least, from each queue asked: limit rounds at most)
+  local rounds = 0
   while #active > 0 and got < limit do
+    rounds = rounds + 1
+    if rounds > limit then overrun('the rounds of lease', limit) end
     local nwant = math.min(#active, limit - got)
     local share = math.max(1, math.floor((limit - got) / nwant))
     local more = {}

@@ -75,7 +75,7 @@ elseif op == 'remove' then
   -- (an item leased or come due since the caller read it is not there: it stays)
   result = 0
   local j = A0 + 5
-  while ARGV[j] ~= '' do
+  while j < #ARGV and ARGV[j] ~= '' do  -- (the arguments are finite: j moves on by 2)
     local lk = P .. ':q:' .. ARGV[j] .. ':' .. key
     local n = redis.call('LREM', lk, 1, ARGV[j + 1])
     if n > 0 then

@@ -5,8 +5,11 @@ wake(now)
 save_all()
 if first_ready_level() then return f17(now) end
 -- Drop expiry records none of whose leases is still held until their time (each was
--- answered, or renewed, which gave it a record of its own), to see a real one.
-while true do
+-- answered, or renewed, which gave it a record of its own), to see a real one. (A pass
+-- breaks or takes one record off P:lx.)
+local cap = redis.call('ZCARD', P .. ':lx') + 1
+for pass = 1, cap + 1 do
+  if pass > cap then overrun('the expiry records of ready_at', cap) end
   local r = redis.call('ZRANGE', P .. ':lx', 0, 0, 'WITHSCORES')
   if not r[1] then break end
   local first, last = string.match(r[1], '^(%d+):(%d+)$')
