@@ -889,3 +889,39 @@ def test_any_date_the_proto_carries_is_kept_and_listed(store: str) -> None:
         assert stats(s).size == 3
         assert get(s, max_queues=5) == []
         assert s.stub.ListQueues(pb.Pagination(include_inactive=True), timeout=30).total == 2
+
+
+
+def test_malformed_requests_are_invalid_arguments(store: str) -> None:
+    """A request body that is not the call's message is INVALID_ARGUMENT, in a unary call
+    and in a stream (nothing of the batch it came in taken), and the server stays up."""
+    with serve(store) as s:
+        raw = s.channel.unary_unary("/urlfrontier.URLFrontier/GetStats")
+        code, why = code_of(lambda: raw(b"\xff\xff\xff", timeout=30))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "GetStats" in why
+        stream = s.channel.stream_stream("/urlfrontier.URLFrontier/PutURLs")
+        good = discovered("https://a.example/").SerializeToString()
+        code, why = code_of(lambda: stream(iter([good, b"\x0a\xff"]), timeout=30))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "urlfrontier.URLItem" in why
+        assert stats(s).size <= 1
+        assert put(s, discovered("https://b.example/")) == [OK]
+        code, _ = code_of(lambda: list(s.channel.unary_stream(
+            "/urlfrontier.URLFrontier/GetURLs")(b"\xff", timeout=30)))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+
+def test_reflection_answers_v1_as_well_as_v1alpha(tmp_path: Path) -> None:
+    """grpcurl and newer tools ask reflection v1 first: both versions list the service."""
+    with serve(f"sqlite:///{tmp_path}/r.db") as s:
+        from grpc_reflection.v1alpha import reflection_pb2 as r
+
+        for version in ("v1", "v1alpha"):
+            call = s.channel.stream_stream(
+                f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo",
+                request_serializer=r.ServerReflectionRequest.SerializeToString,
+                response_deserializer=r.ServerReflectionResponse.FromString)
+            (answer,) = call(iter([r.ServerReflectionRequest(list_services="")]),
+                             timeout=30)
+            names = {x.name for x in answer.list_services_response.service}
+            assert "urlfrontier.URLFrontier" in names, version

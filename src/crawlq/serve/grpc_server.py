@@ -31,7 +31,16 @@ from ..models import Lease
 from . import uf_ops
 from .app import MAX_BATCH, is_active, set_active
 from .crawls import Crawls, crawl_id
-from .grpc_wire import MAX_MESSAGE, Refused, batches, load_proto
+from .grpc_wire import (
+    MAX_MESSAGE,
+    Malformed,
+    Refused,
+    add_reflection,
+    add_service,
+    batches,
+    check,
+    load_proto,
+)
 from .metrics import Metrics
 
 DEFAULT_TTL = 30.0
@@ -109,6 +118,13 @@ class Service:
             self.metrics.latency.labels("grpc:" + name).observe(time.perf_counter() - started)
         raise AssertionError("abort returned")  # (context.abort always raises)
 
+    @staticmethod
+    async def _check(context: Any, message: Any) -> None:
+        """A streaming call's request message parsed (see grpc_wire.add_service), or the
+        call ends INVALID_ARGUMENT."""
+        if message.__class__ is Malformed:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message.why)
+
     def _check_token(self, context: Any) -> None:
         if self.token is None:
             return
@@ -133,6 +149,7 @@ class Service:
     async def GetURLs(self, params: Any, context: Any) -> AsyncIterator[Any]:
         """Stream URLs due now: leases of ``delay_requestable`` seconds (0: 30), of one
         queue when ``key`` is set."""
+        await self._check(context, params)
         ttl = float(params.delay_requestable) or DEFAULT_TTL
         per_queue, max_queues = params.max_urls_per_queue, params.max_queues
         any_crawl = params.WhichOneof("item") == "anyCrawlID"
@@ -219,6 +236,7 @@ class Service:
         items: list[uf_ops.Item | None] = []
         crawls: list[str] = []
         for m in batch:
+            check(m)  # (a message not parsed: nothing of the batch applied)
             which = m.WhichOneof("item")
             x = getattr(m, which) if which else None
             items.append(None if x is None else _item_of(
@@ -265,6 +283,7 @@ class Service:
         over MAX_BATCH URLs ends the stream with RESOURCE_EXHAUSTED (nothing of it taken;
         the batches before it were)."""
         async for batch in batches:
+            await self._check(context, batch)
             if len(batch.items) > MAX_BATCH:
                 await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                     f"at most {MAX_BATCH} URLs per DiscoveredBatch, not "
@@ -306,6 +325,7 @@ class Service:
     async def ListURLs(self, req: Any, context: Any) -> AsyncIterator[Any]:
         """The crawl's URLs (of a queue, containing a text), from ``start``, at most
         ``size`` of them (any size: they are read and sent in pages)."""
+        await self._check(context, req)
         crawl = crawl_id(req.crawlID)
         want = req.size or PAGE
         found = await self._run(context, "ListURLs", self._listing, req)
@@ -516,25 +536,19 @@ async def start(crawls: Crawls, metrics: Metrics, host: str, port: int,
                 ) -> tuple[Any, int]:
     """Start the gRPC server on ``host:port`` (0: a free port); returns it and its port.
     ``tls``: (private key, certificate chain), PEM."""
-    pb, services = load_proto()
+    pb, _ = load_proto()
     options = [("grpc.max_receive_message_length", MAX_MESSAGE),
                ("grpc.max_send_message_length", MAX_MESSAGE),
                ("grpc.so_reuseport", 0)]
     server = aio.server(options=options)
     node = f"{host}:{port}"
     service = Service(crawls, metrics, node, token, pb)
-    services.add_URLFrontierServicer_to_server(service, server)
+    add_service(service, pb, server)
     # Server reflection, as the reference server offers it: grpcurl and other generic
     # clients list the service and its messages without the .proto file.
-    try:
-        from grpc_reflection.v1alpha import reflection
-    except ImportError:  # (an install from before the serve extra named it)
-        logging.getLogger(__name__).warning(
-            "no gRPC server reflection: pip install grpcio-reflection")
-    else:
-        reflection.enable_server_reflection(
-            (pb.DESCRIPTOR.services_by_name["URLFrontier"].full_name,
-             reflection.SERVICE_NAME), server)
+    if not add_reflection([pb.DESCRIPTOR.services_by_name["URLFrontier"].full_name],
+                          server):  # (an install from before the serve extra named it)
+        _LOG.warning("no gRPC server reflection: pip install grpcio-reflection")
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         if tls is None:

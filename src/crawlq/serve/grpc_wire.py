@@ -1,7 +1,9 @@
 """The wire side of ``crawlq serve``'s URLFrontier API: the proto, compiled when the
 server starts (grpcio-tools' ``grpc.protos_and_services``: ``urlfrontier.proto`` beside
-this module is the one definition of the wire format), :class:`Refused` (a call refused
-with a gRPC status) and :func:`batches` (a client's stream read in batches). The
+this module is the one definition of the wire format), the service and reflection added
+to a server (:func:`add_service`: a request that cannot be parsed is INVALID_ARGUMENT,
+:func:`add_reflection`), :class:`Refused` (a call refused with a gRPC status) and
+:func:`batches` (a client's stream read in batches). The
 servicer that stands on them is :class:`crawlq.serve.grpc_server.Service`.
 """
 
@@ -10,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from .app import MAX_BATCH
 
@@ -42,6 +45,97 @@ class Refused(Exception):
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class Malformed:
+    """A request message that could not be parsed, in its place: the servicer answers
+    it INVALID_ARGUMENT (:func:`check`), where a deserializer's error would end the
+    call UNKNOWN."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+def check(message: object) -> None:
+    """Refused (INVALID_ARGUMENT) for a :class:`Malformed` request message."""
+    if message.__class__ is Malformed:
+        raise Refused(grpc.StatusCode.INVALID_ARGUMENT, message.why)
+
+
+def _parser(cls: Any, method: str) -> Callable[[bytes], Any]:
+    """``cls.FromString``, giving a :class:`Malformed` for bytes that are not one."""
+    parse = cls.FromString
+    name = cls.DESCRIPTOR.full_name
+
+    def parsed(raw: bytes) -> Any:
+        try:
+            return parse(raw)
+        except DecodeError as exc:
+            return Malformed(f"{method}: the request is not a {name} message ({exc})")
+
+    return parsed
+
+
+def add_service(servicer: Any, pb: Any, server: Any) -> None:
+    """Serve ``servicer``'s methods as URLFrontier's service on ``server``, as the
+    proto's generated helper does, but a request message that cannot be parsed reaches
+    the servicer as a :class:`Malformed`: a unary call is answered INVALID_ARGUMENT
+    here; a streaming call's method checks its messages itself (:func:`check`: a stream
+    checked as its batches are taken, no step per message)."""
+    service = pb.DESCRIPTOR.services_by_name["URLFrontier"]
+    handlers = {}
+    for m in service.methods:
+        parse = _parser(getattr(pb, m.input_type.name), m.name)
+        write = getattr(pb, m.output_type.name).SerializeToString
+        method = getattr(servicer, m.name)
+        if m.client_streaming:
+            handlers[m.name] = grpc.stream_stream_rpc_method_handler(
+                method, request_deserializer=parse, response_serializer=write)
+        elif m.server_streaming:
+            handlers[m.name] = grpc.unary_stream_rpc_method_handler(
+                method, request_deserializer=parse, response_serializer=write)
+        else:
+            handlers[m.name] = grpc.unary_unary_rpc_method_handler(
+                _checked(method), request_deserializer=parse, response_serializer=write)
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(service.full_name, handlers),))
+
+
+def _checked(method: Callable[[Any, Any], Awaitable[Any]]
+             ) -> Callable[[Any, Any], Awaitable[Any]]:
+    async def call(request: Any, context: Any) -> Any:
+        if request.__class__ is Malformed:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.why)
+        return await method(request, context)
+
+    return call
+
+
+REFLECTION = ("grpc.reflection.v1.ServerReflection",
+              "grpc.reflection.v1alpha.ServerReflection")
+"""The names of gRPC's reflection service the server answers: v1, which grpcurl and newer
+tools ask first, and v1alpha, which older ones ask."""
+
+
+def add_reflection(services: Sequence[str], server: Any) -> bool:
+    """Answer gRPC server reflection on ``server`` for ``services`` (and reflection
+    itself), under both names of REFLECTION; False when grpcio-reflection is not
+    installed. grpcio-reflection ships v1alpha only: v1 is the same service (the same
+    messages, field for field) in another package, so its servicer answers both."""
+    try:
+        from grpc_reflection.v1alpha import reflection, reflection_pb2
+    except ImportError:
+        return False
+    servicer = reflection.aio.ReflectionServicer((*services, *REFLECTION))
+    handlers = {"ServerReflectionInfo": grpc.stream_stream_rpc_method_handler(
+        servicer.ServerReflectionInfo,
+        request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+        response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString)}
+    server.add_generic_rpc_handlers(tuple(
+        grpc.method_handlers_generic_handler(name, handlers) for name in REFLECTION))
+    return True
 
 
 
