@@ -206,6 +206,47 @@ class OrderingContract:
         assert f.remove_queued(lambda r: True, queue="a.example") == 1
         s = f.stats()
         assert (s.queued, s.scheduled) == (0, 0) and f.next(1) == []
+
+    @pytest.mark.parametrize("call", ["delete_queue", "remove_queued", "unblock"])
+    def test_a_call_on_a_missing_queue_keeps_what_came_due(self, env: Env,
+                                                            call: str) -> None:
+        """``delete_queue``, ``remove_queued`` or ``unblock`` of a queue that does not
+        exist changes nothing, even as the first call to notice what came due elsewhere:
+        a failed request whose backoff ended is queued, counted and leased (a request is
+        never lost), a queue whose rest ended takes a better request at its new priority,
+        and each queue's concurrency still holds."""
+        f = env.open(lease_ttl=100, retry_backoff=1.0, min_delay=0.5, max_delay=3.0,
+                     delay_factor=1.0)
+        f.add([Request("https://a.example/1", priority=3),
+               Request("https://a.example/2", priority=-3),
+               Request("https://b.example/1", priority=-2), "https://c.example/1"])
+        got = {le.queue: le for le in f.next(5)}
+        assert sorted(got) == ["a.example", "b.example", "c.example"]
+        f.done(got["a.example"])                                # a rests 0.5 s
+        f.done(got["c.example"], Outcome.FAILED, error="boom")  # c/1 due again in 1 s
+        f = env.checkpoint()
+        env.clock.advance(2)
+        if call == "delete_queue":
+            if not refused_without(f, call, lambda: f.delete_queue("nowhere.example")):
+                return
+            assert f.delete_queue("nowhere.example") == 0
+        elif call == "remove_queued":
+            if not refused_without(f, call, lambda: f.remove_queued(lambda r: True)):
+                return
+            assert f.remove_queued(lambda r: True, queue="nowhere.example") == 0
+        else:
+            if not refused_without(f, call, lambda: f.unblock("nowhere.example")):
+                return
+            f.unblock("nowhere.example")
+        s = f.stats()
+        assert (s.queued, s.leased, s.queues_ready, s.finished) == (2, 1, 2, False)
+        f = env.checkpoint()
+        f.add(Request("https://a.example/3", priority=1))
+        assert [(le.request.url, le.request.retries) for le in f.next(5)] == [
+            ("https://a.example/3", 0), ("https://c.example/1", 1)]
+        assert f.next(5) == []  # (each queue's one lease is out)
+        s = f.stats()
+        assert (s.queued, s.leased, s.queues_ready, s.queues_busy) == (1, 3, 0, 1)
     def test_waiting_counts_from_when_a_queue_could_go(self, env: Env) -> None:
         """A queue whose lease expired, or whose request came due, has waited since
         then, however late the frontier notices: it goes before a queue that became

@@ -9,6 +9,7 @@ DOMS[key] = ARGV[A0 + 4]  -- (the domain of the queue, should the op make it)
 wake(now)
 if (op == 'delete' or op == 'remove' or op == 'unblock')
     and redis.call('EXISTS', P .. ':qm:' .. key) == 0 then
+  save_all()  -- (what wake moved: its queues' records must follow their lists and lines)
   return 0
 end
 local q = loadq(key)
