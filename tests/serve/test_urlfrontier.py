@@ -925,3 +925,33 @@ def test_reflection_answers_v1_as_well_as_v1alpha(tmp_path: Path) -> None:
                              timeout=30)
             names = {x.name for x in answer.list_services_response.service}
             assert "urlfrontier.URLFrontier" in names, version
+
+
+
+def test_crawl_ids_keys_and_counts_as_the_reference(store: str) -> None:
+    """As the reference server: a crawl ID of only whitespace is DEFAULT; GetURLs with a
+    queue key and no crawl ID returns nothing; a key over 255 characters is SKIPPED;
+    a count of GetParams a client sent as -1 (4294967295 on the wire) is refused;
+    SetDelay's -1 for a queue is the default delay (refused without a queue)."""
+    with serve(store, *NO_REST) as s:
+        assert put(s, discovered("https://a.example/", crawl=" "),
+                   discovered("https://b.example/", key="k" * 256),
+                   discovered("https://b.example/", key="k" * 255)) == [OK, SKIPPED, OK]
+        assert list(s.stub.ListCrawls(pb.Local(), timeout=30).values) == ["DEFAULT"]
+        assert list(s.stub.GetURLs(pb.GetParams(key="a.example"), timeout=30)) == []
+        (a,) = get(s, key="a.example", crawlID=" \t")
+        assert (a.url, a.crawlID) == ("https://a.example/", "DEFAULT")
+        assert stats(s, crawl=" ").inProcess == 1
+        for field in ("max_urls_per_queue", "max_queues", "delay_requestable"):
+            code, why = code_of(lambda: get(s, **{field: 2**32 - 1}))
+            assert code == grpc.StatusCode.INVALID_ARGUMENT and field in why
+        assert stats(s).inProcess == 1
+        s.stub.SetDelay(pb.QueueDelayParams(key="a.example", delay_requestable=600),
+                        timeout=30)
+        s.stub.SetDelay(pb.QueueDelayParams(key="a.example", delay_requestable=2**32 - 1),
+                        timeout=30)
+        assert put(s, known(a.url, int(time.time()))) == [OK]
+        assert [g.url for g in get(s, key="a.example")] == [a.url]  # (no rest: 0)
+        code, why = code_of(lambda: s.stub.SetDelay(pb.QueueDelayParams(
+            delay_requestable=2**32 - 1), timeout=30))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "delay_requestable" in why

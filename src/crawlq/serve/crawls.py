@@ -9,8 +9,8 @@ and counters are apart, and deleting one is deleting its store):
 - ``redis://…?prefix=P``: the key prefix ``P/crawl/<ID>``;
 - ``memory://``: another memory store in this server.
 
-A crawl ID is any non-empty text (URLFrontier sets no rule; clients use names like
-``example.1``). In a file name or a key it is percent-encoded (every byte of its UTF-8
+A crawl ID is any text but spaces and control characters alone (those are DEFAULT, as
+in URLFrontier's reference server; clients use names like ``example.1``). In a file name or a key it is percent-encoded (every byte of its UTF-8
 but letters, digits, ``_``, ``-``, ``.`` and ``~``; a ``.`` that begins it too), so no
 ID can reach outside the store's directory or prefix; one whose encoded form is longer
 than ``MAX_ENCODED`` characters (a file name has at most 255 bytes) is refused with a
@@ -65,8 +65,10 @@ _REDIS_MARK = "/crawl/"
 
 
 def crawl_id(value: str) -> str:
-    """``value`` as a crawl ID (empty: DEFAULT); ConfigError for one crawlq cannot keep."""
-    if not value:
+    """``value`` as a crawl ID (empty, or only spaces and control characters: DEFAULT, as
+    the reference server's ``CrawlID.normaliseCrawlID``, Java's ``trim``); ConfigError
+    for one crawlq cannot keep."""
+    if not value or max(value) <= " ":
         return DEFAULT
     if len(_encoded(value)) > MAX_ENCODED:
         raise ConfigError(f"crawl ID {value[:40]!r}... is too long: at most {MAX_ENCODED} "

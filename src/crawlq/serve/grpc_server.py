@@ -59,8 +59,16 @@ LIST_PAGE = 1000
 _LEVELS = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING,
            4: logging.ERROR}
 """URLFrontier's log levels (TRACE is DEBUG in Python's logging)."""
+MAX_COUNT = 2**31 - 1
+"""The largest count or number of seconds of GetParams and QueueDelayParams taken: the
+proto's fields are uint32, which the reference server (Java) reads as int, so a
+client's -1 arrives as 4294967295 (a lease of 136 years, had crawlq taken it). A value
+over this is refused, INVALID_ARGUMENT; SetDelay's -1 for a queue is the reference's
+'the default delay' (see Service.SetDelay)."""
 DEFAULT_PAGE = 100
 """ListQueues' page size when the client gives none."""
+_MINUS_ONE = 2**32 - 1
+"""A client's -1 in a uint32 field."""
 _T = TypeVar("_T")
 _LOG = logging.getLogger(__name__)
 _NO_METADATA: dict[str, list[str]] = {}
@@ -152,7 +160,12 @@ class Service:
         await self._check(context, params)
         ttl = float(params.delay_requestable) or DEFAULT_TTL
         per_queue, max_queues = params.max_urls_per_queue, params.max_queues
-        any_crawl = params.WhichOneof("item") == "anyCrawlID"
+        if max(per_queue, max_queues, params.delay_requestable) > MAX_COUNT:
+            await self._run(context, "GetURLs", _counts, params)
+        which = params.WhichOneof("item")
+        if params.key and which != "crawlID":
+            return  # (a queue is of a crawl: as the reference, nothing without one)
+        any_crawl = which == "anyCrawlID"
         # (with anyCrawlID, max_queues and the 10,000 cap are for the call, all crawls)
         queues_left, urls_left = max_queues, MAX_BATCH
         for name, frontier in await self._run(context, "GetURLs", self._crawls_to_serve,
@@ -488,6 +501,12 @@ class Service:
         return self.pb.Empty()
 
     def _delay(self, req: Any) -> None:
+        if req.key and req.delay_requestable == _MINUS_ONE:
+            # (as the reference: -1 is the crawl's default delay for the queue)
+            frontier = self._frontier_for_queue(req.crawlID, req.key)
+            frontier.configure_queue(req.key, min_delay=None, max_delay=None)
+            return
+        _counts(req, "delay_requestable")
         if not req.key:
             self.crawls.set_default_delay(req.crawlID, req.delay_requestable)
             return
@@ -515,6 +534,16 @@ class Service:
 
         await self._run(context, "SetLogLevel", apply)
         return self.pb.Empty()
+
+def _counts(params: Any, *fields: str) -> None:
+    """Refused for a count of ``params`` over MAX_COUNT (GetParams' by default)."""
+    for field in fields or ("max_urls_per_queue", "max_queues", "delay_requestable"):
+        value = getattr(params, field)
+        if value > MAX_COUNT:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, (
+                f"{field} {value} is -1 (or over {MAX_COUNT}): "
+                f"{'2**32-1' if value == 2**32 - 1 else 'that'} is not a count crawlq takes"))
+
 
 def _batch(pause_gc: bool, fn: Callable[..., _T], *args: Any) -> _T:
     """``fn(*args)``, a batch of the URLs' path, with the garbage collector paused as

@@ -94,6 +94,13 @@ class Item:
     refetch: int | None = None
 
 
+MAX_KEY = 255
+"""The longest queue key a client may give, in characters: an item with a longer one is
+SKIPPED, as the reference server skips it."""
+_NOTHING = Item("", "", {}, -1)
+"""An item left out of a put (already answered SKIPPED)."""
+
+
 def _digest(url: str) -> str:
     return blake2b(url.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
@@ -438,20 +445,26 @@ def put(frontier: Frontier, items: Sequence[Item], handles: Handles) -> list[int
 
     Discovered URLs are added; one not added is SKIPPED (do not send it again): a
     duplicate (known already, as URLFrontier's reference server answers), an invalid
-    URL, one over its queue's limit. A known URL whose lease is held is answered:
+    URL, one over its queue's limit, one whose queue key is over MAX_KEY characters (a
+    known one too). A known URL whose lease is held is answered:
     done for good (refetch 0) or back in its queue from its refetch time. A known URL
     with no lease held (never leased here, or its lease ended) is marked seen, and with
     a refetch time queued again for then (once for a given time).
     """
     statuses = [OK] * len(items)
     dated = {CREATED: int(frontier.clock())}
+    if any(len(it.key) > MAX_KEY for it in items):  # (skipped, as by the reference)
+        for i, it in enumerate(items):
+            if len(it.key) > MAX_KEY:
+                statuses[i] = SKIPPED
+        items = [it if len(it.key) <= MAX_KEY else _NOTHING for it in items]
     discovered = [i for i, it in enumerate(items) if it.refetch is None]
     if discovered:
         result = frontier.add([_request(it, dated) for it in (items[i] for i in discovered)])
         for i, added in zip(discovered, result.added_flags):
             if not added:
                 statuses[i] = SKIPPED
-    known = [i for i, it in enumerate(items) if it.refetch is not None]
+    known = [i for i, it in enumerate(items) if it.refetch is not None and it is not _NOTHING]
     if known:
         # (one transaction where the store has them: the answers, the URLs kept as
         # text and the counts commit together, once)
