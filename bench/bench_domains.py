@@ -3,8 +3,8 @@
 
 lookup
     ``domain_of`` (a queue key's registered domain, by the Public Suffix List) per
-    call: on keys never seen (what a store pays once per queue it makes) and on keys
-    seen before (its cache). Reported: microseconds per call.
+    call: on ``--lookups`` keys never seen (what a store pays once per queue it makes)
+    and on keys seen before (its cache). Reported: microseconds per call.
 frontier
     The reference workload (bench/workload.py) added, leased and answered on the
     memory and SQLite stores, with the domain rules off (the library's default) and on
@@ -21,6 +21,7 @@ trap
 
     python bench/bench_domains.py
     python bench/bench_domains.py --only trap --seconds 20
+    python bench/bench_domains.py --lookups 5000 --n 2000 --seconds 1   # a quick check
 """
 
 from __future__ import annotations
@@ -198,10 +199,11 @@ def main() -> None:
     ap.add_argument("--only", action="append", choices=["lookup", "frontier", "trap"])
     ap.add_argument("--n", type=int, default=100_000, help="offered requests (frontier)")
     ap.add_argument("--seconds", type=float, default=10.0, help="crawl time (trap)")
+    ap.add_argument("--lookups", type=int, default=200_000, help="keys looked up (lookup)")
     args = ap.parse_args()
     only = args.only or ["lookup", "frontier", "trap"]
     if "lookup" in only:
-        bench_lookup(200_000)
+        bench_lookup(args.lookups)
     if "frontier" in only:
         bench_frontier(args.n)
     if "trap" in only:

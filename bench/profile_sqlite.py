@@ -5,8 +5,9 @@ Wraps the store's connection in a proxy that times every execute/executemany (ro
 fetched inside the timer), keyed by the statement's text, and prints the top statements
 of each phase.
 
-- Default: the reference workload of bench_frontier.py (200k requests, 5,000 hosts) on a
-  fresh file, batches of 5,000 adds, then next(1000)/done until empty.
+- Default: the reference workload of bench_frontier.py (200k requests, 5,000 hosts; ``--n``
+  requests instead) on a fresh file, batches of 5,000 adds, then next(1000)/done until
+  empty.
 - ``--db FILE --start N``: an existing store file (work on a copy: it is changed), e.g.
   one left by ``bench_scale.py --dir D``; times --window adds of fresh synthetic URLs
   numbered from N (pick N above any already used) and --window next+done.
@@ -86,6 +87,8 @@ def main() -> None:
     ap.add_argument("--start", type=int, default=0, help="first synthetic URL number (--db)")
     ap.add_argument("--window", type=int, default=100_000, help="URLs per phase (--db)")
     ap.add_argument("--hosts", type=int, default=100_000, help="synthetic hosts (--db)")
+    ap.add_argument("--n", type=int, default=200_000,
+                    help="offered requests of the reference workload (without --db)")
     ap.add_argument("--top", type=int, default=12)
     a = ap.parse_args()
     if a.db:
@@ -95,7 +98,7 @@ def main() -> None:
     else:
         from workload import generate  # (bench/workload.py)
 
-        urls, prios, _ = generate(200_000, 5_000, 42)
+        urls, prios, _ = generate(a.n, 5_000, 42)
         reqs = [Request(u, priority=p) for u, p in zip(urls, prios)]
         path = Path(tempfile.mkdtemp(prefix="crawlq-profile-")) / "profile.db"
     f = Frontier.open(f"sqlite:///{path}", min_delay=0, max_delay=0, delay_factor=0,
