@@ -943,7 +943,7 @@ def test_crawl_ids_keys_and_counts_as_the_reference(store: str) -> None:
         assert (a.url, a.crawlID) == ("https://a.example/", "DEFAULT")
         assert stats(s, crawl=" ").inProcess == 1
         for field in ("max_urls_per_queue", "max_queues", "delay_requestable"):
-            code, why = code_of(lambda: get(s, **{field: 2**32 - 1}))
+            code, why = code_of(lambda f=field: get(s, **{f: 2**32 - 1}))
             assert code == grpc.StatusCode.INVALID_ARGUMENT and field in why
         assert stats(s).inProcess == 1
         s.stub.SetDelay(pb.QueueDelayParams(key="a.example", delay_requestable=600),

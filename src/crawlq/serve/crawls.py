@@ -10,11 +10,12 @@ and counters are apart, and deleting one is deleting its store):
 - ``memory://``: another memory store in this server.
 
 A crawl ID is any text but spaces and control characters alone (those are DEFAULT, as
-in URLFrontier's reference server; clients use names like ``example.1``). In a file name or a key it is percent-encoded (every byte of its UTF-8
-but letters, digits, ``_``, ``-``, ``.`` and ``~``; a ``.`` that begins it too), so no
-ID can reach outside the store's directory or prefix; one whose encoded form is longer
-than ``MAX_ENCODED`` characters (a file name has at most 255 bytes) is refused with a
-clear error, never taken in part.
+in URLFrontier's reference server; clients use names like ``example.1``). In a file
+name or a key it is percent-encoded (every byte of its UTF-8 but letters, digits,
+``_``, ``-``, ``.`` and ``~``; a ``.`` that begins it too), so no ID can reach outside
+the store's directory or prefix; one whose encoded form is longer than ``MAX_ENCODED``
+characters (a file name has at most 255 bytes) is refused with a clear error, never
+taken in part.
 """
 
 from __future__ import annotations
