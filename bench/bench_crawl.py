@@ -23,8 +23,13 @@ ROBOTSTXT_OBEY on. Both resolve ``*.crawlq.test`` to 127.0.0.1 without DNS.
 pages (no robots.txt, no parsing, no frontier, no output) at the same concurrency
 overall and per host; crawlq's target is 0.8x its pages/s.
 
+``--tiny`` shrinks both scenarios to a few seconds' run that only checks the benchmark
+works (its figures mean nothing): throughput on 2 hosts x 10 pages, efficiency on 3 hosts
+(the busiest with 10 pages, the others 3) with a delay of 0.05 s.
+
     python bench/bench_crawl.py
     python bench/bench_crawl.py --scenario throughput --hosts 50
+    python bench/bench_crawl.py --tiny
 """
 
 from __future__ import annotations
@@ -42,19 +47,28 @@ from typing import Any
 CONTENDERS = ["scrapy", "scrapy-classic", "crawlq", "bare-aiohttp"]
 
 
-def spec_for(scenario: str, hosts: int) -> Any:
+TINY_HOSTS = 2
+"""Hosts of the throughput site with ``--tiny``."""
+
+
+def spec_for(scenario: str, hosts: int, tiny: bool = False) -> Any:
+    """The test web of a scenario (``tiny``: the few pages of ``--tiny``)."""
     from crawlq.testweb import SiteSpec
 
     if scenario == "throughput":
-        return SiteSpec(hosts=hosts, pages=100, links=4, cross_links=1, special_links=False,
-                        crawl_delay={}, robots_404=frozenset())
-    return SiteSpec(hosts=20, pages=30, host_pages={0: 100}, links=4, cross_links=1,
-                    special_links=False, crawl_delay={}, robots_404=frozenset())
+        return SiteSpec(hosts=hosts, pages=10 if tiny else 100, links=4, cross_links=1,
+                        special_links=False, crawl_delay={}, robots_404=frozenset())
+    hosts, pages, busiest = (3, 3, 10) if tiny else (20, 30, 100)
+    return SiteSpec(hosts=hosts, pages=pages, host_pages={0: busiest}, links=4,
+                    cross_links=1, special_links=False, crawl_delay={},
+                    robots_404=frozenset())
 
 
-def settings_for(scenario: str, concurrency: int) -> tuple[int, int, float]:
-    """(concurrency, per host, delay) of a scenario."""
-    return (concurrency, 2, 0.0) if scenario == "throughput" else (concurrency, 1, 0.2)
+def settings_for(scenario: str, concurrency: int, tiny: bool = False) -> tuple[int, int, float]:
+    """(concurrency, per host, delay) of a scenario (``tiny``: a shorter delay)."""
+    if scenario == "throughput":
+        return concurrency, 2, 0.0
+    return concurrency, 1, 0.05 if tiny else 0.2
 
 
 # -- the Scrapy child --------------------------------------------------------------------
@@ -203,6 +217,10 @@ def main() -> None:
     ap.add_argument("--only", action="append", choices=CONTENDERS)
     ap.add_argument("--hosts", type=int, default=200, help="hosts of the throughput site")
     ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--tiny", action="store_true",
+                    help=f"a few seconds' run that checks the benchmark works: throughput on "
+                         f"{TINY_HOSTS} hosts x 10 pages (not --hosts), efficiency on 3 hosts "
+                         "with a 0.05 s delay")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--bare", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -215,8 +233,8 @@ def main() -> None:
     from crawlq.testweb import TestWeb, reachable
 
     for scenario in a.scenario or ["throughput", "efficiency"]:
-        spec = spec_for(scenario, a.hosts)
-        conc, per_host, delay = settings_for(scenario, a.concurrency)
+        spec = spec_for(scenario, TINY_HOSTS if a.tiny else a.hosts, a.tiny)
+        conc, per_host, delay = settings_for(scenario, a.concurrency, a.tiny)
         print(f"\n== {scenario}: {spec.hosts} hosts, concurrency {conc}, {per_host} per "
               f"host, delay {delay:g} s, robots.txt obeyed")
         print(f"{'contender':<15} {'pages':>7} {'twice':>6} {'missing':>8} {'seconds':>8} "
