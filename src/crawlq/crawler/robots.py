@@ -12,7 +12,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
+
+from can_ada import parse as _parse
 
 from .robotstxt import RobotsTxt, product_token
 
@@ -135,9 +137,15 @@ def _thaw(value: bytes, agent: str, window: float) -> Robots | None:
 
 
 def origin(url: str) -> str:
-    """``scheme://host[:port]`` of ``url``: whose robots.txt applies to it."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
+    """``scheme://host[:port]`` of ``url`` as the fetch reads it (WHATWG: lowercased,
+    IDNA, no user info, no default port): whose robots.txt applies to it. Raises
+    :class:`~crawlq.crawler.fetch.Blocked` for a string that is no such URL."""
+    try:
+        return str(_parse(url).origin)
+    except (ValueError, TypeError):
+        from .fetch import Blocked
+
+        raise Blocked("invalid-url", f"{url}: no URL by the WHATWG URL Standard") from None
 
 
 class RobotsCache:
@@ -168,6 +176,9 @@ class RobotsCache:
         its store while they hold, and rules fetched here are kept there. Raises
         :class:`~crawlq.crawler.fetch.Blocked` when the host may not be fetched."""
         key = origin(url)
+        rules = self._rules.get(key)
+        if rules is not None and rules.expires > time.time():
+            return rules, False  # (the usual case: no lock to take)
         async with self._locks.setdefault(key, asyncio.Lock()):
             rules = self._rules.get(key)
             if rules is not None and rules.expires > time.time():
