@@ -955,3 +955,26 @@ def test_crawl_ids_keys_and_counts_as_the_reference(store: str) -> None:
         code, why = code_of(lambda: s.stub.SetDelay(pb.QueueDelayParams(
             delay_requestable=2**32 - 1), timeout=30))
         assert code == grpc.StatusCode.INVALID_ARGUMENT and "delay_requestable" in why
+
+
+
+def test_list_queues_hides_blocked_and_inactive_queues(store: str) -> None:
+    """Without include_inactive, ListQueues hides (as the reference) a queue blocked until
+    later and one with no active URL; a queue resting after an answer is listed."""
+    with serve(store, "-o", "min_delay=600", "-o", "max_delay=600") as s:
+        assert put(s, *(discovered(f"https://{h}.example/{i}") for h in "abr"
+                        for i in range(2)), known("https://done.example/")) == [OK] * 7
+        s.stub.BlockQueueUntil(pb.BlockQueueParams(key="b.example",
+                                                   time=int(time.time()) + 600), timeout=30)
+        (r,) = get(s, key="r.example")
+        assert put(s, known(r.url)) == [OK]  # (r rests 600 s)
+
+        def listed(inactive: bool = False) -> list[str]:
+            got = s.stub.ListQueues(pb.Pagination(include_inactive=inactive), timeout=30)
+            assert got.total == len(got.values)
+            return sorted(got.values)
+
+        assert listed() == ["a.example", "r.example"]
+        assert listed(True) == ["a.example", "b.example", "done.example", "r.example"]
+        s.stub.BlockQueueUntil(pb.BlockQueueParams(key="b.example", time=0), timeout=30)
+        assert listed() == ["a.example", "b.example", "r.example"]

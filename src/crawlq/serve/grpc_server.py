@@ -437,8 +437,13 @@ class Service:
         frontier = self._crawl(crawl)
         if frontier is None:
             return crawl, []
-        return crawl, [q.key for q in uf_ops.queue_infos(frontier)
-                       if req.include_inactive or uf_ops.is_active_queue(q)]
+        keys = [q.key for q in uf_ops.queue_infos(frontier)
+                if req.include_inactive or uf_ops.is_active_queue(q)]
+        if req.include_inactive:
+            return crawl, keys
+        # (as the reference: without include_inactive, a queue blocked until later is
+        # left out too)
+        return crawl, [k for k, b in zip(keys, uf_ops.blocked(frontier, keys)) if not b]
 
     async def GetStats(self, req: Any, context: Any) -> Any:
         """A crawl's figures, or one queue's (``key``)."""
@@ -470,11 +475,9 @@ class Service:
         return self.pb.Empty()
 
     def _block(self, req: Any) -> None:
-        frontier = self._frontier_for_queue(req.crawlID, req.key)
-        if req.time > frontier.clock():
-            frontier.block(req.key, until=float(req.time))
-        else:  # (a time past: the block ends, and any politeness rest with it)
-            uf_ops.unblock(frontier, req.key)
+        # (a time past: the block ends, and any politeness rest with it)
+        uf_ops.block(self._frontier_for_queue(req.crawlID, req.key), req.key,
+                     float(req.time))
 
     def _frontier_for_queue(self, crawl: str, key: str) -> Frontier:
         if not key:

@@ -74,6 +74,9 @@ _COMPLETED_ALL = "crawlq:uf:completed"
 _LIMITS_ON = "crawlq:uf:limits"
 """The store value present once a crawl limit was set in the crawl: only then are
 queues' completed counts kept as URLs are answered."""
+_BLOCK = "crawlq:uf:block:"
+"""Prefix of the store values that keep until when a queue is blocked by BlockQueueUntil
+(epoch seconds, ASCII; expiring then)."""
 _LIMIT = "crawlq:uf:limit:"
 """Prefix of the store values that keep a queue's crawl limit (ASCII; SetCrawlLimit)."""
 LIMIT_BLOCK = 366 * _DAY
@@ -670,12 +673,44 @@ def set_limit(frontier: Frontier, key: str, limit: int) -> None:
     _hold_to_limit(frontier, key, bool(limit) and done >= limit, bool(was) and done >= was)
 
 
+def block(frontier: Frontier, key: str, until: float) -> None:
+    """URLFrontier's BlockQueueUntil: queue ``key`` serves nothing before ``until``
+    (epoch seconds); a time past ends its block (:func:`unblock`). The time is kept too
+    (a value of the queue's until then) so that ListQueues hides the queue meanwhile, as
+    the reference does: crawlq's one rest per queue does not tell a block from a rest
+    after an answer, which the reference lists."""
+    if until <= frontier.clock():
+        unblock(frontier, key)
+        return
+    frontier.block(key, until=until)
+    frontier.store.put_values([(_block_name(key), repr(until).encode(), until)])
+
+
 def unblock(frontier: Frontier, key: str) -> None:
     """URLFrontier's BlockQueueUntil with a time past: queue ``key``'s block ends (and
     any rest it is in), unless it is held by its crawl limit."""
+    frontier.store.drop_values([_block_name(key)])
     limit, done = limit_of(frontier, key)
     if not (limit and done >= limit):
         frontier.unblock(key)
+
+
+def blocked(frontier: Frontier, keys: Sequence[str]) -> list[bool]:
+    """Whether each queue of ``keys`` is blocked by BlockQueueUntil (until later)."""
+    now = frontier.clock()
+    kept = frontier.store.get_values([_block_name(k) for k in keys], now) if keys else []
+    return [v is not None and _time(v) > now for v in kept]
+
+
+def _time(raw: bytes) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        return 0.0
+
+
+def _block_name(key: str) -> str:
+    return _BLOCK + _digest(key)
 
 
 def limit_of(frontier: Frontier, key: str) -> tuple[int, int]:
@@ -859,7 +894,7 @@ def delete_queue(frontier: Frontier, key: str, handles: Handles) -> int:
         held = [h.lease() for h in handles.find(urls) if h is not None]
         if held:
             frontier.done(held, Outcome.RETRY)
-        frontier.store.drop_values([*kept, _limit_name(key)])
+        frontier.store.drop_values([*kept, _limit_name(key), _block_name(key)])
         tallies = _tallies(frontier)
         tallies.tally({_COMPLETED_ALL: -len(kept)})
         tallies.drop_tallies([_completed_name(key)])
@@ -918,6 +953,8 @@ __all__ = [
     "Item",
     "Listed",
     "active_urls",
+    "block",
+    "blocked",
     "created_of",
     "date_of",
     "date_priority",
