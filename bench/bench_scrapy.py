@@ -34,7 +34,12 @@ spider opens (``CRAWLQ_GC_FREEZE``, on by default), which Scrapy's does not: tha
 makes a crawl here ~15% cheaper. ``--crawlq-setting CRAWLQ_GC_FREEZE=False`` compares
 the schedulers without it.
 
+``--tiny`` runs each scenario in a few seconds, only to check the benchmark works (its
+figures mean nothing): plain on 3 hosts x 20 pages; head-of-line on 5 small hosts of
+10 pages beside one of 50 pages with a 0.1 s delay; ``scrapy bench`` for 1 s.
+
     python bench/bench_scrapy.py
+    python bench/bench_scrapy.py --tiny --rounds 1
     python bench/bench_scrapy.py --crawlq-setting CRAWLQ_GC_FREEZE=False
     python bench/bench_scrapy.py --scenario plain --only crawlq-sqlite
     python bench/bench_scrapy.py --scenario scrapy-bench --rounds 5
@@ -56,18 +61,31 @@ CONTENDERS = ["scrapy-default", "scrapy-classic", "scrapy-redis", "crawlq-sqlite
               "crawlq-redis", "crawlq-memory", "bare-list"]
 BENCH_CONTENDERS = ["scrapy-default", "crawlq-memory", "crawlq-sqlite", "crawlq-redis",
                     "bare-list"]
-SMALL_HOSTS, SMALL_PAGES, BIG_PAGES = 100, 50, 10_000
+SMALL_HOSTS, SMALL_PAGES, BIG_PAGES, BIG_DELAY = 100, 50, 10_000, 0.5
+TINY_SMALL_HOSTS, TINY_SMALL_PAGES, TINY_BIG_PAGES, TINY_BIG_DELAY = 5, 10, 50, 0.1
+"""The head-of-line site (small hosts, pages of each, the big host's pages and its
+download delay), and the same with ``--tiny``."""
 _EXTRA = "CRAWLQ_BENCH_SETTINGS"
 """The environment variable that hands ``--crawlq-setting`` to the children (JSON)."""
 
 
-def spec_for(scenario: str) -> Any:
+def head_of_line(tiny: bool) -> tuple[int, int, int, float]:
+    """(small hosts, pages of each, the big host's pages, its delay) of head-of-line."""
+    if tiny:
+        return TINY_SMALL_HOSTS, TINY_SMALL_PAGES, TINY_BIG_PAGES, TINY_BIG_DELAY
+    return SMALL_HOSTS, SMALL_PAGES, BIG_PAGES, BIG_DELAY
+
+
+def spec_for(scenario: str, tiny: bool = False) -> Any:
+    """The test web of a scenario (``tiny``: the few pages of ``--tiny``)."""
     from crawlq.testweb import SiteSpec
 
     if scenario == "plain":
-        return SiteSpec(hosts=20, pages=200, links=4, cross_links=1, special_links=False,
-                        crawl_delay={})
-    return SiteSpec(hosts=SMALL_HOSTS + 1, pages=SMALL_PAGES, host_pages={0: BIG_PAGES},
+        hosts, pages = (3, 20) if tiny else (20, 200)
+        return SiteSpec(hosts=hosts, pages=pages, links=4, cross_links=1,
+                        special_links=False, crawl_delay={})
+    small_hosts, small_pages, big_pages, _ = head_of_line(tiny)
+    return SiteSpec(hosts=small_hosts + 1, pages=small_pages, host_pages={0: big_pages},
                     links=4, cross_links=0, special_links=False, crawl_delay={})
 
 
@@ -113,16 +131,17 @@ class BareList:
 
 
 def child(contender: str, scenario: str, port: int, redis_url: str, tmp: str,
-          cap: float) -> None:
+          cap: float, tiny: bool) -> None:
     import scrapy
     from scrapy.exceptions import CloseSpider
     from scrapy.resolver import dnscache
 
-    spec = spec_for(scenario)
+    spec = spec_for(scenario, tiny)
     for name in spec.host_names():  # the test web's hosts all live on 127.0.0.1
         dnscache[name] = "127.0.0.1"
     big = spec.host(0)
-    small_total = SMALL_HOSTS * (SMALL_PAGES + 1)  # pages and index of each small host
+    small_hosts, small_pages, _, big_delay = head_of_line(tiny)
+    small_total = small_hosts * (small_pages + 1)  # pages and index of each small host
     marks: dict[str, float] = {}
 
     class BenchSpider(scrapy.Spider):
@@ -149,7 +168,7 @@ def child(contender: str, scenario: str, port: int, redis_url: str, tmp: str,
         "CLOSESPIDER_TIMEOUT": cap,  # a contender stuck behind the big host stops here
     }
     if scenario == "head-of-line":
-        settings["DOWNLOAD_SLOTS"] = {f"{big}": {"delay": 0.5}}
+        settings["DOWNLOAD_SLOTS"] = {f"{big}": {"delay": big_delay}}
         settings["RANDOMIZE_DOWNLOAD_DELAY"] = False
     if contender == "scrapy-classic":
         # Scrapy's default priority queue before 2.13: one queue for all hosts.
@@ -210,8 +229,9 @@ def run_spider(settings: dict[str, Any], spider: Any, marks: dict[str, float]) -
 # -- scrapy bench -------------------------------------------------------------------------------
 
 
-def scrapy_bench(contenders: list[str], rounds: int, redis_url: str) -> None:
-    """Run ``scrapy bench`` for each contender, alternating, and print pages/min."""
+def scrapy_bench(contenders: list[str], rounds: int, redis_url: str, tiny: bool) -> None:
+    """Run ``scrapy bench`` for each contender, alternating, and print pages/min
+    (``tiny``: 1 s each instead of its 10 s)."""
     import re
     import statistics
 
@@ -221,6 +241,8 @@ def scrapy_bench(contenders: list[str], rounds: int, redis_url: str) -> None:
         for contender in contenders:
             tmp = tempfile.mkdtemp(prefix="crawlq-bench-scrapy-")
             args = [sys.executable, "-m", "scrapy", "bench", "-s", "TELNETCONSOLE_ENABLED=0"]
+            if tiny:
+                args += ["-s", "CLOSESPIDER_TIMEOUT=1"]
             env = dict(os.environ)
             if contender == "bare-list":
                 env["PYTHONPATH"] = os.pathsep.join(
@@ -264,7 +286,7 @@ def _children_cpu() -> float:
 
 
 def crawl_scenario(scenario: str, contenders: list[str], rounds: int, cap: float,
-                   redis_url: str) -> None:
+                   redis_url: str, tiny: bool) -> None:
     """Run each contender ``rounds`` times, alternating, on a fresh test web each time;
     print every run, then the medians and their ratios to Scrapy's default."""
     import statistics
@@ -272,8 +294,8 @@ def crawl_scenario(scenario: str, contenders: list[str], rounds: int, cap: float
 
     from crawlq.testweb import TestWeb
 
-    spec = spec_for(scenario)
-    print(f"\n== {scenario}")
+    spec = spec_for(scenario, tiny)
+    print(f"\n== {scenario}" + (" (--tiny)" if tiny else ""))
     print(f"{'round':<6} {'contender':<16} {'pages':>7} {'seconds':>8} {'pages/s':>8} "
           f"{'CPU ms/page':>11} {'small hosts done':>17}")
     seconds: dict[str, list[float]] = {c: [] for c in contenders}
@@ -287,7 +309,7 @@ def crawl_scenario(scenario: str, contenders: list[str], rounds: int, cap: float
             try:
                 out = subprocess.run(
                     [sys.executable, __file__, "--child", contender, scenario,
-                     str(web.port), redis_url, tmp, str(cap)],
+                     str(web.port), redis_url, tmp, str(cap), "tiny" if tiny else "full"],
                     capture_output=True, text=True, timeout=cap + 300)
                 cpu = _children_cpu() - cpu0
                 hits = Counter((h.host, h.path) for h in web.hits())
@@ -346,14 +368,17 @@ def main() -> None:
     ap.add_argument("--crawlq-setting", action="append", default=[], metavar="KEY=VALUE",
                     help="a Scrapy setting for crawlq's contenders only (e.g. "
                          "CRAWLQ_LEASE_BATCH=64); repeatable")
-    ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
+    ap.add_argument("--tiny", action="store_true",
+                    help="a few seconds per scenario, only to check the benchmark works: "
+                         "a few pages of each site, scrapy bench for 1 s")
+    ap.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.crawlq_setting:
         extra = dict(kv.split("=", 1) for kv in a.crawlq_setting)
         os.environ[_EXTRA] = json.dumps(extra)
     if a.child:
-        contender, scenario, port, redis_url, tmp, cap = a.child
-        child(contender, scenario, int(port), redis_url, tmp, float(cap))
+        contender, scenario, port, redis_url, tmp, cap, size = a.child
+        child(contender, scenario, int(port), redis_url, tmp, float(cap), size == "tiny")
         return
     from crawlq.redislocal import LocalRedis
 
@@ -362,9 +387,9 @@ def main() -> None:
         for scenario in a.scenario or ["plain", "head-of-line", "scrapy-bench"]:
             if scenario == "scrapy-bench":
                 scrapy_bench([c for c in BENCH_CONTENDERS if not a.only or c in a.only],
-                             a.rounds, server.url)
+                             a.rounds, server.url, a.tiny)
                 continue
-            crawl_scenario(scenario, a.only or CONTENDERS, a.rounds, a.cap, server.url)
+            crawl_scenario(scenario, a.only or CONTENDERS, a.rounds, a.cap, server.url, a.tiny)
     finally:
         server.stop()
 
