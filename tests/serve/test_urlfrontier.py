@@ -978,3 +978,56 @@ def test_list_queues_hides_blocked_and_inactive_queues(store: str) -> None:
         assert listed(True) == ["a.example", "b.example", "done.example", "r.example"]
         s.stub.BlockQueueUntil(pb.BlockQueueParams(key="b.example", time=0), timeout=30)
         assert listed() == ["a.example", "b.example", "r.example"]
+
+
+
+def test_set_delay_shortens_a_rest_already_running(store: str) -> None:
+    """SetDelay applies at once, as the reference (which checks last served + delay when
+    it serves): a queue resting an hour after its answer is served again as soon as the
+    new delay allows, also through a server started again after a SIGKILL; the same
+    for the default delay (SetDelay without a key). A block is not a rest: it holds."""
+    with serve(store, *NO_REST) as s:
+        assert put(s, *(discovered(f"https://{h}.example/{i}") for h in "abx"
+                        for i in range(4))) == [OK] * 12
+        s.stub.SetDelay(pb.QueueDelayParams(key="a.example", delay_requestable=3600),
+                        timeout=30)
+        (a,) = get(s, key="a.example")
+        assert put(s, known(a.url)) == [OK]
+        assert get(s, key="a.example") == []
+        s.stub.SetDelay(pb.QueueDelayParams(key="a.example", delay_requestable=0),
+                        timeout=30)
+        (a,) = get(s, key="a.example")
+        # a shorter delay than the hour: served once it has passed since the answer
+        s.stub.SetDelay(pb.QueueDelayParams(key="a.example", delay_requestable=3600),
+                        timeout=30)
+        assert put(s, known(a.url)) == [OK]
+        answered = time.monotonic()
+        s.stub.SetDelay(pb.QueueDelayParams(key="a.example", delay_requestable=2),
+                        timeout=30)
+        assert get(s, key="a.example") == []
+        time.sleep(max(0.0, answered + 2.2 - time.monotonic()))
+        (a,) = get(s, key="a.example")
+        # the default delay, for the queues with none of their own
+        s.stub.SetDelay(pb.QueueDelayParams(delay_requestable=3600), timeout=30)
+        (x,) = get(s, key="x.example")
+        assert put(s, known(x.url)) == [OK]
+        assert get(s, key="x.example") == []
+        s.stub.SetDelay(pb.QueueDelayParams(delay_requestable=0), timeout=30)
+        assert [g.key for g in get(s, key="x.example")] == ["x.example"]
+        # a block holds
+        s.stub.BlockQueueUntil(pb.BlockQueueParams(key="b.example",
+                                                   time=int(time.time()) + 600), timeout=30)
+        s.stub.SetDelay(pb.QueueDelayParams(key="b.example", delay_requestable=0),
+                        timeout=30)
+        assert get(s, key="b.example") == []
+        # across a SIGKILL
+        s.stub.SetDelay(pb.QueueDelayParams(key="a.example", delay_requestable=3600),
+                        timeout=30)
+        assert put(s, known(a.url)) == [OK]
+        time.sleep(0.1)  # (small answers are committed together within a few ms)
+        s.kill()
+    with serve(store, *NO_REST) as s:
+        assert get(s, key="a.example") == []
+        s.stub.SetDelay(pb.QueueDelayParams(key="a.example", delay_requestable=0),
+                        timeout=30)
+        assert [g.key for g in get(s, key="a.example")] == ["a.example"]

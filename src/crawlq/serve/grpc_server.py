@@ -506,16 +506,18 @@ class Service:
     def _delay(self, req: Any) -> None:
         if req.key and req.delay_requestable == _MINUS_ONE:
             # (as the reference: -1 is the crawl's default delay for the queue)
-            frontier = self._frontier_for_queue(req.crawlID, req.key)
-            frontier.configure_queue(req.key, min_delay=None, max_delay=None)
+            uf_ops.set_delay(self._frontier_for_queue(req.crawlID, req.key), req.key, None)
             return
         _counts(req, "delay_requestable")
+        delay = req.delay_requestable
         if not req.key:
-            self.crawls.set_default_delay(req.crawlID, req.delay_requestable)
+            frontier = self._crawl(req.crawlID, create=True)
+            assert frontier is not None
+            uf_ops.set_delay(frontier, None, float(delay), functools.partial(
+                self.crawls.set_default_delay, req.crawlID, delay))
             return
-        frontier = self._frontier_for_queue(req.crawlID, req.key)
-        delay = float(req.delay_requestable)
-        frontier.configure_queue(req.key, min_delay=delay, max_delay=delay)
+        uf_ops.set_delay(self._frontier_for_queue(req.crawlID, req.key), req.key,
+                         float(delay))
 
     async def SetCrawlLimit(self, req: Any, context: Any) -> Any:
         """The most URLs of a queue fetched for good, after which it serves no more

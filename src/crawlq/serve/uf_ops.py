@@ -18,7 +18,7 @@ import json
 import secrets
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Any
@@ -695,6 +695,58 @@ def unblock(frontier: Frontier, key: str) -> None:
         frontier.unblock(key)
 
 
+def set_delay(frontier: Frontier, key: str | None, delay: float | None,
+              change: Callable[[], None] | None = None) -> None:
+    """URLFrontier's SetDelay: queue ``key`` rests ``delay`` seconds after each answer
+    (None: the crawl's default again); with no ``key``, ``change`` sets the crawl's
+    default ``delay``, for its queues with no delay of their own. A rest already running
+    ends as the new delay says, as the reference server's does (it checks last served +
+    delay when it serves, so a lowered delay applies at once). crawlq rests a queue
+    after each answer, until ``ready_at``; the answer was at most ``ready_at -`` the old
+    ``min_delay`` (the rest was at least that), so the rest now ends at the latest
+    ``ready_at - old min_delay + new max_delay``, never later than it did: exact for
+    the delays SetDelay sets (min_delay = max_delay), never sooner than the new delay
+    after the answer otherwise. A block (BlockQueueUntil, a crawl limit) is not a rest:
+    it holds. (A scan of the queues: a control call.)"""
+    infos = [q for q in queue_infos(frontier)
+             if (q.key == key if key is not None else "min_delay" not in q.settings)]
+    policy = frontier.store.policy
+    old = [q.settings.get("min_delay", policy.min_delay) for q in infos]
+    if key is not None:
+        frontier.configure_queue(key, min_delay=delay, max_delay=delay)
+    elif change is not None:
+        change()
+    now = frontier.clock()
+    policy = frontier.store.policy
+    resting = [(q, o) for q, o in zip(infos, old) if q.state == "resting" and q.ready_at > now]
+    if not resting:
+        return
+    keys = [q.key for q, _ in resting]
+    held = [b or c for b, c in zip(blocked(frontier, keys), _at_limit(frontier, keys))]
+    for (q, before), hold in zip(resting, held):
+        new = delay if delay is not None else policy.max_delay if key is not None \
+            else q.settings.get("max_delay", policy.max_delay)
+        end = q.ready_at - before + new
+        if hold or end >= q.ready_at:
+            continue
+        with frontier.transaction():  # (one step where the store has transactions)
+            frontier.unblock(q.key)
+            if end > now:
+                frontier.block(q.key, until=end)
+
+
+def _at_limit(frontier: Frontier, keys: Sequence[str]) -> list[bool]:
+    """Whether each queue of ``keys`` is held by its crawl limit."""
+    limits = [_count(v) for v in frontier.store.get_values(
+        [_limit_name(k) for k in keys], frontier.clock())]
+    limited = [(k, n) for k, n in zip(keys, limits) if n]
+    if not limited:
+        return [False] * len(keys)
+    done = _tallies(frontier).tallies([_completed_name(k) for k, _ in limited])
+    reached = {k for (k, n), d in zip(limited, done) if d >= n}
+    return [k in reached for k in keys]
+
+
 def blocked(frontier: Frontier, keys: Sequence[str]) -> list[bool]:
     """Whether each queue of ``keys`` is blocked by BlockQueueUntil (until later)."""
     now = frontier.clock()
@@ -969,6 +1021,7 @@ __all__ = [
     "put",
     "queue_info",
     "queue_infos",
+    "set_delay",
     "set_limit",
     "stat_counts",
     "status_of",
