@@ -144,6 +144,18 @@ class Run:
                                  not_before=None if nb is None else self.now + nb)
                          for k, h, p, nb in arg])
             return (got.added, got.duplicates, [r.reason for r in got.rejected])
+        if op == "add_requests":  # (url, priority, dont_filter): any URL, as a case has
+            got = f.add([Request(url, priority=p, dont_filter=df) for url, p, df in arg])
+            return (got.added, got.duplicates, [r.reason for r in got.rejected])
+        if op == "answer":  # (queue, how, after): the first lease held of that queue
+            queue, how, after = arg
+            i = next(j for j, (_, le) in enumerate(held) if le.queue == queue)
+            lease = held.pop(i)[1]
+            if how == "retry":
+                return f.retry(lease, after=after)
+            outcome = {"done": Outcome.DONE, "fail": Outcome.FAILED,
+                       "dead": Outcome.DEAD}[how]
+            return f.done(lease, outcome, error="x")
         if op in ("next", "next_queue"):
             leases = (f.next(arg) if op == "next"
                       else f.next(arg[1], queue=_key(arg[0])))
@@ -234,7 +246,11 @@ def trace(url_of: Any, ops: list[tuple[str, Any]], options: dict[str, Any]) -> l
     out = []
     try:
         for op, arg in ops:
-            out.append((op, arg, run.step(op, arg), run.look()))
+            if op == "unseen":  # a call not looked at after: the next one notices first
+                op, arg = arg
+                out.append((op, arg, run.step(op, arg), None))
+            else:
+                out.append((op, arg, run.step(op, arg), run.look()))
         out.append(("drain", None, run.drain(), run.look()))
     finally:
         run.f.close()
@@ -269,6 +285,72 @@ def test_memory_sqlite_and_redis_agree_step_by_step(tmp_path: Path, redis_server
     got_redis = trace(lambda n: f"{redis_server.url}?prefix=diff-{options}-{seed}-{n}",
                       ops, opts)
     assert_same("redis", got_redis, want)
+
+
+_FAST = {"min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0}
+
+CASES: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
+    # Short sequences where a store once went its own way (issue 58), each with its
+    # options. Host 9 is never used: deleting h9.b.example deletes a queue that does
+    # not exist. ("unseen": nothing is looked at after that call, so that the next
+    # call is the first to notice what came due meanwhile.)
+    "lease-after-deleting-a-missing-queue": (  # Redis: the lease script never ended
+        {"min_delay": 0.0, "max_delay": 1.0, "delay_factor": 1.0, "domain_concurrency": 1,
+         "session_budget": 2, "retry_backoff": 1.0},
+        [("add_requests", [("http://example.com/p4", 0, False),
+                           ("http://h5.a.test/p9", -2, True),
+                           ("http://d.example.com:8080/p5", -3, False),
+                           ("http://example.com/p11", -1, False)]),
+         ("next", 50),
+         ("answer", ("h5.a.test", "done", None)),
+         ("answer", ("example.com", "retry", -2.0)),
+         ("answer", ("d.example.com:8080", "dead", None)),
+         ("next", 2), ("tick", 2.0),
+         ("answer", ("example.com", "fail", None)), ("unseen", ("tick", 1.0)),
+         ("unseen", ("add_requests", [("http://x.example.co.uk/p7", -3, False),
+                                      ("http://h5.a.test/p10", 0, False)])),
+         ("delete_queue", 9), ("requeue_dead", None), ("next", 5)]),
+    "a-due-request-kept-by-deleting-a-missing-queue": (  # Redis: stranded, crawl finished
+        {**_FAST, "retry_backoff": 1.0},
+        [("add_requests", [("http://a.test/1", 0, False)]), ("next", 5),
+         ("fail", (1, [None])), ("unseen", ("tick", 2.0)), ("delete_queue", 9),
+         ("next", 5)]),
+    "load-delete-add": (  # Redis: old priority, then two leases under concurrency 1
+        {"min_delay": 0.5, "max_delay": 3.0, "delay_factor": 1.0},
+        [("add_requests", [("http://a.test/1", 3, False), ("http://a.test/2", -3, False),
+                           ("http://b.test/1", -2, False)]),
+         ("next", 5), ("answer", ("a.test", "done", None)),
+         ("add_requests", [("http://b.test/2", -2, False)]),
+         ("dump_load", None), ("unseen", ("tick", 2.0)), ("delete_queue", 9),
+         ("add_requests", [("http://a.test/3", 0, False)]), ("next", 5), ("next", 5)]),
+    "a-revisit-counts-its-own-expiries": (  # Redis: counted with the first request's
+        {**_FAST, "max_redeliveries": 1, "revisit_after": 20},
+        [("add_requests", [("http://a.test/x", -1, False)]), ("next", 1), ("tick", 20.0),
+         ("add_requests", [("http://a.test/x", 1, False)]), ("next", 1), ("tick", 10.0),
+         ("next", 0)]),
+    "two-requests-of-one-url-count-their-own-expiries": (
+        {**_FAST, "max_redeliveries": 2, "concurrency": 3},
+        [("add_requests", [("http://a.test/x", -1, True)]), ("next", 5),
+         ("add_requests", [("http://a.test/x", 1, True)]), ("tick", 11.0), ("next", 5),
+         ("tick", 11.0), ("next", 0)]),
+    "twins-count-their-own-expiries": (  # (the same priority: the same bytes queued)
+        {**_FAST, "max_redeliveries": 2, "concurrency": 3},
+        [("add_requests", [("http://a.test/x", 0, True)]), ("next", 5),
+         ("add_requests", [("http://a.test/x", 0, True)]), ("tick", 11.0), ("next", 5),
+         ("tick", 11.0), ("next", 0)]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_stores_agree_on_the_cases_found(tmp_path: Path, redis_server: Any,
+                                             case: str) -> None:
+    """Each of CASES gives the same results and views after every call on the memory,
+    SQLite and Redis stores."""
+    opts, ops = CASES[case]
+    want = trace(lambda n: "memory://", ops, opts)
+    assert_same("sqlite", trace(lambda n: f"sqlite:///{tmp_path}/c{n}.db", ops, opts), want)
+    assert_same("redis", trace(lambda n: f"{redis_server.url}?prefix=case-{case}-{n}",
+                               ops, opts), want)
 
 
 @pytest.mark.parametrize("bloom", [False, True])

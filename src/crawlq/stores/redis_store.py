@@ -662,12 +662,12 @@ class RedisStore:
         picked: list[Any] = []
         for level in self._cmd("zrange", f"{p}:qp:".encode() + k, 0, -1):
             for item in self._cmd("lrange", f"{p}:q:".encode() + level + b":" + k, 0, -1):
-                if where(int(level), int.from_bytes(item[:2], "big"), item[2:], None):
+                if where(int(level), *_item(item), None):
                     picked += [level, item]
         picked.append("")
         # (every scheduled entry is read: an admin call, as delete_queue's scan)
         for sid, at, key, prio, item in self._scheduled():
-            if key == k and where(prio, int.from_bytes(item[:2], "big"), item[2:], at):
+            if key == k and where(prio, *_item(item), at):
                 picked.append(sid)
         if len(picked) == 1:
             return 0
@@ -745,19 +745,17 @@ class RedisStore:
         leased = self._retrying(lambda: r.hgetall(f"{p}:ls"))
         for token in sorted(leased, key=int):
             key, prio, item = _unpack(leased[token])
-            yield dumpfmt.entry(key.decode("utf-8", "surrogateescape"), prio,
-                                int.from_bytes(item[:2], "big"), item[2:], None)
+            yield dumpfmt.entry(key.decode("utf-8", "surrogateescape"), prio, *_item(item),
+                                None)
         for k in keys:
             name = k.decode("utf-8", "surrogateescape")
             for level in self._cmd("zrange", f"{p}:qp:".encode() + k, 0, -1):
                 items = self._cmd("lrange", f"{p}:q:".encode() + level + b":" + k, 0, -1)
                 for item in (reversed(items) if self.lifo else items):
-                    yield dumpfmt.entry(name, int(level), int.from_bytes(item[:2], "big"),
-                                        item[2:], None)
+                    yield dumpfmt.entry(name, int(level), *_item(item), None)
         for _, at, key, prio, item in sorted(self._scheduled(),
                                              key=lambda e: (e[1], int(e[0]))):
-            yield dumpfmt.entry(key.decode("utf-8", "surrogateescape"), prio,
-                                int.from_bytes(item[:2], "big"), item[2:], at)
+            yield dumpfmt.entry(key.decode("utf-8", "surrogateescape"), prio, *_item(item), at)
         for d in self.dead(2**31):
             yield dumpfmt.dead(d)
         # (read in parts: the values of a big crawl would hold the server up in one)
@@ -819,10 +817,19 @@ def _leased(flat: list[Any], expires: float) -> list[Leased]:
     """The rows of the lease script's flat reply (token, queue, priority, item)."""
     out: list[Leased] = []
     for i in range(0, len(flat), 4):
-        item = flat[i + 3]
+        retries, payload = _item(flat[i + 3])
         out.append((int(flat[i]), flat[i + 1].decode("utf-8", "surrogateescape"),
-                    int(flat[i + 2]), int.from_bytes(item[:2], "big"), item[2:], expires))
+                    int(flat[i + 2]), retries, payload, expires))
     return out
+
+
+def _item(item: bytes) -> tuple[int, bytes]:
+    """A queued, scheduled or leased item's retries and payload. Its layout is
+    common.lua's (``payload_of``): 2 bytes of retries, then ``\\0`` and 2 bytes of its
+    expired leases once one expired, then the payload (a msgpack array: never 0 first)."""
+    if item[2] == 0:
+        return int.from_bytes(item[:2], "big"), item[5:]
+    return int.from_bytes(item[:2], "big"), item[2:]
 
 
 def _ack_blobs(acks: Sequence[Ack]) -> list[bytes]:

@@ -258,6 +258,33 @@ class LeaseContract:
         with pytest.raises(ConfigError):
             env.open_other(max_redeliveries=-1)
 
+    def test_two_requests_of_one_url_count_their_own_expiries(self, env: Env) -> None:
+        """Expired leases are counted per request, not per URL: two requests of one URL
+        (``dont_filter``, the same bytes; or a revisit while the first is out) each die
+        after their own ``max_redeliveries``."""
+        f = env.open(lease_ttl=10, max_redeliveries=1, concurrency=3, revisit_after=15,
+                     **FAST)
+        f.add([Request("https://a.example/x", dont_filter=True), "https://b.example/y"])
+        assert len(f.next(5)) == 2
+        env.clock.advance(16)  # the first of each URL: one expiry (b/y may come again)
+        f.add([Request("https://a.example/x", dont_filter=True),
+               Request("https://b.example/y", priority=1)])  # (b: a revisit)
+        f = env.checkpoint()
+        assert len(f.next(5)) == 4
+        env.clock.advance(11)  # the first ones die, the second ones come back once
+        f = env.checkpoint()
+        s = f.stats()
+        assert (s.dead, s.queued, s.redelivered) == (2, 2, 4)
+        assert {d.error for d in f.dead()} == {
+            "lease expired unanswered 2 times (max_redeliveries 1)"}
+        assert [d.request.priority for d in f.dead()] == [0, 0]
+        got = f.next(5)
+        assert sorted(le.request.url for le in got) == ["https://a.example/x",
+                                                        "https://b.example/y"]
+        f.done(got)
+        s = f.stats()
+        assert (s.done, s.dead, s.queued, s.leased) == (2, 2, 0, 0)
+
     def test_named_values_are_kept_until_they_expire(self, env: Env) -> None:
         """put_value/get_value: bytes under a name, for every process of the crawl, until
         their time to live ends; a value put again replaces the old one."""

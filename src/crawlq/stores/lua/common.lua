@@ -12,7 +12,7 @@
 --                 if none; hs: 1 when P:qset:K holds setting overrides)
 --               P:qset:K  hash  setting -> value (per-queue policy overrides)
 --               P:qp:K  zset  priority levels with entries (score -prio)
---               P:q:<prio>:K  list  items (2 bytes retries + payload), head on the left
+--               P:q:<prio>:K  list  items (see payload_of), head on the left
 -- Global:       P:rp zset ready priority levels; P:r:<prio> zset ready queues -> since
 --               P:rest zset resting queues -> ready_at; P:qk set of queue keys
 --               P:sc zset id -> not_before, P:scd hash id -> (key, prio, item),
@@ -20,7 +20,6 @@
 --               P:ls hash token -> (key, prio, item), P:lx zset "first:last" token
 --                 range of one lease call -> expires_at ("t:t" for a renewed lease)
 --               P:dead hash id -> record, P:dz zset id; P:rv hash fp -> t
---               P:ex hash entry id (see entry_id) -> how many of its leases expired
 --               P:sb:<n> hash fp -> '' (the exact seen-set's buckets; see sb_add)
 --               P:bl:<n> Bloom blocks; P:rej hash reason -> count
 -- Per domain D:  P:di, P:da, P:dq  hashes D -> its leases in flight, the entries its
@@ -360,13 +359,31 @@ local function unscheduled(key, n)
   if redis.call('HINCRBY', P .. ':scq', key, -n) <= 0 then redis.call('HDEL', P .. ':scq', key) end
 end
 
-local function set_retries(item, retries)
-  return string.char(math.floor(retries / 256) % 256, retries % 256) .. string.sub(item, 3)
+-- An item (a queued, scheduled or leased entry) is 2 bytes of its retries; then, once
+-- a lease of it expired, '\0' and 2 bytes of how many of its leases expired (its count
+-- follows the entry, as the other stores keep one per entry: two requests of one URL
+-- have their own); then its payload, a msgpack array (never '\0' first). All big-endian.
+-- crawlq/stores/redis_store.py reads it (_item).
+local function u16(n) return string.char(math.floor(n / 256) % 256, n % 256) end
+
+local function payload_of(item)
+  if string.byte(item, 3) == 0 then return string.sub(item, 6) end
+  return string.sub(item, 3)
 end
 
--- An entry's name in P:ex: its queue and payload (an item's retries change, those not).
-local function entry_id(key, item)
-  return redis.sha1hex(key .. '\0' .. string.sub(item, 3))
+local function set_retries(item, retries)  -- (its expiry count stays)
+  return u16(retries) .. string.sub(item, 3)
+end
+
+-- How many of the entry's leases expired.
+local function expiries(item)
+  if string.byte(item, 3) ~= 0 then return 0 end
+  local hi, lo = string.byte(item, 4, 5)
+  return hi * 256 + lo
+end
+
+local function set_expiries(item, n)  -- (a count past 65535 is kept as 65535)
+  return string.sub(item, 1, 2) .. '\0' .. u16(math.min(n, 65535)) .. payload_of(item)
 end
 
 -- Keep a leased entry as dead (counted as a failure).
@@ -374,7 +391,7 @@ local function bury(key, prio, item, err, at)
   count('failed', 1)
   local id = redis.call('HINCRBY', M, 'deadid', 1)
   redis.call('HSET', P .. ':dead', id, cmsgpack.pack(key, prio, string.byte(item, 1) * 256 +
-             string.byte(item, 2), string.sub(item, 3), err, f17(at)))
+             string.byte(item, 2), payload_of(item), err, f17(at)))
   redis.call('ZADD', P .. ':dz', id, id)
 end
 
@@ -463,16 +480,13 @@ local function wake(now)
       else
         q.inf = q.inf - 1
         ended(freed, q)
-        local id = entry_id(e[4], e[6])
-        local n = (tonumber(redis.call('HGET', P .. ':ex', id)) or 0) + 1
+        local n = expiries(e[6]) + 1
         if n > MAX_REDELIVERIES then
-          redis.call('HDEL', P .. ':ex', id)
           bury(e[4], e[5], e[6], string.format(
             'lease expired unanswered %d times (max_redeliveries %d)', n, MAX_REDELIVERIES), at)
         else
-          redis.call('HSET', P .. ':ex', id, n)
           count('redelivered', 1)
-          back[#back + 1] = {e[3], q, e[5], e[6]}  -- its old place: the head
+          back[#back + 1] = {e[3], q, e[5], set_expiries(e[6], n)}  -- its old place: the head
         end
       end
       group[e[4]] = q

@@ -26,7 +26,6 @@ for n = 1, #acks do
 end
 prefetch(keys)
 local taken = {}
-local counted = redis.call('EXISTS', P .. ':ex') == 1  -- entries with expired leases
 local back = {}  -- requeued at once: {token, q, prio, item} (see push_back)
 local freed = {}  -- domain -> leases ended (see unpark)
 for n, a in ipairs(acks) do
@@ -55,9 +54,6 @@ for n, a in ipairs(acks) do
     if rest > 0 then
       q.ra = math.max(q.ra, now + rest)
       q.ses = 0
-    end
-    if counted and kind ~= 1 then  -- done or dead: its expiry count ends with it
-      redis.call('HDEL', P .. ':ex', entry_id(key, item))
     end
     if kind == 0 then
       count('done', 1)
