@@ -623,7 +623,7 @@ def test_a_stream_of_answers_is_applied_in_parts(tmp_path: Path) -> None:
 def test_a_refetch_date_for_a_url_not_leased_queues_it_once(store: str) -> None:
     """A KnownURLItem with a refetch date for a URL the crawl does not hold leased (say,
     imported from another frontier) queues it for then; the same update again does not
-    queue it twice; a later date queues it again."""
+    queue it twice; a later date moves it (its one entry) to then."""
     with serve(store) as s:
         due = int(time.time()) + 3600
         assert put(s, known("https://a.example/x", due)) == [OK]
@@ -635,7 +635,8 @@ def test_a_refetch_date_for_a_url_not_leased_queues_it_once(store: str) -> None:
         assert status.known.refetchable_from_date == due
         assert put(s, discovered("https://a.example/x")) == [SKIPPED]  # (known)
         assert put(s, known("https://a.example/x", due + 60)) == [OK]
-        assert stats(s).counts["scheduled"] == 2
+        assert stats(s).counts["scheduled"] == 1
+        assert urls_listed(s) == [("https://a.example/x", due + 60)]
 
 
 def test_a_url_leased_again_elsewhere_keeps_its_new_handle(store: str) -> None:
@@ -1031,3 +1032,47 @@ def test_set_delay_shortens_a_rest_already_running(store: str) -> None:
         s.stub.SetDelay(pb.QueueDelayParams(key="a.example", delay_requestable=0),
                         timeout=30)
         assert [g.key for g in get(s, key="a.example")] == ["a.example"]
+
+
+
+def test_a_known_url_sent_again_is_an_update_of_its_one_entry(store: str) -> None:
+    """As the reference server: a KnownURLItem of a URL the crawl holds replaces its
+    entry, never makes a second one. DumpURLs' output put back with PutURLs (the
+    reference client's round trip) leaves one entry per URL, each handed out and
+    completed once; a queued URL sent as known with no date is done (never handed
+    out); one sent with another date is due then, once."""
+    with serve(store, *NO_REST) as s:
+        urls = [f"https://{h}.example/{i}" for h in "ab" for i in range(3)]
+        assert put(s, *(discovered(u) for u in urls)) == [OK] * 6
+        dumped = list(s.stub.ListURLs(pb.ListUrlParams(size=100), timeout=30))
+        assert put(s, *dumped) == [OK] * 6
+        assert put(s, *dumped) == [OK] * 6  # (and again)
+        assert s.stub.CountURLs(pb.CountUrlParams(), timeout=30).value == 6
+        again = s.stub.ListURLs(pb.ListUrlParams(size=100), timeout=30)
+        assert sorted((x.ID, x.creation_date, x.known.refetchable_from_date) for x in again
+                      ) == sorted((x.ID, x.creation_date, x.known.refetchable_from_date)
+                                  for x in dumped)  # (the same dates, once each)
+        assert stats(s).size == 6
+        assert sorted(u for u, _ in urls_listed(s)) == sorted(urls)
+        handed: list[str] = []
+        while got := get(s, max_queues=5):
+            handed += [g.url for g in got]
+            assert put(s, *(known(g.url) for g in got)) == [OK] * len(got)
+        assert sorted(handed) == sorted(urls)
+        st = stats(s)
+        assert (st.size, st.counts["completed"]) == (0, 6)
+        assert s.stub.CountURLs(pb.CountUrlParams(), timeout=30).value == 6
+
+        later = int(time.time()) + 3600
+        assert put(s, *(discovered(f"https://c.example/{i}") for i in range(3))) == [OK] * 3
+        assert put(s, known("https://c.example/0"), known("https://c.example/1", later)
+                   ) == [OK, OK]
+        assert sorted(urls_listed(s, "c.example"))[:2] == [
+            ("https://c.example/0", 0), ("https://c.example/1", later)]
+        assert s.stub.CountURLs(pb.CountUrlParams(key="c.example"), timeout=30).value == 3
+        c = stats(s, key="c.example")
+        assert (c.size, c.counts["completed"], c.counts["scheduled"]) == (2, 1, 1)
+        assert [g.url for g in get(s, key="c.example")] == ["https://c.example/2"]
+        assert put(s, known("https://c.example/2")) == [OK]
+        assert get(s, key="c.example") == []  # (0 is done, 1 is due in an hour)
+        assert stats(s).counts["completed"] == 8

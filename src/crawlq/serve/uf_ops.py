@@ -62,10 +62,6 @@ _CALLS = "crawlq:uf:calls"
 """The tally that numbers the crawl's GetURLs calls, whichever server makes them: the
 names of their values follow each other, so a server reads the calls it has not seen
 by their numbers."""
-_DUE = "crawlq:uf:due:"
-"""Prefix of the store values that keep the refetch date last queued for a URL."""
-_DUE_KEPT = 86_400.0
-"""Seconds past its date that a refetch date is remembered."""
 _COMPLETED = "crawlq:uf:completed:"
 """Prefix of the tallies that count, for a queue with a crawl limit, its URLs fetched
 for good (counted from the records when the limit is set)."""
@@ -131,16 +127,18 @@ def date_priority(date: float, now: float) -> int:
 
 
 def _request(item: Item, dated: Mapping[str, Any], date: float | None = None,
-             **extra: Any) -> Request:
+             now: float | None = None, **extra: Any) -> Request:
     """The request for a client's URL; ``dated``: the meta of an undecorated URL made
-    now (shared by a call's requests: a request's meta is never changed); ``date``: its
-    refetch date (None: a discovered URL, due now)."""
+    now (shared by a call's requests: a request's meta is never changed), or first
+    stored at another time, ``now`` then being the time; ``date``: its refetch date
+    (None: a discovered URL, due now)."""
     meta = {**dated, META: {k: list(v) for k, v in item.metadata.items()}} \
         if item.metadata else dated
     if date is None:
         return Request(item.url, queue=item.key or None, meta=meta, **extra)
     return Request(item.url, queue=item.key or None, meta=meta,
-                   priority=date_priority(date, dated[CREATED]), **extra)
+                   priority=date_priority(date, dated[CREATED] if now is None else now),
+                   **extra)
 
 
 def created_of(request: Request) -> int:
@@ -451,8 +449,10 @@ def put(frontier: Frontier, items: Sequence[Item], handles: Handles) -> list[int
     URL, one over its queue's limit, one whose queue key is over MAX_KEY characters (a
     known one too). A known URL whose lease is held is answered:
     done for good (refetch 0) or back in its queue from its refetch time. A known URL
-    with no lease held (never leased here, or its lease ended) is marked seen, and with
-    a refetch time queued again for then (once for a given time).
+    with no lease held (never leased here, or its lease ended long ago) is an update of
+    the crawl's one entry of it, as in the reference server: its queued or scheduled
+    entry is replaced by what the update says (done for good, or queued for its
+    refetch time), and it is marked seen.
     """
     statuses = [OK] * len(items)
     dated = {CREATED: int(frontier.clock())}
@@ -551,7 +551,14 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
             value, key = _record(frontier, items[i], canon[i], _url_name(canon[i]), h.created)
             kept.append(value)
             completed[key] = completed.get(key, 0) + 1
-    unleased = [i for i in canon if i not in held]
+    # A known URL not leased is an update of the crawl's one entry of it, as in the
+    # reference server (which replaces it): its queued or scheduled entry goes, and the
+    # update says what it is now (done for good, or due at its date). Sent twice in one
+    # batch, the last one counts.
+    last = {canon[i]: i for i in canon if i not in held}
+    unleased = [i for i in canon if i not in held and last[canon[i]] == i]
+    created_at = _unqueue(frontier, [(items[i].key or frontier.queue_of(canon[i]), canon[i])
+                                     for i in unleased])
     names = [_url_name(canon[i]) for i in unleased]
     found = frontier.store.get_values(names, now) if names else []
     records: dict[int, Listed] = {}  # the URLs not leased that are fetched for good
@@ -564,7 +571,8 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
         if not items[i].refetch:
             # (a record again: its metadata is the client's; counted once)
             value, key = _record(frontier, items[i], canon[i], name,
-                                 created if record is None else record.created)
+                                 created_at.get(canon[i], created) if record is None
+                                 else record.created)
             kept.append(value)
             if record is None:
                 completed[key] = completed.get(key, 0) + 1
@@ -581,33 +589,47 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
     seen += [dumpfmt.queue(k, 0, 0.0, {}, None) for k in new_queues]
     if seen:
         frontier.load(seen)
-    # A refetch date for a URL not leased: queued (again) for then, once per date: the
-    # date is kept under the URL, so that a client sending the same update twice does
-    # not queue the URL twice.
-    due = [(i, d) for i in unleased if (d := items[i].refetch)]
+    # A refetch date for a URL not leased: queued for then (its one entry: see above),
+    # keeping the date it was first stored.
+    due = [i for i in unleased if items[i].refetch]
     if due:
-        marks = [_DUE + _digest(canon[i]) for i, _ in due]
-        dates = frontier.store.get_values(marks, now)
-        fresh = [k for k, (old, (_, d)) in enumerate(zip(dates, due)) if old != str(d).encode()]
-        if fresh:
-            later = [_request(items[due[k][0]], dated, due[k][1], not_before=float(due[k][1]),
-                              dont_filter=True) for k in fresh]
-            refused = {fresh[r.index] for r in frontier.add(later).rejected}
-            for k in refused:
-                statuses[due[k][0]] = SKIPPED
-            fresh = [k for k in fresh if k not in refused]
-            frontier.store.put_values([(marks[k], str(due[k][1]).encode(),
-                                        max(now, float(due[k][1])) + _DUE_KEPT) for k in fresh])
-            # (queued again: no longer fetched for good)
-            gone = [due[k][0] for k in fresh if due[k][0] in records]
-            for i in gone:
-                key = records[i].key
-                completed[key] = completed.get(key, 0) - 1
-            if gone:
-                frontier.store.drop_values([_url_name(canon[i]) for i in gone])
+        later = [_request(items[i], {CREATED: created_at[canon[i]]} if canon[i] in created_at
+                          else dated, items[i].refetch, created,
+                          not_before=float(items[i].refetch or 0), dont_filter=True)
+                 for i in due]
+        refused = {due[r.index] for r in frontier.add(later).rejected}
+        for i in refused:
+            statuses[i] = SKIPPED
+        # (queued again: no longer fetched for good)
+        gone = [i for i in due if i in records and i not in refused]
+        for i in gone:
+            key = records[i].key
+            completed[key] = completed.get(key, 0) - 1
+        if gone:
+            frontier.store.drop_values([_url_name(canon[i]) for i in gone])
     if completed:
         _count_completed(frontier, completed, now)
     return [(canon[i], h) for i, h in took]
+
+
+def _unqueue(frontier: Frontier, urls: Sequence[tuple[str, str]]) -> dict[str, int]:
+    """Remove the queued and scheduled entries of ``urls`` ((queue, canonical URL)
+    pairs); the creation date of each URL removed (0: unknown). A scan of each queue
+    named (one store step each): the cost of a known URL sent again, not of an answer
+    to a URL handed out."""
+    by_queue: dict[str, set[str]] = {}
+    for key, url in urls:
+        by_queue.setdefault(key, set()).add(url)
+    created: dict[str, int] = {}
+    for key, wanted in by_queue.items():
+        def pick(request: Request, wanted: set[str] = wanted) -> bool:
+            if request.url not in wanted:
+                return False
+            created[request.url] = created_of(request)
+            return True
+
+        frontier.remove_queued(pick, key)
+    return {url: at for url, at in created.items() if at}
 
 
 def _count_completed(frontier: Frontier, deltas: Mapping[str, int], now: float) -> None:
