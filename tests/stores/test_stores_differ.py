@@ -357,8 +357,9 @@ def test_the_stores_agree_on_the_cases_found(tmp_path: Path, redis_server: Any,
 def test_a_dump_moves_between_the_stores(tmp_path: Path, redis_server: Any,
                                          bloom: bool) -> None:
     """A dump of any store loads into any other: the URLs it fetched stay known (exact
-    seen-set or Bloom filter, whose bits each store lays out its own way), and what it
-    had queued comes out in the same order."""
+    seen-set or Bloom filter, whose bits each store lays out its own way), a queue's
+    settings stay its own (a memory store's dump once wrote its counts as floats, which
+    the others refused), and what it had queued comes out in the same order."""
     options: dict[str, Any] = {"min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0,
                                "concurrency": 100}
     if bloom:
@@ -375,6 +376,8 @@ def test_a_dump_moves_between_the_stores(tmp_path: Path, redis_server: Any,
     for source in kinds:
         with Frontier.open(url_of(source), **options) as f:
             f.add(urls[:40])
+            f.configure_queue("h1.example", concurrency=100, max_queue_urls=50,
+                              min_delay=0.0)
             f.done(f.next(20))  # fetched: known only to the seen-set
             f.next(3)  # leased: dumped as queued, at the head of their queues
             records = list(f.dump())
@@ -382,6 +385,8 @@ def test_a_dump_moves_between_the_stores(tmp_path: Path, redis_server: Any,
         for target in kinds:
             with Frontier.open(url_of(target), **options) as g:
                 g.load(records)
+                assert {q.key: q.settings for q in g.queues()}["h1.example"] == {
+                    "concurrency": 100, "max_queue_urls": 50, "min_delay": 0.0}
                 assert g.add(urls[:40]).added == 0, (source, target)
                 assert g.add(urls[40:]).added == 20
                 order = []

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from ..errors import ConfigError
 from ..models import Request, request_problem
 from .base import DeadEntry
+from .policy import typed_settings
 
 
 def request_to_json(req: Request) -> dict[str, Any]:
@@ -138,7 +139,7 @@ def queue(key: str, accepted: int, ready_at: float, settings: Mapping[str, float
     the ready line (its place there, if it is ready; None: not known, a place as any
     queue whose rest ended then)."""
     return {"type": "queue", "key": key, "accepted": accepted, "ready_at": ready_at,
-            "settings": dict(settings), "since": since}
+            "settings": typed_settings(settings), "since": since}
 
 
 def entry(key: str, priority: int, retries: int, payload: bytes,
@@ -208,6 +209,14 @@ class Loader(Protocol):
         """Tallies, added to the store's."""
 
 
+def _settings(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A queue record's overrides, each in its type: a count written as a whole float
+    (``2.0``: the memory store's dumps did, before issue 58) is the int it is; anything
+    else stays as written, for the store's check to judge."""
+    whole = {k: v for k, v in raw.items() if isinstance(v, float) and v.is_integer()}
+    return {**raw, **typed_settings(whole)}
+
+
 def apply(store: Loader, rec: Mapping[str, Any]) -> int:
     """Apply one dump record through ``store`` (a store's loader); returns 1, or
     raises ConfigError."""
@@ -230,7 +239,8 @@ def apply(store: Loader, rec: Mapping[str, Any]) -> int:
         elif kind == "queue":
             since = rec.get("since")
             store.load_queue(str(rec["key"]), int(rec.get("accepted", 0)),
-                             float(rec.get("ready_at", 0.0)), rec.get("settings") or {},
+                             float(rec.get("ready_at", 0.0)),
+                             _settings(rec.get("settings") or {}),
                              None if since is None else float(since))
         elif kind == "counters":
             store.load_counters(rec.get("counters") or {}, rec.get("rejected") or {})

@@ -466,12 +466,13 @@ class _Loader:
     def load_queue(self, key: str, accepted: int, ready_at: float,
                    settings: Mapping[str, float], since: float | None) -> None:
         book = self.book
+        clean = check_settings(settings)  # (as every store's loader checks them)
         q = book.queue(key)
         if accepted > q.accepted:
             q.domain.accepted += accepted - q.accepted
             q.accepted = accepted
         q.ready_at = max(q.ready_at, ready_at)
-        q.settings.update(settings)
+        q.settings.update({k: v for k, v in clean.items() if v is not None})
         q.policy = book.policy.merged(q.settings)
         if since is not None:
             self.since[key] = since

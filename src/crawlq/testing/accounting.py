@@ -125,6 +125,33 @@ class AccountingContract:
         env.clock.advance(101)
         assert "https://c.example/later" in {le.request.url for le in g.next(10)}
 
+    def test_a_dump_writes_each_setting_in_its_type(self, env: Env) -> None:
+        """A dump writes a queue's counts (concurrency, budgets) as ints and its times as
+        floats, whichever store wrote it, so that it loads into every store, through
+        JSON too; a dump that wrote a count as a whole float (``2.0``) still loads, a
+        count that is not whole is refused."""
+        f = env.open(**FAST)
+        f.add(["https://a.example/1", "https://b.example/1"])
+        f.configure_queue("b.example", concurrency=2, max_queue_urls=5, session_budget=3,
+                          session_rest=1.0, min_delay=1.5)
+        records = [json.loads(json.dumps(r)) for r in f.dump()]
+        (settings,) = [r["settings"] for r in records
+                       if r["type"] == "queue" and r["key"] == "b.example"]
+        assert settings == {"concurrency": 2, "max_queue_urls": 5, "session_budget": 3,
+                            "session_rest": 1.0, "min_delay": 1.5}
+        assert {k: type(v) for k, v in settings.items()} == {
+            "concurrency": int, "max_queue_urls": int, "session_budget": int,
+            "session_rest": float, "min_delay": float}
+        g = env.open_other(**FAST)
+        assert g.load(records) == len(records) - 1
+        (q,) = [q for q in g.queues() if q.key == "b.example"]
+        assert q.settings == settings
+        settings["concurrency"] = 2.0
+        assert env.open_other(**FAST).load(records) == len(records) - 1
+        settings["concurrency"] = 2.5
+        with pytest.raises(ConfigError, match="concurrency must be an integer"):
+            env.open_other(**FAST).load(records)
+
     def test_a_dump_carries_the_named_values_that_last(self, env: Env) -> None:
         """A dump carries the named values with no expiry (a server's settings, what it
         keeps of fetched URLs), in name order; those with an expiry belong to this store's
