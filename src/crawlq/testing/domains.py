@@ -77,6 +77,25 @@ class DomainContract:
         assert f.add("https://trap.example:8080/").added == 1  # another site
         assert f.stats().rejected == {"domain-queues": 1, "domain-budget": 2}
 
+    def test_a_named_host_is_a_queue_past_max_domain_queues(self, env: Env) -> None:
+        """``max_domain_queues`` bounds the queues ``add`` makes (a trap's host names), not
+        those a caller names: ``block`` and ``configure_queue`` of a host of a full domain
+        make its queue (blocking a trap's host must work), which takes its requests and
+        counts as one of the domain's, so that the next new host is refused all the
+        same (docs/concepts.md, domains)."""
+        f = env.open(max_domain_queues=1, **FAST)
+        r = f.add(["https://h0.trap.example/1", "https://h1.trap.example/1"])
+        assert [x.reason for x in r.rejected] == ["domain-queues"]
+        f.configure_queue("h1.trap.example", concurrency=2)
+        f.block("h2.trap.example", seconds=5)
+        f = env.checkpoint()
+        assert sorted(q.key for q in f.queues()) == [
+            "h0.trap.example", "h1.trap.example", "h2.trap.example"]
+        r = f.add(["https://h1.trap.example/2", "https://h2.trap.example/2",
+                   "https://h3.trap.example/1"])
+        assert r.added_flags == (True, True, False)
+        assert [x.reason for x in r.rejected] == ["domain-queues"]
+
     def test_domain_settings_are_the_stores_not_a_queues(self, env: Env) -> None:
         f = env.open(**FAST)
         for name in ("domain_concurrency", "max_domain_urls", "max_domain_queues"):
