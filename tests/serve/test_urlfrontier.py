@@ -1076,3 +1076,16 @@ def test_a_known_url_sent_again_is_an_update_of_its_one_entry(store: str) -> Non
         assert put(s, known("https://c.example/2")) == [OK]
         assert get(s, key="c.example") == []  # (0 is done, 1 is due in an hour)
         assert stats(s).counts["completed"] == 8
+
+
+
+def test_deleting_a_queue_with_leased_urls_counts_no_retry(store: str) -> None:
+    """DeleteQueue ends the queue's leases (a late answer changes nothing): GetStats'
+    ``retried`` does not count them, nor any lease the server gives back itself."""
+    with serve(store, *NO_REST) as s:
+        assert put(s, discovered("https://a.example/1"), discovered("https://a.example/2")
+                   ) == [OK, OK]
+        assert len(get(s, key="a.example")) == 1
+        assert s.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="a.example"),
+                                  timeout=30).value == 2
+        assert stats(s).counts["retried"] == 0

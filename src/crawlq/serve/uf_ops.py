@@ -65,6 +65,11 @@ by their numbers."""
 _COMPLETED = "crawlq:uf:completed:"
 """Prefix of the tallies that count, for a queue with a crawl limit, its URLs fetched
 for good (counted from the records when the limit is set)."""
+_RETURNED = "crawlq:uf:returned"
+"""The tally of the leases the server ended itself (DeleteQueue's, and those GetURLs
+leased and gave back: over a call's limits, or leased ahead for a client that left),
+counted by the store as retried like any lease put back: GetStats' ``retried`` leaves
+them out (see :func:`_give_back`), counting a client's answers with a date only."""
 _COMPLETED_ALL = "crawlq:uf:completed"
 """The tally of the crawl's URLs fetched for good (those with a record)."""
 _LIMITS_ON = "crawlq:uf:limits"
@@ -429,13 +434,21 @@ def _lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
         taken[le.queue] = count + 1
         kept.append(le)
     if extra:
-        frontier.done(extra, Outcome.RETRY)
+        _give_back(frontier, extra)
     return kept
+
+
+def _give_back(frontier: Frontier, leases: Sequence[Lease]) -> None:
+    """End leases the server took and gives back (their URLs back in their queues at
+    once), counted apart from a client's retries (_RETURNED)."""
+    n = frontier.done(leases, Outcome.RETRY)
+    if n:
+        _tallies(frontier).tally({_RETURNED: n})
 
 
 def give_back(frontier: Frontier, leases: Sequence[Lease], handles: Handles) -> None:
     """Put leases handed out by :func:`lease` but never sent back in their queues."""
-    frontier.done(leases, Outcome.RETRY)
+    _give_back(frontier, leases)
     handles.answered((le.request.url, h) for le, h in zip(
         leases, handles.find([le.request.url for le in leases])) if h is not None)
 
@@ -875,10 +888,11 @@ def stat_counts(frontier: Frontier) -> tuple[int, int, int, dict[str, int]]:
     (a scan of the queues, as the reference's)."""
     st = frontier.stats()
     active = sum(1 for q in queue_infos(frontier) if is_active_queue(q))
-    (completed,) = _tallies(frontier).tallies([_COMPLETED_ALL])
+    completed, returned = _tallies(frontier).tallies([_COMPLETED_ALL, _RETURNED])
     counts = {"completed": completed,
               "active_queues": active, "seen": st.seen, "added": st.added,
-              "scheduled": st.scheduled, "failed": st.failed, "retried": st.retried,
+              "scheduled": st.scheduled, "failed": st.failed,
+              "retried": max(0, st.retried - returned),
               "dead": st.dead, "duplicates": st.duplicates,
               "rejected": sum(st.rejected.values())}
     return st.queued + st.leased, st.leased, st.queues_total, counts
@@ -967,7 +981,7 @@ def delete_queue(frontier: Frontier, key: str, handles: Handles) -> int:
         handles.read(frontier)
         held = [h.lease() for h in handles.find(urls) if h is not None]
         if held:
-            frontier.done(held, Outcome.RETRY)
+            _give_back(frontier, held)
         frontier.store.drop_values([*kept, _limit_name(key), _block_name(key)])
         tallies = _tallies(frontier)
         tallies.tally({_COMPLETED_ALL: -len(kept)})
