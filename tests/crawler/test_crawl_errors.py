@@ -298,3 +298,27 @@ def test_a_page_that_kills_its_crawler_is_dead_after_its_redeliveries(tmp_path: 
     assert dead.returncode == 0, dead.stderr
     assert "/slow/1" in dead.stdout
     assert "lease expired unanswered 3 times (max_redeliveries 2)" in dead.stdout
+
+
+def test_a_read_only_or_damaged_state_says_what_to_mend(tmp_path: Path) -> None:
+    """A crawl whose --state cannot be written (a read-only mount: it says no even to
+    root), or whose store file is damaged, is one error line that says so, and advice
+    that fits: neither will come back by itself, unlike a server gone for a while."""
+    state = tmp_path / "state"
+    state.mkdir()
+    assert cli("--store", f"sqlite:///{state}/frontier.db", "add",
+               "http://a.crawlq.test/").returncode == 0
+    crawl = [sys.executable, "-m", "crawlq.cli", "crawl", "http://a.crawlq.test/",
+             "--state", str(state), *LOCAL, *FAST]
+    # (a mount namespace of its own, where the state's folder is mounted read-only)
+    script = (f"mount --bind -o ro {state} {state} && "
+              + " ".join(f"'{a}'" for a in crawl))
+    run = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                         text=True, timeout=60)
+    assert "cannot be written" in one_error(run), run.stderr
+    assert "make the store writable" in run.stderr
+    assert "once the store is back" not in run.stderr
+    (state / "frontier.db").write_bytes(b"SQLite format 3\0" + b"\xff" * 4096)
+    run = cli("crawl", "http://a.crawlq.test/", "--state", str(state), *LOCAL, *FAST)
+    one_error(run)
+    assert "crawlq check" in run.stderr and "once the store is back" not in run.stderr

@@ -165,7 +165,7 @@ def command(args: argparse.Namespace) -> int:
 
 def _run(config: Any, resumable: bool, every: float | None = None,
          metrics_port: int | None = None) -> int:
-    from ..errors import CrawlqError, StoreError
+    from ..errors import CrawlqError
     from . import workers
     from .core import Crawler
     from .progress import Progress
@@ -207,10 +207,7 @@ def _run(config: Any, resumable: bool, every: float | None = None,
         summary = asyncio.run(main())
     except CrawlqError as exc:
         progress.clear()
-        raise CommandError(str(exc), advice=(
-            "nothing is lost: run the same command again once the store is back (pages "
-            "in flight are fetched again)" if isinstance(exc, StoreError) and resumable
-            else None)) from exc
+        raise CommandError(str(exc), advice=_advice(exc, resumable)) from exc
     except KeyboardInterrupt:
         progress.clear()
         raise CommandError("interrupted twice: stopped at once" + (
@@ -261,3 +258,20 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"pages written to {args.out}; the frontier is in {state}/frontier.db "
           f"(try: crawlq --store sqlite:///{state}/frontier.db stats)")
     return status
+
+
+def _advice(exc: Exception, resumable: bool) -> str | None:
+    """What to do after the store failed a crawl: a store that comes back by itself (a
+    server gone, a lock, a full disk freed) and one that someone must mend differ."""
+    from ..errors import StoreCorrupt, StoreError, StoreReadOnly
+
+    if not isinstance(exc, StoreError) or not resumable:
+        return None
+    if isinstance(exc, StoreReadOnly):
+        return ("nothing is lost: make the store writable (its file, its directory, the "
+                "mount) and run the same command again")
+    if isinstance(exc, StoreCorrupt):
+        return ("the store is damaged or no crawlq store: `crawlq check` tells more; "
+                "`crawlq dump` saves what it still holds, or use another --state")
+    return ("nothing is lost: run the same command again once the store is back (pages "
+            "in flight are fetched again)")

@@ -60,6 +60,7 @@ row becomes a call of its own).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from typing import Final
@@ -220,7 +221,8 @@ def store_error(path: str, exc: sqlite3.Error, corrupt: str = "is damaged") -> S
     if primary == 13 or (primary is None and "is full" in msg):
         return StoreFull(f"{path}: the disk is full ({exc}); the call that failed changed "
                          "nothing: free some space and run again")
-    if primary == 8 or (primary is None and "readonly" in msg):
+    if primary == 8 or (primary is None and "readonly" in msg) or (
+            primary == 14 and not _writable(path)):  # (14: cannot open, e.g. its -wal)
         return StoreReadOnly(f"{path} cannot be written ({exc}): check the permissions of "
                              "the file and its directory, and that the disk is writable")
     if primary == 10 or (primary is None and "i/o" in msg):
@@ -229,6 +231,14 @@ def store_error(path: str, exc: sqlite3.Error, corrupt: str = "is damaged") -> S
                                and not isinstance(exc, sqlite3.OperationalError)):
         return StoreCorrupt(f"{path} {corrupt}: {exc} (crawlq check tells more)")
     return StoreError(f"{path}: {exc}")
+
+
+def _writable(path: str) -> bool:
+    """Whether the store file and its directory (where SQLite makes its -wal and -shm
+    files) may be written: a read-only mount says no even to root."""
+    where = os.path.abspath(path)
+    return all(os.access(p, os.W_OK) for p in (where, os.path.dirname(where))
+               if os.path.exists(p))
 
 
 def _statements(script: str) -> Iterator[str]:
