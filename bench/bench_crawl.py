@@ -164,19 +164,21 @@ def run_bare(urls: list[str], conc: int, per_host: int, tmp: str) -> float:
 
 
 def crawlq_command(seeds: list[str], where: list[str], conc: int, per_host: int,
-                   delay: float, out: str, per_domain: int) -> list[str]:
+                   delay: float, out: str, per_domain: int,
+                   domain: str = "crawlq.test") -> list[str]:
     """``crawlq crawl`` (the console script) on the test web: store ``where``
     (``--state DIR`` or ``--store URL``), politeness as given, every page to ``out``.
     (The test web's hosts are one registered domain, crawlq.test, standing for separate
     sites: ``per_domain`` is the bench's choice, and no URL or host-name cap per domain.)
-    Shared by bench_remote.py and bench_workers.py."""
+    ``domain``: the one domain crawled, every name under it resolved to 127.0.0.1.
+    Shared by bench_remote.py, bench_workers.py and bench_docs.py."""
     crawlq = str(Path(sys.executable).with_name("crawlq"))
-    return [crawlq, "crawl", *seeds, *where, "--allow-domain", "crawlq.test",
+    return [crawlq, "crawl", *seeds, *where, "--allow-domain", domain,
             "--concurrency", str(conc), "--per-host", str(per_host),
             "--min-delay", str(delay), "--max-delay", str(delay), "--delay-factor", "0",
             "--per-domain", str(per_domain), "--max-per-domain", "0",
             "--max-hosts-per-domain", "0", "--allow-private",
-            "--resolve", "*.crawlq.test=127.0.0.1", "--user-agent", "crawlq-bench",
+            "--resolve", f"*.{domain}=127.0.0.1", "--user-agent", "crawlq-bench",
             "--out", out, "--log-level", "WARNING", "--progress", "0"]
 
 
