@@ -5,8 +5,9 @@ Each case runs one script as a subprocess with arguments that make it take secon
 and checks that it exits 0, printed no FAILED row, and printed the figures it exists
 to print (its last table rows and ratio lines: what a bench broken half-way would not
 print). The figures themselves mean nothing at these sizes and are not judged. Benches
-that need Redis start their own throwaway redis-server (crawlq.redislocal); every
-bench talks to 127.0.0.1 only.
+that need Redis start their own throwaway redis-server (crawlq.redislocal), and
+bench_docs.py its own nginx (nginx and wget installed by scripts/test.sh, or by the bench
+as root); every bench talks to 127.0.0.1 only.
 
 By hand, the same runs:  .venv/bin/python -m pytest tests/test_benches.py
 """
@@ -51,6 +52,14 @@ TINY: dict[str, tuple[Tiny, ...]] = {
          rf"[^=]*crawlq: {_N}x the pages/s of bare-aiohttp$",
          rf"== efficiency[^=]*^crawlq\s+\d+\s+0\s+0\s+{_N}\s+{_N}\s+{_N}$"
          rf"[^=]*crawlq: {_N}x the pages/s of bare-aiohttp$")),),
+    "bench_docs.py": (Tiny(
+        ("--tiny", "--rounds", "1"),
+        # (every contender's row: 40 pages, none twice, the same set as wget's; the
+        # ratios; the tiny sites' 4 unlinked pages)
+        (*(rf"^{c}\s+1\s+40\s+0\s+\d+\s+\d+\s+\+0/-0(?:\s+{_N}){{5}}$"
+           for c in ("crawlq-jsonl", "crawlq-warc", "wget-parallel", "wget-serial")),
+         rf"^  crawlq-warc: {_N}x wget-parallel's pages/s, {_N}x its pages per CPU-second$",
+         r"^  HTML files in the trees: 40; fetched by none of the contenders .*: 4: ")),),
     "bench_domains.py": (Tiny(
         ("--lookups", "5000", "--n", "2000", "--seconds", "1"),
         (rf"^lookup: {_N} us per new key, {_N} us per key seen before$",
