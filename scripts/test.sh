@@ -4,6 +4,8 @@
 #   - redis-server and redis-cli (Debian/Ubuntu package redis-server, installed with
 #     apt-get when missing and run as root): the Redis tests start their own servers
 #   - chromium (Debian/Ubuntu package, the same way): the dashboard's test runs it headless
+#   - nginx and wget (Debian/Ubuntu packages, the same way): bench/bench_docs.py's tiny
+#     run (tests/test_benches.py) serves pages with nginx and crawls them with wget
 #   - checks: ruff (lint), mypy (types), then pytest (the whole suite)
 # Extra arguments go to pytest, e.g.  bash scripts/test.sh -k sqlite -x
 set -euo pipefail
@@ -37,6 +39,20 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null;
              "dashboard test will fail" >&2
     fi
 fi
+# nginx and wget for bench/bench_docs.py (nginx is in /usr/sbin, often not on PATH).
+for pkg in nginx wget; do
+    if ! command -v "$pkg" >/dev/null && [ ! -x "/usr/sbin/$pkg" ]; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+            echo "== installing $pkg (apt-get)"
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null \
+                || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+                     apt-get install -y -qq "$pkg" >/dev/null; }
+        else
+            echo "$pkg is missing: install it (apt-get install $pkg) or the" \
+                 "bench_docs.py test will fail" >&2
+        fi
+    fi
+done
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
