@@ -256,16 +256,23 @@ def test_the_error_run_of_robots_txt_is_kept_in_the_store() -> None:
 
 def test_a_huge_robots_txt_neither_stalls_other_sites_nor_counts_past_500_kib() -> None:
     """4.6 MB of wildcard rules (under the 5 MB page cap): read up to 500 KiB, parsed
-    off the event loop, decided through the needle index; another site, crawled at the
-    same time with a short timeout and no retries, gets every page."""
+    off the event loop, decided through the needle index; 18,000 rules that share their
+    needle, whose URLs each try them all, decided off the loop; another site, crawled at
+    the same time with a short timeout and no retries, gets every page."""
     rules = "".join(f"Disallow: /*x{i}-*q\n" for i in range(200_000))
     assert 4_000_000 < len(rules) < 5_000_000
+    shared = "".join(f"Disallow: /*abcdefgh*-{i}q\n" for i in range(18_000))
     routes = {**site("big.test", 20, "User-agent: *\n" + rules),
+              **site("shared.test", 0, "User-agent: *\n" + shared),
               **site("small.test", 200, "")}
     for path in ("/ax5-q", "/ax199999-q"):  # an early rule's URL, a late (ignored) one's
         routes[("big.test", path)] = lambda hit: page_with_links("x", [])
     routes[("big.test", "/")] = lambda hit: page_with_links(
         "home", [f"/p/{i}" for i in range(1, 21)] + ["/ax5-q", "/ax199999-q"])
+    needled = [f"/abcdefgh/{'y' * 1500}/-{i}" for i in range(40)] + ["/abcdefgh-7q"]
+    for path in needled:
+        routes[("shared.test", path)] = lambda hit: page_with_links("x", [])
+    routes[("shared.test", "/")] = lambda hit: page_with_links("home", needled)
     lag = [0.0]
 
     async def run(config: CrawlConfig) -> Summary:
@@ -282,17 +289,61 @@ def test_a_huge_robots_txt_neither_stalls_other_sites_nor_counts_past_500_kib() 
             ticker.cancel()
 
     with serve_routes(routes) as web:
-        config = CrawlConfig(seeds=[web.url("big.test"), web.url("small.test")],
+        config = CrawlConfig(seeds=[web.url("big.test"), web.url("shared.test"),
+                                    web.url("small.test")],
                              resolve={"*.test": "127.0.0.1"}, allow_private=True,
                              allow_domains=["test"], max_retries=0, timeout=3.0,
                              concurrency=8, **FAST)
         s = asyncio.run(run(config))
         small = {h.path for h in web.hits("small.test")}
         big = {h.path for h in web.hits("big.test")}
+        by_shared = {h.path for h in web.hits("shared.test")}
     assert lag[0] < 1.0, lag  # (parsed on the loop, this file held it ~10 s)
     assert len(small - {"/robots.txt"}) == 201, s
     assert "/ax5-q" not in big and "/ax199999-q" in big and len(big) == 23
-    assert s.robots_denied == 1 and not s.errors, s.errors
+    assert by_shared == {"/robots.txt", "/", *needled[:-1]}  # /abcdefgh-7q: disallowed
+    assert s.robots_denied == 2 and not s.errors, s.errors
+
+
+def test_a_kept_robots_txt_over_the_limit_is_cut_as_a_fetched_one_is() -> None:
+    """A file an older crawlq kept whole in the store (4.6 MB) is read up to 500 KiB
+    when it is taken from there, as a fetched one: a rule past the limit is ignored."""
+    text = "User-agent: *\n" + "".join(f"Disallow: /*x{i}-*q\n" for i in range(200_000))
+    kept = robots_mod._freeze(0.0, 200, text, "", robots_mod.from_response(200, "", "a"))
+    rules = robots_mod._thaw(kept, "a", robots_mod.ERROR_WINDOW)
+    assert rules is not None and rules.parser is not None
+    assert not rules.allows("http://a.test/ax5-q") and rules.allows("http://a.test/ax199999-q")
+    assert len(rules.parser.rules) < 25_000
+
+
+def test_a_file_of_many_rules_is_decided_off_the_event_loop() -> None:
+    """Rules that share their needle are all tried for a URL that holds it (18,000
+    regular expressions over a long path: tenths of a second): past MANY_RULES rules
+    the decision runs on a worker thread, a small file's on the loop."""
+    import threading
+
+    many = robots_mod.from_response(200, "User-agent: *\n" + "".join(
+        f"Disallow: /*abcdefgh*-{i}q\n" for i in range(2000)), "a", now=0.0)
+    few = robots_mod.from_response(200, "User-agent: *\nDisallow: /x\n", "a", now=0.0)
+    assert many.parser is not None and many.parser.many
+    assert few.parser is not None and not few.parser.many
+    threads: list[int] = []
+    for rules in (many, few):
+        decide = rules.parser.allows  # type: ignore[union-attr]
+
+        def spy(url: str, decide: Any = decide) -> bool:
+            threads.append(threading.get_ident())
+            return bool(decide(url))
+
+        rules.parser.allows = spy  # type: ignore[method-assign, union-attr]
+
+    async def both() -> tuple[bool, bool, int]:
+        return (await many.permits("http://a.test/abcdefgh-7q"),
+                await few.permits("http://a.test/y"), threading.get_ident())
+
+    denied, allowed, loop = asyncio.run(both())
+    assert not denied and allowed
+    assert threads[0] != loop and threads[1] == loop
 
 
 def test_robots_txt_redirects_up_to_five_then_unavailable() -> None:
@@ -313,20 +364,26 @@ def test_robots_txt_redirects_up_to_five_then_unavailable() -> None:
     routes = {**hops(5, ""), **hops(6, ""),
               **hops(1, "file:///etc/passwd"),
               **hops(2, "http://169.254.169.254/robots.txt"),
-              **hops(3, "http://evil.test/robots.txt")}
+              **hops(3, "http://evil.test/robots.txt"),
+              **site("r7.test", 2, "")}
+    # a redirect in capitals (a scheme and host are case-insensitive): followed
+    routes[("r7.test", "/robots.txt")] = lambda hit: (302, [(
+        "Location", f"HTTP://R7.TEST:{hit.headers['Host'].rpartition(':')[2]}/r.txt")], b"")
+    routes[("r7.test", "/r.txt")] = robots("User-agent: *\nDisallow: /p/2\n")
     with serve_routes(routes) as web:
-        seeds = [web.url(f"r{n}.test") for n in (5, 6, 1, 2, 3)]
+        seeds = [web.url(f"r{n}.test") for n in (5, 6, 1, 2, 3, 7)]
         config = CrawlConfig(seeds=seeds, resolve={"*.test": "127.0.0.1"},
                              allow_addresses=("127.0.0.1",), max_retries=0, **FAST)
         s = asyncio.run(Crawler(config).run())
-        hits = {n: [h.path for h in web.hits(f"r{n}.test")] for n in (5, 6, 1, 2, 3)}
+        hits = {n: [h.path for h in web.hits(f"r{n}.test")] for n in (5, 6, 1, 2, 3, 7)}
         assert not web.hits("evil.test")
     assert "/p/2" not in hits[5] and "/p/1" in hits[5]  # the rules behind five redirects
+    assert "/p/2" not in hits[7] and "/p/1" in hits[7] and "/r.txt" in hits[7]
     for n in (6, 1, 2, 3):
         assert {"/", "/p/1", "/p/2"} <= set(hits[n]), (n, hits[n])
     assert "/hop6" not in hits[6]
     assert s.errors["robots.txt redirect not followed"] == 4, s.errors
-    assert s.fetched == 2 + 4 * 3 and not s.blocked
+    assert s.fetched == 2 + 2 + 4 * 3 and not s.blocked
 
 
 # -- sitemaps and parsing ----------------------------------------------------------------

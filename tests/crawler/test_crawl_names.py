@@ -63,7 +63,8 @@ def test_scope_reads_the_url_as_the_fetch_does() -> None:
     assert scope.why_not("http://evil.test:P2\\@a.test/", 1) == "bad-url"
     assert scope.why_not("http://x:y@a.test/", 1) is None
     assert host_of("http://A.TEST.:8080/") == "a.test"
-    for bad in ("a.test/x", "u@a.test", "a.test:80", "", "http://a.test/"):
+    for bad in ("a.test/x", "u@a.test", "a.test:80", "", "http://a.test/", "[::1]:80",
+                "*.a.test"):
         with pytest.raises(ValueError):
             domain_name(bad)
     assert domain_name("[::1]") == "[::1]"

@@ -17,7 +17,6 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urljoin
 
 from ..aio import AsyncFrontier
 from ..errors import CrawlqError, StoreError
@@ -29,6 +28,7 @@ from .config import BACKOFF_STATUSES, DEFAULT_AGENT, CrawlConfig, Summary, backo
 from .decode import ACCEPT_ENCODING
 from .discover import Links
 from .fetch import Blocked, Fetched, Fetcher, FetchError
+from .links import resolve
 from .output import Output, OutputError, open_output
 from .parsing import ParseFailed, ParseMemory, Parsers, ParseTimeout
 from .scope import Scope, host_of
@@ -209,7 +209,7 @@ class Crawler:
                     if seed:
                         seeds.refuse(self.summary, req.url, why)
                     return
-                if not rules.allows(req.url):
+                if not await rules.permits(req.url):
                     s.robots_denied += 1
                     why = "robots.txt disallows it (--ignore-robots to crawl anyway)"
                     await frontier.count_rejected("robots-denied")  # (in crawlq stats)
@@ -267,11 +267,13 @@ class Crawler:
             self.links.sitemap(frontier, req, r, self.config.max_bytes)
         elif r.location and 300 <= r.status < 400:
             hops = int(req.meta.get("redirects", 0)) + 1
+            target = resolve(req.url, r.location)  # (WHATWG, as the fetch reads it)
             if hops > self.config.max_redirects:
                 s.out_of_scope["too-many-redirects"] += 1
+            elif target is None:
+                s.out_of_scope["bad-url"] += 1
             else:
-                self.links.follow(frontier, [urljoin(req.url, r.location)], req.depth, req.url,
-                             {"redirects": hops})
+                self.links.follow(frontier, [target], req.depth, req.url, {"redirects": hops})
         elif r.content_type in ("text/html", "application/xhtml+xml") and r.status < 300:
             try:
                 page = await self._parsers.extract(r.body, r.charset, req.url)

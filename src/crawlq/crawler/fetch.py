@@ -57,6 +57,11 @@ class Blocked(Exception):
         self.reason = reason
         super().__init__(f"{reason}: {detail}")
 
+    @classmethod
+    def invalid(cls, url: str) -> Blocked:
+        """For a string the WHATWG URL Standard (the fetch's reading) takes for no URL."""
+        return cls("invalid-url", f"{url}: no URL by the WHATWG URL Standard")
+
 
 @dataclass
 class Fetched:
@@ -342,8 +347,7 @@ class Fetcher:
             parsed = _parse(url)
             host = parsed.hostname.strip("[]")
         except (ValueError, TypeError):  # e.g. http://[zzz]/: no address to connect to
-            raise Blocked("invalid-url", f"{url}: no URL by the WHATWG URL Standard"
-                          ) from None
+            raise Blocked.invalid(url) from None
         ip = await self.address(host)  # refused here, before any connection
         session = self._open(keep_alive)
         start = time.monotonic()

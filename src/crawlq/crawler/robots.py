@@ -12,10 +12,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urljoin
 
 from can_ada import parse as _parse
 
+from .links import resolve
 from .robotstxt import RobotsTxt, product_token
 
 if TYPE_CHECKING:
@@ -70,6 +70,13 @@ class Robots:
             return False
         return self.parser is None or self.parser.allows(url)
 
+    async def permits(self, url: str) -> bool:
+        """:meth:`allows`, decided on a worker thread when the file has many rules (a
+        decision may then try thousands of patterns: never on the event loop)."""
+        if self.parser is not None and self.parser.many and not self.disallow_all:
+            return await asyncio.to_thread(self.parser.allows, url)
+        return self.allows(url)
+
     @property
     def crawl_delay(self) -> float | None:
         """The Crawl-delay of the agent's group, if any."""
@@ -81,13 +88,23 @@ class Robots:
         return [] if self.parser is None else self.parser.sitemaps
 
 
-def decode(body: bytes, truncated: bool = False) -> str:
+def decode(body: bytes) -> str:
     """robots.txt text: UTF-8 (RFC 9309), a byte order mark dropped (else it would hide
-    the first line's field name, and with it the first group), bad bytes replaced. A
-    ``truncated`` body loses its last, cut line (a cut rule may say something else)."""
-    if truncated:
-        body = body[:body.rfind(b"\n") + 1]
+    the first line's field name, and with it the first group), bad bytes replaced."""
     return body.decode("utf-8-sig", "replace")
+
+
+def _within_limit(text: str) -> str:
+    """``text`` up to :data:`MAX_BYTES` of UTF-8, less the line the limit cuts (a cut
+    rule may say something else): a file fetched up to the limit, or kept whole by an
+    older crawlq."""
+    if len(text) * 4 < MAX_BYTES:  # (a character is at most 4 bytes)
+        return text
+    raw = text.encode()
+    if len(raw) < MAX_BYTES:
+        return text
+    raw = raw[:MAX_BYTES]
+    return raw[:raw.rfind(b"\n") + 1].decode("utf-8", "replace")
 
 
 def from_response(status: int | None, text: str, agent: str, now: float | None = None,
@@ -113,7 +130,8 @@ def from_response(status: int | None, text: str, agent: str, now: float | None =
         return Robots(None, False, now + ROBOTS_TTL, error)
     if status >= 300:  # redirects were followed by the fetcher; a leftover 3xx: no rules
         return Robots(None, False, now + ROBOTS_TTL)
-    return Robots(RobotsTxt.parse(text, product_token(agent)), False, now + ROBOTS_TTL)
+    return Robots(RobotsTxt.parse(_within_limit(text), product_token(agent)), False,
+                  now + ROBOTS_TTL)
 
 
 def _freeze(fetched_at: float, status: int | None, text: str, error: str,
@@ -145,7 +163,7 @@ def origin(url: str) -> str:
     except (ValueError, TypeError):
         from .fetch import Blocked
 
-        raise Blocked("invalid-url", f"{url}: no URL by the WHATWG URL Standard") from None
+        raise Blocked.invalid(url) from None
 
 
 class RobotsCache:
@@ -240,12 +258,15 @@ class RobotsCache:
             if self.on_response is not None:
                 self.on_response(url, r)
             if r.status in (301, 302, 303, 307, 308) and r.location:
-                url = urljoin(url, r.location)
+                target = resolve(url, r.location)  # (WHATWG, as the fetch reads it)
+                if target is None:
+                    return self._unavailable(key, f"redirected to no URL ({r.location!r})")
+                url = target
                 continue
             if r.truncated:
                 log.info("robots.txt of %s is over %d bytes: the rest is ignored", key,
                          MAX_BYTES)
-            return r.status, decode(r.body, r.truncated), ""
+            return r.status, decode(r.body), ""
         return self._unavailable(key, f"more than {MAX_REDIRECTS} redirects")
 
     def _refusal(self, url: str) -> str | None:

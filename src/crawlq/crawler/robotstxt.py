@@ -23,16 +23,19 @@ a decision take more than linear time in the URL's length. A file may hold tens 
 thousands of wildcard rules under one prefix (``Disallow: /*x1*q``, ``/*x2*q``...): the
 rules of such a prefix are also indexed by a piece of literal text each must find in
 the path (its needle), so a decision tries only the rules whose needle the path holds,
-found by looking up the path's short substrings, not by trying every rule. Regular
-expressions are compiled when a decision first needs them. tests/crawler/test_robots_conformance.py
-checks every decision against Google's matcher on the robots.txt corpus of protego's
-sdist and runs Google's test cases (from robotspy's sdist).
+found by looking up the path's short substrings, not by trying every rule. Rules that
+share a needle are still all tried: a file of more than :data:`MANY_RULES` rules is
+decided off the event loop by the crawler (see ``Robots.permits``).
+tests/crawler/test_robots_conformance.py checks every decision against Google's matcher
+on the robots.txt corpus of protego's sdist and runs Google's test cases (from
+robotspy's sdist).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -135,10 +138,17 @@ class RobotsTxt:
         for priority, allow, pattern in self.rules:
             cut = min((i for i in (pattern.find("*"), pattern.find("$")) if i >= 0),
                       default=len(pattern))
+            rest = pattern[cut:]
             index.setdefault(pattern[:cut], []).append(
-                ((-priority, not allow), allow, pattern[cut:]))
+                ((-priority, not allow), allow, rest, _rest_regex(rest) if rest else None))
         self._index = {prefix: _Bucket(rules) for prefix, rules in index.items()}
         self._lengths = sorted({len(p) for p in index})
+
+    @property
+    def many(self) -> bool:
+        """Whether the file has more than :data:`MANY_RULES` rules for the agent (a
+        decision may then try thousands of patterns)."""
+        return len(self.rules) > MANY_RULES
 
     def allows(self, url: str) -> bool:
         """May the agent fetch ``url``?"""
@@ -154,17 +164,21 @@ class RobotsTxt:
             bucket = index.get(path[:n])
             if bucket is None:
                 continue
-            for key, allow, rest in bucket.candidates(path, n):  # (best first)
+            for key, allow, _, rx in bucket.candidates(path, n):  # (best first)
                 if best is not None and key >= best:
                     break
-                if not rest or _rest_regex(rest).match(path, n):
+                if rx is None or rx.match(path, n):
                     best, allowed = key, allow
                     break
         return allowed
 
 
-Rule = tuple[tuple[int, bool], bool, str]
-"""(sort key: best first, allow, the pattern after its literal prefix: "" for none)."""
+Rule = tuple[tuple[int, bool], bool, str, "re.Pattern[str] | None"]
+"""(sort key: best first, allow, the pattern after its literal prefix ("" for none), and
+that part as a regular expression matched where the prefix ended (None for none))."""
+
+MANY_RULES = 1000
+"""A file of more rules (for the agent) than this is decided off the event loop."""
 
 NEEDLES_FROM = 32
 """A bucket of more rules than this is indexed by needle."""
@@ -212,8 +226,11 @@ class _Bucket:
         if not found:
             return self.always
         out = self.always + [rule for needle in found for rule in needles[needle]]
-        out.sort()
+        out.sort(key=_KEY)
         return out
+
+
+_KEY = operator.itemgetter(0)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -30,9 +30,10 @@ def host_of(url: str) -> str:
 def domain_name(domain: str) -> str:
     """``domain`` (as a user writes it: Unicode or not, any case, dots around) in the
     form :func:`host_of` gives; raises ValueError for one that is no host name."""
-    host = host_of("http://" + domain.strip().strip(".") + "/")
-    if not host or "/" in domain or "@" in domain or (
-            ":" in domain and not domain.strip().startswith("[")):  # (a port: no domain)
+    name = domain.strip().strip(".")
+    host = host_of("http://" + name + "/")
+    if not host or any(c in name for c in "/@*") or (
+            ":" in name.rpartition("]")[2]):  # (a port: no part of a domain)
         raise ValueError(f"{domain!r} is no domain name")
     return host
 
