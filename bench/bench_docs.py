@@ -45,9 +45,14 @@ fetches, 404s of dead links), connections, and the set difference against the ro
 wget (``+N/-M``: pages only this contender fetched / pages only wget fetched); wall
 seconds (the processes' start to exit, start-up included), pages/s, CPU seconds of all
 the contender's processes (user + system, ``getrusage(RUSAGE_CHILDREN)`` deltas: the
-crawl, its parser processes, every wget), pages per CPU-second, and nginx's CPU seconds
-in the same time (its workers, from /proc). Then the medians of the rounds and the
-ratios crawlq/wget of pages/s and of pages per CPU-second.
+crawl, its parser processes, every wget) and the system part of them, pages per
+CPU-second, and nginx's CPU seconds in the same time (its workers, from /proc). Then the
+medians of the rounds and the ratios crawlq/wget of pages/s and of pages per CPU-second.
+
+Where the contenders write (crawlq's state and output, wget's ~4,800 files) is the
+temporary folder, or ``--dir`` (``--dir /dev/shm``: a tmpfs). It matters to wget: on a
+slow file system its file creations are much of its CPU (system time, the "sys s"
+column); each contender writes to the same place.
 
 Needs nginx, wget and the four packages: missing ones are installed with apt-get when
 run as root on Debian/Ubuntu (as scripts/test.sh installs redis-server); otherwise the
@@ -58,6 +63,7 @@ Only 127.0.0.1 is ever contacted.
 
     python bench/bench_docs.py
     python bench/bench_docs.py --rounds 5 --only crawlq-jsonl --only wget-parallel
+    python bench/bench_docs.py --dir /dev/shm
     python bench/bench_docs.py --tiny --rounds 1
 """
 
@@ -67,6 +73,7 @@ import argparse
 import grp
 import os
 import pwd
+import resource
 import shutil
 import signal
 import socket
@@ -81,7 +88,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench_crawl import crawlq_command, run_crawl  # (bench/ is on the path)
-from bench_workers import cpu_of_children
 
 DOMAIN = "docs.test"
 """The registered domain of the four sites (a reserved TLD: never a real name)."""
@@ -334,16 +340,22 @@ def run_wgets(seeds: list[str], port: int, tmp: Path, parallel: bool) -> None:
 
 
 def runner(contender: str, seeds: list[str], port: int, tmp: Path, conc: int,
-           per_host: int) -> Callable[[], None]:
-    """What runs one contender, its files in ``tmp``."""
+           per_host: int) -> Callable[[], str]:
+    """What runs one contender, its files in ``tmp``: it returns crawlq's summary's last
+    line ("" for wget)."""
     if contender.startswith("wget"):
-        return lambda: run_wgets(seeds, port, tmp, contender == "wget-parallel")
+
+        def wgets() -> str:
+            run_wgets(seeds, port, tmp, contender == "wget-parallel")
+            return ""
+
+        return wgets
     out = tmp / ("pages.jsonl" if contender == "crawlq-jsonl" else "crawl.warc.gz")
     cmd = crawlq_command(seeds, ["--state", str(tmp / "state")], conc, per_host, 0.0,
                          str(out), conc, domain=DOMAIN)
 
-    def crawl() -> None:
-        run_crawl(cmd)
+    def crawl() -> str:
+        return run_crawl(cmd)[1]
 
     return crawl
 
@@ -359,7 +371,12 @@ class Run:
     connections: int
     wall: float
     cpu: float
+    sys_cpu: float
     server_cpu: float
+    answers: dict[tuple[str, str], list[str]]
+    """nginx's answers (status and content type) to each URL this run asked for."""
+    note: str
+    """The last line of crawlq's summary ("" for wget)."""
 
     @property
     def rate(self) -> float:
@@ -370,14 +387,24 @@ class Run:
         return len(self.pages) / self.cpu if self.cpu else 0.0
 
 
-def measure(contender: str, run: Callable[[], None], web: Nginx) -> Run:
+def children_cpu() -> tuple[float, float]:
+    """User and system CPU seconds of this process's children that have ended."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime, r.ru_stime
+
+
+def measure(contender: str, run: Callable[[], str], web: Nginx) -> Run:
     """Run one contender and read what it fetched from nginx's log."""
-    since, server0, cpu0 = web.mark(), web.cpu(), cpu_of_children()
+    since, server0, (user0, sys0) = web.mark(), web.cpu(), children_cpu()
     start = time.monotonic()
-    run()
+    note = run()
     wall = time.monotonic() - start
-    cpu, server_cpu = cpu_of_children() - cpu0, web.cpu() - server0
+    (user, sys_cpu), server_cpu = children_cpu(), web.cpu() - server0
+    user, sys_cpu = user - user0, sys_cpu - sys0
     hits = web.hits(since)
+    answers: dict[tuple[str, str], list[str]] = {}
+    for h in hits:
+        answers.setdefault((h[0], h[1]), []).append(f"{h[2]} {h[3]}")
     html = Counter((h[0], h[1]) for h in hits
                    if h[2] == "200" and h[3].startswith("text/html"))
     if not html:
@@ -385,8 +412,8 @@ def measure(contender: str, run: Callable[[], None], web: Nginx) -> Run:
         raise RuntimeError(f"no page fetched (nginx's {len(hits)} answers: "
                            f"{Counter(h[2] for h in hits)}); nginx's error log:\n{errors}")
     return Run(contender, set(html), sum(n - 1 for n in html.values()),
-               len(hits) - sum(html.values()), len({h[4] for h in hits}), wall, cpu,
-               server_cpu)
+               len(hits) - sum(html.values()), len({h[4] for h in hits}), wall,
+               user + sys_cpu, sys_cpu, server_cpu, answers, note)
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -394,13 +421,13 @@ def measure(contender: str, run: Callable[[], None], web: Nginx) -> Run:
 
 HEADER = (f"{'contender':<14} {'round':>5} {'pages':>6} {'twice':>5} {'other':>5} "
           f"{'conns':>5} {'vs wget':>9} {'seconds':>8} {'pages/s':>8} {'CPU s':>7} "
-          f"{'pages/CPU-s':>11} {'nginx CPU':>9}")
+          f"{'sys s':>6} {'pages/CPU-s':>11} {'nginx CPU':>9}")
 
 
 def row(r: Run, label: str, diff: str) -> str:
     return (f"{r.contender:<14} {label:>5} {len(r.pages):>6} {r.twice:>5} {r.other:>5} "
             f"{r.connections:>5} {diff:>9} {r.wall:>8.2f} {r.rate:>8.1f} {r.cpu:>7.2f} "
-            f"{r.per_cpu:>11.1f} {r.server_cpu:>9.2f}")
+            f"{r.sys_cpu:>6.2f} {r.per_cpu:>11.1f} {r.server_cpu:>9.2f}")
 
 
 def paths(pages: set[tuple[str, str]]) -> list[str]:
@@ -413,6 +440,9 @@ def main() -> None:
     ap.add_argument("--only", action="append", choices=CONTENDERS)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--per-host", type=int, default=2)
+    ap.add_argument("--dir", type=Path,
+                    help="where the contenders write (crawlq's state and output, wget's "
+                         "files; e.g. /dev/shm for a tmpfs): default the temporary folder")
     ap.add_argument("--tiny", action="store_true",
                     help=f"4 generated sites of {TINY_PAGES + 1} linked pages instead of the "
                          "Debian packages: a run of seconds that checks the bench works")
@@ -431,7 +461,8 @@ def main() -> None:
             seeds = [f"http://{s.host}:{web.port}/" for s in sites]
             print(f"{len(sites)} sites, {len(files):,} HTML files, nginx on 127.0.0.1:"
                   f"{web.port}; {a.rounds} round(s), the order rotating; crawlq: "
-                  f"--concurrency {a.concurrency} --per-host {a.per_host}, no delays")
+                  f"--concurrency {a.concurrency} --per-host {a.per_host}, no delays; "
+                  f"output in {a.dir or tmp}")
             print("crawlq: " + " ".join(crawlq_command(
                 seeds, ["--state", "DIR"], a.concurrency, a.per_host, 0.0, "pages.jsonl",
                 a.concurrency, domain=DOMAIN)))
@@ -441,8 +472,8 @@ def main() -> None:
                 order = contenders[n % len(contenders):] + contenders[:n % len(contenders)]
                 done: dict[str, Run] = {}
                 for contender in order:
-                    work = tmp / f"run-{n}-{contender}"
-                    work.mkdir()
+                    work = Path(tempfile.mkdtemp(prefix=f"run-{n}-{contender}-",
+                                                 dir=a.dir or tmp))
                     try:
                         done[contender] = measure(contender, runner(
                             contender, seeds, web.port, work, a.concurrency, a.per_host), web)
@@ -463,6 +494,10 @@ def main() -> None:
                         diff = f"+{len(extra)}/-{len(lacking)}"
                         diffs[contender] |= ({f"+ {p}" for p in paths(extra)} |
                                              {f"- {p}" for p in paths(lacking)})
+                        for url in sorted(extra | lacking)[:5]:  # (what nginx answered)
+                            print(f"  round {n + 1}, {url[0]}{url[1]}: {contender} got "
+                                  f"{r.answers.get(url, [])}, {ref.contender} "
+                                  f"{ref.answers.get(url, [])}; {contender}: {r.note}")
                     print(row(r, str(n + 1), diff), flush=True)
         finally:
             web.stop()
@@ -482,12 +517,14 @@ def report(runs: dict[str, list[Run]], diffs: dict[str, set[str]],
                 int(statistics.median(r.other for r in rs)),
                 int(statistics.median(r.connections for r in rs)),
                 statistics.median(r.wall for r in rs), statistics.median(r.cpu for r in rs),
-                statistics.median(r.server_cpu for r in rs))
+                statistics.median(r.sys_cpu for r in rs),
+                statistics.median(r.server_cpu for r in rs), {}, "")
         med[contender] = (statistics.median(r.rate for r in rs),
                           statistics.median(r.per_cpu for r in rs))
         print(f"{contender:<14} {'med':>5} {len(m.pages):>6} {m.twice:>5} {m.other:>5} "
               f"{m.connections:>5} {'':>9} {m.wall:>8.2f} {med[contender][0]:>8.1f} "
-              f"{m.cpu:>7.2f} {med[contender][1]:>11.1f} {m.server_cpu:>9.2f}")
+              f"{m.cpu:>7.2f} {m.sys_cpu:>6.2f} {med[contender][1]:>11.1f} "
+              f"{m.server_cpu:>9.2f}")
     for crawler in ("crawlq-jsonl", "crawlq-warc"):
         for peer in ("wget-parallel", "wget-serial"):
             if crawler in med and peer in med and all(med[peer]):

@@ -56,7 +56,7 @@ TINY: dict[str, tuple[Tiny, ...]] = {
         ("--tiny", "--rounds", "1"),
         # (every contender's row: 40 pages, none twice, the same set as wget's; the
         # ratios; the tiny sites' 4 unlinked pages)
-        (*(rf"^{c}\s+1\s+40\s+0\s+\d+\s+\d+\s+\+0/-0(?:\s+{_N}){{5}}$"
+        (*(rf"^{c}\s+1\s+40\s+0\s+\d+\s+\d+\s+\+0/-0(?:\s+{_N}){{6}}$"
            for c in ("crawlq-jsonl", "crawlq-warc", "wget-parallel", "wget-serial")),
          rf"^  crawlq-warc: {_N}x wget-parallel's pages/s, {_N}x its pages per CPU-second$",
          r"^  HTML files in the trees: 40; fetched by none of the contenders .*: 4: ")),),
