@@ -33,12 +33,12 @@ from .app import MAX_BATCH, is_active, set_active
 from .crawls import Crawls, crawl_id
 from .grpc_wire import (
     MAX_MESSAGE,
-    Malformed,
     Refused,
     add_reflection,
     add_service,
     batches,
     check,
+    checked,
     load_proto,
 )
 from .metrics import Metrics
@@ -126,13 +126,6 @@ class Service:
             self.metrics.latency.labels("grpc:" + name).observe(time.perf_counter() - started)
         raise AssertionError("abort returned")  # (context.abort always raises)
 
-    @staticmethod
-    async def _check(context: Any, message: Any) -> None:
-        """A streaming call's request message parsed (see grpc_wire.add_service), or the
-        call ends INVALID_ARGUMENT."""
-        if message.__class__ is Malformed:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message.why)
-
     def _check_token(self, context: Any) -> None:
         if self.token is None:
             return
@@ -157,7 +150,7 @@ class Service:
     async def GetURLs(self, params: Any, context: Any) -> AsyncIterator[Any]:
         """Stream URLs due now: leases of ``delay_requestable`` seconds (0: 30), of one
         queue when ``key`` is set."""
-        await self._check(context, params)
+        await checked(context, params)
         ttl = float(params.delay_requestable) or DEFAULT_TTL
         per_queue, max_queues = params.max_urls_per_queue, params.max_queues
         if max(per_queue, max_queues, params.delay_requestable) > MAX_COUNT:
@@ -296,7 +289,7 @@ class Service:
         over MAX_BATCH URLs ends the stream with RESOURCE_EXHAUSTED (nothing of it taken;
         the batches before it were)."""
         async for batch in batches:
-            await self._check(context, batch)
+            await checked(context, batch)
             if len(batch.items) > MAX_BATCH:
                 await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                     f"at most {MAX_BATCH} URLs per DiscoveredBatch, not "
@@ -338,7 +331,7 @@ class Service:
     async def ListURLs(self, req: Any, context: Any) -> AsyncIterator[Any]:
         """The crawl's URLs (of a queue, containing a text), from ``start``, at most
         ``size`` of them (any size: they are read and sent in pages)."""
-        await self._check(context, req)
+        await checked(context, req)
         crawl = crawl_id(req.crawlID)
         want = req.size or PAGE
         found = await self._run(context, "ListURLs", self._listing, req)

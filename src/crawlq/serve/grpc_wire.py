@@ -59,9 +59,19 @@ class Malformed:
 
 
 def check(message: object) -> None:
-    """Refused (INVALID_ARGUMENT) for a :class:`Malformed` request message."""
+    """Refused (INVALID_ARGUMENT) for a :class:`Malformed` request message: the one
+    test of one (:func:`checked` ends a call with it)."""
     if message.__class__ is Malformed:
         raise Refused(grpc.StatusCode.INVALID_ARGUMENT, message.why)
+
+
+async def checked(context: Any, message: object) -> None:
+    """End the call INVALID_ARGUMENT for a :class:`Malformed` request message (a
+    unary call's, before its method runs; a stream's as its method takes it)."""
+    try:
+        check(message)
+    except Refused as exc:
+        await context.abort(exc.code, str(exc))
 
 
 def _parser(cls: Any, method: str) -> Callable[[bytes], Any]:
@@ -82,8 +92,8 @@ def add_service(servicer: Any, pb: Any, server: Any) -> None:
     """Serve ``servicer``'s methods as URLFrontier's service on ``server``, as the
     proto's generated helper does, but a request message that cannot be parsed reaches
     the servicer as a :class:`Malformed`: a unary call is answered INVALID_ARGUMENT
-    here; a streaming call's method checks its messages itself (:func:`check`: a stream
-    checked as its batches are taken, no step per message)."""
+    here; a streaming call's method checks its messages itself (:func:`check`,
+    :func:`checked`: a stream checked as its batches are taken, no step per message)."""
     service = pb.DESCRIPTOR.services_by_name["URLFrontier"]
     handlers = {}
     for m in service.methods:
@@ -106,8 +116,7 @@ def add_service(servicer: Any, pb: Any, server: Any) -> None:
 def _checked(method: Callable[[Any, Any], Awaitable[Any]]
              ) -> Callable[[Any, Any], Awaitable[Any]]:
     async def call(request: Any, context: Any) -> Any:
-        if request.__class__ is Malformed:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.why)
+        await checked(context, request)
         return await method(request, context)
 
     return call
