@@ -994,9 +994,10 @@ class SQLiteStore:
             if at < first.get(h[0], math.inf):
                 first[h[0]] = at
         # (the parked queues, few but in a trap, by their own index; then those answered)
-        parked = [r[0] for r in c.execute(
-            "SELECT qid FROM queues INDEXED BY queues_parked WHERE parked IS NOT NULL "
-            f"AND state={RESTING} AND ready_at=parked") if r[0] in first]
+        # (a park that ended by the answer's time is over: the queue was ready then)
+        parked = [qid for qid, until in c.execute(
+            "SELECT qid, parked FROM queues INDEXED BY queues_parked WHERE parked IS NOT "
+            f"NULL AND state={RESTING} AND ready_at=parked") if until > first.get(qid, until)]
         if parked:
             c.executemany("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=?",
                           [(first[qid], qid) for qid in parked])
@@ -1021,7 +1022,8 @@ class SQLiteStore:
                         "SELECT did, qid, parked, key FROM queues WHERE parked IS NOT NULL "
                         f"AND did IN ({marks(len(part))}) AND state={RESTING} "
                         "AND ready_at=parked", part):
-                    parked.setdefault(did, []).append((until, key, qid))
+                    if until > t:  # (a park that ended by then is over: ready then)
+                        parked.setdefault(did, []).append((until, key, qid))
             ready: list[int] = []
             for did, rows in parked.items():
                 rows.sort()
@@ -1144,8 +1146,11 @@ class SQLiteStore:
             self._group.own = sqlite_leases.OwnCalls()  # (the leases it made are gone)
 
     def set_policy(self, policy: QueuePolicy) -> None:
-        """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
+        """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`. Answers held for
+        group commit are applied first, under the policy of their time."""
         with self._lock:
+            if self._group.pending:
+                self._commit_held()
             if groups(policy) and not groups(self.policy):
                 with self._tx() as c:
                     domains_of_queues(c)
