@@ -362,6 +362,33 @@ CASES: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
                            ("http://c.example.com:8080/p", 1, False)]),
          ("next", 10), ("unseen", ("answer", ("127.0.0.1", "fail", None))),
          ("unseen", ("tick", 9.0)), ("done", (2, [2.0, 2.0])), ("next", 10)]),
+    "a-parked-queue-emptied-by-delete-queue": (  # SQLite: unparked by a later lease end
+        {**_FAST, "domain_concurrency": 2, "concurrency": 2},
+        [("add_requests", [("http://b.example.com/p0", 1, False),
+                           ("http://example.com/p12", -2, False)]),
+         ("next", 50),
+         ("add_requests", [("http://example.com/p10", -1, False),
+                           ("http://c.example.com/p24", -1, False)]),
+         ("answer", ("b.example.com", "done", None)), ("next", 10),
+         ("delete_key", "example.com"), ("answer", ("c.example.com", "done", None)),
+         ("answer", ("example.com", "done", None)),
+         ("add_requests", [("http://example.com/p20", -2, False),
+                           ("http://b.example.com/p13", 0, False)]),
+         ("next", 2), ("done", (2, [None, None])), ("next", 1)]),
+    "the-order-of-one-calls-later-rounds": (  # SQLite: a/p4 c/p6 a/p5 (the others
+        {**_FAST, "concurrency": 3},       # a/p4 a/p5 c/p6)
+        [("add_requests", [("http://a.test/p4", 1, False), ("http://b.test/p1", -1, False),
+                           ("http://c.test/p2", 2, False), ("http://d.test/p18", 1, False),
+                           ("http://e.test/p20", 1, False), ("http://f.test/p0", 1, False)]),
+         ("add_requests", [("http://a.test/p5", 0, False), ("http://c.test/p6", 2, False),
+                           ("http://a.test/p10", 2, False)]),
+         ("next", 10)]),
+    "block-for-no-time-after-a-rest-ended-unnoticed": (  # memory, SQLite: sent back
+        {"min_delay": 1.0, "max_delay": 3.0, "delay_factor": 1.0},
+        [("add_requests", [("http://a.test/1", 0, False), ("http://a.test/2", 0, False),
+                           ("http://b.test/1", 0, False), ("http://b.test/2", 0, False)]),
+         ("next", 2), ("done", (2, [None, None])), ("unseen", ("tick", 2.0)),
+         ("block_key", ("a.test", 0.0)), ("next", 1)]),
 }
 
 

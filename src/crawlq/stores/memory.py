@@ -148,6 +148,7 @@ class MemoryStore:
         """See :meth:`Store.block`."""
         with self._lock:
             self._check_open()
+            self._wake(now)  # (a rest that ended is seen: the queue keeps its place)
             q = self._book.queue(queue)
             unparked = self._book.unpark_one(q, now)  # (a block replaces a park)
             if until > q.ready_at:
@@ -340,6 +341,8 @@ class MemoryStore:
                 sched[:] = [s for s in sched if s[1] not in tickets]
                 heapq.heapify(sched)
             if gone:
+                if not q.heap:  # (an empty queue waits for no domain: see rules)
+                    book.unpark_one(q, now)
                 book.settle(q, now)
             return len(gone) + len(tickets)
 

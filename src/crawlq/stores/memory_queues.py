@@ -308,8 +308,9 @@ class MemoryQueues:
 
     def unpark_one(self, q: MemoryQueue, now: float) -> bool:
         """End the park of ``q``, if it is parked, at ``now`` (before a rest or a block
-        applies to it: the park's end must not absorb theirs); whether it was."""
-        if q.parked and q.state == RESTING and q.ready_at == q.parked:
+        applies to it: the park's end must not absorb theirs); whether it was. A park
+        that ended by ``now`` is over (the queue was ready since its end)."""
+        if q.parked > now and q.state == RESTING and q.ready_at == q.parked:
             q.ready_at = now
             q.parked = 0.0
             return True
@@ -528,7 +529,7 @@ class MemoryQueues:
                 line.append(got)  # (its place in the ready heap: dropped by settle)
         for q in line:
             q.state = _SERVED  # served: settle sends it to the back of the line
-            q.room = lease_room(q.policy, q.inflight, q.session)
+            q.room = lease_room(q.policy, q.inflight, q.session, len(q.heap))
         if ahead:  # (capped domains in the line: their queues share the domain's room)
             rooms = [q.room for q in line]
             ids = [id(q.domain) for q in line]

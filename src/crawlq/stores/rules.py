@@ -31,11 +31,15 @@ parked queue, the longest parked, is ready again per lease ended) or ``DOMAIN_WA
 seconds at most, and the call goes on down the line, so one site with many host names
 takes no more than its domain's share while the other sites are served in their turn,
 and its own queues come back as its leases end. A parked queue is one whose rest is
-still the one parking set (a block or a politeness rest since keeps it resting).
+still the one parking set (a block or a politeness rest since keeps it resting) and
+has not ended: a park that ended before a lease of its domain ends is over (the
+queue was ready since its end, whichever call noticed), and that lease makes another
+parked queue ready. A queue emptied (``delete_queue``, ``remove_queued``) is parked no
+more: nothing of it waits for its domain, and its next request is ready at once.
 
 A queue joins a call's line only if its domain has room for one more lease than its
-queues ahead in the line take, and each queue's room in the call leaves one for each
-queue of its domain behind it (:func:`share_domains`).
+queues ahead in the line take, and each queue's room in the call, no more than it has
+queued, leaves one for each queue of its domain behind it (:func:`share_domains`).
 
 setup.py compiles this module with mypyc (the stores call it once per queue per call);
 the .py runs where it cannot be compiled.
@@ -149,16 +153,20 @@ def session_spent(policy: QueuePolicy, session: int) -> bool:
     return budget > 0 and session >= budget
 
 
-def lease_room(policy: QueuePolicy, inflight: int, session: int) -> int:
-    """How many leases a ready queue with ``inflight`` leases out and ``session`` given
-    in a row may give in one call: what its concurrency leaves room for and what its
-    session budget has left, and at least one (a ready queue always gives one: a budget
-    lowered below the session so far leaves it one more). A lease call's rounds take
-    from each queue until it gave this many, or has nothing left."""
+def lease_room(policy: QueuePolicy, inflight: int, session: int, queued: int) -> int:
+    """How many leases a ready queue with ``inflight`` leases out, ``session`` given in
+    a row and ``queued`` entries queued may give in one call: what its concurrency
+    leaves room for and what its session budget has left, no more than it holds (so
+    that its domain's room it cannot use goes to the others: :func:`share_domains`),
+    and at least one (a ready queue always gives one: a budget lowered below the
+    session so far leaves it one more). A lease call's rounds take from each queue
+    until it gave this many, or has nothing left."""
     free = policy.concurrency - inflight
     budget = policy.session_budget
     if budget > 0 and budget - session < free:
         free = budget - session
+    if queued < free:
+        free = queued
     return free if free > 1 else 1
 
 

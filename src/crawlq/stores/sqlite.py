@@ -551,7 +551,7 @@ class SQLiteStore:
         its order) may give in this call (:func:`.rules.lease_room`), sharing the room
         of their domain (``free``, for capped ones: :func:`.rules.share_domains`)."""
         room = {r[0]: lease_room(self._policy(tuple(r[SETTINGS_AT:])), r[Q_INFLIGHT],
-                                 r[Q_SESSION]) for r in rows}
+                                 r[Q_SESSION], r[Q_QUEUED]) for r in rows}
         if free:
             dids = self._queues.dids_of(c, line)
             rooms = [room[qid] for qid in line]
@@ -1087,14 +1087,20 @@ class SQLiteStore:
     def block(self, queue: str, until: float, now: float) -> None:
         """See :meth:`Store.block`."""
         with self._tx() as c:
+            self._wake(c, now)  # (a rest that ended is seen: the queue keeps its place)
             qid = self._queues.qid_map(c, [queue])[queue]
-            if c.execute("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=? AND parked "
-                         f"IS NOT NULL AND state={RESTING} AND ready_at=parked",
-                         (now, qid)).rowcount:  # (a block replaces a park: see rules)
-                self._queues.forget([qid])
+            self._end_park(c, qid, now)  # (a block replaces a park: see rules)
             d = Delta()
             d.ready_at = until
             self._apply(c, {qid: d}, now)
+
+    def _end_park(self, c: sqlite3.Connection, qid: int, now: float) -> None:
+        """End the park of queue ``qid``, if it is parked, at ``now`` (a park that ended
+        by then is over: the queue was ready since its end)."""
+        if c.execute("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=? AND parked "
+                     f"> ? AND state={RESTING} AND ready_at=parked",
+                     (now, qid, now)).rowcount:
+            self._queues.forget([qid])
 
     def unblock(self, queue: str, now: float) -> None:
         """See :meth:`~crawlq.stores.base.Unblocking.unblock`."""
@@ -1283,6 +1289,7 @@ class SQLiteStore:
             for table in ENTRY_LEVELS:
                 c.execute(f"DELETE FROM {table} WHERE qid=?", (qid,))
             n_sched = c.execute("DELETE FROM scheduled WHERE qid=?", (qid,)).rowcount
+            self._end_park(c, qid, now)  # (an empty queue waits for no domain: see rules)
             self._ahead.forget()
             self._queues.forget([qid])
             d = Delta()
@@ -1326,6 +1333,8 @@ class SQLiteStore:
                               [(qid, n, o) for lv, n, o in gone if lv == level])
             c.executemany("DELETE FROM scheduled WHERE id=?", later)
             if gone:
+                if len(gone) == queued:  # (an empty queue waits for no domain: see rules)
+                    self._end_park(c, qid, now)
                 self._ahead.forget()
                 self._queues.forget([qid])
                 d = Delta()

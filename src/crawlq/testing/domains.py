@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from ..errors import ConfigError
+from ..models import Request
 from ..stores.rules import DOMAIN_WAIT
 from .env import FAST, Env
 
@@ -112,6 +113,19 @@ class DomainContract:
         f = env.checkpoint()
         assert Counter(le.queue for le in f.next(100)) == {
             "h0.trap.example": 2, "h1.trap.example": 1}
+
+    def test_a_host_with_fewer_requests_leaves_its_domains_room_to_the_others(
+            self, env: Env) -> None:
+        """A host's share of its domain's room is at most what it has queued: with room
+        for three, a host of one request and one of two give all three in one call
+        (next(n) never returns fewer than it could now)."""
+        f = env.open(domain_concurrency=3, concurrency=2, **FAST)
+        f.add([Request("https://x.trap.example/1", priority=1), "https://y.trap.example/1",
+               "https://y.trap.example/2"])
+        f = env.checkpoint()
+        assert Counter(le.queue for le in f.next(10)) == {
+            "x.trap.example": 1, "y.trap.example": 2}
+        assert f.next(10) == []
 
     def test_a_parked_host_keeps_its_own_politeness_rest_and_blocks(self, env: Env) -> None:
         """A host parked while it has a lease of its own out (its concurrency lets it

@@ -229,9 +229,10 @@ local function settle(q, now, served)
 end
 
 -- End q's park, if it is parked, at `now` (before a rest or a block applies to it: the
--- park's end must not absorb theirs); whether it was.
+-- park's end must not absorb theirs); whether it was. A park that ended by `now` is
+-- over (the queue was ready since its end).
 local function unpark_one(q, now)
-  if q.dom == '' or q.st ~= RESTING then return false end
+  if q.dom == '' or q.st ~= RESTING or q.ra <= now then return false end
   local k = P .. ':dp:' .. q.dom
   local sc = redis.call('ZSCORE', k, q.key)
   if sc and tonumber(sc) == q.ra then
@@ -244,7 +245,8 @@ end
 
 -- Make ready at time `at`, per domain, as many of its parked queues as it ended leases
 -- (freed: domain -> n), the longest parked first (then by key); a queue whose rest is
--- no longer the one parking set is dropped from the list, not counted.
+-- no longer the one parking set, or whose park ended by `at`, is dropped from the
+-- list, not counted.
 local function unpark(freed, at)
   for d, n in pairs(freed) do
     local k = P .. ':dp:' .. d
@@ -257,7 +259,8 @@ local function unpark(freed, at)
       if not q and redis.call('EXISTS', P .. ':qm:' .. got[1]) == 1 then
         q = loadq(got[1])  -- (not a queue deleted since: that one is gone)
       end
-      if q and q.st == RESTING and q.ra == tonumber(got[2]) and q.dom == d then
+      if q and q.st == RESTING and q.ra == tonumber(got[2]) and q.ra > at
+          and q.dom == d then
         q.ra = at
         settle(q, at, false)
         n = n - 1

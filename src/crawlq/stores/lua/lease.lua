@@ -99,7 +99,8 @@ while again and got < limit do
     if q.session_budget > 0 and q.session_budget - q.ses < free then
       free = q.session_budget - q.ses
     end
-    room[key] = math.max(free, 1)
+    if q.n < free then free = q.n end  -- (no more than it holds: its domain's room
+    room[key] = math.max(free, 1)      -- it cannot use goes to the others)
   end
   if capped then
     -- The queues of a domain share its room, one at least for each behind

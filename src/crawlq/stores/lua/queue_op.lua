@@ -53,6 +53,7 @@ elseif op == 'delete' then
   end
   result = result + #gone
   if #gone > 0 then unscheduled(key, #gone) end
+  unpark_one(q, now)  -- (an empty queue waits for no domain: see rules)
   settle(q, now, false)
   if q.inf == 0 then
     -- Nothing of it left (no lease out, no dead entry): it goes, settings and counts
@@ -94,6 +95,7 @@ elseif op == 'remove' then
       result = result + 1
     end
   end
+  if q.n == 0 then unpark_one(q, now) end  -- (an empty queue waits for no domain)
   settle(q, now, false)
 end
 save_all()
