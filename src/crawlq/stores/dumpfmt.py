@@ -134,13 +134,18 @@ def counters(values: Mapping[str, int], rejected: Mapping[str, int]) -> dict[str
 
 
 def queue(key: str, accepted: int, ready_at: float, settings: Mapping[str, float],
-          since: float | None) -> dict[str, Any]:
+          since: float | None, leased_out: bool = False) -> dict[str, Any]:
     """A queue record: its counters, rest, overrides, and since when it has waited in
     the ready line (its place there, if it is ready; None: not known, a place as any
     queue whose rest ended then). A queue waits from its rest's end at the earliest,
     whether or not a call noticed that end before the dump (the stores notice at
-    different calls: a dump must not depend on it)."""
-    if since is not None and ready_at > since:
+    different calls: a dump must not depend on it). ``leased_out``: it was out of the
+    line for its leases (busy, or nothing else queued), which are dumped as queued
+    entries, as if they had expired at the load: it waits from the load (None), not
+    from before its leases, whether or not they had run out unnoticed."""
+    if leased_out:
+        since = None
+    elif since is not None and ready_at > since:
         since = ready_at
     return {"type": "queue", "key": key, "accepted": accepted, "ready_at": ready_at,
             "settings": typed_settings(settings), "since": since}

@@ -375,7 +375,8 @@ class MemoryStore:
         if self._tallies:
             yield dumpfmt.tallies(dict(sorted(self._tallies.items())))
         for q in book.queues.values():
-            yield dumpfmt.queue(q.key, q.accepted, q.ready_at, q.settings, q.since)
+            yield dumpfmt.queue(q.key, q.accepted, q.ready_at, q.settings, q.since,
+                                q.inflight > 0 and q.state in (BUSY, EXHAUSTED))
         # Leased entries first, in the order they were leased (as if they had expired),
         # then each queue's in the order it hands them out (sorted items are).
         for q, item, _ in book.leases.values():

@@ -51,7 +51,7 @@ from .base import (
 )
 from .bloom import BLOCK_BYTES, BloomShape
 from .policy import changed_settings, typed_settings
-from .rules import DOMAIN_WAIT, groups, label
+from .rules import DOMAIN_WAIT, QueueState, groups, label
 from .url import StoreURL
 
 __all__ = ["CHUNK", "RedisStore"]
@@ -738,7 +738,8 @@ class RedisStore:
             for info in self._queue_infos(part, 0.0):
                 k = info.key.encode("utf-8", "surrogateescape")
                 yield dumpfmt.queue(info.key, info.accepted, info.ready_at, info.settings,
-                                    since.get(k, 0.0))
+                                    since.get(k, 0.0), info.leased > 0 and info.state in (
+                                        QueueState.BUSY.label, QueueState.EXHAUSTED.label))
         # Leased entries first, in the order they were leased (as if they had expired),
         # then each queue's in the order it hands them out (a list is served from its
         # left end, or its right end with LIFO), then the scheduled ones.

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from . import dumpfmt, sqlite_leases
 from .base import QUEUE_SETTINGS, DeadEntry
 from .bloom import BLOCK_BYTES, BloomShape
+from .rules import BUSY, EXHAUSTED
 from .sqlite_levels import QUEUED
 from .sqlite_schema import SEEN_LEVELS, store_error
 from .sqlite_values import KEPT_FOR_GOOD
@@ -34,11 +35,13 @@ def records(path: str, bloom: BloomShape | None) -> Iterator[dict[str, Any]]:
         if counts:
             yield dumpfmt.tallies(counts)
         keys = {}
-        for row in conn.execute(f"SELECT key, accepted, ready_at, qid, since, "
-                                f"{', '.join(QUEUE_SETTINGS)} FROM queues ORDER BY qid"):
+        for row in conn.execute(
+                f"SELECT key, accepted, ready_at, qid, since, inflight > 0 AND state IN "
+                f"({BUSY}, {EXHAUSTED}), {', '.join(QUEUE_SETTINGS)} FROM queues "
+                "ORDER BY qid"):
             keys[row[3]] = row[0]
-            settings = {k: v for k, v in zip(QUEUE_SETTINGS, row[5:]) if v is not None}
-            yield dumpfmt.queue(row[0], row[1], row[2], settings, row[4])
+            settings = {k: v for k, v in zip(QUEUE_SETTINGS, row[6:]) if v is not None}
+            yield dumpfmt.queue(row[0], row[1], row[2], settings, row[4], bool(row[5]))
         # Leased entries first, in the order they were leased (as if they had expired),
         # then each queue's in the order it hands them out, then the scheduled ones.
         for qid, nprio, _, retries, payload in sqlite_leases.open_leases(conn):

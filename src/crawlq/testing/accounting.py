@@ -125,6 +125,25 @@ class AccountingContract:
         env.clock.advance(101)
         assert "https://c.example/later" in {le.request.url for le in g.next(10)}
 
+    def test_a_load_keeps_the_ready_line_whoever_noticed_what(self, env: Env) -> None:
+        """A dump loaded at once gives the lease the frontier would have given: a queue
+        whose rest ended unnoticed waits from the rest's end, and one whose only lease
+        ran out unnoticed (dumped as queued) waits from the load, not from before its
+        lease; whatever the queues' keys' order."""
+        options = {"min_delay": 0.5, "max_delay": 3.0, "delay_factor": 1.0}
+        for first in ("a.example", "z.example"):
+            f = env.open_other(**options)
+            f.add([f"https://{first}/1", Request("https://b.example/1", priority=3)])
+            leases = f.next(2, ttl=5)
+            f.add(Request(f"https://{first}/2", priority=3))
+            f.done([le for le in leases if le.queue == first])  # rests 0.5 s
+            env.clock.advance(6)  # (b.example's lease ran out 1 s ago)
+            f.add(f"https://{first}/3")
+            g = env.open_other(**options)
+            g.load(f.dump())
+            assert [le.queue for le in g.next(1)] == [le.queue for le in f.next(1)] == [
+                first]
+
     def test_a_dump_writes_each_setting_in_its_type(self, env: Env) -> None:
         """A dump writes a queue's counts (concurrency, budgets) as ints and its times as
         floats, whichever store wrote it, so that it loads into every store, through
