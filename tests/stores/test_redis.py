@@ -183,6 +183,26 @@ def test_a_crawl_from_the_one_set_layout_is_refused(redis_server: LocalRedis) ->
         Frontier.open(redis_server.url + "?prefix=old")
 
 
+def test_a_crawl_an_older_crawlq_wrote_is_marked_and_its_expiry_counts_dropped(
+        redis_server: LocalRedis) -> None:
+    """Before items carried their count of expired leases, crawlq kept the counts in a
+    hash ``{p}:ex``: opened by this version, that hash (which it no longer reads) is
+    deleted and the crawl marked as holding items of format 2; its requests go on."""
+    r = redis.Redis.from_url(redis_server.url)
+    with Frontier.open(redis_server.url + "?prefix=older", **FAST) as f:
+        f.add(["https://o.example/1", "https://o.example/2"])
+    r.hdel("{older}:m", "items")  # (as the older crawlq left it)
+    r.hset("{older}:ex", "0123abcd", 3)
+    with Frontier.open(redis_server.url + "?prefix=older", **FAST) as f:
+        assert not r.exists("{older}:ex")
+        assert r.hget("{older}:m", "items") == b"2"
+        assert _drain(f) == 2
+    with Frontier.open(redis_server.url + "?prefix=newer", **FAST) as f:
+        assert r.hget("{newer}:m", "items") == b"2"  # (a new crawl is marked at once)
+        f.store.destroy()  # type: ignore[attr-defined]
+    r.close()
+
+
 def test_retry_deadline_in_the_url(redis_server: LocalRedis) -> None:
     f = Frontier.open(redis_server.url + "?prefix=rd&retry_deadline=2.5")
     assert f.store.retry_deadline == 2.5  # type: ignore[attr-defined]

@@ -97,6 +97,13 @@ def _lua(name: str) -> str:
     return text("common") + "\n" + parts + text("exchange")
 
 
+ITEMS = b"2"
+"""The format of a crawl's queue items, kept in its meta hash: 2 = the request's
+retries, then (once a lease of it expired) a zero byte and how many did (at most
+65,535), then its payload. Items without the count (format 1, or none recorded) are
+read the same way; a crawlq older than format 2 cannot read format 2 items."""
+
+
 class RedisStore:
     """A store on a Redis server or cluster; see :class:`crawlq.stores.base.Store`.
 
@@ -260,7 +267,8 @@ class RedisStore:
 
     def _check_shape(self, create: bool = True) -> None:
         """Refuse to mix a Bloom seen-set of one shape with another (or exact) one (and
-        record this one's for a new crawl, unless ``create`` is False)."""
+        record this one's for a new crawl, unless ``create`` is False); mark the crawl's
+        items as carrying their count of expired leases (``items`` = 2)."""
         # "exact-sb": fingerprints in linear-hashing buckets (see common.lua); "exact" was
         # one set, written by crawlq before 0.1's bucketed layout.
         shape = ("exact-sb" if self.bloom is None
@@ -268,6 +276,13 @@ class RedisStore:
         stored = self._retrying(lambda: (create and self._client.hsetnx(self._m, "seenset",
                                                                          shape),
                                          self._client.hget(self._m, "seenset"))[1])
+        if stored is not None and self._retrying(
+                lambda: self._client.hget(self._m, "items")) != ITEMS:
+            # A crawl an older crawlq wrote: it kept the counts of expired leases in a
+            # hash of its own, which this one no longer reads (a request counts its
+            # expiries from zero again); marked, so a later crawlq can tell the formats.
+            self._retrying(lambda: (self._client.delete(f"{self._p}:ex"),
+                                    self._client.hset(self._m, "items", ITEMS)))
         if stored == b"exact" and shape == "exact-sb":
             raise ConfigError("this crawl was written by an earlier crawlq (one seen-set "
                               "key): dump it with that version, then load it here")
