@@ -318,6 +318,14 @@ def test_a_read_only_or_damaged_state_says_what_to_mend(tmp_path: Path) -> None:
     assert "cannot be written" in one_error(run), run.stderr
     assert "make the store writable" in run.stderr
     assert "once the store is back" not in run.stderr
+    fresh = tmp_path / "fresh"  # a new crawl in a folder that cannot be written
+    fresh.mkdir()
+    script = (f"mount --bind -o ro {fresh} {fresh} && "
+              + " ".join(f"'{a}'" for a in crawl).replace(str(state), str(fresh)))
+    run = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                         text=True, timeout=60)
+    assert "no permission to create files" in one_error(run), run.stderr
+    assert "make the store writable" in run.stderr
     (state / "frontier.db").write_bytes(b"SQLite format 3\0" + b"\xff" * 4096)
     run = cli("crawl", "http://a.crawlq.test/", "--state", str(state), *LOCAL, *FAST)
     one_error(run)

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import ConfigError, StoreError
+from ..errors import ConfigError, StoreError, StoreReadOnly
 from ..models import QueueInfo, Stats
 from . import dumpfmt, sqlite_dump, sqlite_leases
 from .base import (
@@ -186,7 +186,11 @@ class SQLiteStore:
             self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
                                          check_same_thread=False)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open {path}: {_why_unopenable(path) or exc}") from exc
+            why = _why_unopenable(path)
+            # (a folder that cannot be written: read-only, as a write to the store is)
+            kind = StoreReadOnly if why is not None and why.startswith(_NO_WRITE) else \
+                StoreError
+            raise kind(f"cannot open {path}: {why or exc}") from exc
         try:
             self._conn.execute("PRAGMA journal_mode=WAL").fetchone()
             self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
@@ -1531,6 +1535,9 @@ class _Loader:
         self.store._queues.forget(self.since)
 
 
+_NO_WRITE = "no permission to create files in"
+
+
 def _why_unopenable(path: str) -> str | None:
     """Why SQLite could not open ``path``, in the user's terms: SQLite says only "unable
     to open database file" for a missing directory, a directory or a denied write."""
@@ -1546,6 +1553,6 @@ def _why_unopenable(path: str) -> str | None:
                     f"{os.getcwd()}; write sqlite:////{path} for /{path})")
         return f"the directory {parent} does not exist{hint}"
     if not os.access(parent, os.W_OK | os.X_OK):
-        return f"no permission to create files in {parent}"
+        return f"{_NO_WRITE} {parent}"
     return None
 
