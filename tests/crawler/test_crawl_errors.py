@@ -318,6 +318,11 @@ def test_a_read_only_or_damaged_state_says_what_to_mend(tmp_path: Path) -> None:
     assert "cannot be written" in one_error(run), run.stderr
     assert "make the store writable" in run.stderr
     assert "once the store is back" not in run.stderr
+    script = (f"mount --bind -o ro {state} {state} && '{sys.executable}' -m crawlq.cli "
+              f"--store 'sqlite:///{state}/frontier.db' check")
+    run = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                         text=True, timeout=60)  # (check reads read-only media in place)
+    assert run.returncode == 0 and "no damage found" in run.stdout, run.stderr
     fresh = tmp_path / "fresh"  # a new crawl in a folder that cannot be written
     fresh.mkdir()
     script = (f"mount --bind -o ro {fresh} {fresh} && "

@@ -372,9 +372,13 @@ def domains_of_queues(conn: sqlite3.Connection) -> None:
 
 def check(path: str) -> list[str]:
     """What SQLite's integrity check and a look at crawlq's own tables find wrong with
-    the store file at ``path`` (read only); empty when nothing."""
+    the store file at ``path`` (read only); empty when nothing. A file that cannot be
+    written (read-only media) is read as immutable: SQLite could not make the shared
+    memory file that reading a WAL database with others takes, and no one can be
+    writing it there."""
+    fixed = "" if _writable(path) else "&immutable=1"
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"file:{path}?mode=ro{fixed}", uri=True)
     except sqlite3.Error as exc:
         return [f"cannot open it: {exc}"]
     try:
