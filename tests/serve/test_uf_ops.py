@@ -5,12 +5,12 @@ two servers, a new one for a server started again; on memory, SQLite and Redis."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from crawlq import Frontier
+from crawlq import Frontier, Outcome, Request
 from crawlq.redislocal import LocalRedis
 from crawlq.serve import uf_ops
 from crawlq.stores.base import Tallies
@@ -19,15 +19,18 @@ OPTS = {"min_delay": 0, "max_delay": 0, "delay_factor": 0, "concurrency": 100}
 
 
 @pytest.fixture(params=["memory", "sqlite", "redis"])
-def frontier(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Frontier]:
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "memory":
-        url = "memory://"
-    elif request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/crawl.db"
-    else:
-        redis: LocalRedis = request.getfixturevalue("redis_server")
-        url = f"{redis.url}?prefix=ufops-{request.node.name.replace('[', '-').rstrip(']')}"
-    with Frontier.open(url, **OPTS) as f:
+        return "memory://"
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/crawl.db"
+    redis: LocalRedis = request.getfixturevalue("redis_server")
+    return f"{redis.url}?prefix=ufops-{request.node.name.replace('[', '-').rstrip(']')}"
+
+
+@pytest.fixture
+def frontier(store_url: str) -> Iterator[Frontier]:
+    with Frontier.open(store_url, **OPTS) as f:
         f.clear()
         yield f
 
@@ -250,3 +253,173 @@ def test_the_servers_batches_run_with_the_collector_paused(pause_gc: bool) -> No
         assert _batch(pause_gc, gc.isenabled) is False
         assert not gc.isenabled()
     assert gc.isenabled()
+
+
+def round_trip(f: Frontier) -> list[uf_ops.Item]:
+    """The crawl's URLs as ListURLs gives them, as PutURLs takes them back (DumpURLs)."""
+    return [uf_ops.Item(x.url, x.key, x.metadata, x.date) for x in uf_ops.listed(f)]
+
+
+def listing(f: Frontier) -> list[tuple[str, str, int, int, dict[str, list[str]]]]:
+    return sorted((x.url, x.key, x.date, x.created, x.metadata) for x in uf_ops.listed(f))
+
+
+def test_an_update_of_a_known_url_is_never_refused_nor_counted_again(store_url: str) -> None:
+    """A known URL put again (not leased) is no new request: the store's budgets do not
+    count it again, nor refuse it (issue 58 item 8, review: with max_domain_urls the
+    update was refused after its entry was removed, and the URL was lost for good)."""
+    with Frontier.open(store_url, max_domain_urls=3, **OPTS) as f:
+        f.clear()
+        h = uf_ops.Handles()
+        urls = [f"https://a.example/{i}" for i in range(3)]
+        assert uf_ops.put(f, discovered(*urls), h) == [uf_ops.OK] * 3
+        before = listing(f)
+        assert uf_ops.put(f, round_trip(f), h) == [uf_ops.OK] * 3
+        assert listing(f) == before  # (DumpURLs put back: nothing changes)
+        later = int(f.clock()) + 3600
+        assert uf_ops.put(f, known(urls[0], refetch=later), h) == [uf_ops.OK]
+        assert [(u, d) for u, _, d, _, _ in listing(f)] == [
+            (urls[0], later), *((u, d) for u, _, d, _, _ in before[1:])]
+        assert uf_ops.put(f, known(urls[1]), h) == [uf_ops.OK]  # (done for good)
+        st = f.stats()
+        assert (st.queued, st.scheduled, st.rejected) == (2, 1, {})  # (queued: due later too)
+        assert len(list(uf_ops.listed(f))) == 3 and completed(f) == 1
+        # (a new URL over the budget is refused as any: it was never the crawl's)
+        assert uf_ops.put(f, known("https://a.example/new", refetch=later), h) == [
+            uf_ops.SKIPPED]
+        assert f.stats().rejected == {"domain-budget": 1}
+
+
+class Killed(Exception):
+    """A server killed at this point of an update."""
+
+
+def test_an_update_cut_off_midway_never_loses_the_url(
+        frontier: Frontier, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The new state of a URL put again is written before its old entry goes: a server
+    killed in between (on a store without transactions) leaves the URL, maybe twice for
+    a moment, never gone; the next update of it leaves one."""
+    h = uf_ops.Handles()
+    later = int(frontier.clock()) + 3600
+    load, add, remove = frontier.load, frontier.add, frontier.remove_queued
+
+    def killed(*args: object, **kwargs: object) -> int:
+        raise Killed
+
+    def remove_killed(where: Callable[[Request], bool], queue: str | None = None) -> int:
+        def dying(request: Request) -> bool:
+            if where(request):
+                raise Killed  # (nothing removed: the kill came before the removal)
+            return False
+        return remove(dying, queue)
+
+    for step in ("write", "remove"):
+        url = f"https://a.example/{step}"
+        assert uf_ops.put(frontier, discovered(url), h) == [uf_ops.OK]
+        if step == "write":
+            monkeypatch.setattr(frontier, "load", killed)
+            monkeypatch.setattr(frontier, "add", killed)
+        else:
+            monkeypatch.setattr(frontier, "remove_queued", remove_killed)
+        for item in (known(url, refetch=later), known(url)):
+            with pytest.raises(Killed):
+                uf_ops.put(frontier, item, h)
+            assert url in [x.url for x in uf_ops.listed(frontier)], step
+        monkeypatch.setattr(frontier, "load", load)
+        monkeypatch.setattr(frontier, "add", add)
+        monkeypatch.setattr(frontier, "remove_queued", remove)
+        assert uf_ops.put(frontier, known(url, refetch=later), h) == [uf_ops.OK]
+        assert [x.date for x in uf_ops.listed(frontier) if x.url == url] == [later], step
+
+
+def test_known_urls_the_crawl_never_saw_are_looked_for_nowhere(
+        frontier: Frontier, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Known URLs put with a date that the crawl never saw (imported from another
+    frontier) have no entry to replace: no queue is read for them (each read was a scan
+    of a queue, on Redis of every scheduled entry too). A URL the crawl holds is looked
+    for in its queue: one read of each queue a batch names, one removal step where an
+    entry goes."""
+    h = uf_ops.Handles()
+    calls: list[str | None] = []
+    remove = frontier.remove_queued
+
+    def counted(where: Callable[[Request], bool], queue: str | None = None) -> int:
+        calls.append(queue)
+        return remove(where, queue)
+
+    monkeypatch.setattr(frontier, "remove_queued", counted)
+    later = int(frontier.clock()) + 3600
+    urls = [f"https://h{i % 20}.example/{i}" for i in range(100)]
+    assert uf_ops.put(frontier, known(*urls, refetch=later), h) == [uf_ops.OK] * 100
+    assert calls == []
+    assert frontier.stats().scheduled == 100
+    assert uf_ops.put(frontier, known(*urls, refetch=later + 60), h) == [uf_ops.OK] * 100
+    assert sorted(str(c) for c in calls) == sorted(2 * [f"h{i}.example" for i in range(20)])
+    assert frontier.stats().scheduled == 100
+    assert {x.date for x in uf_ops.listed(frontier)} == {later + 60}
+
+
+def test_a_dead_url_put_back_stays_one_dead_url(store_url: str, tmp_path: Path) -> None:
+    """A dead URL as ListURLs lists it (date 0, metadata crawlq_dead) put back changes
+    nothing: listed once, still dead, not completed (review: it became a second, done
+    one). Put with no crawlq_dead it is what the client says (done, or due at its
+    date) in place of the dead one. crawlq_dead is never kept as a client's metadata;
+    a dead URL put into another crawl is dead there."""
+    with Frontier.open(store_url, **OPTS) as f:
+        f.clear()
+        h = uf_ops.Handles()
+        urls = [f"https://a.example/{i}" for i in range(3)]
+        assert uf_ops.put(f, discovered(*urls), h) == [uf_ops.OK] * 3
+        leases = f.next(3)
+        f.done(leases, Outcome.DEAD, error="gone")
+        dumped = round_trip(f)
+        assert all(x.refetch == 0 and x.metadata == {uf_ops.DEAD: ["gone"]} for x in dumped)
+        assert uf_ops.put(f, dumped, h) == [uf_ops.OK] * 3
+        assert listing(f) == sorted((x.url, x.key, 0, x.created, x.metadata)
+                                    for x in uf_ops.listed(f))
+        assert [x.url for x in uf_ops.listed(f)].count(urls[0]) == 1
+        assert len(list(uf_ops.listed(f))) == 3
+        assert (completed(f), f.stats().dead) == (0, 3)
+        later = int(f.clock()) + 3600
+        assert uf_ops.put(f, [*known(urls[0]), *known(urls[1], refetch=later)], h) == [
+            uf_ops.OK] * 2
+        assert sorted((x.url, x.date, x.metadata) for x in uf_ops.listed(f)) == [
+            (urls[0], 0, {}), (urls[1], later, {}), (urls[2], 0, {uf_ops.DEAD: ["gone"]})]
+        assert (completed(f), f.stats().dead, f.stats().scheduled) == (1, 1, 1)
+        fake = uf_ops.Item("https://b.example/", "", {uf_ops.DEAD: ["no"], "k": ["v"]}, None)
+        assert uf_ops.put(f, [fake], h) == [uf_ops.OK]
+        (b,) = [x for x in uf_ops.listed(f) if x.url == "https://b.example/"]
+        assert b.metadata == {"k": ["v"]} and b.date > 0
+    with Frontier.open(f"sqlite:///{tmp_path}/other.db", **OPTS) as other:
+        assert uf_ops.put(other, dumped, uf_ops.Handles()) == [uf_ops.OK] * 3
+        assert sorted((x.url, x.date, x.metadata) for x in uf_ops.listed(other)) == sorted(
+            (x.url, 0, {uf_ops.DEAD: ["gone"]}) for x in dumped)
+        assert (completed(other), other.stats().dead) == (0, 3)
+        assert uf_ops.put(other, discovered(*urls), uf_ops.Handles()) == [
+            uf_ops.SKIPPED] * 3
+
+
+def test_set_delay_leaves_a_rest_begun_meanwhile(store_url: str) -> None:
+    """SetDelay shortens the rests running when it is called; a queue whose rest
+    changed while the delay changed (another server's call) keeps it (review: the queues
+    were read before the change, and the rest set meanwhile was replaced by one
+    computed from the rest read before: the queue was served at once)."""
+    now = [1000.0]
+    with Frontier.open(store_url, clock=lambda: now[0],
+                       **{**OPTS, "concurrency": 1, "min_delay": 3600,
+                          "max_delay": 3600}) as f:
+        f.clear()
+        h = uf_ops.Handles()
+        urls = [f"https://a.example/{i}" for i in range(2)]
+        assert uf_ops.put(f, discovered(*urls), h) == [uf_ops.OK] * 2
+        f.done(f.next(1))  # (a rest of an hour from 1000)
+        now[0] = 2000.0
+
+        def change() -> None:
+            f.configure_default(min_delay=60, max_delay=60)
+            f.block("a.example", until=5000.0)  # (meanwhile, from elsewhere)
+
+        uf_ops.set_delay(f, None, 60, change)
+        assert f.next(1, queue="a.example") == []
+        now[0] = 5001.0
+        assert len(f.next(1, queue="a.example")) == 1

@@ -474,6 +474,12 @@ def put(frontier: Frontier, items: Sequence[Item], handles: Handles) -> list[int
             if len(it.key) > MAX_KEY:
                 statuses[i] = SKIPPED
         items = [it if len(it.key) <= MAX_KEY else _NOTHING for it in items]
+    # (DEAD is crawlq's word for a URL it gave up on, never a client's metadata; a
+    # known item with the date 0 that carries it is a dead URL as ListURLs lists it)
+    said = {i: (it.metadata[DEAD] or [""])[0] for i, it in enumerate(items)
+            if DEAD in it.metadata and it.refetch == 0}
+    if any(DEAD in it.metadata for it in items):
+        items = [_without_dead(it) if DEAD in it.metadata else it for it in items]
     discovered = [i for i, it in enumerate(items) if it.refetch is None]
     if discovered:
         result = frontier.add([_request(it, dated) for it in (items[i] for i in discovered)])
@@ -485,7 +491,7 @@ def put(frontier: Frontier, items: Sequence[Item], handles: Handles) -> list[int
         # (one transaction where the store has them: the answers, the URLs kept as
         # text and the counts commit together, once)
         with frontier.transaction():
-            answered = _put_known(frontier, items, known, statuses, dated, handles)
+            answered = _put_known(frontier, items, known, said, statuses, dated, handles)
         handles.answered(answered)  # (once committed: a batch rolled back keeps them)
     return statuses
 
@@ -540,7 +546,7 @@ def _answer(frontier: Frontier, items: Sequence[Item], answers: list[tuple[int, 
 
 
 def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
-               statuses: list[int], dated: Mapping[str, Any],
+               said: Mapping[int, str], statuses: list[int], dated: Mapping[str, Any],
                handles: Handles) -> list[tuple[str, _Held]]:
     """The known URLs of a put (see :func:`put`); returns the handles answered."""
     canon, held = _held_for(frontier, items, known, statuses, handles)
@@ -564,85 +570,203 @@ def _put_known(frontier: Frontier, items: Sequence[Item], known: list[int],
             value, key = _record(frontier, items[i], canon[i], _url_name(canon[i]), h.created)
             kept.append(value)
             completed[key] = completed.get(key, 0) + 1
-    # A known URL not leased is an update of the crawl's one entry of it, as in the
-    # reference server (which replaces it): its queued or scheduled entry goes, and the
-    # update says what it is now (done for good, or due at its date). Sent twice in one
-    # batch, the last one counts.
-    last = {canon[i]: i for i in canon if i not in held}
-    unleased = [i for i in canon if i not in held and last[canon[i]] == i]
-    created_at = _unqueue(frontier, [(items[i].key or frontier.queue_of(canon[i]), canon[i])
-                                     for i in unleased])
-    names = [_url_name(canon[i]) for i in unleased]
-    found = frontier.store.get_values(names, now) if names else []
-    records: dict[int, Listed] = {}  # the URLs not leased that are fetched for good
-    new_queues: set[str] = set()  # of URLs never queued here, put as done
-    created = int(dated[CREATED])
-    for i, name, raw in zip(unleased, names, found):
-        record = None if raw is None else _record_of(raw)
-        if record is not None:
-            records[i] = record
-        if not items[i].refetch:
-            # (a record again: its metadata is the client's; counted once)
-            value, key = _record(frontier, items[i], canon[i], name,
-                                 created_at.get(canon[i], created) if record is None
-                                 else record.created)
-            kept.append(value)
-            if record is None:
-                completed[key] = completed.get(key, 0) + 1
-                new_queues.add(key)
     if kept:
         frontier.store.put_values(kept)
-    seen = []
-    for i in unleased:
-        fp = frontier.fingerprint_of(canon[i])
-        if fp is not None:
-            seen.append(dumpfmt.seen(fp, None))
-    # (a queue holding a URL done for good exists, as in the reference server, though
-    # crawlq never queued the URL: it is listed, counted, and dumped queue by queue)
-    seen += [dumpfmt.queue(k, 0, 0.0, {}, None) for k in new_queues]
-    if seen:
-        frontier.load(seen)
-    # A refetch date for a URL not leased: queued for then (its one entry: see above),
-    # keeping the date it was first stored.
-    due = [i for i in unleased if items[i].refetch]
-    if due:
-        later = [_request(items[i], {CREATED: created_at[canon[i]]} if canon[i] in created_at
-                          else dated, items[i].refetch, created,
-                          not_before=float(items[i].refetch or 0), dont_filter=True)
-                 for i in due]
-        refused = {due[r.index] for r in frontier.add(later).rejected}
-        for i in refused:
-            statuses[i] = SKIPPED
-        # (queued again: no longer fetched for good)
-        gone = [i for i in due if i in records and i not in refused]
-        for i in gone:
-            key = records[i].key
-            completed[key] = completed.get(key, 0) - 1
-        if gone:
-            frontier.store.drop_values([_url_name(canon[i]) for i in gone])
+    last = {canon[i]: i for i in canon if i not in held}
+    unleased = [i for i in canon if i not in held and last[canon[i]] == i]
+    if unleased:
+        _update(frontier, items, canon, unleased, said, statuses, int(dated[CREATED]),
+                completed)
     if completed:
         _count_completed(frontier, completed, now)
     return [(canon[i], h) for i, h in took]
 
 
-def _unqueue(frontier: Frontier, urls: Sequence[tuple[str, str]]) -> dict[str, int]:
-    """Remove the queued and scheduled entries of ``urls`` ((queue, canonical URL)
-    pairs); the creation date of each URL removed (0: unknown). A scan of each queue
-    named (one store step each): the cost of a known URL sent again, not of an answer
-    to a URL handed out."""
+def _update(frontier: Frontier, items: Sequence[Item], canon: Mapping[int, str],
+            unleased: Sequence[int], said: Mapping[int, str], statuses: list[int], now: int,
+            completed: dict[str, int]) -> None:
+    """Known URLs not leased (one item per URL): each is an update of the crawl's one
+    entry of it, as in the reference server, which replaces it. The update says what
+    the URL is now: done for good (refetch 0: a record), or due at its date (an entry),
+    keeping the date it was first stored; an item that carried DEAD with the date 0
+    (``said``: its error, by item; a dead URL as ListURLs reports it) is that dead
+    URL: nothing changes for a URL the crawl holds, and one it does not is kept dead
+    (never fetched, not completed). ``completed`` (queue -> URLs newly done, or no
+    longer) is updated.
+
+    Never through admission again (a URL the crawl holds is no new request: no budget
+    counts it twice, none refuses it), and never lost: the new state is written before
+    the old one goes (on Redis, a kill in between leaves the URL twice, never gone:
+    the next update of it with a date leaves one). Only URLs the crawl has seen can
+    have an entry to replace: a dated URL is offered to add() first (a new URL is
+    added as any, counted once; one in the seen-set comes back a duplicate, counted
+    as one, and is updated), a URL with a record put again with the date 0 stays
+    done (a new record); only the others are looked for: one read of each queue they
+    name (Frontier.remove_queued picking nothing), one removal step for each queue
+    holding an entry to remove, and one read of the dead requests if one of them is
+    found in no queue."""
+    names = [_url_name(canon[i]) for i in unleased]
+    records: dict[int, Listed] = {}  # the URLs fetched for good (their record)
+    for i, raw in zip(unleased, frontier.store.get_values(names, now)):
+        record = None if raw is None else _record_of(raw)
+        if record is not None:
+            records[i] = record
+    # (a dated URL never seen is new: added as any, under the crawl's rules)
+    probe = [i for i in unleased if items[i].refetch and i not in records]
+    seen_dated: list[int] = []
+    if probe:
+        got = frontier.add([_request(items[i], {CREATED: now}, items[i].refetch, now,
+                                     not_before=float(items[i].refetch or 0))
+                            for i in probe])
+        refused = {probe[r.index] for r in got.rejected}
+        for i, added in zip(probe, got.added_flags):
+            if i in refused:
+                statuses[i] = SKIPPED  # (not in the crawl: nothing of it lost)
+            elif not added:
+                seen_dated.append(i)
+    # (a URL done for good and put with no date is queued nowhere, but for a kill
+    # between its record's write and its entry's removal: fetched once more, then)
+    looked = seen_dated + [i for i in unleased if (i in records) == bool(items[i].refetch)]
+    keys = {i: items[i].key or frontier.queue_of(canon[i]) for i in unleased}
+    old = _entries_of(frontier, [(keys[i], canon[i]) for i in looked])
+    dead: dict[str, list[tuple[int, str, Request]]] = {}
+    if any(canon[i] not in old for i in looked):
+        wanted = {canon[i] for i in looked}
+        for d in frontier.dead(2**31 - 1):
+            if d.request.url in wanted:
+                dead.setdefault(d.request.url, []).append((d.id, d.queue, d.request))
+    values: list[tuple[str, bytes, float | None]] = []
+    loads: list[dict[str, Any]] = []
+    keep: dict[str, tuple[Any, ...] | None] = {}  # URL -> the entry it keeps, if any
+    drop: list[int] = []  # the URLs no longer fetched for good (their record goes)
+    requeue: list[int] = []  # dead requests replaced
+    new_queues: set[str] = set()
+    for i, name in zip(unleased, names):
+        url, item, key = canon[i], items[i], keys[i]
+        if i in probe and i not in seen_dated:
+            continue  # (added, or refused: not the crawl's)
+        entries, record, gone = old.get(url, []), records.get(i), dead.get(url, [])
+        created = (record.created if record is not None
+                   else next((c for c in (created_of(r) for r in entries) if c), 0)
+                   or next((c for c in (created_of(r) for _, _, r in gone) if c), 0)
+                   or now)
+        if i in said:
+            if record is not None or entries or gone:
+                continue  # (the crawl holds it: the dead URL as listed, put back)
+            # (a URL another crawl gave up on: dead here too, never fetched)
+            loads.append({"type": "dead", "queue": key, "error": said[i],
+                          "died_at": float(now),
+                          "request": dumpfmt.request_to_json(_request(item, {CREATED: now}))})
+            if (fp := frontier.fingerprint_of(url)) is not None:
+                loads.append(dumpfmt.seen(fp, None))
+            continue
+        requeue += [d for d, _, _ in gone]
+        if item.refetch:
+            req = _request(item, {CREATED: created}, item.refetch, now,
+                           not_before=float(item.refetch))
+            want = _entry_key(req)
+            same = next((e for e in entries if _same_listing(e, req)), None)
+            if same is not None and not gone:
+                keep[url] = _entry_key(same)  # (it says so already: nothing changes)
+            else:
+                keep[url] = want
+                loads.append({"type": "entry", "queue": key,
+                              "request": dumpfmt.request_to_json(req)})
+            if record is not None:
+                drop.append(i)
+                completed[record.key] = completed.get(record.key, 0) - 1
+        else:
+            value, rkey = _record(frontier, item, url, name, created)
+            values.append(value)
+            keep[url] = None
+            if record is None:
+                completed[rkey] = completed.get(rkey, 0) + 1
+                if not entries and not gone:
+                    # (a queue holding a URL done for good exists, as in the reference
+                    # server, though crawlq never queued the URL: it is listed, counted,
+                    # and dumped queue by queue)
+                    new_queues.add(rkey)
+                if (fp := frontier.fingerprint_of(url)) is not None:
+                    loads.append(dumpfmt.seen(fp, None))
+    # The new state first: the records, the entries and seen marks (by load: no
+    # admission), then the old entries go.
+    if values:
+        frontier.store.put_values(values)
+    loads += [dumpfmt.queue(k, 0, 0.0, {}, None) for k in sorted(new_queues)]
+    if loads:
+        frontier.load(loads)
+    if requeue:  # (a dead request replaced: back in its queue, then removed with the others)
+        frontier.requeue_dead(requeue)
+    removals = {url: k for url, k in keep.items() if old.get(url) or dead.get(url)}
+    if removals:
+        where = {(keys[i], u) for i in unleased if (u := canon[i]) in removals}
+        where.update((q, u) for u in removals for _, q, _ in dead.get(u, []))
+        _remove_entries(frontier, sorted(where), removals)
+    if drop:
+        frontier.store.drop_values([_url_name(canon[i]) for i in drop])
+
+
+def _without_dead(item: Item) -> Item:
+    """The item without DEAD in its metadata: crawlq's own word, never kept as a
+    client's metadata."""
+    return Item(item.url, item.key, {k: v for k, v in item.metadata.items() if k != DEAD},
+                item.refetch)
+
+
+def _entry_key(request: Request) -> tuple[Any, ...]:
+    """What tells a queued entry of a URL from another of it."""
+    meta = metadata_of(request)
+    return (request.url, request.priority, request.not_before, created_of(request),
+            tuple(sorted((k, tuple(v)) for k, v in meta.items())))
+
+
+def _same_listing(entry: Request, update: Request) -> bool:
+    """Whether an entry is listed as ``update`` would be: the same date, metadata and
+    creation date (DumpURLs' output put back: nothing to change)."""
+    def view(r: Request) -> Listed:
+        return _listed({"type": "entry", "queue": "",
+                        "request": dumpfmt.request_to_json(r)}, 0.0)
+    return view(entry) == view(update)
+
+
+def _entries_of(frontier: Frontier, urls: Sequence[tuple[str, str]]
+                ) -> dict[str, list[Request]]:
+    """The queued and scheduled entries of ``urls`` ((queue, canonical URL) pairs), by
+    URL: one read of each queue named (Frontier.remove_queued picking nothing)."""
     by_queue: dict[str, set[str]] = {}
     for key, url in urls:
         by_queue.setdefault(key, set()).add(url)
-    created: dict[str, int] = {}
+    found: dict[str, list[Request]] = {}
+    for key, wanted in by_queue.items():
+        def note(request: Request, wanted: set[str] = wanted) -> bool:
+            if request.url in wanted:
+                found.setdefault(request.url, []).append(request)
+            return False
+
+        frontier.remove_queued(note, key)
+    return found
+
+
+def _remove_entries(frontier: Frontier, where: Sequence[tuple[str, str]],
+                    keep: Mapping[str, tuple[Any, ...] | None]) -> None:
+    """Remove the queued and scheduled entries of the URLs of ``keep`` (in the queues
+    ``where`` names: (queue, URL) pairs) but one entry per URL like ``keep[url]``
+    (None: none kept); one step per queue."""
+    by_queue: dict[str, set[str]] = {}
+    kept: set[str] = set()
+    for key, url in where:
+        by_queue.setdefault(key, set()).add(url)
     for key, wanted in by_queue.items():
         def pick(request: Request, wanted: set[str] = wanted) -> bool:
-            if request.url not in wanted:
+            url = request.url
+            if url not in wanted:
                 return False
-            created[request.url] = created_of(request)
+            if url not in kept and keep[url] is not None and _entry_key(request) == keep[url]:
+                kept.add(url)
+                return False
             return True
 
         frontier.remove_queued(pick, key)
-    return {url: at for url, at in created.items() if at}
 
 
 def _count_completed(frontier: Frontier, deltas: Mapping[str, int], now: float) -> None:
@@ -742,32 +866,51 @@ def set_delay(frontier: Frontier, key: str | None, delay: float | None,
     ``ready_at - old min_delay + new max_delay``, never later than it did: exact for
     the delays SetDelay sets (min_delay = max_delay), never sooner than the new delay
     after the answer otherwise. A block (BlockQueueUntil, a crawl limit) is not a rest:
-    it holds. (A scan of the queues: a control call.)"""
-    infos = [q for q in queue_infos(frontier)
-             if (q.key == key if key is not None else "min_delay" not in q.settings)]
+    it holds. The queues are read before the change and again after it: a rest begun
+    in between (an answer) is left as it is. On a store without transactions (Redis)
+    the rest is ended and the shorter one set in two steps, so a GetURLs of another
+    server in between may lease from the queue before the new delay passed, and an
+    answer after the second read has its rest replaced by the shorter one: closing
+    these needs a store step that shortens a queue's rest to a time only if it is
+    still the one read. (Scans of the queues, two with no ``key``: a control call.)"""
+    def resting() -> dict[str, QueueInfo]:
+        """The queues the change is for, resting after an answer (keyed: one queue)."""
+        now = frontier.clock()
+        infos = ([q for q in [queue_info(frontier, key)] if q is not None]
+                 if key is not None
+                 else [q for q in queue_infos(frontier) if "min_delay" not in q.settings])
+        return {q.key: q for q in infos if q.state == "resting" and q.ready_at > now}
+
+    before = resting()
     policy = frontier.store.policy
-    old = [q.settings.get("min_delay", policy.min_delay) for q in infos]
+    old = {k: q.settings.get("min_delay", policy.min_delay) for k, q in before.items()}
     if key is not None:
         frontier.configure_queue(key, min_delay=delay, max_delay=delay)
     elif change is not None:
         change()
-    now = frontier.clock()
-    policy = frontier.store.policy
-    resting = [(q, o) for q, o in zip(infos, old) if q.state == "resting" and q.ready_at > now]
-    if not resting:
+    if not before:
         return
-    keys = [q.key for q, _ in resting]
+    # (read again once the delay changed: a queue answered meanwhile rests from that
+    # answer, by the old delay or the new one, and is left as it is; only the rests
+    # that were running before the change, and still are, end sooner)
+    after = resting()
+    keys = [k for k, q in after.items() if k in before and q.ready_at == before[k].ready_at]
+    if not keys:
+        return
+    policy = frontier.store.policy
+    now = frontier.clock()
     held = [b or c for b, c in zip(blocked(frontier, keys), _at_limit(frontier, keys))]
-    for (q, before), hold in zip(resting, held):
+    for k, hold in zip(keys, held):
+        q = after[k]
         new = delay if delay is not None else policy.max_delay if key is not None \
             else q.settings.get("max_delay", policy.max_delay)
-        end = q.ready_at - before + new
+        end = q.ready_at - old[k] + new
         if hold or end >= q.ready_at:
             continue
         with frontier.transaction():  # (one step where the store has transactions)
-            frontier.unblock(q.key)
+            frontier.unblock(k)
             if end > now:
-                frontier.block(q.key, until=end)
+                frontier.block(k, until=end)
 
 
 def _at_limit(frontier: Frontier, keys: Sequence[str]) -> list[bool]:
