@@ -112,9 +112,12 @@ class _Recording(ResponseHandler):
     of the host recorded with the previous one's response. aiohttp queues whatever its
     parser finds, so the check is here: once a request has its final response, another
     response to it, or any byte while the connection is idle, closes the connection and
-    is never read. A stray that arrives after the next request was written cannot be
-    told from its answer (nothing on the wire says which request a response is for);
-    the extra response that then follows is caught, and the connection dropped."""
+    is never read. A stray still on its way when the next request is written cannot be
+    told from that request's answer (nothing on the wire says which request a response
+    is for); the real answer that follows is then the extra response, caught, and the
+    connection dropped. The politeness delay between a host's requests is what keeps a
+    stray from arriving then, and robots.txt, fetched right before a host's first page,
+    is fetched on a connection closed after it (see :mod:`.robots`)."""
 
     cap = 0
     raw: bytearray
