@@ -53,6 +53,7 @@ def extract(html: str, base_url: str, *, follow_nofollow: bool = False) -> Page:
     if base is not None:
         base_url = resolve(base_url, base.attributes.get("href") or "") or base_url
     seen: set[str] = set()
+    tried: set[str] = set()
     links: list[str] = []
     nofollow = 0
     for node in tree.css(_SELECTOR):
@@ -65,6 +66,14 @@ def extract(html: str, base_url: str, *, follow_nofollow: bool = False) -> Page:
         raw = attrs.get("href") if node.tag in ("a", "area", "link") else attrs.get("src")
         if not raw:
             continue
+        # Pages repeat their links (half of a documentation page's are repeats), and
+        # every "#..." is the page itself: each is resolved once (the same base and
+        # reference resolve alike).
+        if raw[0] == "#":
+            raw = "#"
+        if raw in tried:
+            continue
+        tried.add(raw)
         url = resolve(base_url, raw)
         if url is None:  # e.g. a malformed IPv6 literal: not a link we can follow
             continue
