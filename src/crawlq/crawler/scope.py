@@ -6,7 +6,8 @@ of the canonical form (ada, through ``can_ada``), so ``http://evil.test:81\\@a.t
 is on evil.test (a backslash ends the authority), not on a.test as urllib reads it.
 Host names are compared in their ASCII (IDNA) form without a trailing dot: a seed
 ``http://bücher.test/``, ``--allow-domain bücher.test`` and a link to
-``http://xn--bcher-kva.test./`` are one site. The port is no part of a domain: an
+``http://xn--bcher-kva.test./`` are in one scope (the canonical form, as browsers, keeps
+a trailing-dot host apart: its own queue). The port is no part of a domain: an
 allowed host is allowed on every port.
 """
 

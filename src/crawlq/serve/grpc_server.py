@@ -540,7 +540,7 @@ def _counts(params: Any, *fields: str) -> None:
         if value > MAX_COUNT:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, (
                 f"{field} {value} is -1 (or over {MAX_COUNT}): "
-                f"{'2**32-1' if value == 2**32 - 1 else 'that'} is not a count crawlq takes"))
+                f"{'2**32-1' if value == _MINUS_ONE else 'that'} is not a count crawlq takes"))
 
 
 def _batch(pause_gc: bool, fn: Callable[..., _T], *args: Any) -> _T:

@@ -14,6 +14,7 @@ store, and a lease no server answers ends and its URL is served again.
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import threading
@@ -733,17 +734,14 @@ def _entries_of(frontier: Frontier, urls: Sequence[tuple[str, str]]
                 ) -> dict[str, list[Request]]:
     """The queued and scheduled entries of ``urls`` ((queue, canonical URL) pairs), by
     URL: one read of each queue named (Frontier.remove_queued picking nothing)."""
-    by_queue: dict[str, set[str]] = {}
-    for key, url in urls:
-        by_queue.setdefault(key, set()).add(url)
     found: dict[str, list[Request]] = {}
-    for key, wanted in by_queue.items():
-        def note(request: Request, wanted: set[str] = wanted) -> bool:
-            if request.url in wanted:
-                found.setdefault(request.url, []).append(request)
-            return False
 
-        frontier.remove_queued(note, key)
+    def note(wanted: set[str], request: Request) -> bool:
+        if request.url in wanted:
+            found.setdefault(request.url, []).append(request)
+        return False
+
+    _each_queue(frontier, urls, note)
     return found
 
 
@@ -752,21 +750,29 @@ def _remove_entries(frontier: Frontier, where: Sequence[tuple[str, str]],
     """Remove the queued and scheduled entries of the URLs of ``keep`` (in the queues
     ``where`` names: (queue, URL) pairs) but one entry per URL like ``keep[url]``
     (None: none kept); one step per queue."""
-    by_queue: dict[str, set[str]] = {}
     kept: set[str] = set()
-    for key, url in where:
+
+    def pick(wanted: set[str], request: Request) -> bool:
+        url = request.url
+        if url not in wanted:
+            return False
+        if url not in kept and keep[url] is not None and _entry_key(request) == keep[url]:
+            kept.add(url)
+            return False
+        return True
+
+    _each_queue(frontier, where, pick)
+
+
+def _each_queue(frontier: Frontier, pairs: Sequence[tuple[str, str]],
+                pick: Callable[[set[str], Request], bool]) -> None:
+    """One Frontier.remove_queued step in each queue ``pairs`` ((queue, URL)) names,
+    removing what ``pick`` (the URLs wanted in the queue, a request) says."""
+    by_queue: dict[str, set[str]] = {}
+    for key, url in pairs:
         by_queue.setdefault(key, set()).add(url)
     for key, wanted in by_queue.items():
-        def pick(request: Request, wanted: set[str] = wanted) -> bool:
-            url = request.url
-            if url not in wanted:
-                return False
-            if url not in kept and keep[url] is not None and _entry_key(request) == keep[url]:
-                kept.add(url)
-                return False
-            return True
-
-        frontier.remove_queued(pick, key)
+        frontier.remove_queued(functools.partial(pick, wanted), key)
 
 
 def _count_completed(frontier: Frontier, deltas: Mapping[str, int], now: float) -> None:
