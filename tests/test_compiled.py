@@ -91,13 +91,18 @@ def _random_settle_case(rng: random.Random, n: int) -> tuple[list[tuple[Any, ...
                 d["cursor"] = (rng.randint(-5, 5), rng.randint(1, 99),
                                *(NO_CURSOR, 0) * (len(CURSOR_LEVELS) - 1))
         elif kind == "done":
-            d["inflight"] = -rng.choice([1, 2])
-            if rng.random() < 0.3:
-                d["explicit_delay"] = rng.choice([0.0, 3.0, 60.0])
-            else:
-                d["duration"] = rng.choice([0.0, 0.2, 2.0, None])
-                if d["duration"] is None and rng.random() < 0.5:
-                    d["duration"] = 0  # (an int: duration or 0.0)
+            n = rng.choice([1, 2])
+            d["inflight"] = -n
+            answers = []
+            for _ in range(n):  # (each answer: an explicit delay, or a fetch's duration)
+                if rng.random() < 0.3:
+                    answers.append((None, rng.choice([0.0, 3.0, 60.0])))
+                else:
+                    duration = rng.choice([0.0, 0.2, 2.0, None])
+                    if duration is None and rng.random() < 0.5:
+                        duration = 0  # (an int: duration or 0.0)
+                    answers.append((duration, None))
+            d["answers"] = answers
         elif kind == "add":
             d.update(queued=rng.choice([1, 3]), accepted=rng.choice([1, 3]),
                      head=rng.randint(-5, 5))
@@ -142,15 +147,17 @@ def test_queue_settling_compiled_agrees_with_python(
         rows, fields = _random_settle_case(rng, 300)
         out = []
         rests: list[list[float]] = [[], []]
-        for mod, cache, rest in zip(rows_modules, caches, rests):
+        spent: list[list[int]] = [[], []]
+        for mod, cache, rest, yielded in zip(rows_modules, caches, rests, spent):
             deltas = {}
             for row, f in zip(rows, fields):
                 d = deltas[row[0]] = mod.Delta()
                 for k, v in f.items():
                     setattr(d, k, v)
             # (a generator: settle takes any iterable of rows)
-            out.append(mod.settle((r for r in rows), deltas, now, policy, {}, cache, rest))
-        assert out[0] == out[1] and rests[0] == rests[1]
+            out.append(mod.settle((r for r in rows), deltas, now, policy, {}, cache, rest,
+                                  yielded))
+        assert out[0] == out[1] and rests[0] == rests[1] and spent[0] == spent[1]
         assert [list(w) for w in out[0].values()] == [list(w) for w in out[1].values()]
         assert caches[0] == caches[1]
         assert len(caches[0]) > 50 and len(out[0]) >= 3

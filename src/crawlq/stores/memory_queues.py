@@ -38,23 +38,28 @@ from .base import (
 )
 from .bloom import BloomShape, MemoryBloom
 from .rules import (
-    DOMAIN_WAIT,
     EXHAUSTED,
     HEAD,
     READY,
     RESTING,
     TAIL,
+    answer_rest,
     domain_refusal,
     domain_room,
     entry_rank,
+    event_times,
+    expired_once,
     groups,
+    is_parked,
+    joins_line,
     lease_room,
     over_cap,
-    ready_since,
-    rest_after,
-    session_spent,
+    park,
+    rested,
+    rounds,
+    served,
+    settled,
     share_domains,
-    state_of,
 )
 
 if TYPE_CHECKING:
@@ -162,7 +167,6 @@ class MemoryQueue:
     session: int
     version: int
     created: int
-    room: int
     settings: dict[str, float]
     policy: QueuePolicy
     parked: float
@@ -183,7 +187,6 @@ class MemoryQueue:
         self.session = 0
         self.version = 0  # bumped at each settle: older resting-heap entries are stale
         self.created = created  # its number in creation order
-        self.room = 0  # leases it may still give in the lease call serving it
         self.parked = 0.0  # the end of the rest parking gave it (see rules; 0: none)
         self.settings = {}  # its overrides of the store's policy
         self.policy = policy
@@ -310,7 +313,7 @@ class MemoryQueues:
         """End the park of ``q``, if it is parked, at ``now`` (before a rest or a block
         applies to it: the park's end must not absorb theirs); whether it was. A park
         that ended by ``now`` is over (the queue was ready since its end)."""
-        if q.parked > now and q.state == RESTING and q.ready_at == q.parked:
+        if is_parked(q.state, q.ready_at, q.parked, now):
             q.ready_at = now
             q.parked = 0.0
             return True
@@ -381,12 +384,13 @@ class MemoryQueues:
         """
         old = q.state
         q.version += 1
-        state = state_of(len(q.heap), q.inflight, q.policy.concurrency, q.ready_at, now)
+        state, since = settled(old, old == _SERVED, len(q.heap), q.inflight,
+                               q.policy.concurrency, q.since, q.ready_at, now)
         q.state = state
         if state == RESTING:
             _heappush(self.resting, (q.ready_at, q.version, q.created))
         elif state == READY:
-            q.since = ready_since(old, old == _SERVED, q.since, q.ready_at, now)
+            q.since = since
             entry = ready_key(q)
             q.entry = entry
             _heappush(self.ready, entry)
@@ -527,29 +531,19 @@ class MemoryQueues:
             if got is not None and got.state == READY and (
                     not capped or self._domain_admits(got, ahead, now)):
                 line.append(got)  # (its place in the ready heap: dropped by settle)
+        rooms = [lease_room(q.policy, q.inflight, q.session, len(q.heap)) for q in line]
         for q in line:
             q.state = _SERVED  # served: settle sends it to the back of the line
-            q.room = lease_room(q.policy, q.inflight, q.session, len(q.heap))
         if ahead:  # (capped domains in the line: their queues share the domain's room)
-            rooms = [q.room for q in line]
-            ids = [id(q.domain) for q in line]
-            share_domains(rooms, ids, {id(q.domain): domain_room(q.policy, q.domain.inflight)
-                                       for q in line})
-            for q, room in zip(line, rooms):
-                q.room = room
+            share_domains(rooms, [id(q.domain) for q in line],
+                          {id(q.domain): domain_room(q.policy, q.domain.inflight)
+                           for q in line})
         leases = self.leases
         token = self.token
-        active = line
-        while active and len(out) < limit:
-            want = active[: limit - len(out)]
-            share = max(1, (limit - len(out)) // len(want))
-            for q in want:
+        for each in rounds(rooms, limit - len(out)):
+            for i, k in each:
+                q = line[i]
                 heap = q.heap
-                # (two-argument mins: compiled, native int comparisons)
-                k = min(share, limit - len(out))
-                k = min(k, q.room)
-                k = min(k, len(heap))
-                domain = q.domain
                 key = q.key
                 for _ in range(k):
                     item: bytes = _heappop(heap)
@@ -558,21 +552,12 @@ class MemoryQueues:
                     out.append((token, key, item_priority(item), item_retries(item),
                                 item[12:], expires))
                 q.inflight += k
-                domain.inflight += k
+                q.domain.inflight += k
                 q.session += k
-                q.room -= k
-            if len(out) >= limit:
-                break
-            # The next round: those not asked, then those asked that have more and room.
-            active = active[len(want):] + [q for q in want if q.heap and q.room > 0]
         self.token = token
         again = False
         for q in line:
-            spent = session_spent(q.policy, q.session)
-            if spent:
-                # Yield to the others: rest a while, then the back of the line.
-                q.session = 0
-                q.ready_at = max(q.ready_at, now + q.policy.session_rest)
+            q.ready_at, q.session, spent = served(q.policy, q.ready_at, q.session, now)
             self.settle(q, now)
             if spent:
                 # (it may be ready again at once; one still ready for another reason,
@@ -587,10 +572,10 @@ class MemoryQueues:
         counts; else it is parked (see rules), not served."""
         domain = q.domain
         n = ahead.get(domain, 0)
-        if domain_room(q.policy, domain.inflight) - n <= 0:
-            until = now + DOMAIN_WAIT
-            if until > q.ready_at:  # parked (see rules)
-                q.ready_at = q.parked = until
+        if not joins_line(q.policy, domain.inflight, n):
+            q.ready_at, until = park(q.ready_at, now)
+            if until:
+                q.parked = until
                 _heappush(domain.parked, (until, q.name))
             self.settle(q, now)
             return False
@@ -639,12 +624,9 @@ class MemoryQueues:
                     self.unpark_one(q, now)  # from this answer, not the park's end)
             if expired and kind != ACK_REQUEUE:
                 expired.pop(item[4:10], None)
-            # (one answer: its own rest; several of a queue's in one call rest the
-            # longest of theirs, as rest_after gives for all of them at once)
-            rest = rest_after(q.policy, (duration or 0.0) if delay is None else None, delay)
-            if rest > 0:
-                q.ready_at = max(q.ready_at, now + rest)
-                q.session = 0
+            # (several answers of a queue in one call: it rests the longest of theirs)
+            q.ready_at, q.session = rested(q.ready_at, q.session, now,
+                                           answer_rest(q.policy, duration, delay))
             if kind == ACK_DONE:
                 done += 1
             elif kind == ACK_DEAD:
@@ -699,46 +681,44 @@ class MemoryQueues:
         and Redis stores do). Then queues whose rest ended."""
         sched = self.scheduled
         expiry = self.expiry
-        while True:
-            if sched and sched[0][0] <= now:
-                at = sched[0][0]
-                if expiry and expiry[0][0] < at:
-                    at = expiry[0][0]
-            elif expiry and expiry[0][0] <= now:
-                at = expiry[0][0]
-            else:
-                break
+        due: list[tuple[float, int, str, bytes]] = []
+        while sched and sched[0][0] <= now:
+            due.append(_heappop(sched))
+        expired: list[tuple[float, int]] = []  # (time, token), in the order leased
+        leases = self.leases
+        while expiry and expiry[0][0] <= now:
+            at, _, tokens = _heappop(expiry)
+            for token in tokens:
+                held = leases.get(token)
+                if held is not None and held[2] <= at:  # (not answered, nor renewed since)
+                    expired.append((at, token))
+        i = j = 0
+        for at, i_end, j_end in event_times([d[0] for d in due], [e[0] for e in expired]):
             touched: dict[str, MemoryQueue] = {}
-            while sched and sched[0][0] == at:
-                _, _, key, item = _heappop(sched)
+            for _, _, key, item in due[i:i_end]:
                 q = self.queue(key)
                 _heappush(q.heap, self._renumbered(item, TAIL))
                 touched[key] = q
             back: list[tuple[int, MemoryQueue, bytes]] = []
             freed: dict[MemoryDomain, int] = {}
-            while expiry and expiry[0][0] == at:
-                _, _, tokens = _heappop(expiry)
-                for token in tokens:
-                    held = self.leases.get(token)
-                    if held is None or held[2] > at:  # answered, or renewed since
-                        continue
-                    del self.leases[token]
-                    q, item, _ = held
-                    q.inflight -= 1
-                    q.domain.inflight -= 1
-                    if self.policy.domain_concurrency > 0:
-                        freed[q.domain] = freed.get(q.domain, 0) + 1
-                    touched[q.key] = q
-                    seq = item[4:10]
-                    n = self.expired.get(seq, 0) + 1
-                    if n > self.max_redeliveries:
-                        del self.expired[seq]
-                        self.bury(q, item, item_retries(item),
-                                  expired_error(n, self.max_redeliveries), at)
-                    else:
-                        self.expired[seq] = n
-                        self.counters["redelivered"] += 1
-                        back.append((token, q, item))
+            for _, token in expired[j:j_end]:
+                q, item, _ = leases.pop(token)
+                q.inflight -= 1
+                q.domain.inflight -= 1
+                if self.policy.domain_concurrency > 0:
+                    freed[q.domain] = freed.get(q.domain, 0) + 1
+                touched[q.key] = q
+                seq = item[4:10]
+                n, dies = expired_once(self.expired.get(seq, 0), self.max_redeliveries)
+                if dies:
+                    self.expired.pop(seq, None)
+                    self.bury(q, item, item_retries(item),
+                              expired_error(n, self.max_redeliveries), at)
+                else:
+                    self.expired[seq] = n
+                    self.counters["redelivered"] += 1
+                    back.append((token, q, item))
+            i, j = i_end, j_end
             if back:
                 self._back_at_head(back)
             for q in touched.values():

@@ -1,8 +1,15 @@
-"""The queue rules: a queue's states, when it moves between them, how long it rests
-after a fetch, how many entries a lease round may take from it, when its session
-budget is spent, and when it accepts no more entries. The one definition the memory
-and SQLite stores call (the Redis store's Lua scripts are the only other copy, and
-tests/stores/test_stores_agree.py runs the same call sequences on all three).
+"""The queue engine: a queue's states and each transition it goes through, written once,
+as pure functions over a queue's numbers, which the memory and SQLite stores both run
+(each store only keeps and persists the numbers): the rest after an answer
+(:func:`answer_rest`, :func:`rested`), a lease call's pass over the ready line (its
+rooms, :func:`lease_room` and :func:`share_domains`; its rounds, :func:`rounds`; the
+session after it, :func:`served`), a queue's state and place in line after any change
+(:func:`settled`), waking (:func:`event_times`, :func:`expired_once`), a domain's
+parked queues (:func:`joins_line`, :func:`park`, :func:`is_parked`,
+:func:`unparked_first`) and what ``add`` accepts of a queue and a domain
+(:func:`over_cap`, :func:`domain_refusal`). The Redis store's Lua scripts are the only
+other copy (a script runs on the server in one step), and
+tests/stores/test_stores_differ.py runs the same call sequences on all three stores.
 
 Within a priority, a queue's entries are served by rank (:func:`entry_rank`): an entry
 added goes behind the others (FIFO) or ahead of them (LIFO); one that comes back at once
@@ -131,19 +138,25 @@ def ready_since(old: int, served: bool, since: float, ready_at: float, now: floa
     return now
 
 
-def rest_after(policy: QueuePolicy, longest: float | None, explicit: float | None) -> float:
-    """How long a queue rests after the leases that ended in one call: the longest of
-    their rests, where a lease answered with an explicit ``delay`` rests that long and
-    any other rests ``policy.delay(duration)``. ``longest``: the longest duration of the
-    answers without a delay (None: there were none); ``explicit``: the longest explicit
-    delay (None: none). (``delay`` grows with the duration, so the longest duration gives
-    the longest of those rests.) A rest > 0 also ends the queue's session."""
-    rest = 0.0
-    if longest is not None:
-        rest = policy.delay(longest)
-    if explicit is not None and explicit > rest:
-        rest = explicit
-    return rest
+def answer_rest(policy: QueuePolicy, duration: float | None, delay: float | None) -> float:
+    """The rest one answer asks of its queue: its explicit ``delay``, else
+    ``policy.delay(duration)``. A queue answered several times in one call rests the
+    longest of its answers' rests (:func:`rested`, once per answer): ``delay()`` is a
+    plug point that need not grow with the duration."""
+    if delay is not None:
+        return delay
+    return policy.delay(duration or 0.0)
+
+
+def rested(ready_at: float, session: int, t: float, rest: float) -> tuple[float, int]:
+    """A queue's (``ready_at``, ``session``) after an answer at ``t`` that asks a rest of
+    ``rest`` seconds (:func:`answer_rest`): it rests at least that long, and a rest > 0
+    ends its session."""
+    if rest > 0:
+        if t + rest > ready_at:
+            ready_at = t + rest
+        session = 0
+    return ready_at, session
 
 
 def session_spent(policy: QueuePolicy, session: int) -> bool:
@@ -151,6 +164,61 @@ def session_spent(policy: QueuePolicy, session: int) -> bool:
     budget: it then rests ``session_rest`` and goes to the back of the line."""
     budget = policy.session_budget
     return budget > 0 and session >= budget
+
+
+def served(policy: QueuePolicy, ready_at: float, session: int, t: float
+           ) -> tuple[float, int, bool]:
+    """A queue's (``ready_at``, ``session``) after a lease call at ``t`` took from it
+    (``session`` counts what it took), and whether its session is spent
+    (:func:`session_spent`): it then yields to the others, resting ``session_rest``, and
+    its session starts again (a queue ready again at once may give more in the same
+    call, behind the others: the call's next pass)."""
+    if session_spent(policy, session):
+        rest_end = t + policy.session_rest
+        return (rest_end if rest_end > ready_at else ready_at), 0, True
+    return ready_at, session, False
+
+
+def settled(old: int, was_served: bool, queued: int, inflight: int, concurrency: int,
+            since: float, ready_at: float, t: float) -> tuple[int, float]:
+    """A queue's (state, since) after a change at ``t``: its state from its numbers
+    (:func:`state_of`) and, ready, its place in line (:func:`ready_since`; ``old``: its
+    state before, ``was_served``: a lease call took from it)."""
+    state = state_of(queued, inflight, concurrency, ready_at, t)
+    if state == READY:
+        since = ready_since(old, was_served, since, ready_at, t)
+    return state, since
+
+
+def rounds(rooms: list[int], left: int) -> list[list[tuple[int, int]]]:
+    """The rounds of one pass of a lease call over its line of ready queues: ``rooms``,
+    how many leases each queue of the line may give (:func:`lease_room`, shared by
+    domain: :func:`share_domains`), in line order; ``left``, how many leases the call
+    still wants. Each round is a list of (the queue's place in the line, how many it
+    gives), in serving order: one from each queue in line order, then (a fair share of
+    what is left, so that one big queue needs few rounds) a share from those with room
+    left; a round cut short by ``left`` goes on, in the next, where it stopped, before
+    those asked again."""
+    out: list[list[tuple[int, int]]] = []
+    room = list(rooms)
+    active = list(range(len(room)))
+    while active and left > 0:
+        want = active[:left]
+        share = left // len(want)
+        if share < 1:
+            share = 1
+        this: list[tuple[int, int]] = []
+        for i in want:
+            k = share if share < left else left
+            if room[i] < k:
+                k = room[i]
+            if k > 0:
+                this.append((i, k))
+                room[i] -= k
+                left -= k
+        out.append(this)
+        active = active[len(want):] + [i for i in want if room[i] > 0]
+    return out
 
 
 def lease_room(policy: QueuePolicy, inflight: int, session: int, queued: int) -> int:
@@ -233,3 +301,65 @@ def share_domains(rooms: list[int], domains: list[int], free: dict[int, int]) ->
             r = min(rooms[i], left[d] - n)
             rooms[i] = r
             left[d] -= r
+
+
+def joins_line(policy: QueuePolicy, domain_inflight: int, ahead: int) -> bool:
+    """Whether a ready queue joins a lease call's line: its domain (``domain_inflight``
+    leases out) has room for one more lease than its ``ahead`` queues already in the
+    line take; else it is parked (:func:`park`)."""
+    return domain_room(policy, domain_inflight) - ahead > 0
+
+
+def park(ready_at: float, now: float) -> tuple[float, float]:
+    """A ready queue whose domain has no room at ``now``, parked: its (``ready_at``,
+    ``parked``): it rests until a lease of its domain ends (:func:`unparked`) or
+    DOMAIN_WAIT at most; ``parked`` is that end (0.0: a longer rest it has is not a
+    park)."""
+    until = now + DOMAIN_WAIT
+    if until > ready_at:
+        return until, until
+    return ready_at, 0.0
+
+
+def is_parked(state: int, ready_at: float, parked: float, t: float) -> bool:
+    """Whether a queue is parked at ``t``: resting still the rest parking gave it, and
+    that rest not over (a block or a politeness rest since is not a park, nor a park
+    that ended: the queue was ready since its end, whichever call noticed)."""
+    return parked > t and state == RESTING and ready_at == parked
+
+
+def unparked_first(parked: list[tuple[float, str, int]], n: int, t: float) -> list[int]:
+    """Of a domain's parked queues (the end of each one's park, its key, its id), those
+    that ``n`` of its leases ending at ``t`` make ready: the longest parked first (the
+    earliest end), then by key; a park over by ``t`` is none."""
+    return [q for until, _, q in sorted(parked) if until > t][:n]
+
+
+def expired_once(expired_before: int, cap: int) -> tuple[int, bool]:
+    """An entry whose lease expired unanswered, after ``expired_before`` such expiries:
+    its count now, and whether it dies (more than ``cap``, ``max_redeliveries``) rather
+    than coming back at the head of its queue."""
+    n = expired_before + 1
+    return n, n > cap
+
+
+def event_times(due: list[float], expired: list[float]) -> list[tuple[float, int, int]]:
+    """The order in which a store brings in what came due (each list in time order: the
+    times of entries scheduled for later, of leases that expired): time by time, and at
+    each (``t``, the end in ``due`` of what is due at ``t``, the end in ``expired`` of
+    what expired at ``t``): the entries due first, joining their queues as if added then
+    (:data:`TAIL`, in the order they were scheduled), then the leases (:func:`expired_once`:
+    back at the :data:`HEAD` of their queues in the order they were leased, or dead),
+    each queue then settled at ``t``, so that a queue made ready has waited since then,
+    not since the call that noticed."""
+    out: list[tuple[float, int, int]] = []
+    i = j = 0
+    nd, ne = len(due), len(expired)
+    while i < nd or j < ne:
+        t = due[i] if j >= ne or (i < nd and due[i] <= expired[j]) else expired[j]
+        while i < nd and due[i] == t:
+            i += 1
+        while j < ne and expired[j] == t:
+            j += 1
+        out.append((t, i, j))
+    return out

@@ -51,7 +51,6 @@ from .bloom import BLOCK_BYTES, BloomShape
 from .policy import typed_settings
 from .rules import (
     BUSY,
-    DOMAIN_WAIT,
     EXHAUSTED,
     HEAD,
     LAST,
@@ -59,11 +58,17 @@ from .rules import (
     RESTING,
     TAIL,
     domain_room,
+    event_times,
+    expired_once,
     groups,
+    is_parked,
+    joins_line,
     label,
     lease_room,
-    session_spent,
+    park,
+    rounds,
     share_domains,
+    unparked_first,
 )
 from .sqlite_ahead import NO_HEAD, ReadAhead
 from .sqlite_group import GROUP_COMMIT, GROUP_MAX, SQLITE_SUFFIXES, GroupCommit
@@ -83,6 +88,7 @@ from .sqlite_rows import (
     Q_INFLIGHT,
     Q_QID,
     Q_QUEUED,
+    Q_READY_AT,
     Q_SESSION,
     SETTINGS_AT,
     Delta,
@@ -489,65 +495,38 @@ class SQLiteStore:
         # qid -> the keys of the last entries it leased from each level past 0 (see
         # sqlite_schema): nprio (NO_CURSOR: none), ord per CURSOR_LEVELS
         cursor = {r[0]: r[CURSORS_AT:SETTINGS_AT] for r in cands}
-        # qid -> how many it may lease in this call; needed once a queue can give
-        # more than one (one round takes one from each of ``limit`` queues or more)
-        room: dict[int, int] = ({} if len(active) >= limit - len(out)
-                                else self._room(c, active, cands, free))
-        taken: dict[int, int] = dict.fromkeys(active, 0)
+        room = self._room(c, active, cands, free)
+        taken: dict[int, int] = {}
         # qid -> its head after the call when known exactly (NO_HEAD: none left in
         # the levels; MAYBE_MORE: read on below; None: not known, looked up)
         after: dict[int, Any] = {}
-        # Round-robin: one entry from each ready queue in order, then again from
-        # those with room left, until ``limit`` is reached.
-        while active and len(out) < limit:
-            want = active[: limit - len(out)]
-            share = max(1, (limit - len(out)) // len(want))
+        for each in rounds([room[qid] for qid in active], limit - len(out)):
             got: list[tuple[Any, ...]] = []
-            if share == 1:
-                got = self._ahead.take(c, want, cursor, after, cands)
+            if all(k == 1 for _, k in each):  # (one from each: read ahead, or heads)
+                got = self._ahead.take(c, [active[i] for i, _ in each], cursor, after,
+                                       cands)
             else:
-                # Few queues with room: a fair share of what is left from each.
-                for qid in want:
-                    k = min(share, room[qid] - taken[qid], limit - len(out) - len(got))
-                    if k > 0:
-                        got += self._ahead.take_first(c, qid, k, cursor[qid], after)
-            counts: dict[int, int] = {}
+                for i, k in each:
+                    qid = active[i]
+                    got += self._ahead.take_first(c, qid, k, cursor[qid], after)
             token = take_rows(got, cursor, keys, token, expires, ints, payloads, out,
-                              counts)
-            for qid, k in counts.items():
-                taken[qid] += k
-            if len(out) >= limit:
-                break
-            if not room:
-                room = self._room(c, active, cands, free)
-            # A queue that gave less than asked is empty; drop it from the next round.
-            # The queues not asked this time (``limit`` cut the round short, and some
-            # asked were empty) go first: the round goes on where it stopped.
-            active = active[len(want):] + [
-                q for q in want if q in counts and taken[q] < room[q]
-                and (share == 1 or counts[q] >= min(share, room[q]))]
+                              taken)
         self._ahead.read_on(c, after, cursor)
         deltas: dict[int, Delta] = {}
-        again = False
-        for row in cands:
-            qid = row[0]
-            k = taken[qid]
-            if k:
-                d = deltas[qid] = Delta()
-                d.inflight = k
-                d.queued = -k
-                d.session = k
-                d.served = True
-                head = after.get(qid)
-                if head is None:
-                    d.recompute = True
-                else:
-                    d.head, d.exact = (None if head is NO_HEAD else head), True
-                d.cursor = cursor[qid]  # (every entry leased moved a cursor)
-                if session_spent(self._policy(tuple(row[SETTINGS_AT:])), row[Q_SESSION] + k):
-                    again = True
-        self._apply(c, deltas, now, cands)
-        return token, again
+        for qid, k in taken.items():
+            d = deltas[qid] = Delta()
+            d.inflight = k
+            d.queued = -k
+            d.session = k
+            d.served = True
+            head = after.get(qid)
+            if head is None:
+                d.recompute = True
+            else:
+                d.head, d.exact = (None if head is NO_HEAD else head), True
+            d.cursor = cursor[qid]  # (every entry leased moved a cursor)
+        spent = self._apply(c, deltas, now, cands)
+        return token, bool(spent)
 
     def _room(self, c: sqlite3.Connection, line: list[int], rows: Iterable[Sequence[Any]],
               free: dict[int, int]) -> dict[int, int]:
@@ -573,46 +552,46 @@ class SQLiteStore:
         Returns the line and the room of each of its domains (did -> leases)."""
         queues = self._queues
         line: list[int] = []
-        free: dict[int, int] = {}
+        inflight: dict[int, int] = {}  # did -> its leases out
         ahead: dict[int, int] = {}
         while active:
             dids = queues.dids_of(c, active)
             unknown = sorted({dv for qid in active if (dv := dids[qid]) is not None}
-                             - free.keys())
-            out = dict.fromkeys(unknown, 0)
+                             - inflight.keys())
+            inflight.update(dict.fromkeys(unknown, 0))
             for part in chunks(unknown):
-                out.update(c.execute(
+                inflight.update(c.execute(
                     "SELECT did, sum(inflight) FROM queues WHERE inflight > 0 "
                     "AND did IS NOT NULL AND did IN "
                     f"({marks(len(part))}) GROUP BY did", part))
-            for did, n in out.items():
-                free[did] = domain_room(self.policy, n)
+            ready_at = {r[Q_QID]: r[Q_READY_AT] for r in queues.rows_of(c, active)}
             resting: dict[int, Delta] = {}
+            parked: list[tuple[float, int]] = []
             for qid in active:
                 qdid = dids[qid]
                 if qdid is None:  # (a queue without a domain: no cap)
                     line.append(qid)
                     continue
                 n = ahead.get(qdid, 0)
-                if free[qdid] - n <= 0:
-                    d = resting[qid] = Delta()
-                    d.ready_at = now + DOMAIN_WAIT
-                else:
+                if joins_line(self.policy, inflight[qdid], n):
                     ahead[qdid] = n + 1
                     line.append(qid)
+                else:
+                    d = resting[qid] = Delta()
+                    d.ready_at, until = park(ready_at[qid], now)
+                    if until:
+                        parked.append((until, qid))
             if not resting:
                 break
             self._apply(c, resting, now)
-            until = now + DOMAIN_WAIT  # (parked: see rules; a longer rest is not parking)
-            c.executemany("UPDATE queues SET parked=ready_at WHERE qid=? AND ready_at=?",
-                          [(qid, until) for qid in resting])
+            c.executemany("UPDATE queues SET parked=? WHERE qid=?", parked)
             if not more or len(line) >= want:
                 break
             # (the queues rested left the line's index: those in the line come first)
             active = [r[0] for r in c.execute(
                 f"SELECT qid FROM queues WHERE state={READY} ORDER BY head, since, key "
                 "LIMIT ? OFFSET ?", (want - len(line), len(line)))]
-        return line, {did: free[did] for did in ahead}
+        return line, {did: domain_room(self.policy, inflight[did]) for did in ahead}
 
     def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
         """See :meth:`Store.renew` (per ``next()`` call: see sqlite_leases.renew)."""
@@ -715,12 +694,7 @@ class SQLiteStore:
                         before.then = d
                     run.last[qid] = d
                 d.inflight -= 1
-                # (the longest wins; comparisons, not max(): once per acknowledgement)
-                if delay is not None:
-                    if d.explicit_delay is None or delay > d.explicit_delay:
-                        d.explicit_delay = delay
-                elif d.duration is None or (duration or 0.0) > d.duration:
-                    d.duration = duration or 0.0
+                d.answered(duration, delay)
                 if kind == ACK_DONE:
                     run.done += 1
                 elif kind == ACK_DEAD:
@@ -816,19 +790,13 @@ class SQLiteStore:
             expired.sort(key=lambda e: (e[0], e[1]))  # (by time, then lease order)
             n_back = n_buried = 0
             i = j = 0
-            while i < len(due) or j < len(expired):
-                at = min(due[i][0] if i < len(due) else math.inf,
-                         expired[j][0] if j < len(expired) else math.inf)
+            for at, i_end, j_end in event_times([r[0] for r in due],
+                                                [e[0] for e in expired]):
                 deltas: dict[int, Delta] = {}
-                rows: list[sqlite_leases.LeaseRow] = []
-                while i < len(due) and due[i][0] == at:
-                    rows.append(due[i][2:])
-                    i += 1
+                rows = [r[2:] for r in due[i:i_end]]
                 self._to_level0(c, self._renumbered(c, rows, TAIL), deltas, False)
-                gone: list[sqlite_leases.LeaseRow] = []
-                while j < len(expired) and expired[j][0] == at:
-                    gone.append(expired[j][2])
-                    j += 1
+                gone = [e[2] for e in expired[j:j_end]]
+                i, j = i_end, j_end
                 back, dead = self._expired(c, gone, at)
                 # (back at the head: numbered latest lease first, so that they keep the
                 # order they were leased in; the dead are kept in lease order)
@@ -888,8 +856,8 @@ class SQLiteStore:
             key = (row[0], row[1], row[2])
             got = c.execute("SELECT n FROM expiries WHERE qid=? AND nprio=? AND ord=?",
                             key).fetchone() if self._expiries else None
-            n = (got[0] if got else 0) + 1
-            if n > cap:
+            n, dies = expired_once(got[0] if got else 0, cap)
+            if dies:
                 gone.append(key)
                 dead_rows.append((row[0], -row[1], row[3], bytearray(row[4]),
                                   expired_error(n, cap), at))
@@ -955,19 +923,21 @@ class SQLiteStore:
             self._events_due = at
 
     def _apply(self, c: sqlite3.Connection, deltas: dict[int, Delta], now: float,
-               rows: Iterable[tuple[Any, ...]] | None = None) -> None:
+               rows: Iterable[tuple[Any, ...]] | None = None) -> list[int]:
         """Write queue changes and recompute each queue's state (the one settle step).
+        Returns the queues whose session a lease call spent (:func:`.rules.served`).
 
         ``rows``: the queues' current rows (``QUEUE_COLS``) when the caller read them
         in this transaction already; otherwise they are read here.
         """
+        spent: list[int] = []
         if not deltas:
-            return
+            return spent
         if rows is None:
             rows = self._queues.rows_of(c, list(deltas))
         rests: list[float] = []
         writes = settle(rows, deltas, now, self.policy, self._policies, self._queues.rows,
-                        rests)
+                        rests, spent)
         for sql, args in writes.items():
             c.executemany(sql, args)
         if rests:
@@ -985,6 +955,7 @@ class SQLiteStore:
                     step = step.then
             if freed:
                 self._unpark(c, freed)
+        return spent
 
     def _unpark_answered(self, c: sqlite3.Connection, held: Mapping[int, Any],
                          when: Mapping[int, float]) -> None:
@@ -999,9 +970,10 @@ class SQLiteStore:
                 first[h[0]] = at
         # (the parked queues, few but in a trap, by their own index; then those answered)
         # (a park that ended by the answer's time is over: the queue was ready then)
-        parked = [qid for qid, until in c.execute(
-            "SELECT qid, parked FROM queues INDEXED BY queues_parked WHERE parked IS NOT "
-            f"NULL AND state={RESTING} AND ready_at=parked") if until > first.get(qid, until)]
+        parked = [qid for qid, state, ready_at, until in c.execute(
+            "SELECT qid, state, ready_at, parked FROM queues INDEXED BY queues_parked "
+            "WHERE parked IS NOT NULL")
+            if qid in first and is_parked(state, ready_at, until, first[qid])]
         if parked:
             c.executemany("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=?",
                           [(first[qid], qid) for qid in parked])
@@ -1022,16 +994,14 @@ class SQLiteStore:
             want = by_time[t]
             parked: dict[int, list[tuple[float, str, int]]] = {}
             for part in chunks(sorted(want)):  # (one seek per domain, in one statement)
-                for did, qid, until, key in c.execute(
-                        "SELECT did, qid, parked, key FROM queues WHERE parked IS NOT NULL "
-                        f"AND did IN ({marks(len(part))}) AND state={RESTING} "
-                        "AND ready_at=parked", part):
-                    if until > t:  # (a park that ended by then is over: ready then)
+                for did, qid, state, ready_at, until, key in c.execute(
+                        "SELECT did, qid, state, ready_at, parked, key FROM queues WHERE "
+                        f"parked IS NOT NULL AND did IN ({marks(len(part))})", part):
+                    if is_parked(state, ready_at, until, t):
                         parked.setdefault(did, []).append((until, key, qid))
             ready: list[int] = []
             for did, rows in parked.items():
-                rows.sort()
-                ready += [qid for _, _, qid in rows[:want[did]]]
+                ready += unparked_first(rows, want[did], t)
             if ready:
                 c.executemany("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=?",
                               [(t, qid) for qid in ready])
@@ -1101,9 +1071,10 @@ class SQLiteStore:
     def _end_park(self, c: sqlite3.Connection, qid: int, now: float) -> None:
         """End the park of queue ``qid``, if it is parked, at ``now`` (a park that ended
         by then is over: the queue was ready since its end)."""
-        if c.execute("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=? AND parked "
-                     f"> ? AND state={RESTING} AND ready_at=parked",
-                     (now, qid, now)).rowcount:
+        row = c.execute("SELECT state, ready_at, parked FROM queues WHERE qid=?",
+                        (qid,)).fetchone()
+        if row[2] is not None and is_parked(row[0], row[1], row[2], now):
+            c.execute("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=?", (now, qid))
             self._queues.forget([qid])
 
     def unblock(self, queue: str, now: float) -> None:

@@ -19,16 +19,15 @@ from .base import ADDED, DUPLICATE, OVER_BUDGET
 from .bloom import BLOCK_BYTES, BloomShape, test_and_set
 from .policy import QUEUE_SETTINGS, QueuePolicy
 from .rules import (
-    READY,
     RESTING,
     TAIL,
+    answer_rest,
     domain_refusal,
     entry_rank,
     over_cap,
-    ready_since,
-    rest_after,
-    session_spent,
-    state_of,
+    rested,
+    served,
+    settled,
 )
 from .sqlite_schema import CURSOR_LEVELS, NO_CURSOR, head_of
 
@@ -108,8 +107,7 @@ class Delta:
     head: int | None
     exact: bool
     ready_at: float
-    duration: float | None
-    explicit_delay: float | None
+    answers: list[tuple[float | None, float | None]] | None
     cursor: tuple[int, ...] | None
     at: float | None
     then: Delta | None
@@ -124,11 +122,9 @@ class Delta:
         self.head = None  # a new candidate head (negated priority)
         self.exact = False  # head is the queue's head after the call, not a candidate
         self.ready_at = 0.0
-        # The longest fetch among the leases that ended without an explicit delay (the
-        # delay grows with it), and the longest explicit delay; None while there was
-        # none (rules.rest_after rests the longer of the two).
-        self.duration = None
-        self.explicit_delay = None
+        # The answers that ended leases: (duration, explicit delay) each; None: none.
+        # Each asks a rest of its own (rules.answer_rest), the queue rests the longest.
+        self.answers = None
         # The queue's cursors (nprio, ord per CURSOR_LEVELS; NO_CURSOR: none) after
         # the call, when it leased.
         self.cursor = None
@@ -138,6 +134,15 @@ class Delta:
         # The same queue's changes at a later time, applied after these (the answers of
         # several held calls to one queue).
         self.then = None
+
+    def answered(self, duration: float | None, delay: float | None) -> None:
+        """A lease of the queue ended with an answer (its fetch's ``duration``, an
+        explicit ``delay``)."""
+        answers = self.answers
+        if answers is None:
+            self.answers = [(duration, delay)]
+        else:
+            answers.append((duration, delay))
 
     def offer_head(self, nprio: int) -> None:
         """An entry of (negated) priority ``nprio`` joined the queue."""
@@ -159,14 +164,16 @@ def policy_of(base: QueuePolicy, cache: dict[tuple[Any, ...], QueuePolicy],
 
 def settle(rows: Iterable[tuple[Any, ...]], deltas: dict[int, Delta], now: float,
            base: QueuePolicy, policies: dict[tuple[Any, ...], QueuePolicy],
-           cache: dict[int, tuple[Any, ...]], rests: list[float]
+           cache: dict[int, tuple[Any, ...]], rests: list[float], spent: list[int]
            ) -> dict[str, list[tuple[Any, ...]]]:
     """The one settle step: each queue's row (``rows``, QUEUE_COLS) with its ``deltas``
     applied (a chain of them, ``Delta.then``, one after the other, each at its time)
-    and its state recomputed. Returns the UPDATE statements to run (statement ->
-    parameters); ``cache`` (queue rows by qid) gets the new rows, or loses those whose
-    head the statement looks up; ``rests`` gets the rest end of each queue it leaves
-    resting."""
+    through the queue rules' transitions (:func:`.rules.rested` per answer,
+    :func:`.rules.served` after a lease call, :func:`.rules.settled`). Returns the UPDATE
+    statements to run (statement -> parameters); ``cache`` (queue rows by qid) gets the
+    new rows, or loses those whose head the statement looks up; ``rests`` gets the rest
+    end of each queue it leaves resting, ``spent`` the qid of each whose session a lease
+    call spent."""
     writes: dict[str, list[tuple[Any, ...]]] = {}
     for row in rows:
         qid: int = row[Q_QID]
@@ -196,27 +203,24 @@ def settle(rows: Iterable[tuple[Any, ...]], deltas: dict[int, Delta], now: float
             inflight += step.inflight
             session += step.session
             accepted += step.accepted
-            served = step.served
+            was_served = step.served
             t = now if step.at is None else step.at  # (the changes happened then)
             if step.ready_at > ready_at:
                 ready_at = step.ready_at
-            if step.duration is not None or step.explicit_delay is not None:
-                rest = rest_after(pol, step.duration, step.explicit_delay)
-                if rest > 0:
-                    if t + rest > ready_at:
-                        ready_at = t + rest
-                    session = 0
-            if served and session_spent(pol, session):
-                session = 0  # yield to the others: rest a while, then the back of the line
-                if t + pol.session_rest > ready_at:
-                    ready_at = t + pol.session_rest
+            answers = step.answers
+            if answers is not None:
+                for duration, delay in answers:
+                    ready_at, session = rested(ready_at, session, t,
+                                               answer_rest(pol, duration, delay))
+            if was_served:
+                ready_at, session, yielded = served(pol, ready_at, session, t)
+                if yielded:
+                    spent.append(qid)
             new_head = step.head
             if step.exact or (new_head is not None and (head is None or new_head < head)):
                 head = new_head  # (an exact head replaces the old one, a candidate may)
-            old_state = new_state
-            new_state = state_of(queued, inflight, pol.concurrency, ready_at, t)
-            if new_state == READY:
-                since = ready_since(old_state, served, since, ready_at, t)
+            new_state, since = settled(new_state, was_served, queued, inflight,
+                                       pol.concurrency, since, ready_at, t)
             step = step.then
         d = first
         if new_state == RESTING:
