@@ -122,6 +122,11 @@ TINY: dict[str, tuple[Tiny, ...]] = {
         ("--hosts", "2", "--pages", "20", "--page-bytes", "1000", "--links", "4"),
         # (workers, pages, twice, missing 0, ..., speed, per CPU)
         (rf"^\s+2\s+\d+\s+\d+\s+0\s+.*\s{_N}x\s+{_N}x$",)),),
+    "call_path.py": tuple(
+        Tiny(("--tiny", "--store", store),
+             # (a next() enters the frontier, the store and the engine, with no callback)
+             (r"^next\(10\)\s+([4-9]|\d\d)\s+\d+\s+0$", r"^done\(1 lease\)\s+\d+\s+\d+\s+0$"))
+        for store in ("sqlite", "memory")),
     "crawl_floor.py": (Tiny(
         ("--n", "50"),
         (rf"^CPU per page: parse {_N} us \({_N} links\), .* output {_N} us: {_N} us in all$",)),),

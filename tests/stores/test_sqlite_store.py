@@ -233,7 +233,7 @@ def test_sqlite_read_ahead_sees_entries_added_after_it(
             return lease.request.url
 
         assert take() == "https://a.example/1"  # (a's two read ahead: all it has)
-        assert bool(f.store._ahead.queues) == bool(ahead_from)  # type: ignore[attr-defined]
+        assert bool(f.store._db.ahead.queues) == bool(ahead_from)  # type: ignore[attr-defined]
         f.add([Request("https://a.example/3", priority=-5)])
         assert [take() for _ in range(3)] == [
             "https://a.example/2", "https://b.example/x", "https://a.example/3"]
@@ -263,7 +263,7 @@ def test_sqlite_read_ahead_is_bounded(tmp_path: Path,
         while leases := f.next(50):
             leased += [lease.request.url for lease in leases]
             f.done(leases)
-            ahead = store._ahead  # type: ignore[attr-defined]
+            ahead = store._db.ahead  # type: ignore[attr-defined]
             held = sum(len(rows) for rows, _ in ahead.queues.values())
             assert held == ahead.rows
             most = max(most, held)
@@ -542,10 +542,10 @@ def test_a_locked_full_or_read_only_store_is_not_called_damaged(tmp_path: Path) 
         holder.execute("ROLLBACK")
         holder.close()
     with Frontier.open(url, **FAST) as f:
-        f.store._conn.execute("PRAGMA max_page_count=1")  # type: ignore[attr-defined]
+        f.store._db.conn.execute("PRAGMA max_page_count=1")  # type: ignore[attr-defined]
         with pytest.raises(StoreFull, match="the disk is full"):  # (as a full disk does)
             f.add([f"https://b.example/{i}" for i in range(5000)])
-        f.store._conn.execute("PRAGMA query_only=1")  # type: ignore[attr-defined]
+        f.store._db.conn.execute("PRAGMA query_only=1")  # type: ignore[attr-defined]
         with pytest.raises(StoreReadOnly, match="cannot be written"):
             f.add("https://c.example/")
     with Frontier.open(url, **FAST) as f:  # nothing of the failed calls was kept
@@ -721,7 +721,7 @@ def test_sqlite_skips_waking_only_while_nothing_can_be_due(tmp_path: Path) -> No
     f = Frontier.open(f"sqlite:///{tmp_path}/w.db", clock=clock, min_delay=5.0,
                       max_delay=5.0, delay_factor=0.0, lease_ttl=30)
     store: Any = f.store
-    assert f.next(5) == [] and store._wake_due == math.inf  # known: nothing anywhere
+    assert f.next(5) == [] and store._db.wake_due == math.inf  # known: nothing anywhere
     f.add([Request("https://a.example/1", not_before=clock() + 10)])  # scheduled
     clock.advance(9.9)
     assert f.next(5) == []

@@ -100,7 +100,7 @@ def test_sqlite_page_cache_option(tmp_path: Path) -> None:
     cases = [({}, "", -6144), ({"cache_mb": 16}, "", -16384), ({}, "?cache_mb=0.5", -512)]
     for i, (kw, query, want) in enumerate(cases):
         f = Frontier.open(f"sqlite:///{tmp_path}/c{i}.db{query}", **kw)
-        conn = f.store._conn  # type: ignore[attr-defined]
+        conn = f.store._db.conn  # type: ignore[attr-defined]
         assert conn.execute("PRAGMA cache_size").fetchone()[0] == want
         f.close()
     for bad in (0, -1, "lots", float("nan"), 2**21):

@@ -8,13 +8,19 @@ acknowledgements and small lease calls are group-committed with the calls that f
 ``synchronous=normal`` (the default) a committed call survives a killed process; with
 ``synchronous=full`` it survives a power loss too, at a cost in speed.
 
-:class:`SQLiteStore` is the store, whole. The parts it holds, each in its module: the
-schema and the checks of a file (:mod:`.sqlite_schema`), the entry and seen-set levels
-and their SQL (:mod:`.sqlite_levels`), the per-row steps compiled by mypyc
-(:mod:`.sqlite_rows`: settling a queue row, add's verdicts, a lease round), the leases
-of each call (:mod:`.sqlite_leases`), the cache of queue rows (:mod:`.sqlite_queues`),
-the read-ahead of entries (:mod:`.sqlite_ahead`), group commit (:mod:`.sqlite_group`)
-and the dump's reader (:mod:`.sqlite_dump`). The queue rules are :mod:`.rules`'.
+:class:`SQLiteStore` is the store as the queue engine sees it: what each call does to
+queues, through :mod:`.rules` (the lease pass, answers, waking, parking, steering,
+listings, deleting, dump and load), and the one settling step that writes a queue's
+changed numbers (:meth:`SQLiteStore._apply`, with :func:`.sqlite_rows.settle`). Under it
+is its :class:`~.sqlite_db.Database` (:mod:`.sqlite_db`), the storage machinery: the
+connection, the transaction every call runs in, group commit (:mod:`.sqlite_group`),
+what is cached between calls (queue rows, :mod:`.sqlite_queues`; entries read ahead,
+:mod:`.sqlite_ahead`; value names, :mod:`.sqlite_values`), counters and sequences, and
+writing entries into the levels (:mod:`.sqlite_levels`). The other parts, each in its
+module: the schema and the checks of a file (:mod:`.sqlite_schema`), the per-row steps
+compiled by mypyc (:mod:`.sqlite_rows`: settling a queue row, add's verdicts, a lease
+round), the leases of each call (:mod:`.sqlite_leases`) and the dump's reader
+(:mod:`.sqlite_dump`).
 """
 
 from __future__ import annotations
@@ -22,13 +28,12 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
-import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import ConfigError, StoreError, StoreReadOnly
+from ..errors import ConfigError, StoreError
 from ..models import QueueInfo, Stats
 from . import dumpfmt, sqlite_dump, sqlite_leases
 from .base import (
@@ -70,18 +75,18 @@ from .rules import (
     share_domains,
     unparked_first,
 )
-from .sqlite_ahead import NO_HEAD, ReadAhead
-from .sqlite_group import GROUP_COMMIT, GROUP_MAX, SQLITE_SUFFIXES, GroupCommit
+from .sqlite_ahead import NO_HEAD
+from .sqlite_db import DEFAULT_CACHE_MB, Database
+from .sqlite_group import GROUP_COMMIT, SQLITE_SUFFIXES
 from .sqlite_levels import (
     FIRST_ENTRIES,
     SeenTx,
     chunks,
-    drop_behind_cursors,
     insert_rows,
     marks,
     settle_levels,
 )
-from .sqlite_queues import Domains, QueueCache
+from .sqlite_queues import Domains
 from .sqlite_rows import (
     CURSORS_AT,
     Q_ACCEPTED,
@@ -105,27 +110,19 @@ from .sqlite_schema import (
     NO_CURSOR,
     SEEN_LEVELS,
     domains_of_queues,
-    initialize,
-    store_error,
 )
-from .sqlite_values import NEXT_EXPIRY, ValueLog
+from .sqlite_values import NEXT_EXPIRY
 
-__all__ = ["DEFAULT_CACHE_MB", "MIN_SQLITE", "SQLiteStore"]
-
-MIN_SQLITE = (3, 35, 0)
-"""The oldest SQLite the store runs on: it uses RETURNING (3.35), upserts (3.24) and row
-values (3.15)."""
-DEFAULT_CACHE_MB = 6.0
-"""SQLite's page cache per connection, in MiB (option ``cache_mb``; SQLite's own default
-is 2). A fixed amount: it does not grow with the queue."""
+__all__ = ["DEFAULT_CACHE_MB", "SQLiteStore"]
 
 
 class SQLiteStore:
     """Durable store in one SQLite file; see :class:`crawlq.stores.base.Store`.
 
-    Each call runs in :meth:`_tx` (one transaction, the held acknowledgements applied
-    first), wakes what came due (:meth:`_wake`), and writes each queue it changed through
-    the one settling step (:meth:`_apply`, with :func:`.sqlite_rows.settle`)."""
+    Each call runs in its database's transaction (:meth:`.sqlite_db.Database.tx`, the
+    held acknowledgements applied first), wakes what came due (:meth:`_wake`), and
+    writes each queue it changed through the one settling step (:meth:`_apply`, with
+    :func:`.sqlite_rows.settle`)."""
 
     def __init__(
         self,
@@ -140,178 +137,46 @@ class SQLiteStore:
         max_redeliveries: int = MAX_REDELIVERIES,
         group_commit: float = GROUP_COMMIT,
     ) -> None:
-        if synchronous.lower() not in ("normal", "full", "off"):
-            raise ConfigError("synchronous must be 'normal', 'full' or 'off'")
-        self.in_process = synchronous.lower() != "full"
+        self.in_process = str(synchronous).lower() != "full"
         """Whether its calls are work of this process rather than waits: in WAL mode
         with ``synchronous=normal`` a commit is a write to the page cache, no fsync
         (``full`` waits for one per commit). :class:`~crawlq.aio.AsyncFrontier` then
         calls it on the event loop: on a worker thread the same Python work would hold
         the GIL all the same, and the hand-offs cost a crawl about a third of its pages/s
         (bench_crawl, measured)."""
-        if not 0 < cache_mb <= 1 << 20:
-            raise ConfigError(f"cache_mb is SQLite's page cache in MiB (0 < cache_mb <= "
-                              f"1048576): got {cache_mb!r}")
-        if sqlite3.sqlite_version_info < MIN_SQLITE:
-            # (otherwise the first RETURNING would fail as "near RETURNING: syntax error",
-            # which reads like a broken file)
-            raise StoreError(
-                f"the SQLite store needs SQLite >= {'.'.join(map(str, MIN_SQLITE))}; this "
-                f"Python's sqlite3 module uses {sqlite3.sqlite_version} (a newer Python or "
-                "distribution has it; or use memory:// or redis://)")
         self.path = path
         self.policy = policy or QueuePolicy()
         self.lifo = lifo
         self.max_redeliveries = max_redeliveries
         self.group_commit = group_commit
-        self._counts: dict[str, int] = {}  # counter changes of the transaction (_count)
-        # Whether the expiries table may have rows (None: unknown, another connection
-        # wrote): while it has none, answering a lease need not look there.
-        self._expiries: bool | None = None
-        # The earliest expiry of a named value (None: unknown, another connection
-        # wrote; inf: none): until then waking need not look for values to drop.
-        # The earliest time _wake may find a scheduled entry due, a lease call expired, a
-        # rest ended or a named value's time up, as far as this connection knows (None:
-        # not known; unknown again whenever another connection wrote, or a transaction
-        # rolled back): before it, _wake's statements would find nothing and are
-        # skipped. Every write of this connection that makes one lowers it
-        # (_wake_no_sooner).
-        self._wake_due: float | None = None
-        # The same for scheduled entries and lease expiries alone (rests and values
-        # left out): the answers of held calls are applied together while none is due
-        # between them (see _release).
-        self._events_due: float | None = None
         self._bloom = bloom
-        self._lock = threading.RLock()
-        # Small acknowledgements, held until a transaction takes them (see release).
-        self._group = GroupCommit(path, group_commit, self._lock, self._commit_held)
-        self._queues = QueueCache()  # queue ids, keys and rows (sqlite_queues)
-        self._queues.grouped = groups(self.policy)
         self._policies: dict[tuple[Any, ...], QueuePolicy] = {}
-        try:
-            self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
-                                         check_same_thread=False)
-        except sqlite3.Error as exc:
-            why = _why_unopenable(path)
-            # (a folder that cannot be written: read-only, as a write to the store is)
-            kind = StoreReadOnly if why is not None and why.startswith(_NO_WRITE) else \
-                StoreError
-            raise kind(f"cannot open {path}: {why or exc}") from exc
-        try:
-            self._conn.execute("PRAGMA journal_mode=WAL").fetchone()
-            self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
-            self._conn.execute("PRAGMA temp_store=MEMORY")
-            # Debian builds SQLite with secure_delete on: every freed page (a next()
-            # call's lease blob at done(), level 0 after a merge) is zeroed and written
-            # to the WAL once more. FAST zeroes only where that costs no extra write.
-            self._conn.execute("PRAGMA secure_delete=FAST")
-            # (negative: KiB) A batch's level-0 pages and the seek paths of its
-            # fingerprints do not fit SQLite's default 2 MiB, and each page that fell out
-            # is read back from the WAL (docs/benchmarks.md, "why the SQLite store").
-            self._conn.execute(f"PRAGMA cache_size={-max(1, round(cache_mb * 1024))}")
-            # The WAL is checkpointed every 1,000 pages (SQLite's default) and cut back
-            # to 4 MiB after each checkpoint, so it stays a small part of the store's
-            # disk: with 10,000 pages and 64 MiB it stayed at its high-water mark, ~280
-            # bytes per queued URL beside the database's ~70 (bench_frontier's disk
-            # column, 348 -> 95 B/req), for no speed that the bench could tell apart.
-            self._conn.execute("PRAGMA wal_autocheckpoint=1000")
-            self._conn.execute("PRAGMA journal_size_limit=4194304")
-            initialize(self._conn, path,
-                       None if bloom is None else (bloom.capacity, bloom.error_rate), lifo,
-                       groups(self.policy), self._group.openers.alone)
-        except BaseException as exc:
-            self._conn.close()
-            with self._lock:  # (its lock on the file: this store object never opened)
-                self._group.close()
-            if isinstance(exc, sqlite3.Error):
-                raise store_error(path, exc, "is not a usable crawlq store") from exc
-            raise
-        self._version = -1  # (PRAGMA data_version when this connection last looked)
-        self._epoch: int | None = None  # (meta queue_epoch when this connection last looked)
-        # Entries read ahead by lease (sqlite_ahead), valid under the same rule as
-        # queue rows, and while no entry is put before the last of them (_before_level0) and
-        # no merge moves rows between levels (_settled).
-        self._ahead = ReadAhead()
-        self._values = ValueLog()  # named values: the log's names (sqlite_values)
-        self._closed = False
-        self._tx_open = False  # (a transaction is open: see _tx)
-        self._tx_doomed = False  # (a call in it failed: it must not commit)
+        self._db = Database(
+            path, synchronous=synchronous, busy_timeout=busy_timeout, cache_mb=cache_mb,
+            bloom=None if bloom is None else (bloom.capacity, bloom.error_rate), lifo=lifo,
+            grouped=groups(self.policy), group_commit=group_commit,
+            flush=self._commit_held)
+        """The file as this connection sees it: the transaction each call runs in and
+        what is kept between calls (:mod:`.sqlite_db`)."""
 
-    # -- plumbing ----------------------------------------------------------------------
-
-    # -- the transaction every call runs in ----------------------------------------
+    # -- the store's life -------------------------------------------------------------
 
     @contextmanager
     def _tx(self, leased: Sized | None = None) -> Iterator[sqlite3.Connection]:
-        """One atomic step: BEGIN IMMEDIATE ... COMMIT, driver errors wrapped. Inside
-        a :meth:`transaction` block (this thread's: the lock says so) a call joins it.
-        ``leased``: a lease call's result, filled in the block; with fewer than
-        GROUP_MAX leases the commit may wait for the calls that follow (see
-        :mod:`.sqlite_group`). A call finding such a deferred transaction open joins it,
-        and commits it unless it defers too."""
-        with self._lock:
-            if self._closed:
-                raise StoreError("the store is closed")
-            c = self._conn
-            if self._tx_open:
-                if self._tx_doomed:
-                    raise StoreError("a call in this transaction failed: the transaction "
-                                     "is rolled back at the end of its block")
-                try:
-                    yield c
-                except BaseException as exc:  # (it may have done half its work)
-                    self._tx_doomed = True
-                    if isinstance(exc, sqlite3.Error):
-                        raise store_error(self.path, exc) from exc
-                    raise
-                return
-            group = self._group
-            joined = group.open  # (a deferred transaction: it has held the lock since)
-            if not joined:
-                try:
-                    c.execute("BEGIN IMMEDIATE")
-                except sqlite3.Error as exc:
-                    raise store_error(self.path, exc) from exc
-            self._tx_open = True
-            try:
-                if not joined:
-                    (version,) = c.execute("PRAGMA data_version").fetchone()
-                    if version != self._version:  # another connection committed
-                        self._queues.rows.clear()
-                        (epoch,) = c.execute(
-                            "SELECT value FROM meta WHERE name='queue_epoch'").fetchone()
-                        if epoch != self._epoch:  # it deleted queues (or cleared)
-                            self._queues.forget_ids()
-                            self._epoch = epoch
-                        self._ahead.forget()
-                        self._values.others_wrote()
-                        self._expiries = self._wake_due = self._events_due = None
-                        self._version = version
-                taken = group.take()
-                if taken is not None:  # every call sees the acknowledgements made before it
-                    self._release(c, taken)  # (each call at its own time)
-                yield c
-                if self._counts:
-                    self._write_counts(c)
-                if self._queues.stale:
-                    self._queues.rows.clear()
-                    self._queues.stale = False
-                if self._tx_doomed:
-                    raise StoreError("a call in this transaction failed: the transaction "
-                                     "was rolled back")
-                if leased is not None and len(leased) < GROUP_MAX and group.may_defer():
-                    group.defer()
-                else:
-                    c.execute("COMMIT")
-                    group.committed()
-            except sqlite3.Error as exc:
-                self._rollback()
-                raise store_error(self.path, exc) from exc
-            except BaseException:
-                self._rollback()
-                raise
-            finally:
-                self._tx_open = self._tx_doomed = False
+        """One call's transaction (:meth:`.sqlite_db.Database.tx`: joined where one is
+        open, deferred for a small lease call), whose first work is to apply the
+        acknowledgements held for group commit, each call at its own time."""
+        with self._db.tx(leased) as c:
+            held = self._db.take_held()
+            if held is not None:
+                self._release(c, held)
+            yield c
+
+    def _commit_held(self) -> None:
+        """Commit the held acknowledgements now (an empty transaction takes them): the
+        flusher's call, and close's."""
+        with self._tx():
+            pass
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -320,38 +185,15 @@ class SQLiteStore:
         with self._tx():
             yield
 
-    def _rollback(self) -> None:
-        self._group.rolled_back()
-        self._queues.rows.clear()  # it may hold changes that were not committed
-        self._counts.clear()
-        self._ahead.forget()
-        self._values.forget()
-        self._wake_due = self._events_due = None
-        self._queues.stale = False
-        # (and queues created in the transaction: their qids may go to other keys)
-        self._queues.forget_ids()
-        try:
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
-
-    def _commit_held(self) -> None:
-        """Commit the held acknowledgements now (an empty transaction takes them)."""
-        with self._tx():
-            pass
-
     def close(self) -> None:
         """See :meth:`Store.close` (held acknowledgements are committed first)."""
-        with self._lock:
-            if not self._closed:
+        with self._db.lock:
+            if not self._db.closed:
                 try:
-                    if self._group.pending:
+                    if self._db.group.pending:
                         self._commit_held()
                 finally:
-                    self._closed = True
-                    self._group.close()
-                    self._conn.close()
+                    self._db.close()
 
     def destroy(self) -> int:
         """See :meth:`~crawlq.stores.base.Destroyable.destroy`: closes the store, then
@@ -376,7 +218,7 @@ class SQLiteStore:
         if not entries:
             return []
         with self._tx() as c:
-            queues = self._queues
+            queues = self._db.queues
             # Queues the batch would make: made now, and dropped at the end if their
             # domain refused them (or all their entries were duplicates).
             new_keys = queues.existing(c, dict.fromkeys([e[1] for e in entries]))
@@ -396,7 +238,7 @@ class SQLiteStore:
                 domains.read_accepted(c, set(dids.values()))
             seen = SeenTx(c, self._bloom)
             seen.prefetch([e[0] for e in entries if e[0] is not None])
-            seq = self._take(c, "entry_seq", len(entries))
+            seq = self._db.take(c, "entry_seq", len(entries))
             out, new_rows, later, dups, seen_added, seq = admit(
                 entries, qids, policies, accepted, seen.marks, now, seq, self.lifo,
                 dids, domains.accepted, domains.queues, made)
@@ -411,16 +253,16 @@ class SQLiteStore:
                         d = deltas[last] = Delta()
                         d.head = row[1]
                     d.queued += 1
-                reset = self._before_level0(c, new_rows, qrows)
+                reset = self._db.before_level0(c, new_rows, qrows)
                 if reset:  # (rows read before are stale there: their cursors changed)
-                    fresh = {r[0]: r for r in self._queues.rows_of(c, sorted(reset))}
+                    fresh = {r[0]: r for r in self._db.queues.rows_of(c, sorted(reset))}
                     qrows = [fresh.get(r[0], r) for r in qrows]
                 insert_rows(c, "INSERT INTO entries0", 5, new_rows)
-                self._settled(settle_levels(c, "entries", len(new_rows)))
+                self._db.settled(settle_levels(c, "entries", len(new_rows)))
             if later:
                 c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                               "VALUES (?,?,?,?,?,?)", later)
-                self._wake_no_sooner(min(r[0] for r in later))
+                self._db.wake_no_sooner(min(r[0] for r in later))
             seen.flush()
             for qid, n in accepted.items():
                 if n != rows[qid][Q_ACCEPTED]:
@@ -434,9 +276,9 @@ class SQLiteStore:
                 domains.write_accepted(c, dids, accepted, rows)
             if len(new_rows) + len(later) + dups < len(out):
                 refused = Counter(REFUSALS[st] for st in out if st in REFUSALS)
-                self._reject(c, refused)
+                self._db.reject(c, refused)
             n = len(new_rows) + len(later)
-            self._count(c, added=n, seen=seen_added, duplicates=dups, queued=n,
+            self._db.count(c, added=n, seen=seen_added, duplicates=dups, queued=n,
                         scheduled=len(later))
         return out
 
@@ -449,8 +291,8 @@ class SQLiteStore:
         expires = now + ttl
         with self._tx(leased=out) as c:
             self._wake(c, now)
-            self._ahead.called()
-            token = first = self._take(c, "lease_seq", 0)
+            self._db.ahead.called()
+            token = first = self._db.take(c, "lease_seq", 0)
             first += 1
             # the leases' entries, for sqlite_leases.write: FIELDS ints each, and payloads
             ints: list[int] = []
@@ -464,10 +306,10 @@ class SQLiteStore:
             if not out:
                 return out
             sqlite_leases.write(c, first, expires, ints, payloads)
-            self._wake_no_sooner(expires)
-            self._group.own.made(first, token, expires)
+            self._db.wake_no_sooner(expires)
+            self._db.group.own.made(first, token, expires)
             c.execute("UPDATE meta SET value=? WHERE name='lease_seq'", (token,))
-            self._count(c, leased=len(out), queued=-len(out))
+            self._db.count(c, leased=len(out), queued=-len(out))
         return out
 
     def _lease_pass(self, c: sqlite3.Connection, now: float, limit: int, expires: float,
@@ -490,8 +332,8 @@ class SQLiteStore:
                                              queue is None)
         if not active:
             return token, False
-        cands = self._queues.rows_of(c, active)
-        keys = self._queues.keys_of(c, active)
+        cands = self._db.queues.rows_of(c, active)
+        keys = self._db.queues.keys_of(c, active)
         # qid -> the keys of the last entries it leased from each level past 0 (see
         # sqlite_schema): nprio (NO_CURSOR: none), ord per CURSOR_LEVELS
         cursor = {r[0]: r[CURSORS_AT:SETTINGS_AT] for r in cands}
@@ -503,15 +345,15 @@ class SQLiteStore:
         for each in rounds([room[qid] for qid in active], limit - len(out)):
             got: list[tuple[Any, ...]] = []
             if all(k == 1 for _, k in each):  # (one from each: read ahead, or heads)
-                got = self._ahead.take(c, [active[i] for i, _ in each], cursor, after,
+                got = self._db.ahead.take(c, [active[i] for i, _ in each], cursor, after,
                                        cands)
             else:
                 for i, k in each:
                     qid = active[i]
-                    got += self._ahead.take_first(c, qid, k, cursor[qid], after)
+                    got += self._db.ahead.take_first(c, qid, k, cursor[qid], after)
             token = take_rows(got, cursor, keys, token, expires, ints, payloads, out,
                               taken)
-        self._ahead.read_on(c, after, cursor)
+        self._db.ahead.read_on(c, after, cursor)
         deltas: dict[int, Delta] = {}
         for qid, k in taken.items():
             d = deltas[qid] = Delta()
@@ -536,7 +378,7 @@ class SQLiteStore:
         room = {r[0]: lease_room(self._policy(tuple(r[SETTINGS_AT:])), r[Q_INFLIGHT],
                                  r[Q_SESSION], r[Q_QUEUED]) for r in rows}
         if free:
-            dids = self._queues.dids_of(c, line)
+            dids = self._db.queues.dids_of(c, line)
             rooms = [room[qid] for qid in line]
             share_domains(rooms, [-1 if (dv := dids[qid]) is None else dv for qid in line],
                           free)
@@ -550,7 +392,7 @@ class SQLiteStore:
         lease than its queues ahead of them take; the others are parked, not served,
         and (``more``) the line goes on past them, up to ``want`` queues.
         Returns the line and the room of each of its domains (did -> leases)."""
-        queues = self._queues
+        queues = self._db.queues
         line: list[int] = []
         inflight: dict[int, int] = {}  # did -> its leases out
         ahead: dict[int, int] = {}
@@ -598,8 +440,8 @@ class SQLiteStore:
         with self._tx() as c:
             self._wake(c, now)
             held = sqlite_leases.renew(c, tokens, expires)
-        with self._lock:  # (once committed)
-            self._group.own.renewed([t for t, ok in zip(tokens, held) if ok], expires)
+        with self._db.lock:  # (once committed)
+            self._db.group.own.renewed([t for t, ok in zip(tokens, held) if ok], expires)
         return held
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
@@ -612,18 +454,18 @@ class SQLiteStore:
         again), never an add. Rests start from the latest of the held calls' times."""
         if not acks:
             return []
-        if not self._group.holds(len(acks)) or self._tx_open:
+        if not self._db.group.holds(len(acks)) or self._db.tx_open:
             # (in a transaction block: applied in it, nothing held; another thread's
             # call waits for the block and then commits on its own)
             with self._tx() as c:
                 applied = self._release(c, [(now, acks)])
-            with self._lock:  # (once committed: a failed call answered nothing)
-                self._group.own.answered(a[0] for a in acks)
+            with self._db.lock:  # (once committed: a failed call answered nothing)
+                self._db.group.own.answered(a[0] for a in acks)
             return applied
-        with self._lock:
-            if self._closed:
+        with self._db.lock:
+            if self._db.closed:
                 raise StoreError("the store is closed")
-            return self._group.hold(self._conn, acks, now)
+            return self._db.group.hold(self._db.conn, acks, now)
 
     def _release(self, c: sqlite3.Connection,
                  calls: Sequence[tuple[float, Sequence[Ack]]]) -> list[bool]:
@@ -641,7 +483,7 @@ class SQLiteStore:
         other gives."""
         first_at = calls[0][0]
         self._wake(c, first_at)
-        self._know_expiries(c)
+        self._db.know_expiries(c)
         # token -> when it was first answered: a lease that expired by then is late
         when: dict[int, float] = {}
         for at, acks in calls:
@@ -652,11 +494,11 @@ class SQLiteStore:
         # answer wins, the second finds it closed)
         everything = [a for _, acks in calls for a in acks]
         held, entries = sqlite_leases.answer(
-            c, when, set(when) if self._expiries
+            c, when, set(when) if self._db.expiries
             else {a[0] for a in everything if a[1] != ACK_DONE})
         if self.policy.domain_concurrency > 0:
             self._unpark_answered(c, held, when)
-        if self._expiries:
+        if self._db.expiries:
             # Entries done or dead end their expiry counts (retried ones keep them).
             ended = {a[0] for a in everything if a[1] != ACK_REQUEUE}
             c.executemany("DELETE FROM expiries WHERE qid=? AND nprio=? AND ord=?",
@@ -668,7 +510,7 @@ class SQLiteStore:
             # settled from resting gets the same place whenever its rest's end is seen;
             # a queue answered again in a later call gets its changes chained, applied
             # after the earlier ones, at their time: Delta.then)
-            if run.calls and (self._events_due is None or at >= self._events_due):
+            if run.calls and (self._db.events_due is None or at >= self._db.events_due):
                 self._apply_answers(c, run)
                 run = _AnswerRun()
                 self._wake(c, at)
@@ -725,16 +567,16 @@ class SQLiteStore:
         # order they were leased (numbered latest lease first: rules.HEAD).
         run.back.sort(key=lambda b: (b[0], -b[1]))
         back = self._renumbered(c, [b[2] for b in run.back], HEAD)
-        self._to_level0(c, back, run.deltas, False,  # (inflight counted above)
+        self._db.to_level0(c, back, run.deltas, False,  # (inflight counted above)
                         [b[3] for b in run.back])
         if run.later:
             c.executemany("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
                           "VALUES (?,?,?,?,?,?)", run.later)
-            self._wake_no_sooner(min(r[0] for r in run.later))
+            self._db.wake_no_sooner(min(r[0] for r in run.later))
         self._apply(c, run.deltas, run.at)
         requeued = len(run.back) + len(run.later)
         n_dead = len(run.dead)
-        self._count(c, done=run.done, failed=run.failed, retried=run.retried, dead=n_dead,
+        self._db.count(c, done=run.done, failed=run.failed, retried=run.retried, dead=n_dead,
                     late_acks=run.late, leased=-(run.done + n_dead + requeued),
                     queued=requeued, scheduled=len(run.later))
 
@@ -759,20 +601,12 @@ class SQLiteStore:
         Due entries and expired leases are settled in time order, each at its own time
         (due entries first at equal times, as the memory store takes them): a queue they
         make ready has waited since then, not since the call that noticed."""
-        due = self._wake_due
+        due = self._db.wake_due
         if due is not None and now < due:
-            return  # nothing can be due yet (see _wake_due in __init__)
+            return  # nothing can be due yet (see Database.wake_due)
         self._wake_events(c, now)
-        self._values.expire(c, now)  # values whose time is up
-        # When the next of them may be due, each through its index (scheduled_due,
-        # lease_calls_expiry, queues_resting, vals_expiry).
-        times = c.execute(
-            "SELECT (SELECT min(due) FROM scheduled), (SELECT min(expires) FROM lease_calls), "
-            f"(SELECT min(ready_at) FROM queues WHERE state={RESTING}), "
-            f"({NEXT_EXPIRY})").fetchone()
-        self._wake_due = min((float(t) for t in times if t is not None), default=math.inf)
-        self._events_due = min((float(t) for t in times[:2] if t is not None),
-                               default=math.inf)
+        self._db.values.expire(c, now)  # values whose time is up
+        self._db.note_due(c, NEXT_EXPIRY)
 
     def _wake_events(self, c: sqlite3.Connection, now: float) -> None:
         """_wake's due entries, expired leases and ended rests. Time by time: the
@@ -785,7 +619,7 @@ class SQLiteStore:
             "retries, payload", (now,)).fetchall()
         expired = sqlite_leases.expire(c, now)
         if due or expired:
-            self._know_expiries(c)
+            self._db.know_expiries(c)
             due.sort(key=lambda r: (r[0], r[1]))
             expired.sort(key=lambda e: (e[0], e[1]))  # (by time, then lease order)
             n_back = n_buried = 0
@@ -794,33 +628,27 @@ class SQLiteStore:
                                                 [e[0] for e in expired]):
                 deltas: dict[int, Delta] = {}
                 rows = [r[2:] for r in due[i:i_end]]
-                self._to_level0(c, self._renumbered(c, rows, TAIL), deltas, False)
+                self._db.to_level0(c, self._renumbered(c, rows, TAIL), deltas, False)
                 gone = [e[2] for e in expired[j:j_end]]
                 i, j = i_end, j_end
                 back, dead = self._expired(c, gone, at)
                 # (back at the head: numbered latest lease first, so that they keep the
                 # order they were leased in; the dead are kept in lease order)
-                self._to_level0(c, self._renumbered(c, back[::-1], HEAD), deltas, True)
+                self._db.to_level0(c, self._renumbered(c, back[::-1], HEAD), deltas, True)
                 for qid in dead:
                     (deltas.get(qid) or deltas.setdefault(qid, Delta())).inflight -= 1
                 self._apply(c, deltas, at)
                 n_back += len(back)
                 n_buried += len(dead)
-            self._count(c, redelivered=n_back, leased=-n_back - n_buried, queued=n_back,
+            self._db.count(c, redelivered=n_back, leased=-n_back - n_buried, queued=n_back,
                         dead=n_buried, failed=n_buried, scheduled=-len(due))
         # A rest's end, in bulk: a resting queue has entries and room (else it would be
         # exhausted or busy), so it is ready, and has waited since its rest ended
         # (rules.state_of, rules.ready_since).
-        self._queues.forget(r[0] for r in c.execute(
+        self._db.queues.forget(r[0] for r in c.execute(
             f"UPDATE queues SET state={READY}, since=ready_at, parked=NULL "
             f"WHERE state={RESTING} "
             "AND ready_at <= ? RETURNING qid", (now,)).fetchall())
-
-    def _know_expiries(self, c: sqlite3.Connection) -> None:
-        """Find out whether the expiries table has rows, if not known (see __init__)."""
-        if self._expiries is None:
-            self._expiries = c.execute(
-                "SELECT EXISTS (SELECT 1 FROM expiries)").fetchone()[0] == 1
 
     def _renumbered(self, c: sqlite3.Connection, rows: Sequence[sqlite_leases.LeaseRow],
                     place: int) -> list[sqlite_leases.LeaseRow]:
@@ -828,7 +656,7 @@ class SQLiteStore:
         ``place`` (rules.TAIL, HEAD); an entry's count of expired leases follows it."""
         if not rows:
             return []
-        seq = self._take(c, "entry_seq", len(rows))
+        seq = self._db.take(c, "entry_seq", len(rows))
         out = []
         moves = []
         for qid, nprio, old, retries, payload in rows:
@@ -836,7 +664,7 @@ class SQLiteStore:
             order = order_of(seq, self.lifo, place)
             out.append((qid, nprio, order, retries, payload))
             moves.append((order, qid, nprio, old))
-        if self._expiries:
+        if self._db.expiries:
             c.executemany("UPDATE expiries SET ord=? WHERE qid=? AND nprio=? AND ord=?",
                           moves)
         return out
@@ -855,7 +683,7 @@ class SQLiteStore:
         for row in rows:
             key = (row[0], row[1], row[2])
             got = c.execute("SELECT n FROM expiries WHERE qid=? AND nprio=? AND ord=?",
-                            key).fetchone() if self._expiries else None
+                            key).fetchone() if self._db.expiries else None
             n, dies = expired_once(got[0] if got else 0, cap)
             if dies:
                 gone.append(key)
@@ -870,57 +698,13 @@ class SQLiteStore:
         c.executemany("INSERT INTO dead (qid, prio, retries, payload, error, died_at) "
                       "VALUES (?,?,?,?,?,?)", dead_rows)
         if counts:
-            self._expiries = True
+            self._db.expiries = True
         return back, dead
 
     # -- steps every call stands on: sequences, counters, settling queues, level 0 ---
 
-    def _take(self, c: sqlite3.Connection, name: str, n: int) -> int:
-        """Reserve ``n`` numbers of sequence ``name``; returns the last one before them."""
-        (start,) = c.execute("SELECT value FROM meta WHERE name=?", (name,)).fetchone()
-        if n:
-            c.execute("UPDATE meta SET value=? WHERE name=?", (start + n, name))
-        return int(start)
-
-    def _count(self, c: sqlite3.Connection, **deltas: int) -> None:
-        """Add to the durable counters: summed in memory and written once, at the end of
-        the transaction (a small call changes several, some back and forth)."""
-        counts = self._counts
-        for k, v in deltas.items():
-            if v:
-                counts[k] = counts.get(k, 0) + v
-
-    def _write_counts(self, c: sqlite3.Connection) -> None:
-        c.executemany("UPDATE meta SET value = value + ? WHERE name = ?",
-                      [(v, k) for k, v in self._counts.items() if v])
-        self._counts.clear()
-
-    def _reject(self, c: sqlite3.Connection, reasons: Mapping[str, int]) -> None:
-        c.executemany("INSERT INTO rejected (reason, n) VALUES (?, ?) ON CONFLICT(reason) "
-                      "DO UPDATE SET n = n + excluded.n", list(reasons.items()))
-
     def _policy(self, overrides: tuple[Any, ...]) -> QueuePolicy:
         return policy_of(self.policy, self._policies, overrides)
-
-    def _settled(self, merged: bool) -> None:
-        """After settle_levels: a merge may have reset cursors in queue rows, so none of
-        the cached rows can be used (also not ones a caller read before it and writes
-        back through _apply later in the transaction: forgotten again at its end)."""
-        if merged:
-            self._queues.rows.clear()
-            self._ahead.forget()
-            self._queues.stale = True
-
-    def _wake_no_sooner(self, at: float, event: bool = True) -> None:
-        """Something of _wake's may be due at ``at`` (a scheduled entry or a lease call's
-        expiry: an ``event``; a rest's end or a value's expiry: not), written in this
-        transaction: it must not be skipped then."""
-        due = self._wake_due
-        if due is not None and at < due:
-            self._wake_due = at
-        due = self._events_due
-        if event and due is not None and at < due:
-            self._events_due = at
 
     def _apply(self, c: sqlite3.Connection, deltas: dict[int, Delta], now: float,
                rows: Iterable[tuple[Any, ...]] | None = None) -> list[int]:
@@ -934,14 +718,14 @@ class SQLiteStore:
         if not deltas:
             return spent
         if rows is None:
-            rows = self._queues.rows_of(c, list(deltas))
+            rows = self._db.queues.rows_of(c, list(deltas))
         rests: list[float] = []
-        writes = settle(rows, deltas, now, self.policy, self._policies, self._queues.rows,
+        writes = settle(rows, deltas, now, self.policy, self._policies, self._db.queues.rows,
                         rests, spent)
         for sql, args in writes.items():
             c.executemany(sql, args)
         if rests:
-            self._wake_no_sooner(min(rests), event=False)
+            self._db.wake_no_sooner(min(rests), event=False)
         if self.policy.domain_concurrency > 0:
             # Leases that ended make as many parked queues of their domains ready
             # (rules), each at the time its lease ended.
@@ -977,13 +761,13 @@ class SQLiteStore:
         if parked:
             c.executemany("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=?",
                           [(first[qid], qid) for qid in parked])
-            self._queues.forget(parked)
+            self._db.queues.forget(parked)
 
     def _unpark(self, c: sqlite3.Connection, freed: list[tuple[float, int, int]]) -> None:
         """Make ready, per domain, as many of its parked queues as it ended leases
         (``freed``: time, qid, leases ended), the longest parked first, each at the time
         of the lease that ended (see rules)."""
-        dids = self._queues.dids_of(c, [qid for _, qid, _ in freed])
+        dids = self._db.queues.dids_of(c, [qid for _, qid, _ in freed])
         by_time: dict[float, dict[int, int]] = {}
         for t, qid, n in freed:
             did = dids[qid]
@@ -1005,56 +789,8 @@ class SQLiteStore:
             if ready:
                 c.executemany("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=?",
                               [(t, qid) for qid in ready])
-                self._queues.forget(ready)
+                self._db.queues.forget(ready)
                 self._apply(c, {qid: Delta() for qid in ready}, t)
-
-    def _before_level0(self, c: sqlite3.Connection, rows: Sequence[Sequence[Any]],
-                       queue_rows: Iterable[Sequence[Any]] | None = None) -> set[int]:
-        """Before ``rows`` (qid, nprio, ord, ...) go into level 0: a queue with one at or
-        before its cursor there (a better priority than what it leased there, a lease
-        come back) first drops what it leased there, and the cursor is reset, so that a
-        cursor never passes a queued row. ``queue_rows``: the rows of (at least) those
-        queues, when the caller has them. Returns those queues; their cached rows are
-        forgotten (a caller holding them reads them again). A queue's entries read
-        ahead are dropped too, unless all its new rows sort after them."""
-        self._ahead.before(rows)
-        if queue_rows is None:
-            queue_rows = self._queues.rows_of(c, sorted({r[0] for r in rows}))
-        at = CURSORS_AT + 2 * CURSOR_LEVELS.index(0)
-        # (most queues have no cursor there: only theirs need their new rows' keys)
-        cursors = {q[0]: (q[at], q[at + 1]) for q in queue_rows if q[at] != NO_CURSOR}
-        if not cursors:
-            return set()
-        behind: dict[int, tuple[int, int, int]] = {}
-        for r in rows:
-            cur = cursors.get(r[0])
-            if cur is not None and (r[1], r[2]) <= cur:
-                behind[r[0]] = (r[0], *cur)
-        if behind:
-            drop_behind_cursors(c, 0, sorted(behind.values()))
-            self._queues.forget(behind)
-        return set(behind)
-
-    def _to_level0(self, c: sqlite3.Connection, rows: Sequence[sqlite_leases.LeaseRow],
-                   deltas: dict[int, Delta], was_leased: bool,
-                   targets: Sequence[Delta] | None = None) -> None:
-        """Entries (qid, nprio, ord, retries, payload) into level 0 and their queues'
-        deltas (``targets``: each row's own, else its queue's in ``deltas``), for all but
-        add (which settles its own rows in bulk)."""
-        if not rows:
-            return
-        self._before_level0(c, rows)
-        c.executemany("INSERT INTO entries0 VALUES (?,?,?,?,?)",
-                      [(*e[:4], bytearray(e[4])) for e in rows])
-        self._settled(settle_levels(c, "entries", len(rows)))
-        for i, (qid, nprio, *_) in enumerate(rows):
-            if targets is not None:
-                d = targets[i]
-            else:
-                d = deltas.get(qid) or deltas.setdefault(qid, Delta())
-            d.inflight -= was_leased
-            d.queued += 1
-            d.offer_head(nprio)
 
     # -- steering ------------------------------------------------------------------
 
@@ -1062,7 +798,7 @@ class SQLiteStore:
         """See :meth:`Store.block`."""
         with self._tx() as c:
             self._wake(c, now)  # (a rest that ended is seen: the queue keeps its place)
-            qid = self._queues.qid_map(c, [queue])[queue]
+            qid = self._db.queues.qid_map(c, [queue])[queue]
             self._end_park(c, qid, now)  # (a block replaces a park: see rules)
             d = Delta()
             d.ready_at = until
@@ -1075,7 +811,7 @@ class SQLiteStore:
                         (qid,)).fetchone()
         if row[2] is not None and is_parked(row[0], row[1], row[2], now):
             c.execute("UPDATE queues SET ready_at=?, parked=NULL WHERE qid=?", (now, qid))
-            self._queues.forget([qid])
+            self._db.queues.forget([qid])
 
     def unblock(self, queue: str, now: float) -> None:
         """See :meth:`~crawlq.stores.base.Unblocking.unblock`."""
@@ -1085,7 +821,7 @@ class SQLiteStore:
             if row is None:
                 return
             c.execute("UPDATE queues SET ready_at=? WHERE qid=?", (now, row[0]))
-            self._queues.forget([row[0]])
+            self._db.queues.forget([row[0]])
             self._apply(c, {row[0]: Delta()}, now)
 
     def configure_queue(self, queue: str, settings: Mapping[str, float | None],
@@ -1095,17 +831,17 @@ class SQLiteStore:
         if not clean:
             return
         with self._tx() as c:
-            qid = self._queues.qid_map(c, [queue])[queue]
+            qid = self._db.queues.qid_map(c, [queue])[queue]
             cols = ", ".join(f"{k}=?" for k in clean)
             c.execute(f"UPDATE queues SET {cols} WHERE qid=?", (*clean.values(), qid))
-            self._queues.forget([qid])
+            self._db.queues.forget([qid])
             self._apply(c, {qid: Delta()}, now)
 
     def clear(self) -> None:
         """See :meth:`~crawlq.stores.base.Clearable.clear`: one transaction empties
         every table but ``meta``, whose counters start again from zero."""
         with self._tx() as c:
-            self._values.clear(c)
+            self._db.values.clear(c)
             for table in ("rejected", "bloom", "queues", "domains", "scheduled", "tallies",
                           "expiries",
                           "dead", "lease_calls", "lease_data", *SEEN_LEVELS, *ENTRY_LEVELS):
@@ -1117,58 +853,44 @@ class SQLiteStore:
                            if n not in ("entry_seq", "lease_seq", "queue_epoch", "vals_seq",
                                         "vals_merged")])
             c.execute("UPDATE meta SET value=value+1 WHERE name='queue_epoch'")
-            self._epoch = None
-            self._counts.clear()
-            self._queues.forget_ids()
-            self._queues.rows.clear()
-            self._ahead.forget()
-            self._expiries = False
-            self._wake_due = self._events_due = None
-            self._group.own = sqlite_leases.OwnCalls()  # (the leases it made are gone)
+            self._db.cleared()
 
     def set_policy(self, policy: QueuePolicy) -> None:
         """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`. Answers held for
         group commit are applied first, under the policy of their time."""
-        with self._lock:
-            if self._group.pending:
+        with self._db.lock:
+            if self._db.group.pending:
                 self._commit_held()
             if groups(policy) and not groups(self.policy):
                 with self._tx() as c:
                     domains_of_queues(c)
-                    self._queues.forget_ids()  # (their domains changed)
+                    self._db.queues.forget_ids()  # (their domains changed)
             self.policy = policy
             self._policies.clear()  # (each queue's policy is this one merged)
-            self._queues.grouped = groups(policy)
+            self._db.queues.grouped = groups(policy)
 
     def count_rejected(self, reasons: Mapping[str, int]) -> None:
         """See :meth:`Store.count_rejected`."""
         with self._tx() as c:
-            self._reject(c, reasons)
+            self._db.reject(c, reasons)
 
     def count_duplicates(self, n: int) -> None:
         """See :meth:`Store.count_duplicates`."""
         with self._tx() as c:
-            self._count(c, duplicates=n)
+            self._db.count(c, duplicates=n)
 
     def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
         """See :meth:`Store.put_values`."""
         with self._tx() as c:
-            self._values.put(c, items)
+            self._db.values.put(c, items)
             expiries = [e for _, _, e in items if e is not None]
             if expiries:
-                self._wake_no_sooner(min(expiries), event=False)
+                self._db.wake_no_sooner(min(expiries), event=False)
 
     def tally(self, deltas: Mapping[str, int]) -> list[int]:
         """See :meth:`~crawlq.stores.base.Tallies.tally`: one transaction."""
         with self._tx() as c:
-            return [self._add_tally(c, name, int(d)) for name, d in deltas.items()]
-
-    @staticmethod
-    def _add_tally(c: sqlite3.Connection, name: str, delta: int) -> int:
-        c.execute("INSERT INTO tallies VALUES (?1, max(0, ?2)) ON CONFLICT(name) DO UPDATE "
-                  "SET n = max(0, n + ?2)", (name, delta))
-        (n,) = c.execute("SELECT n FROM tallies WHERE name=?", (name,)).fetchone()
-        return int(n)
+            return [self._db.add_tally(c, name, int(d)) for name, d in deltas.items()]
 
     def tallies(self, names: Sequence[str]) -> list[int]:
         """See :meth:`~crawlq.stores.base.Tallies.tallies`."""
@@ -1187,12 +909,12 @@ class SQLiteStore:
     def drop_values(self, names: Sequence[str]) -> None:
         """See :meth:`Store.drop_values`."""
         with self._tx() as c:
-            self._values.drop(c, names)
+            self._db.values.drop(c, names)
 
     def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
         """See :meth:`Store.get_values`."""
         with self._tx() as c:
-            return self._values.get(c, names, now)
+            return self._db.values.get(c, names, now)
 
     # -- looking -------------------------------------------------------------------
 
@@ -1200,7 +922,7 @@ class SQLiteStore:
         """See :meth:`Store.stats`."""
         with self._tx() as c:
             self._wake(c, now)
-            self._write_counts(c)  # (those of the answers applied at the start)
+            self._db.write_counts(c)  # (those of the answers applied at the start)
             m = dict(c.execute("SELECT name, value FROM meta"))
             states = dict(c.execute("SELECT state, count(*) FROM queues GROUP BY state"))
             rejected = dict(c.execute("SELECT reason, n FROM rejected"))
@@ -1265,14 +987,14 @@ class SQLiteStore:
                 c.execute(f"DELETE FROM {table} WHERE qid=?", (qid,))
             n_sched = c.execute("DELETE FROM scheduled WHERE qid=?", (qid,)).rowcount
             self._end_park(c, qid, now)  # (an empty queue waits for no domain: see rules)
-            self._ahead.forget()
-            self._queues.forget([qid])
+            self._db.ahead.forget()
+            self._db.queues.forget([qid])
             d = Delta()
             d.queued = -queued
             d.exact = True  # (head None: nothing left)
             d.cursor = (NO_CURSOR, 0) * len(CURSOR_LEVELS)
             self._apply(c, {qid: d}, now)
-            self._count(c, queued=-(queued + n_sched), scheduled=-n_sched)
+            self._db.count(c, queued=-(queued + n_sched), scheduled=-n_sched)
             left = c.execute("SELECT inflight FROM queues WHERE qid=?", (qid,)).fetchone()[0]
             if not left and c.execute("SELECT 1 FROM dead WHERE qid=? LIMIT 1",
                                       (qid,)).fetchone() is None:
@@ -1281,9 +1003,9 @@ class SQLiteStore:
                 c.execute("DELETE FROM queues WHERE qid=?", (qid,))
                 c.execute("DELETE FROM expiries WHERE qid=?", (qid,))
                 c.execute("UPDATE meta SET value=value+1 WHERE name='queue_epoch'")
-                self._queues.forget([qid])
-                self._queues.forget_ids()
-                self._epoch = None
+                self._db.queues.forget([qid])
+                self._db.queues.forget_ids()
+                self._db.epoch = None
             return int(queued) + n_sched
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
@@ -1294,7 +1016,7 @@ class SQLiteStore:
             found = c.execute("SELECT qid FROM queues WHERE key=?", (queue,)).fetchone()
             if found is None:
                 return 0
-            (row,) = self._queues.rows_of(c, [found[0]])
+            (row,) = self._db.queues.rows_of(c, [found[0]])
             qid, queued = row[Q_QID], row[Q_QUEUED]
             entries = c.execute(FIRST_ENTRIES, (qid, queued, *row[CURSORS_AT:SETTINGS_AT])
                                 ).fetchall() if queued else []
@@ -1310,13 +1032,13 @@ class SQLiteStore:
             if gone:
                 if len(gone) == queued:  # (an empty queue waits for no domain: see rules)
                     self._end_park(c, qid, now)
-                self._ahead.forget()
-                self._queues.forget([qid])
+                self._db.ahead.forget()
+                self._db.queues.forget([qid])
                 d = Delta()
                 d.queued = -len(gone)
                 d.recompute = True  # (its head may have gone)
                 self._apply(c, {qid: d}, now)
-            self._count(c, queued=-(len(gone) + len(later)), scheduled=-len(later))
+            self._db.count(c, queued=-(len(gone) + len(later)), scheduled=-len(later))
             return len(gone) + len(later)
 
     def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
@@ -1332,39 +1054,39 @@ class SQLiteStore:
                                           f"({marks(len(part))}) ORDER BY id", part))
             if not rows:
                 return 0
-            seq = self._take(c, "entry_seq", len(rows))
+            seq = self._db.take(c, "entry_seq", len(rows))
             deltas: dict[int, Delta] = {}
             new_rows = []
             for _did, qid, prio, payload in rows:
                 seq += 1
                 new_rows.append((qid, -prio, order_of(seq, self.lifo, TAIL), 0, payload))
-            self._to_level0(c, new_rows, deltas, False)
+            self._db.to_level0(c, new_rows, deltas, False)
             c.executemany("DELETE FROM dead WHERE id=?", [(r[0],) for r in rows])
             self._apply(c, deltas, now)
-            self._count(c, dead=-len(rows), queued=len(rows))
+            self._db.count(c, dead=-len(rows), queued=len(rows))
             return len(rows)
 
     # -- dump and load -------------------------------------------------------------
 
     def dump(self) -> Iterator[dict[str, Any]]:
         """See :meth:`Store.dump`. Reads a consistent snapshot on its own connection."""
-        with self._lock:
-            if self._closed:
+        with self._db.lock:
+            if self._db.closed:
                 raise StoreError("the store is closed")
-            if self._group.pending:
+            if self._db.group.pending:
                 self._commit_held()
         yield from sqlite_dump.records(self.path, self._bloom)
 
     def load(self, records: Iterable[dict[str, Any]], now: float) -> int:
         """See :meth:`Store.load`. All records are applied in one transaction."""
-        loader = _Loader(self, now)
+        loader = _Loader(self._db, self._bloom, self.lifo, self._apply, now)
         with self._tx() as c:
             loader.c = c
             n = sum(dumpfmt.apply(loader, rec) for rec in records)
             loader.finish()
             # (values, scheduled entries, leases and rests loaded: their times are not
             # known here)
-            self._wake_due = self._events_due = None
+            self._db.wake_due = self._db.events_due = None
         return n
 
 
@@ -1385,11 +1107,17 @@ class _AnswerRun:
 
 class _Loader:
     """The SQLite store's :class:`~.dumpfmt.Loader`, inside one transaction (the store's
-    ``load`` opens it and sets ``c``). It writes as the store's own calls do, through its
-    steps: its queue ids, sequences, level-0 rules and counters."""
+    ``load`` opens it and sets ``c``). It writes as the store's own calls do: through the
+    database's steps (its queue ids, sequences, level-0 rules and counters) and the
+    store's settling step (``settle``), both handed to it."""
 
-    def __init__(self, store: SQLiteStore, now: float) -> None:
-        self.store = store
+    def __init__(self, db: Database, bloom: BloomShape | None, lifo: bool,
+                 settle: Callable[[sqlite3.Connection, dict[int, Delta], float], object],
+                 now: float) -> None:
+        self.db = db
+        self.bloom = bloom
+        self.lifo = lifo
+        self.settle = settle
         self.now = now
         self.since: dict[int, float] = {}  # qid -> since when it waited, as dumped
         self.c: sqlite3.Connection
@@ -1400,12 +1128,12 @@ class _Loader:
         self.values: list[tuple[str, bytes, float | None]] = []  # (written in batches)
 
     def _qid(self, key: str) -> int:
-        return self.store._queues.qid_map(self.c, [key])[key]
+        return self.db.queues.qid_map(self.c, [key])[key]
 
     def load_seen(self, fp: bytes, revisit_at: float | None) -> None:
         if self.seen is None:
-            self.seen = SeenTx(self.c, self.store._bloom)
-        if self.store._bloom is not None:
+            self.seen = SeenTx(self.c, self.bloom)
+        if self.bloom is not None:
             self.seen.prefetch([fp])
         marks = self.seen.marks
         marks.mark(fp, revisit_at)
@@ -1416,7 +1144,7 @@ class _Loader:
             marks.dirty.clear()
 
     def load_bloom(self, bits: bytes) -> None:
-        shape = self.store._bloom
+        shape = self.bloom
         if shape is None or len(bits) != shape.size_bytes:
             raise ConfigError("dump has a Bloom filter of another shape than this store")
         for b in range(shape.blocks):
@@ -1429,8 +1157,8 @@ class _Loader:
     def load_entry(self, key: str, priority: int, retries: int, payload: bytes,
                     not_before: float | None) -> None:
         qid = self._qid(key)
-        seq = self.store._take(self.c, "entry_seq", 1) + 1
-        order = order_of(seq, self.store.lifo, LAST)
+        seq = self.db.take(self.c, "entry_seq", 1) + 1
+        order = order_of(seq, self.lifo, LAST)
         self.counts["queued"] = self.counts.get("queued", 0) + 1
         if not_before is not None:
             self.c.execute("INSERT INTO scheduled (due, qid, nprio, ord, retries, payload) "
@@ -1438,12 +1166,12 @@ class _Loader:
                                                      payload))
             self.counts["scheduled"] = self.counts.get("scheduled", 0) + 1
             return
-        self.store._before_level0(self.c, [(qid, -priority, order)])
+        self.db.before_level0(self.c, [(qid, -priority, order)])
         self.c.execute("INSERT INTO entries0 VALUES (?,?,?,?,?)",
                        (qid, -priority, order, retries, payload))
         self.entries += 1
         if self.entries >= 10_000:
-            self.store._settled(settle_levels(self.c, "entries", self.entries))
+            self.db.settled(settle_levels(self.c, "entries", self.entries))
             self.entries = 0
         d = self.deltas.get(qid) or self.deltas.setdefault(qid, Delta())
         d.queued += 1
@@ -1455,7 +1183,7 @@ class _Loader:
         if since is not None:
             self.since[qid] = since
         clean = check_settings(settings)
-        self.store._queues.forget([qid])
+        self.db.queues.forget([qid])
         self.c.execute("UPDATE domains SET accepted = accepted + max(0, ?1 - (SELECT accepted "
                        "FROM queues WHERE qid=?2)) WHERE did=(SELECT did FROM queues "
                        "WHERE qid=?2)", (accepted, qid))
@@ -1480,50 +1208,27 @@ class _Loader:
                      "late_acks", "duplicates"):
                 self.counts[k] = self.counts.get(k, 0) + int(v)
         if rejected:
-            self.store._reject(self.c, {r: int(v) for r, v in rejected.items()})
+            self.db.reject(self.c, {r: int(v) for r, v in rejected.items()})
 
     def load_value(self, name: str, data: bytes, expires: float | None) -> None:
         self.values.append((name, data, expires))
         if len(self.values) >= 10_000:
-            self.store._values.put(self.c, self.values)
+            self.db.values.put(self.c, self.values)
             self.values.clear()
 
     def load_tallies(self, counts: Mapping[str, int]) -> None:
         for name, n in counts.items():
-            SQLiteStore._add_tally(self.c, name, n)
+            Database.add_tally(self.c, name, n)
 
     def finish(self) -> None:
         if self.values:
-            self.store._values.put(self.c, self.values)
+            self.db.values.put(self.c, self.values)
         if self.seen is not None:
             self.seen.flush()
-        self.store._settled(settle_levels(self.c, "entries", self.entries))
-        self.store._apply(self.c, self.deltas, self.now)
-        self.store._count(self.c, **self.counts)
+        self.db.settled(settle_levels(self.c, "entries", self.entries))
+        self.settle(self.c, self.deltas, self.now)
+        self.db.count(self.c, **self.counts)
         # The loaded queues that are ready take their places in the ready line.
         self.c.executemany(f"UPDATE queues SET since=? WHERE qid=? AND state={READY}",
                            [(since, qid) for qid, since in self.since.items()])
-        self.store._queues.forget(self.since)
-
-
-_NO_WRITE = "no permission to create files in"
-
-
-def _why_unopenable(path: str) -> str | None:
-    """Why SQLite could not open ``path``, in the user's terms: SQLite says only "unable
-    to open database file" for a missing directory, a directory or a denied write."""
-    target = os.path.abspath(path)
-    if os.path.isdir(target):
-        return "it is a directory, not a file"
-    parent = os.path.dirname(target)
-    if not os.path.isdir(parent):
-        hint = ""
-        if not os.path.isabs(path):
-            # sqlite:///x is relative; people often mean sqlite:////x.
-            hint = (f" (sqlite:///{path} is relative to the current directory "
-                    f"{os.getcwd()}; write sqlite:////{path} for /{path})")
-        return f"the directory {parent} does not exist{hint}"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"{_NO_WRITE} {parent}"
-    return None
-
+        self.db.queues.forget(self.since)

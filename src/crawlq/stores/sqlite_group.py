@@ -17,7 +17,7 @@ handed out again at once), never an add.
 
 :class:`GroupCommit` keeps the held answers, knows whether a deferred transaction is
 open, and runs the flusher; the store owns the lock they share and the transaction
-that applies them (see ``SQLiteStore._tx``).
+that applies them (see ``Database.tx`` in :mod:`.sqlite_db`).
 """
 
 from __future__ import annotations
