@@ -104,7 +104,7 @@ def main() -> None:
     f = Frontier.open(f"sqlite:///{path}", min_delay=0, max_delay=0, delay_factor=0,
                       concurrency=1_000_000)
     store: Any = f.store
-    store._conn = TimedConnection(store._conn)
+    store._db.conn = TimedConnection(store._db.conn)
     t0 = time.perf_counter()
     for i in range(0, len(reqs), 5_000):
         f.add(reqs[i:i + 5_000])
