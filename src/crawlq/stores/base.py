@@ -37,6 +37,9 @@ from .policy import as_count as as_count
 from .policy import as_seconds as as_seconds
 from .policy import check_settings as check_settings
 from .policy import flag as flag
+from .rules import ACK_DEAD as ACK_DEAD  # (the answers' kinds: the engine's, rules)
+from .rules import ACK_DONE as ACK_DONE
+from .rules import ACK_REQUEUE as ACK_REQUEUE
 from .rules import OVER_DOMAIN_BUDGET as OVER_DOMAIN_BUDGET  # (the domain rules: rules)
 from .rules import OVER_DOMAIN_QUEUES as OVER_DOMAIN_QUEUES
 
@@ -51,10 +54,6 @@ REFUSALS: Final = {OVER_BUDGET: "queue-budget", OVER_DOMAIN_BUDGET: "domain-budg
 """add()'s verdicts on refused entries, by the reason their store counts them under in
 ``stats().rejected``."""
 
-# Ack kinds for release().
-ACK_DONE: Final = 0
-ACK_REQUEUE: Final = 1  # back to the queue (retry after failure, or retry-later); see Ack.failed
-ACK_DEAD: Final = 2
 
 
 MAX_REDELIVERIES = 5

@@ -23,8 +23,6 @@ from typing import TYPE_CHECKING, Any, Final
 from .._native import native
 from ..policies.domains import domain_of
 from .base import (
-    ACK_DEAD,
-    ACK_DONE,
     ACK_REQUEUE,
     ADDED,
     DUPLICATE,
@@ -38,11 +36,15 @@ from .base import (
 )
 from .bloom import BloomShape, MemoryBloom
 from .rules import (
+    DIES,
     EXHAUSTED,
+    GONE,
     HEAD,
+    LATER,
     READY,
     RESTING,
     TAIL,
+    answer_place,
     answer_rest,
     domain_refusal,
     domain_room,
@@ -627,17 +629,18 @@ class MemoryQueues:
             # (several answers of a queue in one call: it rests the longest of theirs)
             q.ready_at, q.session = rested(q.ready_at, q.session, now,
                                            answer_rest(q.policy, duration, delay))
-            if kind == ACK_DONE:
+            place = answer_place(kind, not_before, now)
+            if place == GONE:
                 done += 1
-            elif kind == ACK_DEAD:
+            elif place == DIES:
                 self.bury(q, item, retries, error or "", now)
             else:
                 if failed:
                     failed_n += 1
                 retried += 1
                 new = item[:10] + retries.to_bytes(2, "big") + item[12:]
-                if not_before is not None and not_before > now:
-                    self.schedule(not_before, q.key, new)
+                if place == LATER:
+                    self.schedule(now if not_before is None else not_before, q.key, new)
                 else:
                     back.append((token, q, new))
             touched[q.key] = q

@@ -1,15 +1,16 @@
 """The queue engine: a queue's states and each transition it goes through, written once,
 as pure functions over a queue's numbers, which the memory and SQLite stores both run
 (each store only keeps and persists the numbers): the rest after an answer
-(:func:`answer_rest`, :func:`rested`), a lease call's pass over the ready line (its
-rooms, :func:`lease_room` and :func:`share_domains`; its rounds, :func:`rounds`; the
-session after it, :func:`served`), a queue's state and place in line after any change
-(:func:`settled`), waking (:func:`event_times`, :func:`expired_once`), a domain's
-parked queues (:func:`joins_line`, :func:`park`, :func:`is_parked`,
-:func:`unparked_first`) and what ``add`` accepts of a queue and a domain
-(:func:`over_cap`, :func:`domain_refusal`). The Redis store's Lua scripts are the only
-other copy (a script runs on the server in one step), and
-tests/stores/test_stores_differ.py runs the same call sequences on all three stores.
+(:func:`answer_rest`, :func:`rested`) and where its entry goes (:func:`answer_place`),
+a lease call's pass over the ready line (its rooms, :func:`lease_room` and
+:func:`share_domains`; its rounds, :func:`rounds`; the session after it,
+:func:`served`), a queue's state and place in line after any change (:func:`settled`),
+waking (:func:`event_times`, :func:`expired_once`), a domain's parked queues
+(:func:`joins_line`, :func:`park`, :func:`is_parked`, :func:`unparked_first`) and what
+``add`` accepts of a queue and a domain (:func:`over_cap`, :func:`domain_refusal`). The
+Redis store's Lua scripts are the only other copy (a script runs on the server in one
+step), and tests/stores/test_stores_differ.py runs the same call sequences on all three
+stores.
 
 Within a priority, a queue's entries are served by rank (:func:`entry_rank`): an entry
 added goes behind the others (FIFO) or ahead of them (LIFO); one that comes back at once
@@ -58,6 +59,24 @@ from enum import IntEnum
 from typing import Final
 
 from .policy import QueuePolicy
+
+# The kinds of answer release() takes (an Ack's kind; crawlq.stores.base has them too).
+ACK_DONE: Final = 0
+"""Done: the entry leaves the frontier (its fingerprint stays seen)."""
+ACK_REQUEUE: Final = 1
+"""Back to its queue: a retry after a failure, or retry-later (see ``Ack.failed``)."""
+ACK_DEAD: Final = 2
+"""Given up: kept as dead."""
+
+# Where an answered lease's entry goes (answer_place).
+GONE: Final = 0
+"""Out of the frontier (done)."""
+DIES: Final = 1
+"""Kept as dead."""
+BACK: Final = 2
+"""Back at the head of its queue at once (:data:`HEAD`)."""
+LATER: Final = 3
+"""Scheduled: it joins its queue at its time as if added then."""
 
 # add()'s verdicts on an entry refused by its domain (crawlq.stores.base has the others).
 OVER_DOMAIN_BUDGET: Final = 3
@@ -146,6 +165,19 @@ def answer_rest(policy: QueuePolicy, duration: float | None, delay: float | None
     if delay is not None:
         return delay
     return policy.delay(duration or 0.0)
+
+
+def answer_place(kind: int, not_before: float | None, t: float) -> int:
+    """Where the entry of a lease answered at ``t`` goes (GONE, DIES, BACK or LATER): a
+    requeue waits for ``not_before`` when that is later than ``t``, else comes back at
+    the head of its queue at once."""
+    if kind == ACK_DONE:
+        return GONE
+    if kind == ACK_DEAD:
+        return DIES
+    if not_before is not None and not_before > t:
+        return LATER
+    return BACK
 
 
 def rested(ready_at: float, session: int, t: float, rest: float) -> tuple[float, int]:

@@ -37,7 +37,6 @@ from ..errors import ConfigError, StoreError
 from ..models import QueueInfo, Stats
 from . import dumpfmt, sqlite_dump, sqlite_leases
 from .base import (
-    ACK_DEAD,
     ACK_DONE,
     ACK_REQUEUE,
     MAX_REDELIVERIES,
@@ -56,12 +55,16 @@ from .bloom import BLOCK_BYTES, BloomShape
 from .policy import typed_settings
 from .rules import (
     BUSY,
+    DIES,
     EXHAUSTED,
+    GONE,
     HEAD,
     LAST,
+    LATER,
     READY,
     RESTING,
     TAIL,
+    answer_place,
     domain_room,
     event_times,
     expired_once,
@@ -537,9 +540,10 @@ class SQLiteStore:
                     run.last[qid] = d
                 d.inflight -= 1
                 d.answered(duration, delay)
-                if kind == ACK_DONE:
+                place = answer_place(kind, not_before, at)
+                if place == GONE:
                     run.done += 1
-                elif kind == ACK_DEAD:
+                elif place == DIES:
                     e = entries[token]
                     run.dead.append((qid, -nprio, retries, bytearray(e[4]), error or "", at))
                     run.failed += 1
@@ -547,7 +551,7 @@ class SQLiteStore:
                     run.retried += 1
                     run.failed += failed
                     e = entries[token]
-                    if not_before is not None and not_before > at:
+                    if place == LATER:
                         run.later.append((not_before, qid, nprio, e[2], retries,
                                           bytearray(e[4])))
                     else:
