@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from crawlq.redislocal import LocalRedis
+from crawlq.testing.redis_server import LocalRedis
 
 
 def crawlq(tmp: Path, *args: str, stdin: str = "",

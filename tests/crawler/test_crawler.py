@@ -15,8 +15,8 @@ from typing import Any
 
 from crawlq import Frontier
 from crawlq.crawler import CrawlConfig, Crawler, Summary
-from crawlq.redislocal import LocalRedis
-from crawlq.testweb import SiteSpec, TestWeb, pages, reachable, serve
+from crawlq.testing.redis_server import LocalRedis
+from crawlq.testing.web import SiteSpec, TestWeb, pages, reachable, serve
 
 LOCAL: dict[str, Any] = {"resolve": {"*.crawlq.test": "127.0.0.1"}, "allow_private": True,
                          "allow_domains": ["crawlq.test"]}

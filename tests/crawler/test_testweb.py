@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from crawlq.testweb import SiteSpec, TestWeb, serve
+from crawlq.testing.web import SiteSpec, TestWeb, serve
 
 
 @pytest.fixture(scope="module", params=["threads", "asyncio"])

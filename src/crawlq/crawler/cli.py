@@ -232,7 +232,7 @@ def _run(config: Any, resumable: bool, every: float | None = None,
 
 def _demo(args: argparse.Namespace) -> int:
     from ..stores import SQLITE_SUFFIXES
-    from ..testweb import SiteSpec, serve
+    from ..testing.web import SiteSpec, serve
     from .core import CrawlConfig
 
     spec = SiteSpec(hosts=args.hosts, pages=args.pages, slow_seconds=0.2,

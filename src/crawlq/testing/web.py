@@ -57,8 +57,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from .testweb_async import AsyncServer
-from .testweb_site import DOMAIN, Hit, SiteSpec, page_html, page_padding, reachable
+from .web_async import AsyncServer
+from .web_site import DOMAIN, Hit, SiteSpec, page_html, page_padding, reachable
 
 __all__ = ["DOMAIN", "Hit", "SiteSpec", "TestWeb", "pages", "reachable", "serve"]
 
