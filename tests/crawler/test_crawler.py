@@ -293,7 +293,7 @@ def test_duration_parsing() -> None:
 
     import pytest
 
-    from crawlq.crawler.cli_options import duration
+    from crawlq.cli.argtypes import duration
 
     assert [duration(x) for x in ("90", "90s", "10m", "2h", "1d", "0.5s")] == \
         [90, 90, 600, 7200, 86400, 0.5]
