@@ -53,7 +53,7 @@ TINY_HOSTS = 2
 
 def spec_for(scenario: str, hosts: int, tiny: bool = False) -> Any:
     """The test web of a scenario (``tiny``: the few pages of ``--tiny``)."""
-    from crawlq.testweb import SiteSpec
+    from crawlq.testing.web import SiteSpec
 
     if scenario == "throughput":
         return SiteSpec(hosts=hosts, pages=10 if tiny else 100, links=4, cross_links=1,
@@ -81,7 +81,7 @@ def scrapy_child(seeds: list[str], conc: int, per_host: int, delay: float,
     from scrapy.linkextractors import LinkExtractor
     from scrapy.resolver import dnscache
 
-    from crawlq.testweb import DOMAIN
+    from crawlq.testing.web import DOMAIN
 
     for url in seeds:
         dnscache[url.split("//")[1].split(":")[0]] = "127.0.0.1"
@@ -232,7 +232,7 @@ def main() -> None:
     if a.bare:
         bare_child(*json.loads(Path(a.bare).read_text()))
         return
-    from crawlq.testweb import TestWeb, reachable
+    from crawlq.testing.web import TestWeb, reachable
 
     for scenario in a.scenario or ["throughput", "efficiency"]:
         spec = spec_for(scenario, TINY_HOSTS if a.tiny else a.hosts, a.tiny)

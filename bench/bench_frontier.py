@@ -308,7 +308,7 @@ def main() -> None:
     server = None
     if any("redis" in name for name in names) and "CRAWLQ_BENCH_REDIS" not in os.environ:
         # A throwaway redis-server on loopback, shared by the Redis contenders in turn.
-        from crawlq.redislocal import LocalRedis
+        from crawlq.testing.redis_server import LocalRedis
 
         server = LocalRedis(Path(tempfile.mkdtemp(prefix="crawlq-bench-redis-"))).start()
         os.environ["CRAWLQ_BENCH_REDIS"] = server.url

@@ -84,7 +84,7 @@ def main() -> None:
     server = None
     base = os.environ.get("CRAWLQ_BENCH_REDIS")
     if not base:
-        from crawlq.redislocal import LocalRedis
+        from crawlq.testing.redis_server import LocalRedis
 
         server = LocalRedis(Path(tempfile.mkdtemp(prefix="crawlq-bench-redis-"))).start()
         base = server.url

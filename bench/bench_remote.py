@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`crawlq crawl` with its Redis store near and far, in one run: pages/s with Redis on
-loopback, then behind a delay proxy (crawlq.delayproxy, its own process on 127.0.0.1)
+loopback, then behind a delay proxy (crawlq.testing.delayproxy, its own process on 127.0.0.1)
 adding 1 ms and 5 ms each way, as a store in the same data centre and across zones.
 
 The site is the test web (asyncio engine, in this process). By default it is shaped as
@@ -33,9 +33,9 @@ from pathlib import Path
 
 from bench_crawl import crawlq_command, run_crawl  # (bench/ is on the path)
 
-from crawlq.delayproxy import DelayProxy
-from crawlq.redislocal import LocalRedis
-from crawlq.testweb import SiteSpec, TestWeb, reachable
+from crawlq.testing.delayproxy import DelayProxy
+from crawlq.testing.redis_server import LocalRedis
+from crawlq.testing.web import SiteSpec, TestWeb, reachable
 
 
 def ping_ms(port: int) -> float:

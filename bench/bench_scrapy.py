@@ -26,7 +26,7 @@ scrapy-bench
     (:class:`BareList`, the cheapest scheduler there can be: the most any scheduler
     can reach on this machine).
 
-The test web (crawlq.testweb) runs on 127.0.0.1 in this process; redis-server is
+The test web (crawlq.testing.web) runs on 127.0.0.1 in this process; redis-server is
 started on a free loopback port for the Redis contenders.
 
 crawlq's scheduler freezes the garbage collector's view of the objects alive when the
@@ -78,7 +78,7 @@ def head_of_line(tiny: bool) -> tuple[int, int, int, float]:
 
 def spec_for(scenario: str, tiny: bool = False) -> Any:
     """The test web of a scenario (``tiny``: the few pages of ``--tiny``)."""
-    from crawlq.testweb import SiteSpec
+    from crawlq.testing.web import SiteSpec
 
     if scenario == "plain":
         hosts, pages = (3, 20) if tiny else (20, 200)
@@ -292,7 +292,7 @@ def crawl_scenario(scenario: str, contenders: list[str], rounds: int, cap: float
     import statistics
     from collections import Counter
 
-    from crawlq.testweb import TestWeb
+    from crawlq.testing.web import TestWeb
 
     spec = spec_for(scenario, tiny)
     print(f"\n== {scenario}" + (" (--tiny)" if tiny else ""))
@@ -380,7 +380,7 @@ def main() -> None:
         contender, scenario, port, redis_url, tmp, cap, size = a.child
         child(contender, scenario, int(port), redis_url, tmp, float(cap), size == "tiny")
         return
-    from crawlq.redislocal import LocalRedis
+    from crawlq.testing.redis_server import LocalRedis
 
     server = LocalRedis(Path(tempfile.mkdtemp(prefix="crawlq-bench-redis-"))).start()
     try:

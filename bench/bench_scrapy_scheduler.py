@@ -132,7 +132,7 @@ def main() -> None:
     from scrapy.utils.reactor import install_reactor
 
     install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
-    from crawlq.redislocal import LocalRedis
+    from crawlq.testing.redis_server import LocalRedis
 
     names = a.only or list(CONTENDERS)
     server = LocalRedis(Path(tempfile.mkdtemp(prefix="crawlq-bench-redis-"))).start()

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from bench_crawl import crawlq_command, run_crawl  # (bench/ is on the path)
 
-from crawlq.redislocal import LocalRedis
-from crawlq.testweb import SiteSpec, TestWeb, reachable
+from crawlq.testing.redis_server import LocalRedis
+from crawlq.testing.web import SiteSpec, TestWeb, reachable
 
 
 def cpu_of_children() -> float:

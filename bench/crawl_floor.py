@@ -23,7 +23,7 @@ from crawlq.crawler.fetch import Fetched
 from crawlq.crawler.links import decode_html, extract
 from crawlq.crawler.output import open_output
 from crawlq.crawler.scope import Scope
-from crawlq.testweb import SiteSpec, TestWeb
+from crawlq.testing.web import SiteSpec, TestWeb
 
 N = 5000
 """Pages measured by default."""

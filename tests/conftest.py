@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from crawlq.redislocal import LocalCluster, LocalRedis
+from crawlq.testing.redis_server import LocalCluster, LocalRedis
 
 
 @pytest.fixture(scope="session")

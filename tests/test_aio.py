@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from crawlq import AsyncFrontier, ConfigError, Frontier, Request, StoreError
-from crawlq.delayproxy import DelayProxy
-from crawlq.redislocal import LocalRedis
+from crawlq.testing.delayproxy import DelayProxy
+from crawlq.testing.redis_server import LocalRedis
 
 FAST: dict[str, Any] = {"min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0}
 

@@ -5,7 +5,7 @@ Each case runs one script as a subprocess with arguments that make it take secon
 and checks that it exits 0, printed no FAILED row, and printed the figures it exists
 to print (its last table rows and ratio lines: what a bench broken half-way would not
 print). The figures themselves mean nothing at these sizes and are not judged. Benches
-that need Redis start their own throwaway redis-server (crawlq.redislocal), and
+that need Redis start their own throwaway redis-server (crawlq.testing.redis_server), and
 bench_docs.py its own nginx (nginx and wget installed by scripts/test.sh, or by the bench
 as root); every bench talks to 127.0.0.1 only.
 

@@ -1,6 +1,7 @@
 """The source keeps its own layout rules: no private name crosses a module (a name
-another module needs is public in its own), and each class lives whole in one module
-(no chain of subclasses cut across files)."""
+another module needs is public in its own), each class lives whole in one module
+(no chain of subclasses cut across files), and no module imports back, directly or
+through others, from a module that imports it (no import circle)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,81 @@ def test_no_class_extends_a_class_of_another_crawlq_module() -> None:
                     continue  # (the contract suite's parts; error hierarchies)
                 found.append(f"{name}: {node.name}({base_name}) from {home}")
     assert not found, "\n".join(found)
+
+
+def _module_names() -> dict[str, str]:
+    """Each crawlq module's dotted name, by its file (relative to SRC)."""
+    out = {}
+    for rel in _modules():
+        parts = ["crawlq", *Path(rel).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[rel] = ".".join(parts)
+    return out
+
+
+def _imported(module: str, is_package: bool, tree: ast.Module, known: set[str]) -> set[str]:
+    """The crawlq modules a module imports anywhere: at its top, in a function, or for
+    the type checker only (``if TYPE_CHECKING:``, a circle all the same). ``from X
+    import y`` names module ``X.y`` when there is one, else ``X`` (a name ``X``
+    defines). The packages above a module, which Python runs first, are not counted:
+    they are not what its author chose to import."""
+    package = module if is_package else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                out.add(sub if sub in known else target)
+    return (out & known) - {module}
+
+
+def _circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle in ``graph`` (its modules in order, the first again at the
+    end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done (no circle through it)
+    path: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return [*path[path.index(n):], n]
+            if n not in state:
+                found = visit(n)
+                if found:
+                    return found
+        path.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state:
+            found = visit(m)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_circle() -> None:
+    """No crawlq module imports one that imports it back, directly or through others:
+    each part stands on parts below it (the command line on the crawler and the server,
+    never the other way), so each can be read, loaded and tested without the ones
+    above it."""
+    names = _module_names()
+    known = set(names.values())
+    graph = {names[rel]: _imported(names[rel], rel.endswith("__init__.py"), tree, known)
+             for rel, tree in _modules().items()}
+    circles = []
+    while (circle := _circle(graph)) is not None:
+        circles.append(" -> ".join(circle))
+        graph[circle[0]].discard(circle[1])  # (then look for the next)
+    assert not circles, "import circles:\n" + "\n".join(circles)

@@ -8,7 +8,7 @@ Every error crawlq raises on purpose derives from :class:`CrawlqError`::
     ├── InvalidURL         a URL the canonicalizer refuses (``reason`` says why)
     ├── LeaseError         acknowledging a lease the store no longer holds (strict_acks)
     ├── OutputError        the crawler's output cannot be written (crawler.output)
-    ├── RedisUnavailable   redis-server cannot be found or started (redislocal)
+    ├── RedisUnavailable   redis-server cannot be found or started (testing.redis_server)
     └── StoreError         the backing store failed (I/O, corruption, lost connection)
         ├── StoreCorrupt   the store file is not a crawlq store or is damaged
         ├── StoreBusy      another connection holds the store locked (past busy_timeout)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from crawlq.redislocal import LocalRedis
+from crawlq.testing.redis_server import LocalRedis
 
 
 def crawlq(tmp: Path, *args: str, stdin: str = "",
@@ -175,11 +175,11 @@ def test_commands_that_look_never_create_a_redis_crawl(tmp_path: Path,
 
 
 def test_every_cli_error_is_reported_in_one_place() -> None:
-    """Commands raise; ``crawlq.cli.report`` alone writes the ``crawlq: error:`` line."""
+    """Commands raise; ``crawlq.cli.report.report`` alone writes the ``crawlq: error:`` line."""
     import crawlq
 
     root = Path(crawlq.__file__).parent
     writers = [f"{p.relative_to(root)}:{n}" for p in root.rglob("*.py")
                for n, line in enumerate(p.read_text().splitlines(), 1)
                if '"crawlq: error:' in line or "'crawlq: error:" in line]
-    assert len(writers) == 1 and writers[0].startswith("cli.py:"), writers
+    assert len(writers) == 1 and writers[0].startswith("cli/report.py:"), writers

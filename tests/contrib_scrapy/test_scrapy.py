@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from crawlq import Frontier, Request
-from crawlq.redislocal import LocalRedis
-from crawlq.testweb import SiteSpec, TestWeb, pages, reachable, serve
+from crawlq.testing.redis_server import LocalRedis
+from crawlq.testing.web import SiteSpec, TestWeb, pages, reachable, serve
 
 RUNNER = str(Path(__file__).with_name("scrapy_runner.py"))
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ import pytest
 
 from crawlq import AsyncFrontier, Frontier
 from crawlq.crawler import CrawlConfig, Crawler, Summary
-from crawlq.testweb import SiteSpec, TestWeb, pages, reachable, serve
+from crawlq.testing.web import SiteSpec, TestWeb, pages, reachable, serve
 
 LOCAL = ["--allow-domain", "crawlq.test", "--resolve", "*.crawlq.test=127.0.0.1"]
 FAST = ["--min-delay", "0", "--max-delay", "0", "--delay-factor", "0", "--progress", "0"]
@@ -220,7 +220,7 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
     script.write_text(
         "import asyncio\n"
         "from crawlq.crawler import CrawlConfig, Crawler\n"
-        "from crawlq.testweb import SiteSpec, serve\n"
+        "from crawlq.testing.web import SiteSpec, serve\n"
         "print('script body ran', flush=True)\n"
         "with serve(SiteSpec(hosts=1, pages=3, big_bytes=60_000)) as web:\n"
         "    config = CrawlConfig(seeds=[web.url(0, '/big')], allow_private=True,\n"

@@ -26,7 +26,7 @@ from crawlq.crawler.config import Summary
 from crawlq.crawler.discover import Links
 from crawlq.crawler.scope import Scope
 from crawlq.errors import StoreError, StoreFull
-from crawlq.redislocal import LocalRedis
+from crawlq.testing.redis_server import LocalRedis
 
 TREE = 1111  # a tree of ten children per page: 1 + 10 + 100 + 1000 pages
 

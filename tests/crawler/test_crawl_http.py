@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from crawlq.testweb import SiteSpec, serve
+from crawlq.testing.web import SiteSpec, serve
 
 FAST = ["--min-delay", "0", "--max-delay", "0", "--delay-factor", "0", "--progress", "0"]
 

@@ -20,7 +20,7 @@ from warcio.archiveiterator import ArchiveIterator
 from crawlq.crawler.fetch import Fetched
 from crawlq.crawler.output import OutputError, open_output, output_kind
 from crawlq.models import Request
-from crawlq.testweb import SiteSpec, pages, reachable, serve
+from crawlq.testing.web import SiteSpec, pages, reachable, serve
 
 LOCAL = ["--allow-domain", "crawlq.test", "--resolve", "*.crawlq.test=127.0.0.1",
          "--allow-private"]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from crawlq.redislocal import LocalRedis
-from crawlq.testweb import SiteSpec, reachable, serve
+from crawlq.testing.redis_server import LocalRedis
+from crawlq.testing.web import SiteSpec, reachable, serve
 
 LOCAL = ["--allow-domain", "crawlq.test", "--resolve", "*.crawlq.test=127.0.0.1",
          "--allow-private", "--progress", "0"]

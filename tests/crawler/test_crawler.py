@@ -15,8 +15,8 @@ from typing import Any
 
 from crawlq import Frontier
 from crawlq.crawler import CrawlConfig, Crawler, Summary
-from crawlq.redislocal import LocalRedis
-from crawlq.testweb import SiteSpec, TestWeb, pages, reachable, serve
+from crawlq.testing.redis_server import LocalRedis
+from crawlq.testing.web import SiteSpec, TestWeb, pages, reachable, serve
 
 LOCAL: dict[str, Any] = {"resolve": {"*.crawlq.test": "127.0.0.1"}, "allow_private": True,
                          "allow_domains": ["crawlq.test"]}
@@ -293,7 +293,7 @@ def test_duration_parsing() -> None:
 
     import pytest
 
-    from crawlq.crawler.cli_options import duration
+    from crawlq.cli.argtypes import duration
 
     assert [duration(x) for x in ("90", "90s", "10m", "2h", "1d", "0.5s")] == \
         [90, 90, 600, 7200, 86400, 0.5]

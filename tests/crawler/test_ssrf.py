@@ -12,7 +12,7 @@ import pytest
 
 from crawlq.crawler.addresses import networks, refusal
 from crawlq.crawler.fetch import Blocked, Fetcher
-from crawlq.testweb import SiteSpec, serve
+from crawlq.testing.web import SiteSpec, serve
 
 REFUSED = [
     "127.0.0.1", "127.255.255.254", "0.0.0.0", "10.1.2.3", "172.16.0.1", "192.168.1.1",

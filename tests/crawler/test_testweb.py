@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from crawlq.testweb import SiteSpec, TestWeb, serve
+from crawlq.testing.web import SiteSpec, TestWeb, serve
 
 
 @pytest.fixture(scope="module", params=["threads", "asyncio"])
@@ -114,3 +116,16 @@ def test_keep_alive_head_and_slow_answers_in_order(web: TestWeb) -> None:
 def test_unknown_engine() -> None:
     with pytest.raises(ValueError, match="engine"):
         TestWeb(SiteSpec(), engine="twisted")
+
+
+def test_the_servers_load_without_pytest() -> None:
+    """crawlq.testing's servers import nothing of the contract suite, which needs
+    pytest: ``crawlq demo`` serves the test web on an install without the dev tools."""
+    code = ("import sys\n"
+            "import crawlq.testing.delayproxy, crawlq.testing.redis_server, crawlq.testing.web\n"
+            "assert 'pytest' not in sys.modules, 'pytest imported'\n"
+            "from crawlq.testing import FrontierContract\n"
+            "assert 'pytest' in sys.modules  # (the contract suite, on first use)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr

@@ -20,8 +20,8 @@ from typing import Any
 import grpc
 import pytest
 
-from crawlq.redislocal import LocalRedis
 from crawlq.serve.grpc_wire import load_proto
+from crawlq.testing.redis_server import LocalRedis
 
 
 @contextmanager
@@ -250,7 +250,7 @@ def test_the_dashboard_shows_what_the_api_reports_in_a_real_browser(tmp_path: Pa
 def test_serve_over_https_and_grpc_tls_with_a_given_certificate(tmp_path: Path) -> None:
     import ssl
 
-    from crawlq.testweb import SiteSpec, TestWeb
+    from crawlq.testing.web import SiteSpec, TestWeb
 
     web = TestWeb(SiteSpec(hosts=1), tls=True)  # (only for its CA and certificate)
     assert web.ca_file is not None

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from crawlq import Frontier, Outcome, Request
-from crawlq.redislocal import LocalRedis
 from crawlq.serve import uf_ops
 from crawlq.stores.base import Tallies
+from crawlq.testing.redis_server import LocalRedis
 
 OPTS = {"min_delay": 0, "max_delay": 0, "delay_factor": 0, "concurrency": 100}
 

@@ -24,10 +24,10 @@ import grpc
 import pytest
 
 from crawlq import Frontier, Outcome, Request
-from crawlq.redislocal import LocalRedis
 from crawlq.serve import grpc_server, uf_ops
 from crawlq.serve.crawls import DEFAULT_DELAY, RECHECK
 from crawlq.serve.grpc_wire import load_proto
+from crawlq.testing.redis_server import LocalRedis
 
 pb, services = load_proto()
 OK, SKIPPED = pb.AckMessage.OK, pb.AckMessage.SKIPPED

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from crawlq import Frontier
-from crawlq.redislocal import LocalCluster, LocalRedis
 from crawlq.stores import memory as memory_module
 from crawlq.stores import rules, sqlite_levels, sqlite_rows, sqlite_values
 from crawlq.stores import sqlite as sqlite_module
 from crawlq.testing import Clock, FrontierContract, MemoryOnlyContract
+from crawlq.testing.redis_server import LocalCluster, LocalRedis
 from crawlq.testing.through_async import through_async
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from crawlq import Frontier
-from crawlq.redislocal import LocalRedis
+from crawlq.testing.redis_server import LocalRedis
 
 WORKER = str(Path(__file__).with_name("durability_worker.py"))
 

@@ -17,12 +17,12 @@ import redis
 
 from crawlq import Frontier, Request
 from crawlq.errors import ConfigError, StoreError
-from crawlq.redislocal import LocalRedis
 from crawlq.stores.bloom import BLOCK_BYTES, BloomShape
 from crawlq.stores.memory import MemoryStore
 from crawlq.stores.policy import QueuePolicy
 from crawlq.stores.redis_store import RedisStore
 from crawlq.testing import FAST, Clock
+from crawlq.testing.redis_server import LocalRedis
 
 
 def _drain(f: Frontier, n: int = 100) -> int:

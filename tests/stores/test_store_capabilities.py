@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from crawlq import Frontier
-from crawlq.redislocal import LocalRedis
 from crawlq.stores import destroy_store
 from crawlq.stores.base import (
     Clearable,
@@ -21,6 +20,7 @@ from crawlq.stores.base import (
     Transactions,
     Unblocking,
 )
+from crawlq.testing.redis_server import LocalRedis
 
 CAPABILITIES = (Dumps, QueueDeletion, QueueRemoval, PolicyChange, Clearable, Transactions,
                 PipelinedAdd, Destroyable, Namespaced, Unblocking, Tallies)

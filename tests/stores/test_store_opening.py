@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from crawlq import ConfigError, Frontier, Outcome, Request, StoreCorrupt, StoreError
-from crawlq.redislocal import free_port
 from crawlq.stores.base import ACK_DEAD, QueuePolicy
 from crawlq.stores.memory import MemoryStore
 from crawlq.testing import FAST
+from crawlq.testing.redis_server import free_port
 
 
 def test_open_by_url(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """``crawlq crawl``: a polite async crawler on the frontier (needs ``crawlq[crawl]``).
 
-The names below are imported on first use, so that ``crawlq.crawler.cli`` (which
-registers the ``crawl`` command) loads without the extra: every other command then
-works on the core install, and ``crawl`` says which extra to install.
+The names below are imported on first use, so that the command line
+(:mod:`crawlq.cli.crawl`, which registers the ``crawl`` command) loads without the
+extra: every other command then works on the core install, and ``crawl`` says which
+extra to install.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The store contract suite: the executable specification of a crawlq Store.
+"""Testing with crawlq: the store contract suite, and the local servers crawlq's own
+tests, benchmarks and demo run against.
 
+**The store contract suite** is the executable specification of a crawlq Store.
 Anyone writing a store subclasses :class:`FrontierContract` in a pytest module and
 implements :meth:`FrontierContract.open_frontier`; every test then runs twice, the second
 time closing and reopening the store at its checkpoints (a store that keeps nothing
@@ -9,55 +11,38 @@ across a reopen, by design, subclasses :class:`MemoryOnlyContract` instead)::
         def open_frontier(self, clock, path, **options):
             return Frontier.open(f"mystore://{path}", clock=clock, **options)
 
-Time is a :class:`Clock` the tests move by hand; nothing here sleeps.
+Time is a :class:`Clock` the tests move by hand; nothing here sleeps. (The suite needs
+pytest; its names are imported on first use, so that the servers below load without it.)
+
+**Local servers**, each a module of its own:
+
+- :mod:`crawlq.testing.web`: the local test web, a generated multi-host site on
+  127.0.0.1 (``crawlq demo`` crawls it); its asyncio engine is
+  :mod:`~crawlq.testing.web_async`, its pages :mod:`~crawlq.testing.web_site`;
+- :mod:`crawlq.testing.redis_server`: throwaway ``redis-server`` processes and clusters
+  on free loopback ports;
+- :mod:`crawlq.testing.delayproxy`: a TCP proxy that adds a delay each way (a store
+  "on another machine").
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
-
-from ..frontier import Frontier
-from .accounting import AccountingContract
-from .adding import AddingContract
-from .domains import DomainContract
-from .env import FAST, T0, Clock, Env
-from .leases import LeaseContract
-from .ordering import OrderingContract
-from .politeness import PolitenessContract
+if TYPE_CHECKING:
+    from .contract import FrontierContract, MemoryOnlyContract
+    from .env import FAST, T0, Clock
 
 __all__ = ["FAST", "T0", "Clock", "FrontierContract", "MemoryOnlyContract"]
 
 
-class FrontierContract(AddingContract, OrderingContract, PolitenessContract, DomainContract,
-                       LeaseContract, AccountingContract):
-    """Behaviour every store must show through the Frontier API."""
+def __getattr__(name: str) -> Any:
+    if name in ("FrontierContract", "MemoryOnlyContract"):
+        from . import contract
 
-    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
-        """Open a frontier on the store under test; ``path`` is a fresh folder."""
-        raise NotImplementedError
+        return getattr(contract, name)
+    if name in __all__:
+        from . import env
 
-    # -- fixtures ------------------------------------------------------------------
-
-    @pytest.fixture(params=["live", "reopened"])
-    def reopen_mode(self, request: pytest.FixtureRequest) -> str:
-        """Durable stores run each test twice; a memory store overrides this fixture
-        with ``params=["live"]`` (see :class:`MemoryOnlyContract`)."""
-        return str(request.param)
-
-    @pytest.fixture
-    def env(self, tmp_path: Path, reopen_mode: str) -> Iterator[Env]:
-        e = Env(self, tmp_path, reopen_mode == "reopened")
-        yield e
-        e.close()
-
-
-class MemoryOnlyContract(FrontierContract):
-    """The contract for stores that keep nothing across a reopen, by design."""
-
-    @pytest.fixture(params=["live"])
-    def reopen_mode(self, request: pytest.FixtureRequest) -> str:
-        return str(request.param)
+        return getattr(env, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -43,7 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     default_settings.SCHEDULER = SCHEDULER
     if config.getoption("--crawlq-store") == "redis":
-        from ...redislocal import LocalRedis
+        from ...testing.redis_server import LocalRedis
 
         folder = Path(tempfile.mkdtemp(prefix="crawlq-scrapy-redis-"))
         server = LocalRedis(folder)

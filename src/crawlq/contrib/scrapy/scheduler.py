@@ -2,7 +2,15 @@
 docs/scrapy.md): one :class:`Scheduler`, whose parts are, in this order, its state and
 the steps its calls share (settings, the requests it keeps in memory rather than in the
 frontier, a request's queue and start rank, the acknowledgements it gathers), then its
-life cycle and the interface Scrapy's engine calls."""
+life cycle and the interface Scrapy's engine calls.
+
+It stands on Scrapy's public API (the scheduler interface, settings, stats, signals,
+the request fingerprinter, the downloader's ``get_slot_key``, ``call_later``) but for
+three of the engine's internals, for which Scrapy (2.18, 2.19) has no public
+equivalent: :meth:`Scheduler._attach` wraps ``engine._slot.remove_request`` (when the
+engine is done with a request) and ``engine.scraper.enqueue_scrape`` (how its download
+ended), and :meth:`Scheduler._poke` schedules ``engine._slot.nextcall`` (the engine's
+next step). Each says why; docs/scrapy.md lists them too."""
 
 from __future__ import annotations
 
@@ -358,6 +366,12 @@ class Scheduler:
         self._timer_due = due
 
     def _poke(self) -> None:
+        """Schedule the engine's next step, which asks :meth:`next_request` again.
+
+        A private hook, ``engine._slot.nextcall``: Scrapy has no public call that makes
+        the engine ask its scheduler again (``engine.crawl`` does it only along with a
+        new request; ``unpause`` does not). Where it is missing, the engine asks again
+        on its own 5-second heartbeat: a crawl slower where queues rest, never wrong."""
         self._timer = None
         slot = getattr(self.crawler.engine, "_slot", None)
         nextcall = getattr(slot, "nextcall", None)
@@ -391,16 +405,31 @@ class Scheduler:
         return self.df.open()
 
     def _attach(self, engine: Any) -> None:
-        """Learn when the engine is done with a request, and how its download ended."""
+        """Learn when the engine is done with a request, and how its download ended:
+        two hooks into the engine's internals, for which Scrapy has no public API.
+
+        - ``engine._slot.remove_request`` (private): the engine calls it when it is
+          completely done with a request: downloaded or failed, and every request its
+          callback or errback yields handed to :meth:`enqueue_request`. That is the one
+          moment at which acknowledging loses nothing. No signal comes then:
+          ``request_left_downloader`` and ``response_received`` come before the
+          callback runs, ``item_scraped`` once per item, and a request that a
+          downloader middleware redirected or ignored gets none after it.
+        - ``engine.scraper.enqueue_scrape`` (a method of an engine part that Scrapy
+          does not document): its argument is the download's outcome, a response or
+          a failure. The failure tells a request refused on purpose (``IgnoreRequest``,
+          e.g. robots.txt: done) from a download error (dead, with its error), and no
+          signal carries it (scrapy/scrapy#6990 asks for one for ``IgnoreRequest``). A
+          response alone is what the public ``response_received`` signal gives; the
+          wrapper, needed for failures anyway, reads both in one place.
+        """
         slot: Any = getattr(engine, "_slot", None)
         scraper: Any = getattr(engine, "scraper", None)
         if slot is None or not callable(getattr(slot, "remove_request", None)) \
                 or not callable(getattr(scraper, "enqueue_scrape", None)):
             raise CrawlqError("crawlq's Scrapy scheduler cannot attach to this Scrapy "
-                              "engine (no _slot.remove_request): unsupported Scrapy version")
-        # remove_request is called when the engine is completely done with a request
-        # (downloaded, or failed, and its callback's output scheduled): the one moment
-        # at which acknowledging loses nothing.
+                              "engine (no _slot.remove_request or scraper.enqueue_scrape): "
+                              "unsupported Scrapy version")
         remove = slot.remove_request
 
         def remove_request(request: ScrapyRequest) -> None:
@@ -413,8 +442,7 @@ class Scheduler:
         enqueue_scrape = scraper.enqueue_scrape
 
         def scrape(result: Any, request: ScrapyRequest, *args: Any, **kw: Any) -> Any:
-            # (a response or a failure of the download; here rather than from the
-            # response_received signal, whose dispatch costs more than the rest)
+            # (a response or a failure of the download)
             token = request.meta.get(TOKEN)
             if token in self._held:
                 if isinstance(result, Failure):

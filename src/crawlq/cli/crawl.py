@@ -1,4 +1,6 @@
-"""``crawlq crawl`` and ``crawlq demo``: the crawler's command line."""
+"""``crawlq crawl`` and ``crawlq demo``: the crawler's command line (its options are
+:mod:`crawl_options`, ``--workers`` is :mod:`crawl_workers`; the crawler itself is
+:mod:`crawlq.crawler`)."""
 
 from __future__ import annotations
 
@@ -13,11 +15,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..cli import count
+from ..crawler.scope import domain_name
 from ..errors import CommandError
-from .cli_options import add_options
-from .scope import domain_name
+from .argtypes import count
+from .crawl_options import add_options
 
+COMMANDS = ("crawl", "demo")
+"""The subcommands this module adds and runs."""
 DEMO_HELP = ("Serve the built-in test web on 127.0.0.1 and crawl it with the real crawler: "
              "no internet needed.")
 
@@ -47,9 +51,9 @@ def register(sub: Any) -> None:
 def command(args: argparse.Namespace) -> int:
     """Run ``crawl`` or ``demo``; returns the exit status."""
     try:
-        from . import workers
-        from .addresses import networks
-        from .core import DEFAULT_AGENT, CrawlConfig
+        from ..crawler.addresses import networks
+        from ..crawler.core import DEFAULT_AGENT, CrawlConfig
+        from . import crawl_workers
     except ImportError as exc:
         raise CommandError(f"crawl needs the crawl extra: pip install 'crawlq[crawl]' "
                            f"({exc})") from None
@@ -112,7 +116,7 @@ def command(args: argparse.Namespace) -> int:
         if args.proxy_from_env:
             raise CommandError("--proxy and --proxy-from-env: give one")
     if args.out:
-        from .output import OutputError, output_kind
+        from ..crawler.output import OutputError, output_kind
 
         try:
             output_kind(args.out, args.format, tuple(args.save), args.rotate)
@@ -130,14 +134,14 @@ def command(args: argparse.Namespace) -> int:
     if store is None and args.state:
         Path(args.state).mkdir(parents=True, exist_ok=True)
         store = f"sqlite:///{Path(args.state).resolve()}/frontier.db"
-    worker = workers.worker_index()
+    worker = crawl_workers.worker_index()
     if args.workers > 1 and worker is None:
-        workers.check(store or "memory://", args.out, args.workers, args.metrics)
+        crawl_workers.check(store or "memory://", args.out, args.workers, args.metrics)
         assert store is not None
-        return workers.run(args.argv, args.workers, store, args.progress)
+        return crawl_workers.run(args.argv, args.workers, store, args.progress)
     out = args.out
     if worker is not None and out:
-        out = workers.worker_out(out, worker[0])
+        out = crawl_workers.worker_out(out, worker[0])
     config = CrawlConfig(
         seeds=args.seeds, store=store or "memory://", allow_domains=args.allow_domain,
         include=args.include, exclude=args.exclude, priority_rules=priority,
@@ -165,14 +169,14 @@ def command(args: argparse.Namespace) -> int:
 
 def _run(config: Any, resumable: bool, every: float | None = None,
          metrics_port: int | None = None) -> int:
+    from ..crawler.core import Crawler
+    from ..crawler.progress import Progress
     from ..errors import CrawlqError
-    from . import workers
-    from .core import Crawler
-    from .progress import Progress
+    from . import crawl_workers
 
     metrics = None
     if metrics_port is not None:
-        from .metrics import CrawlMetrics
+        from ..crawler.metrics import CrawlMetrics
 
         metrics = CrawlMetrics(metrics_port)  # (its CrawlqError is the command's)
         print(f"metrics on http://127.0.0.1:{metrics.port}/metrics", file=sys.stderr,
@@ -214,7 +218,7 @@ def _run(config: Any, resumable: bool, every: float | None = None,
             "; pages in flight are fetched again by the next run" if resumable else ""),
             status=128 + (stopped_by[0] if stopped_by else signal.SIGINT)) from None
     progress.clear()
-    left_for = os.environ.get(workers.SUMMARY)
+    left_for = os.environ.get(crawl_workers.SUMMARY)
     if left_for:  # a worker of --workers: the process that started it reports
         Path(left_for).write_text(summary.to_json())
     for line in summary.lines():
@@ -231,9 +235,9 @@ def _run(config: Any, resumable: bool, every: float | None = None,
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from ..crawler.core import CrawlConfig
     from ..stores import SQLITE_SUFFIXES
-    from ..testweb import SiteSpec, serve
-    from .core import CrawlConfig
+    from ..testing.web import SiteSpec, serve
 
     spec = SiteSpec(hosts=args.hosts, pages=args.pages, slow_seconds=0.2,
                     big_bytes=300_000)

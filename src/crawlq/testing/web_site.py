@@ -1,6 +1,6 @@
 """The test web's generated site: its shape (:class:`SiteSpec`: hosts, pages, links,
 robots.txt), what it records of each request (:class:`Hit`), and which pages a
-complete crawl must reach (:func:`reachable`). Served by :mod:`crawlq.testweb`."""
+complete crawl must reach (:func:`reachable`). Served by :mod:`crawlq.testing.web`."""
 
 from __future__ import annotations
 

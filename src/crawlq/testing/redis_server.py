@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .errors import CrawlqError
+from ..errors import CrawlqError
 
 
 class RedisUnavailable(CrawlqError):

@@ -8,7 +8,7 @@ runs in a process of its own (:class:`DelayProxy` starts it), so its work does n
 the measured process's CPU or event loop. Tools such as ``tc netem`` do this in the
 kernel, but need root and a network namespace; this needs neither.
 
-    python -m crawlq.delayproxy --to 127.0.0.1:6379 --delay 0.001 --port 7000
+    python -m crawlq.testing.delayproxy --to 127.0.0.1:6379 --delay 0.001 --port 7000
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import subprocess
 import sys
 import time
 
-from .errors import CrawlqError
-from .redislocal import free_port
+from ..errors import CrawlqError
+from .redis_server import free_port
 
 
 class _Side(asyncio.Protocol):
@@ -103,7 +103,7 @@ class DelayProxy:
     def start(self) -> DelayProxy:
         """Start the child and wait until it accepts connections."""
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "crawlq.delayproxy", "--port", str(self.port),
+            [sys.executable, "-m", "crawlq.testing.delayproxy", "--port", str(self.port),
              "--to", f"{self.host}:{self.to_port}", "--delay", repr(self.delay)])
         deadline = time.monotonic() + 10
         while True:
@@ -130,8 +130,8 @@ class DelayProxy:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m crawlq.delayproxy``: run the proxy in the foreground."""
-    parser = argparse.ArgumentParser(prog="python -m crawlq.delayproxy",
+    """``python -m crawlq.testing.delayproxy``: run the proxy in the foreground."""
+    parser = argparse.ArgumentParser(prog="python -m crawlq.testing.delayproxy",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
     parser.add_argument("--to", required=True, metavar="HOST:PORT",

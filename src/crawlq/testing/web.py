@@ -57,8 +57,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from .testweb_async import AsyncServer
-from .testweb_site import DOMAIN, Hit, SiteSpec, page_html, page_padding, reachable
+from .web_async import AsyncServer
+from .web_site import DOMAIN, Hit, SiteSpec, page_html, page_padding, reachable
 
 __all__ = ["DOMAIN", "Hit", "SiteSpec", "TestWeb", "pages", "reachable", "serve"]
 
@@ -108,7 +108,7 @@ class TestWeb:
             self._aio = AsyncServer(self, ssl_ctx)
             self.port = self._aio.port
             self._thread = threading.Thread(target=self._aio.run, daemon=True,
-                                            name="crawlq-testweb")
+                                            name="crawlq-test-web")
             return
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -116,7 +116,7 @@ class TestWeb:
             self._server.socket = ssl_ctx.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="crawlq-testweb")
+                                        name="crawlq-test-web")
 
     def url(self, host: int | str, path: str = "/") -> str:
         """The URL of ``path`` on a host (index or name), with the server's port."""
@@ -162,7 +162,7 @@ class TestWeb:
                   ca_key, True)
         key = ec.generate_private_key(ec.SECP256R1())
         leaf = cert(f"*.{DOMAIN}", key, ca.subject, ca_key, False)
-        folder = Path(tempfile.mkdtemp(prefix="crawlq-testweb-tls-"))
+        folder = Path(tempfile.mkdtemp(prefix="crawlq-test-web-tls-"))
         pem = serialization.Encoding.PEM
         (folder / "ca.pem").write_bytes(ca.public_bytes(pem))
         (folder / "server.pem").write_bytes(

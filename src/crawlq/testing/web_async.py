@@ -1,21 +1,34 @@
-"""The test web's asyncio engine (:mod:`crawlq.testweb`, ``engine="asyncio"``)."""
+"""The test web's asyncio engine (:mod:`crawlq.testing.web`, ``engine="asyncio"``)."""
 
 from __future__ import annotations
 
 import asyncio
 import ssl
 from http import HTTPStatus
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .testweb import TestWeb
+from .web_site import SiteSpec
+
+
+class Routes(Protocol):
+    """What the engine asks of the test web (:class:`crawlq.testing.web.TestWeb`): the
+    same routing and log as the threaded engine's."""
+
+    spec: SiteSpec
+
+    def delay_of(self, i: int | None, path: str) -> float: ...
+
+    def route(self, i: int | None, path: str) -> tuple[int, list[tuple[str, str]], bytes]: ...
+
+    def record(self, host: str, path: str, status: int, user_agent: str) -> None: ...
 
 
 class AsyncServer:
     """The test web's asyncio engine: HTTP/1.1 GET and HEAD with keep-alive, enough
-    for crawlers, routed by :meth:`TestWeb._route` like the threaded engine."""
+    for crawlers, routed by :meth:`TestWeb.route <crawlq.testing.web.TestWeb.route>`
+    like the threaded engine."""
 
-    def __init__(self, web: TestWeb, ssl_ctx: ssl.SSLContext | None) -> None:
+    def __init__(self, web: Routes, ssl_ctx: ssl.SSLContext | None) -> None:
         import socket
 
         self.web = web
@@ -48,7 +61,7 @@ class Conn(asyncio.Protocol):
 
     MAX_HEAD = 65536
 
-    def __init__(self, web: TestWeb, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, web: Routes, loop: asyncio.AbstractEventLoop) -> None:
         self.web, self.loop = web, loop
         self.buf = b""
         self.busy = False  # an answer is being delayed (slow page): later ones wait

@@ -23,8 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from ..crawler.config import Summary
 from ..errors import CommandError
-from .config import Summary
+from .report import ERROR
 
 WORKER = "CRAWLQ_CRAWL_WORKER"
 """The environment variable that makes a ``crawlq crawl`` worker ``I/N`` of a
@@ -86,8 +87,6 @@ class _Worker:
         """Pass the worker's log on (prefixed with its number); keep its error line."""
         if stream is None:
             return
-        from ..cli import ERROR
-
         for line in stream:
             if line.startswith(ERROR):
                 self.error = line[len(ERROR):].strip()
