@@ -93,7 +93,7 @@ def _random_settle_case(rng: random.Random, n: int) -> tuple[list[tuple[Any, ...
         elif kind == "done":
             n = rng.choice([1, 2])
             d["inflight"] = -n
-            answers = []
+            answers: list[tuple[float | None, float | None]] = []
             for _ in range(n):  # (each answer: an explicit delay, or a fetch's duration)
                 if rng.random() < 0.3:
                     answers.append((None, rng.choice([0.0, 3.0, 60.0])))
