@@ -76,3 +76,57 @@ def test_rounds_serve_the_line_in_turn() -> None:
     assert rules.rounds([3, 1, 2], 10) == [[(0, 3), (1, 1), (2, 2)]]
     assert rules.rounds([5, 1, 5], 7) == [[(0, 2), (1, 1), (2, 2)], [(0, 1), (2, 1)]]
     assert rules.rounds([], 5) == []
+
+
+def test_waking_goes_time_by_time_entries_first() -> None:
+    """event_times: each distinct time once, in order; at a time both lists reach, the
+    entries due end first (they are brought in before the expired leases)."""
+    assert rules.event_times([1.0, 1.0, 3.0], [0.5, 1.0, 4.0]) == [
+        (0.5, 0, 1), (1.0, 2, 2), (3.0, 3, 2), (4.0, 3, 3)]
+    assert rules.event_times([], []) == []
+    assert rules.expired_once(0, 1) == (1, False)
+    assert rules.expired_once(1, 1) == (2, True)
+    assert rules.expired_once(0, 0) == (1, True)
+
+
+def test_an_answer_places_its_entry() -> None:
+    """answer_place: done leaves, dead dies, a requeue waits for a later not_before or
+    comes back at once (a not_before already past, or none)."""
+    t = 100.0
+    assert rules.answer_place(rules.ACK_DONE, 200.0, t) == rules.GONE
+    assert rules.answer_place(rules.ACK_DEAD, None, t) == rules.DIES
+    assert rules.answer_place(rules.ACK_REQUEUE, 200.0, t) == rules.LATER
+    assert rules.answer_place(rules.ACK_REQUEUE, 100.0, t) == rules.BACK
+    assert rules.answer_place(rules.ACK_REQUEUE, None, t) == rules.BACK
+
+
+def test_parking() -> None:
+    """A ready queue parked rests DOMAIN_WAIT at most; it is parked while that rest is
+    its rest and not over; a domain's ended leases make the longest parked ready first
+    (then by key), none whose park is over."""
+    ready_at, parked = rules.park(50.0, 100.0)
+    assert ready_at == parked == 100.0 + rules.DOMAIN_WAIT
+    assert rules.is_parked(rules.RESTING, ready_at, parked, 101.0)
+    assert not rules.is_parked(rules.RESTING, ready_at + 1, parked, 101.0)  # (a block since)
+    assert not rules.is_parked(rules.RESTING, ready_at, parked, ready_at)  # (over)
+    assert not rules.is_parked(rules.READY, ready_at, parked, 101.0)
+    parked_queues = [(105.0, "b.test", 2), (103.0, "z.test", 3), (105.0, "a.test", 1),
+                     (101.0, "c.test", 4)]
+    assert rules.unparked_first(parked_queues, 2, 102.0) == [3, 1]
+    assert rules.unparked_first(parked_queues, 9, 100.0) == [4, 3, 1, 2]
+    policy = QueuePolicy(domain_concurrency=2)
+    assert rules.joins_line(policy, 1, 0) and not rules.joins_line(policy, 1, 1)
+    assert rules.joins_line(QueuePolicy(), 10**6, 10**6)  # (no cap)
+
+
+def test_lease_order_is_the_same_on_memory_and_sqlite(tmp_path: Path) -> None:
+    """One next() over queues of different priorities and sizes, concurrency 3: the
+    leases come out in the same order on both stores (the rounds of rules.rounds)."""
+    got = {}
+    for kind, f in _stores(tmp_path, 0.0).items():
+        f.add([f"http://{h}.test/{i}" for h in "abcdef" for i in range("abcdef".index(h) + 1)])
+        got[kind] = [le.request.url for le in f.next(11)]
+        f.close()
+    assert got["memory"] == got["sqlite"]
+    assert len(got["memory"]) == 11 and got["memory"][:6] == [
+        f"http://{h}.test/0" for h in "abcdef"]
