@@ -157,7 +157,7 @@ class MemoryStore:
                 self._book.settle(q, now)
 
     def unblock(self, queue: str, now: float) -> None:
-        """See :meth:`~crawlq.stores.base.Unblocking.unblock`."""
+        """See :meth:`Store.unblock`."""
         with self._lock:
             self._check_open()
             q = self._book.queues.get(queue)
@@ -184,7 +184,7 @@ class MemoryStore:
                 book.settle(q, now)
 
     def set_policy(self, policy: QueuePolicy) -> None:
-        """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
+        """See :meth:`Store.set_policy`."""
         with self._lock:
             self._book.set_policy(policy)
 
@@ -212,7 +212,7 @@ class MemoryStore:
             heapq.heappush(self._value_expiry, (expires, name))
 
     def tally(self, deltas: Mapping[str, int]) -> list[int]:
-        """See :meth:`~crawlq.stores.base.Tallies.tally`."""
+        """See :meth:`Store.tally`."""
         with self._lock:
             self._check_open()
             return [self._add_tally(name, int(d)) for name, d in deltas.items()]
@@ -226,13 +226,13 @@ class MemoryStore:
         return n
 
     def tallies(self, names: Sequence[str]) -> list[int]:
-        """See :meth:`~crawlq.stores.base.Tallies.tallies`."""
+        """See :meth:`Store.tallies`."""
         with self._lock:
             self._check_open()
             return [self._tallies.get(n, 0) for n in names]
 
     def drop_tallies(self, names: Sequence[str]) -> None:
-        """See :meth:`~crawlq.stores.base.Tallies.drop_tallies`."""
+        """See :meth:`Store.drop_tallies`."""
         with self._lock:
             self._check_open()
             for n in names:
@@ -307,7 +307,7 @@ class MemoryStore:
     # -- removing and requeueing -------------------------------------------------------
 
     def delete_queue(self, queue: str, now: float) -> int:
-        """See :meth:`~crawlq.stores.base.QueueDeletion.delete_queue`."""
+        """See :meth:`Store.delete_queue`."""
         with self._lock:
             n = self.remove_queued(queue, _every, now)
             book = self._book
@@ -319,7 +319,7 @@ class MemoryStore:
             return n
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
-        """See :meth:`~crawlq.stores.base.QueueRemoval.remove_queued`."""
+        """See :meth:`Store.remove_queued`."""
         with self._lock:
             self._check_open()
             self._wake(now)
@@ -412,7 +412,7 @@ class MemoryStore:
         return n
 
     def clear(self) -> None:
-        """See :meth:`~crawlq.stores.base.Clearable.clear`."""
+        """See :meth:`Store.clear`."""
         with self._lock:
             self._check_open()
             book = self._book

@@ -447,11 +447,11 @@ class RedisStore:
         self._queue_op(now, "block", queue, until)
 
     def unblock(self, queue: str, now: float) -> None:
-        """See :meth:`~crawlq.stores.base.Unblocking.unblock`."""
+        """See :meth:`Store.unblock`."""
         self._queue_op(now, "unblock", queue)
 
     def set_policy(self, policy: QueuePolicy) -> None:
-        """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
+        """See :meth:`Store.set_policy`."""
         self.policy = _lua_policy(policy)
         self._pargs = self._policy_args()
 
@@ -509,7 +509,7 @@ class RedisStore:
         self._retrying(go)
 
     def tally(self, deltas: Mapping[str, int]) -> list[int]:
-        """See :meth:`~crawlq.stores.base.Tallies.tally`: one HINCRBY a count (each
+        """See :meth:`Store.tally`: one HINCRBY a count (each
         atomic; pipelined, not one transaction), in the hash ``{prefix}:tl``."""
         if not deltas:
             return []
@@ -528,14 +528,14 @@ class RedisStore:
         return [max(0, n) for n in got]
 
     def tallies(self, names: Sequence[str]) -> list[int]:
-        """See :meth:`~crawlq.stores.base.Tallies.tallies`."""
+        """See :meth:`Store.tallies`."""
         if not names:
             return []
         got = self._cmd("hmget", f"{self._p}:tl", list(names))
         return [max(0, int(n)) if n is not None else 0 for n in got]
 
     def drop_tallies(self, names: Sequence[str]) -> None:
-        """See :meth:`~crawlq.stores.base.Tallies.drop_tallies`."""
+        """See :meth:`Store.drop_tallies`."""
         if names:
             self._cmd("hdel", f"{self._p}:tl", *names)
 
@@ -664,11 +664,11 @@ class RedisStore:
     # -- dump and load ----------------------------------------------------------------
 
     def delete_queue(self, queue: str, now: float) -> int:
-        """See :meth:`~crawlq.stores.base.QueueDeletion.delete_queue`."""
+        """See :meth:`Store.delete_queue`."""
         return int(self._queue_op(now, "delete", queue))
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
-        """See :meth:`~crawlq.stores.base.QueueRemoval.remove_queued`. The entries are read
+        """See :meth:`Store.remove_queued`. The entries are read
         here and removed by one script, which takes out only those still there (one
         leased or come due since stays). What came due by ``now`` is woken first, so
         an entry due already is picked from its queue, as on the other stores."""
@@ -722,7 +722,7 @@ class RedisStore:
         return self._retrying(go)
 
     def clear(self) -> None:
-        """See :meth:`~crawlq.stores.base.Clearable.clear`: every key of the crawl goes
+        """See :meth:`Store.clear`: every key of the crawl goes
         (one round trip per 1,000, so another client may see it half cleared), then
         the seen-set's shape is recorded again."""
         token = self._cmd("hget", self._m, "token")
