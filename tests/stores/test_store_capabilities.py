@@ -1,6 +1,7 @@
 """What each store offers beyond the Store protocol, as its declared capabilities say
 (crawlq.stores.base): checked with isinstance, as the Frontier and serve check them.
-What every store has is in Store itself, not a capability."""
+What every store has is in Store itself, not a capability; each store says whether its
+calls are work of this process (``in_process``)."""
 
 from __future__ import annotations
 
@@ -23,18 +24,20 @@ CAPABILITIES = (Transactions, PipelinedAdd, Exchanges, Destroyable, Namespaced)
 """Every capability protocol of crawlq.stores.base (the test below checks the list)."""
 
 
-def offered(url: str) -> set[str]:
-    """The capabilities the store at ``url`` declares."""
+def offered(url: str) -> tuple[set[str], bool]:
+    """The capabilities the store at ``url`` declares, and its ``in_process``."""
     with Frontier.open(url) as f:
-        return {c.__name__ for c in CAPABILITIES if isinstance(f.store, c)}
+        return {c.__name__ for c in CAPABILITIES if isinstance(f.store, c)}, f.store.in_process
 
 
 def test_each_store_declares_what_it_offers(tmp_path: Path,
                                             redis_server: LocalRedis) -> None:
-    assert offered("memory://") == set()
-    assert offered(f"sqlite:///{tmp_path}/a.db") == {"Transactions", "Destroyable"}
-    assert offered(redis_server.url + "?prefix=caps") == {
-        "PipelinedAdd", "Exchanges", "Destroyable", "Namespaced"}
+    assert offered("memory://") == (set(), True)
+    assert offered(f"sqlite:///{tmp_path}/a.db") == ({"Transactions", "Destroyable"}, True)
+    assert offered(f"sqlite:///{tmp_path}/b.db?synchronous=full") == (
+        {"Transactions", "Destroyable"}, False)
+    assert offered(redis_server.url + "?prefix=caps") == (
+        {"PipelinedAdd", "Exchanges", "Destroyable", "Namespaced"}, False)
 
 
 def test_the_capabilities_are_what_base_declares() -> None:

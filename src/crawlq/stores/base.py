@@ -131,16 +131,20 @@ class Store(Protocol):
     another process sees all of it or none of it (Redis batches over 2,000 entries:
     each chunk; see the module's docstring). The contract suite in
     :mod:`crawlq.testing` is its executable specification.
-
-    A store whose calls never wait on I/O (the memory store) says so with a class
-    attribute ``in_process = True``: :class:`~crawlq.aio.AsyncFrontier` then calls it
-    on the event loop; any other store's calls run on worker threads, so they must be
-    safe to make from several threads at once (each store takes its own lock).
     """
 
     @property
     def policy(self) -> QueuePolicy:
         """The store's default queue policy (each queue's is it with its overrides)."""
+
+    @property
+    def in_process(self) -> bool:
+        """Whether the store's calls are work of this process that never waits on I/O
+        (the memory store; SQLite unless ``synchronous=full``):
+        :class:`~crawlq.aio.AsyncFrontier` then calls it on the event loop. When False
+        (Redis: every call waits on the network) it calls it on worker threads, so its
+        calls must be safe to make from several threads at once (each store takes its
+        own lock). A class attribute will do; a store unsure says False."""
 
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
         """Atomically check-and-add: per entry ADDED, DUPLICATE, or a refusal counted in

@@ -43,7 +43,8 @@ class MemoryStore:
 
     in_process = True
     """Its calls never wait on I/O: :class:`~crawlq.aio.AsyncFrontier` runs them on the
-    event loop rather than a thread (see :class:`~.base.Store`)."""
+    event loop rather than a thread (see :attr:`Store.in_process
+    <crawlq.stores.base.Store.in_process>`)."""
 
     def __init__(
         self,

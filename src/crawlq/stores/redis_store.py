@@ -115,6 +115,10 @@ class RedisStore:
     holds them to the same results.
     """
 
+    in_process = False
+    """Every call waits on the network: :class:`~crawlq.aio.AsyncFrontier` runs them on
+    worker threads (see :attr:`Store.in_process <crawlq.stores.base.Store.in_process>`)."""
+
     def __init__(
         self,
         url: str,
