@@ -1,7 +1,7 @@
 """What each store offers beyond the Store protocol, as its declared capabilities say
 (crawlq.stores.base): checked with isinstance, as the Frontier and serve check them.
-What every store has is in Store itself, not a capability; each store says whether its
-calls are work of this process (``in_process``)."""
+Every store is a whole Store (the protocol's members are the calls every store has),
+and says whether its calls are work of this process (``in_process``)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from crawlq.stores.base import (
     PipelinedAdd,
     Store,
     Transactions,
+    lacking,
 )
 from crawlq.testing.redis_server import LocalRedis
 
@@ -27,6 +28,7 @@ CAPABILITIES = (Transactions, PipelinedAdd, Exchanges, Destroyable, Namespaced)
 def offered(url: str) -> tuple[set[str], bool]:
     """The capabilities the store at ``url`` declares, and its ``in_process``."""
     with Frontier.open(url) as f:
+        assert isinstance(f.store, Store) and lacking(f.store) == []
         return {c.__name__ for c in CAPABILITIES if isinstance(f.store, c)}, f.store.in_process
 
 

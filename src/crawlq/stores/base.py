@@ -120,6 +120,7 @@ Pick = Callable[[int, int, bytes, float | None], bool]
 goes (``not_before``: its due time when it is scheduled, else None)."""
 
 
+@runtime_checkable
 class Store(Protocol):
     """The storage contract every backend implements (see module docstring): every
     member here, on every store. What only some stores offer is a capability below
@@ -130,7 +131,9 @@ class Store(Protocol):
     Each method is one atomic step of the store (a lock, a transaction, a Lua script):
     another process sees all of it or none of it (Redis batches over 2,000 entries:
     each chunk; see the module's docstring). The contract suite in
-    :mod:`crawlq.testing` is its executable specification.
+    :mod:`crawlq.testing` is its executable specification. A store registered under
+    the ``crawlq.stores`` entry points that lacks a member is refused when it is
+    opened (ConfigError naming what it lacks).
     """
 
     @property
@@ -321,6 +324,12 @@ class Store(Protocol):
     def close(self) -> None:
         """Release resources; idempotent."""
         ...
+
+
+def lacking(store: object) -> list[str]:
+    """The members of :class:`Store` that ``store`` lacks, by name (none: it is one)."""
+    return [name for name in sorted(vars(Store)) if not name.startswith("_")
+            and not hasattr(store, name)]
 
 
 # -- capabilities: what only some stores offer beyond Store, each declared here and
