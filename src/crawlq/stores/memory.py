@@ -406,7 +406,7 @@ class MemoryStore:
         n = 0
         with self._lock:
             self._check_open()
-            loader = _Loader(self, now)
+            loader = _Loader(self, self._book, now)
             for rec in records:
                 n += dumpfmt.apply(loader, rec)
             loader.finish()
@@ -440,12 +440,15 @@ def _every(priority: int, retries: int, payload: bytes, not_before: float | None
 
 
 class _Loader:
-    """The memory store's :class:`~.dumpfmt.Loader`: writes each record into its
-    store's state at ``now`` (the store's lock held by ``load``)."""
+    """The memory store's :class:`~.dumpfmt.Loader`: writes each record at ``now`` into
+    ``book``, the store's queues and entries, through
+    :class:`~.memory_queues.MemoryQueues`' calls, and what the store keeps beside them
+    (rejections, named values, tallies) through the store's own Store calls (``load``
+    holds the store's lock, which they take again)."""
 
-    def __init__(self, store: MemoryStore, now: float) -> None:
+    def __init__(self, store: MemoryStore, book: MemoryQueues, now: float) -> None:
         self.store = store
-        self.book = store._book
+        self.book = book
         self.now = now
         self.since: dict[str, float] = {}  # queue -> since when it waited, as dumped
 
@@ -493,16 +496,13 @@ class _Loader:
         for k, v in counters.items():
             if k in mine and k != "dead":
                 mine[k] += int(v)
-        rej = self.store._rejected
-        for r, v in rejected.items():
-            rej[r] = rej.get(r, 0) + int(v)
+        self.store.count_rejected({r: int(v) for r, v in rejected.items()})
 
     def load_value(self, name: str, data: bytes, expires: float | None) -> None:
-        self.store._keep_value(name, data, expires)
+        self.store.put_values([(name, data, expires)])
 
     def load_tallies(self, counts: Mapping[str, int]) -> None:
-        for name, n in counts.items():
-            self.store._add_tally(name, n)
+        self.store.tally(counts)
 
     def finish(self) -> None:
         """The loaded queues that are ready take their places in the ready line."""
