@@ -328,7 +328,8 @@ class Store(Protocol):
 
 def lacking(store: object) -> list[str]:
     """The members of :class:`Store` that ``store`` lacks, by name (none: it is one)."""
-    return [name for name in sorted(vars(Store)) if not name.startswith("_")
+    members = {*vars(Store), *vars(Store).get("__annotations__", {})}
+    return [name for name in sorted(members) if not name.startswith("_")
             and not hasattr(store, name)]
 
 
