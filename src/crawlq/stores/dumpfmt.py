@@ -175,7 +175,7 @@ def seen(fp: bytes, revisit_at: float | None) -> dict[str, Any]:
 
 
 def tallies(counts: Mapping[str, int]) -> dict[str, Any]:
-    """The tallies record (:class:`~crawlq.stores.base.Tallies`)."""
+    """The tallies record (:meth:`~crawlq.stores.base.Store.tally`)."""
     return {"type": "tallies", "tallies": dict(counts)}
 
 
