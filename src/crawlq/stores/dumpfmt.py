@@ -186,9 +186,9 @@ def bloom(bits: bytes | bytearray) -> dict[str, Any]:
 
 class Loader(Protocol):
     """What a store gives :func:`apply` to write loaded records with: each store's own
-    loader, in the store's module, which writes through its store's public calls
-    (memory) or gathers the writes its store then sends (Redis), using none of the
-    store's private names (tests/test_layout.py)."""
+    loader, in the store's module, which writes through the parts its store hands it
+    and the store's public calls (memory, SQLite) or gathers the writes its store then
+    sends (Redis), using none of the store's private names (tests/test_layout.py)."""
 
     def load_seen(self, fp: bytes, revisit_at: float | None) -> None:
         """A fingerprint of the seen-set, due again at ``revisit_at``."""
