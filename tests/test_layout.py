@@ -163,3 +163,37 @@ def test_no_import_circle() -> None:
         circles.append(" -> ".join(circle))
         graph[circle[0]].discard(circle[1])  # (then look for the next)
     assert not circles, "import circles:\n" + "\n".join(circles)
+
+
+LOADERS_ON_PUBLIC_CALLS = ("stores/memory.py", "stores/redis_store.py", "stores/sqlite.py")
+"""The stores with a dump loader (``_Loader``): each uses none of its store's private
+names."""
+
+
+def _store_reaches(cls: ast.ClassDef, store_class: str) -> list[str]:
+    """``cls``'s uses of its store's private names: ``X._name`` where X is the store
+    (``self.store``, ``self._store``, a ``store`` name, or the store's class)."""
+    def is_store(node: ast.expr) -> bool:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            return node.value.id == "self" and node.attr in ("store", "_store")
+        return isinstance(node, ast.Name) and node.id in ("store", "_store", store_class)
+
+    return [f"{cls.name}:{n.lineno}: {ast.unparse(n)}" for n in ast.walk(cls)
+            if isinstance(n, ast.Attribute) and n.attr.startswith("_")
+            and not n.attr.startswith("__") and is_store(n.value)]
+
+
+def test_a_stores_loader_uses_its_stores_public_calls() -> None:
+    """A store's dump loader (its ``_Loader``) writes through its store's public calls,
+    or hands its writes to the store: it uses none of the store's private names."""
+    modules = _modules()
+    found = []
+    for name in LOADERS_ON_PUBLIC_CALLS:
+        tree = modules[name]
+        classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+        store = next(c.name for c in classes if c.name.endswith("Store"))
+        loaders = [c for c in classes if c.name == "_Loader"]
+        assert loaders, f"{name} has no _Loader"
+        for cls in loaders:
+            found += [f"{name}: {r}" for r in _store_reaches(cls, store)]
+    assert not found, "\n".join(found)

@@ -58,8 +58,9 @@ _PAGE = 1000
 def on_loop(store: Store) -> bool:
     """Whether asyncio code calls ``store`` on its event loop rather than on worker
     threads: a store whose calls are work of this process (``in_process``: memory;
-    SQLite in WAL mode with synchronous=normal), not waits (see the module docstring)."""
-    return bool(getattr(store, "in_process", False))
+    SQLite in WAL mode with synchronous=normal), not waits (see the module docstring
+    and :attr:`Store.in_process <crawlq.stores.base.Store.in_process>`)."""
+    return store.in_process
 
 
 class AsyncFrontier:

@@ -45,17 +45,11 @@ from .stores.base import (
     DUPLICATE,
     REFUSALS,
     Ack,
-    Clearable,
-    Dumps,
     Entry,
     Exchanges,
     PipelinedAdd,
-    PolicyChange,
-    QueueDeletion,
-    QueueRemoval,
     Store,
     Transactions,
-    Unblocking,
     ack,
     as_count,
     as_seconds,
@@ -711,12 +705,8 @@ class Frontier:
 
     def unblock(self, queue: str) -> None:
         """End ``queue``'s rest now, whatever began it (a :meth:`block`, a politeness
-        rest, a Retry-After, the rest after a session): it is served again at once.
-        ConfigError on a store without it (see :class:`~crawlq.stores.base.Unblocking`)."""
-        store = self.store
-        if not isinstance(store, Unblocking):
-            raise ConfigError(f"{type(store).__name__} cannot unblock a queue")
-        store.unblock(queue, self.clock())
+        rest, a Retry-After, the rest after a session): it is served again at once."""
+        self.store.unblock(queue, self.clock())
 
     def configure_queue(self, queue: str, **settings: float | None) -> None:
         """Override ``concurrency``, ``min_delay``, ``max_delay``, ``delay_factor``,
@@ -739,9 +729,6 @@ class Frontier:
             raise ConfigError("a default rest is a number of seconds (or a factor), "
                               "not None")
         store = self.store
-        if not isinstance(store, PolicyChange):
-            raise ConfigError(f"{type(store).__name__} cannot change its default "
-                              "policy while open")
         clean = {k: v for k, v in check_settings(settings).items() if v is not None}
         store.set_policy(store.policy.merged(clean))
 
@@ -771,20 +758,14 @@ class Frontier:
         afresh."""
         if not isinstance(queue, str) or not queue:
             raise ConfigError(f"a queue is a non-empty string, not {queue!r}")
-        store = self.store
-        if not isinstance(store, QueueDeletion):
-            raise ConfigError(f"{type(store).__name__} cannot delete a queue")
-        return int(store.delete_queue(queue, self.clock()))
+        return int(self.store.delete_queue(queue, self.clock()))
 
     def clear(self) -> None:
         """Empty the store, this frontier still open on it: every queued, scheduled and
         leased request (answers to those leases come late), the seen-set (every URL may
         be added again), dead requests, queues and their settings, counters and named
         values go. The options it was opened with stay."""
-        store = self.store
-        if not isinstance(store, Clearable):
-            raise ConfigError(f"{type(store).__name__} cannot be cleared")
-        store.clear()
+        self.store.clear()
 
     def remove_queued(self, where: Callable[[Request], bool],
                       queue: str | None = None) -> int:
@@ -799,10 +780,7 @@ class Frontier:
             raise ConfigError(f"a queue is a non-empty string, not {queue!r}")
         if not callable(where):
             raise ConfigError(f"where is a function of a Request, not {where!r}")
-        store = self.store
-        if not isinstance(store, QueueRemoval):
-            raise ConfigError(f"{type(store).__name__} cannot remove queued requests")
-        remove = store.remove_queued
+        remove = self.store.remove_queued
         keys = [queue] if queue is not None else [
             q.key for q in self.store.queues(self.clock(), 2**31 - 1)]
         removed = 0
@@ -825,9 +803,7 @@ class Frontier:
 
     def dump(self) -> Iterator[dict[str, Any]]:
         """The whole state as JSON-friendly records (for ``crawlq dump``), after a header
-        with the dump's id and the crawl's canonical form. ConfigError on a store that
-        cannot dump (see :class:`~crawlq.stores.base.Dumps`)."""
-        self._dumps()  # (ConfigError before the header)
+        with the dump's id and the crawl's canonical form."""
         yield dumpfmt.header(uuid.uuid4().hex, self.clock(),
                              self._stored_form() or self.canonical_form)
         yield from self.records()
@@ -837,14 +813,7 @@ class Frontier:
         the whole crawl (``crawlq serve``'s ListURLs and GetURLStatus)."""
         # (the store's canonical form is the header's: as a value, loading it would
         # replace the form of the store loaded into)
-        return (r for r in self._dumps().dump() if not _not_dumped(r))
-
-    def _dumps(self) -> Dumps:
-        """The store, if it can dump and load; else ConfigError."""
-        store = self.store
-        if not isinstance(store, Dumps):
-            raise ConfigError(f"{type(store).__name__} cannot dump or load a crawl")
-        return store
+        return (r for r in self.store.dump() if not _not_dumped(r))
 
     def load(self, records: Iterable[Mapping[str, Any]]) -> int:
         """Merge records from :meth:`dump`; returns how many were applied. Each request
@@ -855,7 +824,7 @@ class Frontier:
         re-fingerprinted: each queued and dead request is also marked seen under this
         frontier's form. (Fetched URLs are in the dump only as fingerprints: one whose
         canonical spelling changed between the forms may be fetched once more.)"""
-        store = self._dumps()
+        store = self.store
         it = iter(records)
         first = next(it, None)
         if first is None:

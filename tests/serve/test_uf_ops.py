@@ -12,7 +12,6 @@ import pytest
 
 from crawlq import Frontier, Outcome, Request
 from crawlq.serve import uf_ops
-from crawlq.stores.base import Tallies
 from crawlq.testing.redis_server import LocalRedis
 
 OPTS = {"min_delay": 0, "max_delay": 0, "delay_factor": 0, "concurrency": 100}
@@ -221,10 +220,8 @@ def test_a_call_numbered_before_its_value_is_written_is_read_later(
     uf_ops.put(frontier, discovered("https://a.example/"), two)
     two.read(frontier)
     # another server's call, numbered ...
-    tallies = frontier.store
-    assert isinstance(tallies, Tallies)
-    (call,) = tallies.tally({"crawlq:uf:calls": 1})
-    tallies.tally({"crawlq:uf:epoch": 7})
+    (call,) = frontier.store.tally({"crawlq:uf:calls": 1})
+    frontier.store.tally({"crawlq:uf:epoch": 7})
     (le,) = frontier.next(1, ttl=60)
     two.read(frontier)  # (reads the number, finds no value yet)
     # ... and written

@@ -24,30 +24,6 @@ class TestMemoryStore(MemoryOnlyContract):
         return Frontier.open("memory://", clock=clock, **options)
 
 
-class _WithoutQueueAdmin:
-    """A store without the optional QueueAdmin (delete_queue, remove_queued,
-    set_policy): a memory store's every other method, as a third party's might be."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("delete_queue", "remove_queued", "set_policy"):
-            raise AttributeError(name)
-        return getattr(self._inner, name)
-
-
-class TestStoreWithoutQueueAdmin(MemoryOnlyContract):
-    """The contract holds for a store without the optional QueueAdmin: its behaviours
-    become the Frontier's refusal (ConfigError, nothing changed)."""
-
-    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
-        f = Frontier.open("memory://", clock=clock, **options)
-        f.store = _WithoutQueueAdmin(f.store)
-        assert not hasattr(f.store, "delete_queue")
-        return f
-
-
 class TestMemoryStorePurePython(MemoryOnlyContract):
     """The memory store's contract on Python alone: the C extension switched off (the
     seen-set, BLAKE2b), the frontier's entries and payloads and the store's loops

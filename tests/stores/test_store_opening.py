@@ -27,32 +27,6 @@ def test_open_by_url(tmp_path: Path) -> None:
     assert (tmp_path / "x.db").exists()
 
 
-class _NoDumps:
-    """A store without the Dumps capability: a memory store's every other method."""
-
-    def __init__(self) -> None:
-        self._inner = MemoryStore()
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("dump", "load"):
-            raise AttributeError(name)
-        return getattr(self._inner, name)
-
-
-def test_a_store_that_cannot_dump_is_refused_with_a_clear_error() -> None:
-    """Dump and load are a capability (stores.base.Dumps): on a store without them the
-    Frontier raises ConfigError naming the store, and the crawl goes on untouched."""
-    f = Frontier(_NoDumps())
-    assert f.add(["https://a.example/1"]).added == 1
-    with pytest.raises(ConfigError, match="_NoDumps cannot dump or load a crawl"):
-        list(f.dump())
-    with pytest.raises(ConfigError, match="cannot dump or load"):
-        f.load([{"type": "entry"}])
-    with pytest.raises(ConfigError, match="cannot dump or load"):
-        f.records()
-    assert [le.request.url for le in f.next(5)] == ["https://a.example/1"]
-
-
 def test_relative_sqlite_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     with Frontier.open("sqlite:///rel.db") as f:

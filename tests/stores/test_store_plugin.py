@@ -30,6 +30,20 @@ def open_store(url, *, policy, lifo, bloom, max_redeliveries, **options):
 
 def broken(url, **options):
     raise AssertionError("never called")
+
+class HalfStore:
+    """A memory store's every member but tally and in_process."""
+
+    def __init__(self):
+        self.inner = MemoryStore()
+
+    def __getattr__(self, name):
+        if name in ("tally", "in_process"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+def open_half(url, **options):
+    return HalfStore()
 '''
 
 
@@ -43,7 +57,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                                    "Version: 1.0\n")
     (info / "entry_points.txt").write_text(
         "[crawlq.stores]\nmystore = mystore_plugin:open_store\n"
-        "brokenstore = mystore_plugin_missing:open_store\n")
+        "brokenstore = mystore_plugin_missing:open_store\n"
+        "halfstore = mystore_plugin:open_half\n")
     sys.path.insert(0, str(site))
     try:
         yield site
@@ -67,3 +82,11 @@ def test_the_registered_factory_gets_the_url_and_a_broken_one_is_named() -> None
         Frontier.open("brokenstore://x")
     with pytest.raises(ConfigError, match=r"crawlq\.stores"):
         Frontier.open("nostore://x")
+
+
+def test_a_registered_store_that_is_not_a_whole_store_is_refused() -> None:
+    """A Frontier calls every member of the Store protocol: a registered store lacking
+    one is refused when it is opened, with the members it lacks named."""
+    with pytest.raises(ConfigError, match=r"halfstore:// is no crawlq Store: HalfStore "
+                                          r"lacks in_process, tally \("):
+        Frontier.open("halfstore://x")

@@ -29,7 +29,6 @@ from ..frontier import Frontier
 from ..handles import answering, handle, lease_of
 from ..models import PRIORITY_MAX, Lease, Outcome, QueueInfo, Request
 from ..stores import dumpfmt
-from ..stores.base import Tallies
 
 META = "urlfrontier"
 """The key in ``Request.meta`` under which a URL's URLFrontier metadata is kept."""
@@ -301,7 +300,7 @@ class Handles:
         until a run of SCAN calls whose values (of those made elsewhere) are all gone:
         their time was up, so are the older ones', unless a call leased for far longer
         than those after it."""
-        top, epoch = _tallies(frontier).tallies([_CALLS, _EPOCH])
+        top, epoch = frontier.store.tallies([_CALLS, _EPOCH])
         now = frontier.clock()
         with self._lock:
             self._in_epoch(epoch)
@@ -403,11 +402,11 @@ def lease(frontier: Frontier, n: int, ttl: float, per_queue: int,
                       {} if taken is None else taken)
         if not kept:
             return []
-        tallies = _tallies(frontier)
-        call, epoch = tallies.tally({_CALLS: 1, _EPOCH: 0})
+        store = frontier.store
+        call, epoch = store.tally({_CALLS: 1, _EPOCH: 0})
         if not epoch:  # (the first call of the crawl, or since it was cleared: a
             # number of its own, not the one of the life before)
-            (epoch,) = tallies.tally({_EPOCH: secrets.randbelow(1 << 31) + 1})
+            (epoch,) = store.tally({_EPOCH: secrets.randbelow(1 << 31) + 1})
         until = max(le.expires_at for le in kept) + LATE_KEPT
         held = [(le.request.url, _Held(le.token, le.request.retries,
                                        _created_in(le.request.meta), call)) for le in kept]
@@ -444,7 +443,7 @@ def _give_back(frontier: Frontier, leases: Sequence[Lease]) -> None:
     once), counted apart from a client's retries (_RETURNED)."""
     n = frontier.done(leases, Outcome.RETRY)
     if n:
-        _tallies(frontier).tally({_RETURNED: n})
+        frontier.store.tally({_RETURNED: n})
 
 
 def give_back(frontier: Frontier, leases: Sequence[Lease], handles: Handles) -> None:
@@ -790,18 +789,9 @@ def _count_completed(frontier: Frontier, deltas: Mapping[str, int], now: float) 
         limits = frontier.store.get_values([_limit_name(k) for k in keys], now)
         limited = [(k, _count(v)) for k, v in zip(keys, limits) if _count(v)]
         counts.update((_completed_name(k), deltas[k]) for k, _ in limited)
-    got = _tallies(frontier).tally(counts)
+    got = frontier.store.tally(counts)
     for (k, limit), n in zip(limited, got[1:]):
         _hold_to_limit(frontier, k, n >= limit, n - deltas[k] >= limit)
-
-
-def _tallies(frontier: Frontier) -> Tallies:
-    """The crawl's store as one that keeps tallies (every store crawlq ships)."""
-    store = frontier.store
-    if not isinstance(store, Tallies):
-        raise ConfigError(f"{type(store).__name__} keeps no tallies: crawlq serve's "
-                          "URLFrontier API needs them")
-    return store
 
 
 def _hold_to_limit(frontier: Frontier, key: str, reached: bool, held: bool) -> None:
@@ -819,22 +809,22 @@ def set_limit(frontier: Frontier, key: str, limit: int) -> None:
     of them were fetched for good (0: no limit). Kept in the store (a value with no
     expiry: every server on it follows it, and it survives restarts). Its URLs done so
     far are counted from their records (a scan of the crawl: a control call)."""
-    tallies = _tallies(frontier)
+    store = frontier.store
     name = _completed_name(key)
     now = frontier.clock()
-    (old,) = frontier.store.get_values([_limit_name(key)], now)
+    (old,) = store.get_values([_limit_name(key)], now)
     was = _count(old)
-    (before,) = tallies.tallies([name])
+    (before,) = store.tallies([name])
     if limit:
         # (its count from here on; answers counted meanwhile, if it had a limit, stay)
-        frontier.store.put_values([(_limit_name(key), str(limit).encode(), None),
-                                   (_LIMITS_ON, b"1", None)])
+        store.put_values([(_limit_name(key), str(limit).encode(), None),
+                          (_LIMITS_ON, b"1", None)])
         done = _completed_of(frontier, key)
-        (done,) = tallies.tally({name: done - before}) if not was else (before,)
+        (done,) = store.tally({name: done - before}) if not was else (before,)
     else:
         done = before
-        frontier.store.drop_values([_limit_name(key)])
-        tallies.drop_tallies([name])
+        store.drop_values([_limit_name(key)])
+        store.drop_tallies([name])
     _hold_to_limit(frontier, key, bool(limit) and done >= limit, bool(was) and done >= was)
 
 
@@ -926,7 +916,7 @@ def _at_limit(frontier: Frontier, keys: Sequence[str]) -> list[bool]:
     limited = [(k, n) for k, n in zip(keys, limits) if n]
     if not limited:
         return [False] * len(keys)
-    done = _tallies(frontier).tallies([_completed_name(k) for k, _ in limited])
+    done = frontier.store.tallies([_completed_name(k) for k, _ in limited])
     reached = {k for (k, n), d in zip(limited, done) if d >= n}
     return [k in reached for k in keys]
 
@@ -954,7 +944,7 @@ def limit_of(frontier: Frontier, key: str) -> tuple[int, int]:
     good (kept while it has a limit; else counted from their records: a scan)."""
     (limit,) = frontier.store.get_values([_limit_name(key)], frontier.clock())
     if _count(limit):
-        return _count(limit), _tallies(frontier).tallies([_completed_name(key)])[0]
+        return _count(limit), frontier.store.tallies([_completed_name(key)])[0]
     return 0, _completed_of(frontier, key)
 
 
@@ -1037,7 +1027,7 @@ def stat_counts(frontier: Frontier) -> tuple[int, int, int, dict[str, int]]:
     (a scan of the queues, as the reference's)."""
     st = frontier.stats()
     active = sum(1 for q in queue_infos(frontier) if is_active_queue(q))
-    completed, returned = _tallies(frontier).tallies([_COMPLETED_ALL, _RETURNED])
+    completed, returned = frontier.store.tallies([_COMPLETED_ALL, _RETURNED])
     counts = {"completed": completed,
               "active_queues": active, "seen": st.seen, "added": st.added,
               "scheduled": st.scheduled, "failed": st.failed,
@@ -1132,9 +1122,8 @@ def delete_queue(frontier: Frontier, key: str, handles: Handles) -> int:
         if held:
             _give_back(frontier, held)
         frontier.store.drop_values([*kept, _limit_name(key), _block_name(key)])
-        tallies = _tallies(frontier)
-        tallies.tally({_COMPLETED_ALL: -len(kept)})
-        tallies.drop_tallies([_completed_name(key)])
+        frontier.store.tally({_COMPLETED_ALL: -len(kept)})
+        frontier.store.drop_tallies([_completed_name(key)])
         return frontier.delete_queue(key)
 
 

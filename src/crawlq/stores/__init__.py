@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from ..errors import ConfigError, StoreError
-from .base import MAX_REDELIVERIES, Destroyable, QueuePolicy, Store, as_count, flag
+from .base import MAX_REDELIVERIES, Destroyable, QueuePolicy, Store, as_count, flag, lacking
 from .bloom import BloomShape
 from .sqlite_group import SQLITE_SUFFIXES
 from .url import REDIS_SCHEMES, StoreURL
@@ -90,8 +90,13 @@ def open_store(url: str, **options: Any) -> Store:
                           max_redeliveries=redeliveries, create=create)
     factory = _registered(scheme)
     if factory is not None:
-        return factory(url, policy=policy, lifo=lifo, bloom=bloom,  # type: ignore[no-any-return]
-                       max_redeliveries=redeliveries, **options)
+        store = factory(url, policy=policy, lifo=lifo, bloom=bloom,
+                        max_redeliveries=redeliveries, **options)
+        if not isinstance(store, Store):  # (a Frontier calls every member of Store)
+            raise ConfigError(f"the store registered for {scheme}:// is no crawlq Store: "
+                              f"{type(store).__name__} lacks {', '.join(lacking(store))} "
+                              "(see crawlq.stores.base.Store)")
+        return store
     raise ConfigError(f"unknown store URL {url!r}: use memory://, sqlite:///path.db, "
                       "redis://host:port/db?prefix=name or the scheme of a store installed "
                       f"under the {ENTRY_POINTS!r} entry points")

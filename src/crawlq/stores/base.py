@@ -120,26 +120,34 @@ Pick = Callable[[int, int, bytes, float | None], bool]
 goes (``not_before``: its due time when it is scheduled, else None)."""
 
 
+@runtime_checkable
 class Store(Protocol):
-    """The storage contract every backend implements (see module docstring).
+    """The storage contract every backend implements (see module docstring): every
+    member here, on every store. What only some stores offer is a capability below
+    (:class:`Transactions`, :class:`PipelinedAdd`, :class:`Exchanges`,
+    :class:`Destroyable`, :class:`Namespaced`), each checked with ``isinstance`` where
+    it is used.
 
     Each method is one atomic step of the store (a lock, a transaction, a Lua script):
     another process sees all of it or none of it (Redis batches over 2,000 entries:
-    each chunk; see the module's docstring). What a store may offer beyond this:
-    :class:`Dumps`, :class:`QueueDeletion`, :class:`QueueRemoval`,
-    :class:`PolicyChange`, :class:`Transactions`, :class:`PipelinedAdd`,
-    :class:`Exchanges`, :class:`Destroyable`, :class:`Namespaced`. The contract suite in
-    :mod:`crawlq.testing` is its executable specification.
-
-    A store whose calls never wait on I/O (the memory store) says so with a class
-    attribute ``in_process = True``: :class:`~crawlq.aio.AsyncFrontier` then calls it
-    on the event loop; any other store's calls run on worker threads, so they must be
-    safe to make from several threads at once (each store takes its own lock).
+    each chunk; see the module's docstring). The contract suite in
+    :mod:`crawlq.testing` is its executable specification. A store registered under
+    the ``crawlq.stores`` entry points that lacks a member is refused when it is
+    opened (ConfigError naming what it lacks).
     """
 
     @property
     def policy(self) -> QueuePolicy:
         """The store's default queue policy (each queue's is it with its overrides)."""
+
+    @property
+    def in_process(self) -> bool:
+        """Whether the store's calls are work of this process that never waits on I/O
+        (the memory store; SQLite unless ``synchronous=full``):
+        :class:`~crawlq.aio.AsyncFrontier` then calls it on the event loop. When False
+        (Redis: every call waits on the network) it calls it on worker threads, so its
+        calls must be safe to make from several threads at once (each store takes its
+        own lock). A class attribute will do; a store unsure says False."""
 
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
         """Atomically check-and-add: per entry ADDED, DUPLICATE, or a refusal counted in
@@ -189,10 +197,24 @@ class Store(Protocol):
         unknown queue is made, empty, with the block (its first entries wait for it)."""
         ...
 
+    def unblock(self, queue: str, now: float) -> None:
+        """End ``queue``'s rest at ``now``, whatever began it (a block, a politeness
+        rest, the rest after a session): with something queued and a lease free, it is
+        ready at once, as a queue whose rest ended then. Nothing for an unknown queue
+        or one not resting."""
+        ...
+
     def configure_queue(self, queue: str, settings: Mapping[str, float | None],
                         now: float) -> None:
         """Override policy settings for one queue (``None`` removes an override), kept
         durably with the queue; an unknown queue is made, empty, with them."""
+        ...
+
+    def set_policy(self, policy: QueuePolicy) -> None:
+        """From now on, in this process, ``policy`` is the default of queues without
+        their own settings (theirs still override it); a rest it changes applies from
+        each queue's next answer. The store does not keep it: a process gives its own
+        policy when it opens the store."""
         ...
 
     def count_rejected(self, reasons: Mapping[str, int]) -> None:
@@ -224,6 +246,24 @@ class Store(Protocol):
         from its own record of what the store has seen, without offering them."""
         ...
 
+    def tally(self, deltas: Mapping[str, int]) -> list[int]:
+        """Add each delta to its named count, each atomically (on the memory and SQLite
+        stores all in one step); the counts after it, in the order given. A count never
+        goes below 0. Tallies are named counts changed in one atomic step whoever calls:
+        ``crawlq serve`` counts URLs done for good with them, where several servers
+        answer URLs of one store at once (a read and a write of a value would lose
+        counts). They are dumped and loaded (added up, as the store's counters are) and
+        go with :meth:`clear`."""
+        ...
+
+    def tallies(self, names: Sequence[str]) -> list[int]:
+        """The named counts (0 for one never counted)."""
+        ...
+
+    def drop_tallies(self, names: Sequence[str]) -> None:
+        """Forget the named counts (they read 0 again)."""
+        ...
+
     def stats(self, now: float, per_queue: int = 0) -> Stats:
         """Counters, queue-state counts and the ``per_queue`` largest queues, as of one
         moment (all zero for a new store)."""
@@ -237,33 +277,41 @@ class Store(Protocol):
         """Up to ``limit`` buried entries, oldest first (an empty list: none)."""
         ...
 
+    def delete_queue(self, queue: str, now: float) -> int:
+        """Remove ``queue``'s queued and scheduled entries in one atomic step; how many
+        (0 for an unknown queue). Leased ones stay leased. A queue left with no lease
+        out and no dead entry is forgotten with its settings and counts (gone from
+        :meth:`Store.queues` and :meth:`Store.stats`)."""
+        ...
+
+    def remove_queued(self, queue: str, where: Pick, now: float) -> int:
+        """Remove the queued and scheduled entries of ``queue`` that ``where`` picks,
+        in one atomic step (each store's: a transaction, a lock; Redis removes those
+        still there when its script runs); how many (0 for an unknown queue or none
+        picked). Leased ones stay leased; an error raised by ``where`` removes nothing."""
+        ...
+
     def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
         """Put buried entries (all when ``ids`` is None) back in their queues, retries
         0; how many (ids of no dead entry are left out: 0 when none is)."""
         ...
 
-    def close(self) -> None:
-        """Release resources; idempotent."""
+    def clear(self) -> None:
+        """Empty the store in place, its object still open (``Frontier.clear``;
+        ``crawlq serve``'s DeleteCrawl of the crawl it was given): forget everything in
+        one atomic step: entries queued, scheduled and leased
+        (their answers come late), the seen-set, dead entries, queues, counters,
+        rejections, named values and tallies. The store's options stay."""
         ...
 
-
-# -- capabilities: what a store may offer beyond Store, each declared and checked with
-# isinstance() where it is used (a store has it when it has the method, with that
-# signature: the contract suite tests each on every store that has it).
-
-@runtime_checkable
-class Dumps(Protocol):
-    """What a store may offer to be dumped and loaded (``crawlq dump`` / ``load``, and
-    moving a crawl between stores). Every store crawlq ships has it; on a store
-    without it :meth:`~crawlq.Frontier.dump` and ``load`` raise ConfigError."""
-
     def dump(self) -> Iterator[dict[str, Any]]:
-        """Every piece of state as JSON-friendly records (see
-        :mod:`crawlq.stores.dumpfmt`), read from one consistent snapshot where the
-        store has them (SQLite); nothing for an empty store. A queue's entries of one
-        priority come in the order it would hand them out, its leased ones first (in
-        the order they were leased: as if they had expired); scheduled entries by their
-        time, then the order they were scheduled in."""
+        """Every piece of state as JSON-friendly records (``crawlq dump``, moving a
+        crawl between stores; see :mod:`crawlq.stores.dumpfmt`), read from one
+        consistent snapshot where the store has them (SQLite); nothing for an empty
+        store. A queue's entries of one priority come in the order it would hand them
+        out, its leased ones first (in the order they were leased: as if they had
+        expired); scheduled entries by their time, then the order they were scheduled
+        in."""
         ...
 
     def load(self, records: Iterable[dict[str, Any]], now: float) -> int:
@@ -273,59 +321,23 @@ class Dumps(Protocol):
         what the queue holds), and a ready queue its place in the ready line."""
         ...
 
-
-@runtime_checkable
-class QueueDeletion(Protocol):
-    """Deleting a queue while open (:meth:`~crawlq.Frontier.delete_queue` raises
-    ConfigError on a store without it). Every store crawlq ships has it."""
-
-    def delete_queue(self, queue: str, now: float) -> int:
-        """Remove ``queue``'s queued and scheduled entries in one atomic step; how many
-        (0 for an unknown queue). Leased ones stay leased. A queue left with no lease
-        out and no dead entry is forgotten with its settings and counts (gone from
-        :meth:`Store.queues` and :meth:`Store.stats`)."""
+    def close(self) -> None:
+        """Release resources; idempotent."""
         ...
 
 
-@runtime_checkable
-class Unblocking(Protocol):
-    """Ending a queue's rest early (:meth:`~crawlq.Frontier.unblock` raises ConfigError
-    on a store without it). Every store crawlq ships has it."""
-
-    def unblock(self, queue: str, now: float) -> None:
-        """End ``queue``'s rest at ``now``, whatever began it (a block, a politeness
-        rest, the rest after a session): with something queued and a lease free, it is
-        ready at once, as a queue whose rest ended then. Nothing for an unknown queue
-        or one not resting."""
-        ...
+def lacking(store: object) -> list[str]:
+    """The members of :class:`Store` that ``store`` lacks, by name (none: it is one)."""
+    members = {*vars(Store), *vars(Store).get("__annotations__", {})}
+    return [name for name in sorted(members) if not name.startswith("_")
+            and not hasattr(store, name)]
 
 
-@runtime_checkable
-class QueueRemoval(Protocol):
-    """Removing picked entries of a queue (:meth:`~crawlq.Frontier.remove_queued`
-    raises ConfigError on a store without it). Every store crawlq ships has it."""
-
-    def remove_queued(self, queue: str, where: Pick, now: float) -> int:
-        """Remove the queued and scheduled entries of ``queue`` that ``where`` picks,
-        in one atomic step (each store's: a transaction, a lock; Redis removes those
-        still there when its script runs); how many (0 for an unknown queue or none
-        picked). Leased ones stay leased; an error raised by ``where`` removes nothing."""
-        ...
-
-
-@runtime_checkable
-class PolicyChange(Protocol):
-    """Changing the default policy while open
-    (:meth:`~crawlq.Frontier.configure_default` raises ConfigError on a store without
-    it). Every store crawlq ships has it."""
-
-    def set_policy(self, policy: QueuePolicy) -> None:
-        """From now on, in this process, ``policy`` is the default of queues without
-        their own settings (theirs still override it); a rest it changes applies from
-        each queue's next answer. The store does not keep it: a process gives its own
-        policy when it opens the store."""
-        ...
-
+# -- capabilities: what only some stores offer beyond Store, each declared here and
+# checked with isinstance() where it is used, never by probing for a name (a store has
+# it when it has the members, with those signatures: the contract suite tests each on
+# every store that has it; tests/stores/test_store_capabilities.py pins which store
+# declares which).
 
 @runtime_checkable
 class Transactions(Protocol):
@@ -383,41 +395,6 @@ class Destroyable(Protocol):
         """Delete every piece of the store's state (a SQLite store closes first, then
         its files go); returns how many keys or files were deleted (0: there was
         nothing). :func:`~crawlq.stores.destroy_store` closes the store after."""
-        ...
-
-
-@runtime_checkable
-class Clearable(Protocol):
-    """Emptying a store in place, its object still open (``Frontier.clear``; ``crawlq
-    serve``'s DeleteCrawl of the crawl it was given). Every store crawlq ships has it."""
-
-    def clear(self) -> None:
-        """Forget everything in one atomic step: entries queued, scheduled and leased
-        (their answers come late), the seen-set, dead entries, queues, counters,
-        rejections, named values and tallies. The store's options stay."""
-        ...
-
-
-@runtime_checkable
-class Tallies(Protocol):
-    """Named counts the store keeps and changes in one atomic step, whoever calls:
-    ``crawlq serve`` counts URLs done for good with them, where several servers answer
-    URLs of one store at once (a read and a write of a value would lose counts). They
-    are dumped and loaded (added up, as the store's counters are) and go with
-    ``clear()``. Every store crawlq ships has it."""
-
-    def tally(self, deltas: Mapping[str, int]) -> list[int]:
-        """Add each delta to its named count, each atomically (on the memory and SQLite
-        stores all in one step); the counts after it, in the order given. A count never
-        goes below 0."""
-        ...
-
-    def tallies(self, names: Sequence[str]) -> list[int]:
-        """The named counts (0 for one never counted)."""
-        ...
-
-    def drop_tallies(self, names: Sequence[str]) -> None:
-        """Forget the named counts (they read 0 again)."""
         ...
 
 

@@ -175,7 +175,7 @@ def seen(fp: bytes, revisit_at: float | None) -> dict[str, Any]:
 
 
 def tallies(counts: Mapping[str, int]) -> dict[str, Any]:
-    """The tallies record (:class:`~crawlq.stores.base.Tallies`)."""
+    """The tallies record (:meth:`~crawlq.stores.base.Store.tally`)."""
     return {"type": "tallies", "tallies": dict(counts)}
 
 
@@ -185,8 +185,10 @@ def bloom(bits: bytes | bytearray) -> dict[str, Any]:
 
 
 class Loader(Protocol):
-    """What a store gives :func:`apply` to write loaded records with (each store's own
-    loader, in the store's module: it writes the store's state directly)."""
+    """What a store gives :func:`apply` to write loaded records with: each store's own
+    loader, in the store's module, which writes through the parts its store hands it
+    and the store's public calls (memory, SQLite) or gathers the writes its store then
+    sends (Redis), using none of the store's private names (tests/test_layout.py)."""
 
     def load_seen(self, fp: bytes, revisit_at: float | None) -> None:
         """A fingerprint of the seen-set, due again at ``revisit_at``."""

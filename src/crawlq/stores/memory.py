@@ -43,7 +43,8 @@ class MemoryStore:
 
     in_process = True
     """Its calls never wait on I/O: :class:`~crawlq.aio.AsyncFrontier` runs them on the
-    event loop rather than a thread (see :class:`~.base.Store`)."""
+    event loop rather than a thread (see :attr:`Store.in_process
+    <crawlq.stores.base.Store.in_process>`)."""
 
     def __init__(
         self,
@@ -157,7 +158,7 @@ class MemoryStore:
                 self._book.settle(q, now)
 
     def unblock(self, queue: str, now: float) -> None:
-        """See :meth:`~crawlq.stores.base.Unblocking.unblock`."""
+        """See :meth:`Store.unblock`."""
         with self._lock:
             self._check_open()
             q = self._book.queues.get(queue)
@@ -184,7 +185,7 @@ class MemoryStore:
                 book.settle(q, now)
 
     def set_policy(self, policy: QueuePolicy) -> None:
-        """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
+        """See :meth:`Store.set_policy`."""
         with self._lock:
             self._book.set_policy(policy)
 
@@ -212,7 +213,7 @@ class MemoryStore:
             heapq.heappush(self._value_expiry, (expires, name))
 
     def tally(self, deltas: Mapping[str, int]) -> list[int]:
-        """See :meth:`~crawlq.stores.base.Tallies.tally`."""
+        """See :meth:`Store.tally`."""
         with self._lock:
             self._check_open()
             return [self._add_tally(name, int(d)) for name, d in deltas.items()]
@@ -226,13 +227,13 @@ class MemoryStore:
         return n
 
     def tallies(self, names: Sequence[str]) -> list[int]:
-        """See :meth:`~crawlq.stores.base.Tallies.tallies`."""
+        """See :meth:`Store.tallies`."""
         with self._lock:
             self._check_open()
             return [self._tallies.get(n, 0) for n in names]
 
     def drop_tallies(self, names: Sequence[str]) -> None:
-        """See :meth:`~crawlq.stores.base.Tallies.drop_tallies`."""
+        """See :meth:`Store.drop_tallies`."""
         with self._lock:
             self._check_open()
             for n in names:
@@ -307,7 +308,7 @@ class MemoryStore:
     # -- removing and requeueing -------------------------------------------------------
 
     def delete_queue(self, queue: str, now: float) -> int:
-        """See :meth:`~crawlq.stores.base.QueueDeletion.delete_queue`."""
+        """See :meth:`Store.delete_queue`."""
         with self._lock:
             n = self.remove_queued(queue, _every, now)
             book = self._book
@@ -319,7 +320,7 @@ class MemoryStore:
             return n
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
-        """See :meth:`~crawlq.stores.base.QueueRemoval.remove_queued`."""
+        """See :meth:`Store.remove_queued`."""
         with self._lock:
             self._check_open()
             self._wake(now)
@@ -405,14 +406,14 @@ class MemoryStore:
         n = 0
         with self._lock:
             self._check_open()
-            loader = _Loader(self, now)
+            loader = _Loader(self, self._book, now)
             for rec in records:
                 n += dumpfmt.apply(loader, rec)
             loader.finish()
         return n
 
     def clear(self) -> None:
-        """See :meth:`~crawlq.stores.base.Clearable.clear`."""
+        """See :meth:`Store.clear`."""
         with self._lock:
             self._check_open()
             book = self._book
@@ -439,12 +440,15 @@ def _every(priority: int, retries: int, payload: bytes, not_before: float | None
 
 
 class _Loader:
-    """The memory store's :class:`~.dumpfmt.Loader`: writes each record into its
-    store's state at ``now`` (the store's lock held by ``load``)."""
+    """The memory store's :class:`~.dumpfmt.Loader`: writes each record at ``now`` into
+    ``book``, the store's queues and entries, through
+    :class:`~.memory_queues.MemoryQueues`' calls, and what the store keeps beside them
+    (rejections, named values, tallies) through the store's own Store calls (``load``
+    holds the store's lock, which they take again)."""
 
-    def __init__(self, store: MemoryStore, now: float) -> None:
+    def __init__(self, store: MemoryStore, book: MemoryQueues, now: float) -> None:
         self.store = store
-        self.book = store._book
+        self.book = book
         self.now = now
         self.since: dict[str, float] = {}  # queue -> since when it waited, as dumped
 
@@ -492,16 +496,13 @@ class _Loader:
         for k, v in counters.items():
             if k in mine and k != "dead":
                 mine[k] += int(v)
-        rej = self.store._rejected
-        for r, v in rejected.items():
-            rej[r] = rej.get(r, 0) + int(v)
+        self.store.count_rejected({r: int(v) for r, v in rejected.items()})
 
     def load_value(self, name: str, data: bytes, expires: float | None) -> None:
-        self.store._keep_value(name, data, expires)
+        self.store.put_values([(name, data, expires)])
 
     def load_tallies(self, counts: Mapping[str, int]) -> None:
-        for name, n in counts.items():
-            self.store._add_tally(name, n)
+        self.store.tally(counts)
 
     def finish(self) -> None:
         """The loaded queues that are ready take their places in the ready line."""

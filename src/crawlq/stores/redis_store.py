@@ -115,6 +115,10 @@ class RedisStore:
     holds them to the same results.
     """
 
+    in_process = False
+    """Every call waits on the network: :class:`~crawlq.aio.AsyncFrontier` runs them on
+    worker threads (see :attr:`Store.in_process <crawlq.stores.base.Store.in_process>`)."""
+
     def __init__(
         self,
         url: str,
@@ -447,11 +451,11 @@ class RedisStore:
         self._queue_op(now, "block", queue, until)
 
     def unblock(self, queue: str, now: float) -> None:
-        """See :meth:`~crawlq.stores.base.Unblocking.unblock`."""
+        """See :meth:`Store.unblock`."""
         self._queue_op(now, "unblock", queue)
 
     def set_policy(self, policy: QueuePolicy) -> None:
-        """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`."""
+        """See :meth:`Store.set_policy`."""
         self.policy = _lua_policy(policy)
         self._pargs = self._policy_args()
 
@@ -509,7 +513,7 @@ class RedisStore:
         self._retrying(go)
 
     def tally(self, deltas: Mapping[str, int]) -> list[int]:
-        """See :meth:`~crawlq.stores.base.Tallies.tally`: one HINCRBY a count (each
+        """See :meth:`Store.tally`: one HINCRBY a count (each
         atomic; pipelined, not one transaction), in the hash ``{prefix}:tl``."""
         if not deltas:
             return []
@@ -528,14 +532,14 @@ class RedisStore:
         return [max(0, n) for n in got]
 
     def tallies(self, names: Sequence[str]) -> list[int]:
-        """See :meth:`~crawlq.stores.base.Tallies.tallies`."""
+        """See :meth:`Store.tallies`."""
         if not names:
             return []
         got = self._cmd("hmget", f"{self._p}:tl", list(names))
         return [max(0, int(n)) if n is not None else 0 for n in got]
 
     def drop_tallies(self, names: Sequence[str]) -> None:
-        """See :meth:`~crawlq.stores.base.Tallies.drop_tallies`."""
+        """See :meth:`Store.drop_tallies`."""
         if names:
             self._cmd("hdel", f"{self._p}:tl", *names)
 
@@ -664,11 +668,11 @@ class RedisStore:
     # -- dump and load ----------------------------------------------------------------
 
     def delete_queue(self, queue: str, now: float) -> int:
-        """See :meth:`~crawlq.stores.base.QueueDeletion.delete_queue`."""
+        """See :meth:`Store.delete_queue`."""
         return int(self._queue_op(now, "delete", queue))
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
-        """See :meth:`~crawlq.stores.base.QueueRemoval.remove_queued`. The entries are read
+        """See :meth:`Store.remove_queued`. The entries are read
         here and removed by one script, which takes out only those still there (one
         leased or come due since stays). What came due by ``now`` is woken first, so
         an entry due already is picked from its queue, as on the other stores."""
@@ -722,7 +726,7 @@ class RedisStore:
         return self._retrying(go)
 
     def clear(self) -> None:
-        """See :meth:`~crawlq.stores.base.Clearable.clear`: every key of the crawl goes
+        """See :meth:`Store.clear`: every key of the crawl goes
         (one round trip per 1,000, so another client may see it half cleared), then
         the seen-set's shape is recorded again."""
         token = self._cmd("hget", self._m, "token")
@@ -795,15 +799,77 @@ class RedisStore:
                 yield dumpfmt.seen(fp, revisit.get(fp))
 
     def load(self, records: Iterable[dict[str, Any]], now: float) -> int:
-        """See :meth:`Store.load`."""
+        """See :meth:`Store.load`. The records' writes (:class:`_Loader`'s) go 1,000 at
+        a time, each part in one pipelined round trip (:meth:`_write_loaded`): a load
+        is not one atomic step here."""
         n = 0
-        loader = _Loader(self, now)
+        loader = _Loader(self.bloom)
         for rec in records:
             n += dumpfmt.apply(loader, rec)
-            if loader.pending() >= 1000:
-                loader.flush()
-        loader.finish()
+            if len(loader.writes) >= 1000:
+                self._write_loaded(loader.take(), now)
+        self._write_loaded(loader.finish(), now)
         return n
+
+    def _write_loaded(self, writes: list[_Write], now: float) -> None:
+        """Write a part of a load (:class:`_Loader`'s writes, in their order) in one
+        pipelined round trip, retried whole when the connection fails: the keys each
+        kind of write goes to are the ones :meth:`dump` reads. A dumped Bloom filter is
+        merged first, a read and a write of each of its blocks."""
+        if not writes:
+            return
+        for w in writes:
+            if w[0] == "bloom":
+                self._merge_bloom(w[1])
+        script = self._scripts["maintain"]
+        p = self._p
+
+        def go() -> None:
+            pipe = self._client.pipeline(transaction=False)
+            # redis-py's cluster pipeline refuses EVALSHA: scripts go one by one there.
+            target = self._client if self.cluster else pipe
+            seen = [w[1] for w in writes if w[0] == "seen"]
+            if seen:  # added by the script: it knows the seen-set's buckets
+                script(keys=self._keys, args=[*self._pargs, now, "load_seen", *seen],
+                       client=target)
+            for kind, *args in writes:
+                if kind == "seen":
+                    fp, at = args
+                    if at is not None:
+                        pipe.hset(f"{p}:rv", fp, at)
+                elif kind == "bloom_bit":
+                    pipe.setbit(f"{p}:bl:{args[0]}", args[1], 1)
+                elif kind == "counter":
+                    pipe.hincrby(self._m, *args)
+                elif kind == "rejected":
+                    pipe.hincrby(f"{p}:rej", *args)
+                elif kind == "tally":
+                    pipe.hincrby(f"{p}:tl", *args)
+                elif kind == "value":
+                    name, data, expires = args
+                    pipe.hset(f"{p}:kv", name, _kv(data, expires))
+                    if expires is not None:
+                        pipe.zadd(f"{p}:kvx", {name: expires})
+                elif kind != "bloom":  # maintain.lua's load_entry, load_queue, ...
+                    if kind in ("load_entry", "load_queue"):  # (with the queue's domain)
+                        args.insert(1, self._domain_of(args[0]))
+                    script(keys=self._keys, args=[*self._pargs, now, kind, *args],
+                           client=target)
+            pipe.execute()
+
+        self._retrying(go)
+
+    def _merge_bloom(self, bits: bytes) -> None:
+        """OR a dumped Bloom filter's ``bits`` (of this crawl's shape) into the
+        crawl's, block by block (each a read, then a write)."""
+        assert self.bloom is not None
+        for b in range(self.bloom.blocks):
+            new = bits[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES].translate(_BIT_ORDER)
+            if not any(new):
+                continue
+            key = f"{self._p}:bl:{b}"
+            old = (self._cmd("get", key) or b"").ljust(BLOCK_BYTES, b"\0")
+            self._cmd("set", key, bytes(x | y for x, y in zip(old, new)))
 
 
 _BIT_ORDER = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))
@@ -868,92 +934,56 @@ def _dead(did: int, rec: bytes) -> DeadEntry:
                      payload, error.decode("utf-8", "replace"), float(died_at))
 
 
-class _Loader:
-    """The Redis store's :class:`~.dumpfmt.Loader`: it gathers the writes of the
-    records and sends them pipelined, 1,000 at a time (:meth:`flush`)."""
+_Write = tuple[Any, ...]
+"""One write of a load, named for what it writes (``seen``, ``bloom_bit``, ``bloom``,
+``counter``, ``rejected``, ``tally``, ``value``) or by the maintain.lua op that makes
+it (``load_entry``, ``load_queue``, ``load_dead``, ``load_since``), then its
+arguments: :meth:`RedisStore._write_loaded` knows the keys and scripts."""
 
-    def __init__(self, store: RedisStore, now: float) -> None:
-        self.store = store
-        self.now = now
-        self._pending: list[tuple[str, tuple[Any, ...]]] = []
+
+class _Loader:
+    """The Redis store's :class:`~.dumpfmt.Loader`: it turns each record into the
+    writes it makes (:data:`_Write`), in order, for its store's ``load`` to send
+    (:meth:`RedisStore._write_loaded`). It holds no store and no key: only the crawl's
+    Bloom filter shape, to place a fingerprint's bits and to check a dumped filter
+    against."""
+
+    def __init__(self, bloom: BloomShape | None) -> None:
+        self.bloom = bloom
+        self.writes: list[_Write] = []
         self.since: dict[str, float] = {}  # queue -> since when it waited, as dumped
 
-    def pending(self) -> int:
-        """Writes gathered and not sent yet."""
-        return len(self._pending)
+    def take(self) -> list[_Write]:
+        """The writes gathered since the last take."""
+        writes, self.writes = self.writes, []
+        return writes
 
-    def finish(self) -> None:
-        """Send what is gathered; then the loaded queues that are ready take their
+    def finish(self) -> list[_Write]:
+        """The writes left, then those that give the loaded queues that are ready their
         places in the ready line."""
         flat: list[Any] = []
         for key, since in self.since.items():
             flat += [key, since]
         for i in range(0, len(flat), 2000):
-            self._pending.append(("load_since", tuple(flat[i:i + 2000])))
-        self.flush()
-
-    def flush(self) -> None:
-        pending, self._pending = self._pending, []
-        if not pending:
-            return
-        script = self.store._scripts["maintain"]
-
-        def go() -> None:
-            pipe = self.store._client.pipeline(transaction=False)
-            # redis-py's cluster pipeline refuses EVALSHA: scripts go one by one there.
-            target = self.store._client if self.store.cluster else pipe
-            seen = [args[0] for op, args in pending if op == "seen"]
-            if seen:  # added by the script: it knows the seen-set's buckets
-                script(keys=self.store._keys,
-                       args=[*self.store._pargs, self.now, "load_seen", *seen],
-                       client=target)
-            for op, args in pending:
-                if op == "seen":
-                    fp, at = args
-                    if at is not None:
-                        pipe.hset(f"{self.store._p}:rv", fp, at)
-                elif op == "setbit":
-                    pipe.setbit(args[0], args[1], 1)
-                elif op == "hincrby":
-                    pipe.hincrby(*args)
-                elif op == "hset":
-                    pipe.hset(*args)
-                elif op == "zadd":
-                    pipe.zadd(*args)
-                else:
-                    script(keys=self.store._keys,
-                           args=[*self.store._pargs, self.now, op, *args],
-                           client=target)
-            pipe.execute()
-
-        self.store._retrying(go)
+            self.writes.append(("load_since", *flat[i:i + 2000]))
+        return self.take()
 
     def load_seen(self, fp: bytes, revisit_at: float | None) -> None:
-        if self.store.bloom is not None:
-            block, bits = self.store.bloom.locate(fp)
-            key = f"{self.store._p}:bl:{block}"
-            self._pending.extend(("setbit", (key, b)) for b in bits)
+        if self.bloom is not None:
+            block, bits = self.bloom.locate(fp)
+            self.writes.extend(("bloom_bit", block, b) for b in bits)
         else:
-            self._pending.append(("seen", (fp, revisit_at)))
+            self.writes.append(("seen", fp, revisit_at))
 
     def load_bloom(self, bits: bytes) -> None:
-        if self.store.bloom is None or len(bits) != self.store.bloom.size_bytes:
+        if self.bloom is None or len(bits) != self.bloom.size_bytes:
             raise ConfigError("dump has a Bloom filter of another shape than this store")
-        p = self.store._p
-        for b in range(self.store.bloom.blocks):
-            new = bits[b * BLOCK_BYTES:(b + 1) * BLOCK_BYTES].translate(_BIT_ORDER)
-            if not any(new):
-                continue
-            key = f"{p}:bl:{b}"
-            old = (self.store._cmd("get", key) or b"").ljust(BLOCK_BYTES, b"\0")
-            merged = bytes(x | y for x, y in zip(old, new))
-            self.store._cmd("set", key, merged)
+        self.writes.append(("bloom", bits))
 
     def load_entry(self, key: str, priority: int, retries: int, payload: bytes,
                    not_before: float | None) -> None:
-        self._pending.append(("load_entry", (key, self.store._domain_of(key), priority,
-                                             retries.to_bytes(2, "big") + payload,
-                                             "" if not_before is None else not_before)))
+        self.writes.append(("load_entry", key, priority, retries.to_bytes(2, "big") + payload,
+                            "" if not_before is None else not_before))
 
     def load_queue(self, key: str, accepted: int, ready_at: float,
                    settings: Mapping[str, float], since: float | None) -> None:
@@ -964,26 +994,20 @@ class _Loader:
         for k, v in clean.items():
             if v is not None:
                 flat += [k, v]
-        self._pending.append(("load_queue", (key, self.store._domain_of(key), accepted,
-                                             ready_at, *flat)))
+        self.writes.append(("load_queue", key, accepted, ready_at, *flat))
 
     def load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
                   error: str, died_at: float) -> None:
-        self._pending.append(("load_dead", (queue, priority, retries, payload, error,
-                                            repr(float(died_at)))))
+        self.writes.append(("load_dead", queue, priority, retries, payload, error,
+                            repr(float(died_at))))
 
     def load_counters(self, counters: Mapping[str, int], rejected: Mapping[str, int]) -> None:
-        for k, v in counters.items():
-            if k in _COUNTERS:
-                self._pending.append(("hincrby", (self.store._m, k, int(v))))
-        for k, v in rejected.items():
-            self._pending.append(("hincrby", (f"{self.store._p}:rej", k, int(v))))
+        self.writes.extend(("counter", k, int(v)) for k, v in counters.items()
+                           if k in _COUNTERS)
+        self.writes.extend(("rejected", k, int(v)) for k, v in rejected.items())
 
     def load_tallies(self, counts: Mapping[str, int]) -> None:
-        for name, n in counts.items():
-            self._pending.append(("hincrby", (f"{self.store._p}:tl", name, int(n))))
+        self.writes.extend(("tally", name, int(n)) for name, n in counts.items())
 
     def load_value(self, name: str, data: bytes, expires: float | None) -> None:
-        self._pending.append(("hset", (f"{self.store._p}:kv", name, _kv(data, expires))))
-        if expires is not None:
-            self._pending.append(("zadd", (f"{self.store._p}:kvx", {name: expires})))
+        self.writes.append(("value", name, data, expires))

@@ -1,17 +1,11 @@
-"""The contract suite's clock, each test's frontier (its close/reopen checkpoints) and
-the check of an optional capability a store lacks."""
+"""The contract suite's clock and each test's frontier (its close/reopen checkpoints)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-import pytest
-
-from ..errors import ConfigError
 from ..frontier import Frontier
-from ..stores.base import PolicyChange, QueueDeletion, QueueRemoval, Unblocking
 
 T0 = 1_800_000_000.0
 
@@ -78,19 +72,3 @@ class Env:
             if g is not None:
                 g.close()
 
-
-def refused_without(f: Frontier, method: str, call: Callable[[], object]) -> bool:
-    """True when the store offers ``method`` (of the optional QueueDeletion,
-    QueueRemoval, PolicyChange or Unblocking); otherwise checks that the Frontier refuses ``call``
-    with ConfigError, changing nothing, and returns False: that refusal is the
-    behaviour of a store without it."""
-    capability = {"delete_queue": QueueDeletion, "remove_queued": QueueRemoval,
-                  "set_policy": PolicyChange, "unblock": Unblocking}[method]
-    if isinstance(f.store, capability):
-        return True
-    before = f.stats()
-    with pytest.raises(ConfigError, match="cannot"):
-        call()
-    after = f.stats()
-    assert (after.queued, after.leased) == (before.queued, before.leased)
-    return False
