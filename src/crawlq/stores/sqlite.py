@@ -818,7 +818,7 @@ class SQLiteStore:
             self._db.queues.forget([qid])
 
     def unblock(self, queue: str, now: float) -> None:
-        """See :meth:`~crawlq.stores.base.Unblocking.unblock`."""
+        """See :meth:`Store.unblock`."""
         with self._tx() as c:
             row = c.execute("SELECT qid FROM queues WHERE key=? AND ready_at>?",
                             (queue, now)).fetchone()
@@ -842,7 +842,7 @@ class SQLiteStore:
             self._apply(c, {qid: Delta()}, now)
 
     def clear(self) -> None:
-        """See :meth:`~crawlq.stores.base.Clearable.clear`: one transaction empties
+        """See :meth:`Store.clear`: one transaction empties
         every table but ``meta``, whose counters start again from zero."""
         with self._tx() as c:
             self._db.values.clear(c)
@@ -860,7 +860,7 @@ class SQLiteStore:
             self._db.cleared()
 
     def set_policy(self, policy: QueuePolicy) -> None:
-        """See :meth:`~crawlq.stores.base.PolicyChange.set_policy`. Answers held for
+        """See :meth:`Store.set_policy`. Answers held for
         group commit are applied first, under the policy of their time."""
         with self._db.lock:
             if self._db.group.pending:
@@ -892,12 +892,12 @@ class SQLiteStore:
                 self._db.wake_no_sooner(min(expiries), event=False)
 
     def tally(self, deltas: Mapping[str, int]) -> list[int]:
-        """See :meth:`~crawlq.stores.base.Tallies.tally`: one transaction."""
+        """See :meth:`Store.tally`: one transaction."""
         with self._tx() as c:
             return [self._db.add_tally(c, name, int(d)) for name, d in deltas.items()]
 
     def tallies(self, names: Sequence[str]) -> list[int]:
-        """See :meth:`~crawlq.stores.base.Tallies.tallies`."""
+        """See :meth:`Store.tallies`."""
         got: dict[str, int] = {}
         with self._tx() as c:
             for part in chunks(list(names)):
@@ -906,7 +906,7 @@ class SQLiteStore:
         return [got.get(n, 0) for n in names]
 
     def drop_tallies(self, names: Sequence[str]) -> None:
-        """See :meth:`~crawlq.stores.base.Tallies.drop_tallies`."""
+        """See :meth:`Store.drop_tallies`."""
         with self._tx() as c:
             c.executemany("DELETE FROM tallies WHERE name=?", [(n,) for n in names])
 
@@ -978,7 +978,7 @@ class SQLiteStore:
     # -- removing and requeueing ---------------------------------------------------
 
     def delete_queue(self, queue: str, now: float) -> int:
-        """See :meth:`~crawlq.stores.base.QueueDeletion.delete_queue`.
+        """See :meth:`Store.delete_queue`.
         Its rows behind the cursors (what it leased) go too: a lease keeps what it needs
         to put its entry back (sqlite_leases), so the cursors start afresh."""
         with self._tx() as c:
@@ -1013,7 +1013,7 @@ class SQLiteStore:
             return int(queued) + n_sched
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
-        """See :meth:`~crawlq.stores.base.QueueRemoval.remove_queued`: the queue's entries past
+        """See :meth:`Store.remove_queued`: the queue's entries past
         its cursors (its queued ones) and its scheduled ones, each given to ``where``."""
         with self._tx() as c:
             self._wake(c, now)
