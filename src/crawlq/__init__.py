@@ -36,6 +36,7 @@ from .models import (
 )
 from .policies.canonical import Canonicalizer
 from .policies.fingerprint import Fingerprinter
+from .policies.frontier import LeasePolicy, RetryPolicy, URLPolicy
 from .stores.base import QueuePolicy
 
 __version__ = "0.1.0"
@@ -52,16 +53,19 @@ __all__ = [
     "InvalidURL",
     "Lease",
     "LeaseError",
+    "LeasePolicy",
     "Outcome",
     "QueueInfo",
     "QueuePolicy",
     "Rejection",
     "Request",
+    "RetryPolicy",
     "Stats",
     "StoreBusy",
     "StoreCorrupt",
     "StoreError",
     "StoreFull",
     "StoreReadOnly",
+    "URLPolicy",
     "__version__",
 ]

@@ -33,9 +33,16 @@ from .models import (
     Request,
     Stats,
 )
-from .policies.canonical import DEFAULT_MAX_LENGTH, Canonicalizer
+from .policies.canonical import Canonicalizer
 from .policies.fingerprint import Fingerprinter, FingerprintFunction, url_fingerprint
-from .policies.queueing import QueueKeyFunction, host_key, resolve_queue_key
+from .policies.frontier import (
+    LeasePolicy,
+    RetryPolicy,
+    URLPolicy,
+    check_function,
+    gathered,
+)
+from .policies.queueing import host_key
 from .stores import dumpfmt
 from .stores.base import (
     ACK_DEAD,
@@ -62,10 +69,23 @@ _FORM = "crawlq:canonical-form"
 _LOCAL = "crawlq:serve:"
 """Prefix of the values that are a server's state on its store, not the crawl's: left
 out of dumps (so a load does not pause a server, say)."""
+_OWN_OPTIONS = ("clock", "pause_gc")
+"""The options of :meth:`Frontier.open` that are the Frontier's own keywords (not the
+store's, nor a policy's)."""
 
 _F = TypeVar("_F", bound="Frontier")
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_T = TypeVar("_T")
+
+
+def _policy(name: str, given: _T | None, kind: type[_T]) -> _T:
+    """A policy given to the Frontier (None: the defaults), checked."""
+    if given is None:
+        return kind()
+    if not isinstance(given, kind):
+        raise ConfigError(f"{name} must be a {kind.__name__}, not {given!r}")
+    return given
 
 
 def _gc_paused(
@@ -123,7 +143,9 @@ _PART = 1000
 
 
 class Frontier:
-    """The crawl frontier. Build one with :meth:`open`; use it as a context manager.
+    """The crawl frontier. Open one with :meth:`open` (a store URL and flat options),
+    or make one on a store object with its policies (``Frontier(store,
+    url_policy=URLPolicy(...), ...)``); use it as a context manager.
 
     See ``docs/options.md`` for every option. The hot paths take batches: pass many
     requests to :meth:`add`, ask :meth:`next` for many leases, acknowledge many at once.
@@ -133,65 +155,44 @@ class Frontier:
         self,
         store: Store,
         *,
-        canonicalize: bool | Callable[[str], str] = True,
-        max_url_length: int = DEFAULT_MAX_LENGTH,
-        schemes: Iterable[str] = ("http", "https"),
-        fingerprint: FingerprintFunction | None = None,
-        source_aware: bool = False,
-        dedup_post: bool = True,
-        queue_by: str | QueueKeyFunction = "host",
-        priority: Callable[[Request], int] | None = None,
-        revisit_after: float | None = None,
-        lease_ttl: float = 300.0,
-        max_retries: int = 3,
-        retry_backoff: float = 60.0,
-        retry_backoff_max: float = 3600.0,
-        strict_acks: bool = False,
-        pause_gc: bool = True,
+        url_policy: URLPolicy | None = None,
+        retry_policy: RetryPolicy | None = None,
+        lease_policy: LeasePolicy | None = None,
         clock: Callable[[], float] = time.time,
-        _check_form: bool = True,
+        pause_gc: bool = True,
     ) -> None:
-        # (checked here, not where they are used: a bad retry_backoff would otherwise
-        # raise only at the first failed fetch, deep into a crawl)
-        lease_ttl = as_seconds("lease_ttl", lease_ttl, positive=True)
-        max_retries = as_count("max_retries", max_retries)
-        retry_backoff = as_seconds("retry_backoff", retry_backoff)
-        retry_backoff_max = as_seconds("retry_backoff_max", retry_backoff_max)
-        if revisit_after is not None:
-            revisit_after = as_seconds("revisit_after", revisit_after, positive=True)
-        max_url_length = as_count("max_url_length", max_url_length, 1)
-        names = (None if isinstance(schemes, str) or not isinstance(schemes, Iterable)
-                 else tuple(schemes))
-        if names is None or not all(isinstance(x, str) for x in names):
-            raise ConfigError(f"schemes must be a list of scheme names, like ['https'], "
-                              f"not {schemes!r}")
-        schemes = names
-        for name, fn in (("clock", clock), ("priority", priority),
-                         ("fingerprint", fingerprint)):
-            if (fn is not None or name == "clock") and not callable(fn):
-                raise ConfigError(f"{name} must be a function, not {fn!r}")
-        source_aware = flag("source_aware", source_aware)
-        dedup_post = flag("dedup_post", dedup_post)
-        strict_acks = flag("strict_acks", strict_acks)
-        pause_gc = flag("pause_gc", pause_gc)
+        """A frontier on ``store`` as it is (:meth:`open` opens a store by URL, and
+        builds the policies from flat options).
+
+        ``url_policy``, ``retry_policy``, ``lease_policy``: the frontier's policies
+        (:mod:`crawlq.policies.frontier`; None: the defaults). ``clock``: the time
+        source. ``pause_gc``: pause Python's cyclic garbage collector during batch
+        calls. It does not touch the store: call :meth:`check_canonical_form` before
+        adding, as :meth:`open` does.
+        """
+        url_policy = _policy("url_policy", url_policy, URLPolicy)
+        retry_policy = _policy("retry_policy", retry_policy, RetryPolicy)
+        lease_policy = _policy("lease_policy", lease_policy, LeasePolicy)
+        check_function("clock", clock)
+        self.url_policy = url_policy
+        """What add() makes of each request."""
+        self.retry_policy = retry_policy
+        """What a failed fetch means."""
+        self.lease_policy = lease_policy
+        """How long leases last, and whether late answers raise."""
         self.store = store
-        if canonicalize is True:
-            self.canonicalize: Callable[[str], str] = Canonicalizer(
-                schemes=schemes, max_length=max_url_length)
-        elif canonicalize is False:
-            # crawlq's steps off: the URL as the WHATWG parser serializes it (what the
-            # fetcher requests), validated (scheme, host, length).
-            self.canonicalize = Canonicalizer(
-                drop_fragment=False, normalize_percent=False, sort_query=False,
-                drop_params=(), drop_prefixes=(), session_params=(),
-                drop_session_in_path=False, schemes=schemes, max_length=max_url_length)
-        elif callable(canonicalize):
-            self.canonicalize = canonicalize
-        else:
-            raise ConfigError("canonicalize must be True, False or a callable")
-        self.fingerprint: FingerprintFunction = fingerprint or Fingerprinter(
-            source_aware=source_aware)
-        self.queue_key = resolve_queue_key(queue_by)
+        # The values each call reads, as plain attributes (the hot paths read them once
+        # per call; the policies are the record of what was asked).
+        self.canonicalize: Callable[[str], str] = url_policy.canonicalizer
+        self.fingerprint: FingerprintFunction = url_policy.fingerprinter
+        self.queue_key = url_policy.queue_key
+        self.lease_ttl = lease_policy.lease_ttl
+        self.strict_acks = lease_policy.strict_acks
+        self.max_retries = retry_policy.max_retries
+        self.retry_backoff = retry_policy.retry_backoff
+        self.retry_backoff_max = retry_policy.retry_backoff_max
+        self.pause_gc = flag("pause_gc", pause_gc)
+        self.clock = clock
         if isinstance(self.canonicalize, Canonicalizer) and self.queue_key is host_key:
             # The canonicalizer has the host at hand: one step instead of two.
             self._split: Callable[[str], tuple[str, str]] = self.canonicalize.split
@@ -203,52 +204,54 @@ class Frontier:
                 return c, key_fn(c)
 
             self._split = split
-        self.lease_ttl = float(lease_ttl)
-        self.max_retries = max_retries
-        self.retry_backoff = retry_backoff
-        self.retry_backoff_max = retry_backoff_max
-        self.strict_acks = strict_acks
-        self.pause_gc = pause_gc
-        self.clock = clock
         fp = self.fingerprint
         self._entries = EntryMaker(
             self._split, fp,
             url_fingerprint if type(fp) is Fingerprinter and not fp.source_aware else None,
-            priority, dedup_post, revisit_after)
+            url_policy.priority, url_policy.dedup_post, url_policy.revisit_after)
         """The one definition of what add() accepts: each request's store entry."""
-        if _check_form:
-            self._check_canonical_form()
 
-    # (read from the entry maker, which holds the values add() uses: options of open())
     @property
     def priority(self) -> Callable[[Request], int] | None:
         """The function that gives each added request its priority, if any."""
-        return self._entries.priority
+        return self.url_policy.priority
 
     @property
     def dedup_post(self) -> bool:
         """Whether POST requests are deduplicated like GETs."""
-        return bool(self._entries.dedup_post)
+        return self.url_policy.dedup_post
 
     @property
     def revisit_after(self) -> float | None:
         """Seconds after which a fetched URL is accepted again (None: never)."""
-        return self._entries.revisit_after
+        return self.url_policy.revisit_after
 
     @classmethod
     def open(cls: type[_F], url: str = "memory://", **options: Any) -> _F:
         """Open a frontier on the store named by ``url``.
 
         ``memory://``, ``sqlite:///path/to/file.db`` (relative: ``sqlite:///crawl.db``;
-        absolute: ``sqlite:////abs/path.db``), later ``redis://``. Options are split
-        between the store (politeness, budgets, seen-set) and the frontier (see
-        ``docs/options.md``).
+        absolute: ``sqlite:////abs/path.db``), ``redis://...``. Options are flat
+        keywords (see ``docs/options.md``): the store's (politeness, budgets,
+        seen-set), the fields of the frontier's policies (``canonicalize``,
+        ``max_retries``, ``lease_ttl``...: each gathered into its policy, which may
+        also be given whole, as ``url_policy=``, ``retry_policy=``, ``lease_policy=``)
+        and the frontier's own (``clock``, ``pause_gc``). A bad or
+        unknown option is a ConfigError naming it. The crawl's canonical form is
+        checked (:meth:`check_canonical_form`) unless the store is opened only to
+        look (``create=False``: a crawl of another form can still be read, and dumped
+        to move it to this one).
         """
         from .stores import STORE_OPTIONS, open_store
 
         store_opts = {k: options.pop(k) for k in list(options) if k in STORE_OPTIONS}
-        frontier_opts = options
-        if store_opts.get("bloom_capacity") and frontier_opts.get("revisit_after"):
+        url_policy = gathered(URLPolicy, "url_policy", options)
+        retry_policy = gathered(RetryPolicy, "retry_policy", options)
+        lease_policy = gathered(LeasePolicy, "lease_policy", options)
+        unknown = [k for k in options if k not in _OWN_OPTIONS]
+        if unknown:
+            raise ConfigError(f"unknown option: {', '.join(unknown)} (see docs/options.md)")
+        if store_opts.get("bloom_capacity") and url_policy.revisit_after is not None:
             raise ConfigError("revisit_after needs the exact seen-set: a Bloom filter cannot "
                               "remember when a URL was seen (drop bloom_capacity)")
         try:
@@ -257,14 +260,12 @@ class Frontier:
             raise
         except (TypeError, ValueError) as exc:  # e.g. concurrency="four"
             raise ConfigError(f"bad store option: {exc}") from None
-        # (commands that only look, opened with create=False, may read a crawl of
-        # another canonical form: `crawlq dump` is how it moves to this one)
-        frontier_opts["_check_form"] = store_opts.get("create", True) is not False
         try:
-            return cls(store, **frontier_opts)
-        except TypeError as exc:
-            store.close()
-            raise ConfigError(f"unknown option: {exc}") from None
+            frontier = cls(store, url_policy=url_policy, retry_policy=retry_policy,
+                           lease_policy=lease_policy, **options)
+            if store_opts.get("create", True) is not False:
+                frontier.check_canonical_form()
+            return frontier
         except BaseException:
             store.close()
             raise
@@ -288,10 +289,13 @@ class Frontier:
         canon = self.canonicalize
         return canon.version if isinstance(canon, Canonicalizer) else None
 
-    def _check_canonical_form(self) -> None:
-        """Record this frontier's canonical form with a new crawl; refuse a crawl whose
-        URLs were canonicalized another way (mixed, the same page would be queued once
-        per form and the seen-set would miss)."""
+    def check_canonical_form(self) -> None:
+        """Record this frontier's canonical form with a new crawl; refuse (ConfigError)
+        a crawl whose URLs were canonicalized another way: mixed, the same page would
+        be queued once per form and the seen-set would miss. :meth:`open` calls it
+        (but for a store opened only to look, ``create=False``); a frontier made on a
+        store object calls it before it adds. Nothing for a canonicalize function of
+        your own (:attr:`canonical_form` None)."""
         form = self.canonical_form
         if form is None:
             return
@@ -483,12 +487,13 @@ class Frontier:
             acks = [ack(le.token, ACK_REQUEUE, d, now + after, le.request.retries)
                     for le, d in zip(leases, durations)]
         elif outcome is Outcome.FAILED:
+            backoff_of = self.retry_policy.backoff
             for le, d in zip(leases, durations):
                 n = le.request.retries + 1
-                if n > self.max_retries:
+                backoff = backoff_of(n)
+                if backoff is None:
                     acks.append(ack(le.token, ACK_DEAD, d, None, n, error, True))
                 else:
-                    backoff = min(self.retry_backoff * 2 ** (n - 1), self.retry_backoff_max)
                     acks.append(ack(le.token, ACK_REQUEUE, d, now + backoff, n,
                                     error, True))
         elif outcome is Outcome.DEAD:

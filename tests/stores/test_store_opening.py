@@ -12,7 +12,15 @@ from typing import Any
 
 import pytest
 
-from crawlq import ConfigError, Frontier, Outcome, Request, StoreCorrupt, StoreError
+from crawlq import (
+    ConfigError,
+    Frontier,
+    Outcome,
+    Request,
+    RetryPolicy,
+    StoreCorrupt,
+    StoreError,
+)
 from crawlq.stores.base import ACK_DEAD, QueuePolicy
 from crawlq.stores.memory import MemoryStore
 from crawlq.testing import FAST
@@ -288,7 +296,7 @@ class _GcWatchingStore(MemoryStore):
 @pytest.mark.parametrize("pause", [True, False])
 def test_hot_calls_pause_the_garbage_collector(pause: bool) -> None:
     store = _GcWatchingStore()
-    f = Frontier(store, pause_gc=pause, max_retries=0)
+    f = Frontier(store, pause_gc=pause, retry_policy=RetryPolicy(max_retries=0))
     assert gc.isenabled()
     try:
         f.add(["https://a.example/1", "https://b.example/2"])
