@@ -93,7 +93,8 @@ def test_a_frontier_takes_its_policies_whole(tmp_path: Path) -> None:
     assert [d.error for d in f.dead()] == ["boom"]
     bad: dict[str, Any]
     for bad in ({"url_policy": {"schemes": ["https"]}}, {"retry_policy": LeasePolicy()},
-                {"clock": 5}, {"pause_gc": "no"}):
+                {"clock": 5}, {"pause_gc": "no"}, {"local_values": "crawlq:serve:"},
+                {"local_values": ["ok:", ""]}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             Frontier(MemoryStore(), **bad)
 

@@ -41,6 +41,7 @@ from .policies.frontier import (
     URLPolicy,
     check_function,
     gathered,
+    name_list,
 )
 from .policies.queueing import host_key
 from .stores import dumpfmt
@@ -66,10 +67,7 @@ from .stores.base import (
 
 _FORM = "crawlq:canonical-form"
 """The store value holding the canonical form of a crawl's URLs."""
-_LOCAL = "crawlq:serve:"
-"""Prefix of the values that are a server's state on its store, not the crawl's: left
-out of dumps (so a load does not pause a server, say)."""
-_OWN_OPTIONS = ("clock", "pause_gc")
+_OWN_OPTIONS = ("clock", "pause_gc", "local_values")
 """The options of :meth:`Frontier.open` that are the Frontier's own keywords (not the
 store's, nor a policy's)."""
 
@@ -160,6 +158,7 @@ class Frontier:
         lease_policy: LeasePolicy | None = None,
         clock: Callable[[], float] = time.time,
         pause_gc: bool = True,
+        local_values: Iterable[str] = (),
     ) -> None:
         """A frontier on ``store`` as it is (:meth:`open` opens a store by URL, and
         builds the policies from flat options).
@@ -167,8 +166,9 @@ class Frontier:
         ``url_policy``, ``retry_policy``, ``lease_policy``: the frontier's policies
         (:mod:`crawlq.policies.frontier`; None: the defaults). ``clock``: the time
         source. ``pause_gc``: pause Python's cyclic garbage collector during batch
-        calls. It does not touch the store: call :meth:`check_canonical_form` before
-        adding, as :meth:`open` does.
+        calls. ``local_values``: name prefixes of the values that are this store's own
+        rather than the crawl's (:meth:`put_value`). It does not touch the store: call
+        :meth:`check_canonical_form` before adding, as :meth:`open` does.
         """
         url_policy = _policy("url_policy", url_policy, URLPolicy)
         retry_policy = _policy("retry_policy", retry_policy, RetryPolicy)
@@ -180,6 +180,11 @@ class Frontier:
         """What a failed fetch means."""
         self.lease_policy = lease_policy
         """How long leases last, and whether late answers raise."""
+        self.local_values = name_list(local_values, "local_values",
+                                      "name prefixes, like ['myserver:']")
+        """Name prefixes of this store's own values: not dumped, not loaded."""
+        if not all(self.local_values):
+            raise ConfigError("local_values must be non-empty name prefixes, not ''")
         self.store = store
         # The values each call reads, as plain attributes (the hot paths read them once
         # per call; the policies are the record of what was asked).
@@ -236,7 +241,7 @@ class Frontier:
         seen-set), the fields of the frontier's policies (``canonicalize``,
         ``max_retries``, ``lease_ttl``...: each gathered into its policy, which may
         also be given whole, as ``url_policy=``, ``retry_policy=``, ``lease_policy=``)
-        and the frontier's own (``clock``, ``pause_gc``). A bad or
+        and the frontier's own (``clock``, ``pause_gc``, ``local_values``). A bad or
         unknown option is a ConfigError naming it. The crawl's canonical form is
         checked (:meth:`check_canonical_form`) unless the store is opened only to
         look (``create=False``: a crawl of another form can still be read, and dumped
@@ -651,8 +656,9 @@ class Frontier:
         ``ttl`` seconds (None: for good); see :meth:`get_value`. For what a crawler
         learns about a host once (``crawlq crawl`` keeps each origin's robots.txt
         here). A value kept for good is part of a dump (one with a ``ttl`` belongs to
-        this store's times), but for those named ``crawlq:serve:...``: a server's own
-        state on this store (such as its pause), which another store does not take."""
+        this store's times), but for those named under a prefix of the frontier's
+        ``local_values``: this store's own state (such as a server's pause), which a
+        dump leaves out and a load leaves as it is."""
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a value's name is a non-empty string, not {name!r}")
         if not isinstance(value, bytes):
@@ -808,7 +814,8 @@ class Frontier:
 
     def dump(self) -> Iterator[dict[str, Any]]:
         """The whole state as JSON-friendly records (for ``crawlq dump``), after a header
-        with the dump's id and the crawl's canonical form."""
+        with the dump's id and the crawl's canonical form; values named under a prefix
+        of ``local_values`` (the store's own) are left out."""
         yield dumpfmt.header(uuid.uuid4().hex, self.clock(),
                              self._stored_form() or self.canonical_form)
         yield from self.records()
@@ -818,7 +825,8 @@ class Frontier:
         the whole crawl (``crawlq serve``'s ListURLs and GetURLStatus)."""
         # (the store's canonical form is the header's: as a value, loading it would
         # replace the form of the store loaded into)
-        return (r for r in self.store.dump() if not _not_dumped(r))
+        local = self.local_values
+        return (r for r in self.store.dump() if not _not_dumped(r, local))
 
     def load(self, records: Iterable[Mapping[str, Any]]) -> int:
         """Merge records from :meth:`dump`; returns how many were applied. Each request
@@ -828,7 +836,9 @@ class Frontier:
         changes nothing. A dump of another canonical form (its header says which) is
         re-fingerprinted: each queued and dead request is also marked seen under this
         frontier's form. (Fetched URLs are in the dump only as fingerprints: one whose
-        canonical spelling changed between the forms may be fetched once more.)"""
+        canonical spelling changed between the forms may be fetched once more.) Values
+        named under a prefix of ``local_values`` are skipped: this store keeps its
+        own."""
         store = self.store
         it = iter(records)
         first = next(it, None)
@@ -844,12 +854,13 @@ class Frontier:
         form = first.get("canonical_form") if first.get("type") == "dump" else None
         refingerprint = form is not None and form != self.canonical_form
         fingerprint_of = self.fingerprint_of
+        local = self.local_values
         extra = [0 if marker is None else 1]  # records of ours, not the dump's
 
         def records_then_marker() -> Iterator[dict[str, Any]]:
             # (each request is checked by dumpfmt.apply, as the store applies it)
             for rec in itertools.chain((first,), it):
-                if _not_dumped(rec):
+                if _not_dumped(rec, local):
                     continue  # (the form is the header's; this store keeps its own)
                 yield dict(rec)
                 if refingerprint and rec.get("type") in ("entry", "dead"):
@@ -866,13 +877,14 @@ class Frontier:
         return store.load(records_then_marker(), self.clock()) - extra[0]
 
 
-def _not_dumped(rec: Mapping[str, Any]) -> bool:
+def _not_dumped(rec: Mapping[str, Any], local: tuple[str, ...]) -> bool:
     """Whether a store's record stays out of dumps and loads: the canonical-form marker
-    (the dump's header carries the form) and a server's own values (``_LOCAL``)."""
+    (the dump's header carries the form) and the store's own values (named under one
+    of the ``local`` prefixes: a frontier's ``local_values``)."""
     if rec.get("type") != "value":
         return False
     name = str(rec.get("name"))
-    return name == _FORM or name.startswith(_LOCAL)
+    return name == _FORM or name.startswith(local)
 
 
 _REST_SETTINGS = ("min_delay", "max_delay", "delay_factor")

@@ -170,6 +170,37 @@ def test_the_cli_answers_what_it_leased(tmp_path: Path) -> None:
     assert (s["done"], s["failed"], s["retried"], s["leased"]) == (1, 1, 2, 0)
 
 
+def test_a_servers_pause_stays_out_of_crawlq_dump_and_load(tmp_path: Path) -> None:
+    """The active flag is the server's state on its store, not the crawl's: ``crawlq
+    dump`` leaves it out, and ``crawlq load`` of a dump that carries one (an older
+    crawlq's) leaves the flag of the store loaded into as it was: the load does not
+    pause that store's server."""
+    paused, other = f"sqlite:///{tmp_path}/paused.db", f"sqlite:///{tmp_path}/other.db"
+    with server(paused) as (base, _):
+        assert call(base, "/v1/add", {"requests": ["https://a.example/1"]})[1]["added"] == 1
+        assert call(base, "/v1/active", {"active": False})[1] == {"active": False}
+
+    def crawlq(store: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "crawlq.cli", "--store", store, *args],
+                              capture_output=True, text=True, timeout=60)
+
+    dump = tmp_path / "dump.jsonl"
+    assert crawlq(paused, "dump", str(dump)).returncode == 0
+    records = [json.loads(line) for line in dump.read_text().splitlines()]
+    assert [r["request"]["url"] for r in records if r["type"] == "entry"] == [
+        "https://a.example/1"]
+    assert not [r for r in records if r["type"] == "value"]
+    records.append({"type": "value", "name": "crawlq:serve:active", "value_b64": "MA==",
+                    "expires": None})  # b"0", as a dump of before it was left out
+    dump.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert crawlq(other, "load", str(dump)).returncode == 0
+    with server(other) as (base, _):
+        assert call(base, "/v1/active")[1] == {"active": True}
+        assert call(base, "/v1/stats")[1]["queued"] == 1
+    with server(paused) as (base, _):
+        assert call(base, "/v1/active")[1] == {"active": False}
+
+
 @pytest.mark.parametrize("missing", ["aiohttp", "prometheus_client", "grpc", "grpc_tools"])
 def test_serve_without_its_extra_says_which_to_install(missing: str) -> None:
     code = (f"import sys\nclass No:\n    def find_spec(self, name, path=None, target=None):\n"

@@ -14,6 +14,7 @@ from typing import IO, Any, NoReturn
 from .. import __version__
 from ..errors import CommandError, CrawlqError
 from ..frontier import Frontier
+from ..serve import LOCAL_VALUES
 from ..stores import sqlite_file
 from . import crawl, frontier_commands, serve, state_commands
 from .report import report
@@ -101,6 +102,8 @@ def _run(argv: Sequence[str] | None, out: IO[str] | None, stdin: IO[str] | None)
     if args.command in READ_ONLY:
         # (opening it would create an empty store, and print zeros as if it were one)
         options["create"] = False
+    # (a server's own values on its store, such as its pause: not dumped, not loaded)
+    options.setdefault("local_values", LOCAL_VALUES)
     with Frontier.open(store, **options) as f:
         if args.command == "dump":
             return state_commands.cmd_dump(f, args.file, out)

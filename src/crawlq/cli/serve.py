@@ -10,6 +10,7 @@ import signal
 from typing import Any
 
 from ..errors import CommandError
+from ..serve import LOCAL_VALUES
 from .argtypes import count
 
 DEFAULT_PORT = 7072
@@ -67,7 +68,7 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
                            f"({exc})") from None
     from ..frontier import Frontier
 
-    options = {"max_redeliveries": REDELIVERIES, **options}
+    options = {"max_redeliveries": REDELIVERIES, "local_values": LOCAL_VALUES, **options}
     token = args.token or os.environ.get("CRAWLQ_SERVE_TOKEN") or None
     tls = None
     if args.tls_cert or args.tls_key:

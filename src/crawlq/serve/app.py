@@ -25,6 +25,7 @@ from ..frontier import Frontier
 from ..handles import lease_of, lease_out, record
 from ..models import Outcome, Request
 from ..stores.dumpfmt import request_from_json
+from . import LOCAL_VALUES
 from .metrics import Metrics
 
 MAX_BATCH = 10_000
@@ -32,9 +33,10 @@ MAX_BATCH = 10_000
 MAX_BODY = 64 * 1024 * 1024
 """Largest request body accepted, in bytes."""
 
-ACTIVE = "crawlq:serve:active"
-"""The store value of the active flag (b"0": paused; absent: active): kept in the store,
-so it holds across restarts and for every server on the store."""
+ACTIVE = LOCAL_VALUES[0] + "active"
+"""The store value of the active flag, ``crawlq:serve:active`` (b"0": paused; absent:
+active): kept in the store, so it holds across restarts and for every server on the
+store; a server's own, not the crawl's (``LOCAL_VALUES``: not dumped, not loaded)."""
 _STATIC = Path(__file__).with_name("static")
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from ..errors import ConfigError
 from ..models import Outcome, Request
+from ..stores import dumpfmt
 from .env import FAST, Env
 
 
@@ -169,16 +170,21 @@ class AccountingContract:
     def test_a_dump_carries_the_named_values_that_last(self, env: Env) -> None:
         """A dump carries the named values with no expiry (a server's settings, what it
         keeps of fetched URLs), in name order; those with an expiry belong to this store's
-        leases and times, and stay, as do a server's own (``crawlq:serve:...``)."""
-        f = env.open(**FAST)
+        leases and times, and stay, as do the store's own (named under a prefix of the
+        frontier's ``local_values``, as ``crawlq serve``'s ``crawlq:serve:...``): a load
+        leaves the ones of the store it goes into as they are."""
+        local = ("server:", "crawlq:serve:")
+        f = env.open(local_values=local, **FAST)
         f.store.put_values([("b", b"\x00two", None), ("a", b"one", None),
                             ("c", b"later", env.clock() + 100),
-                            ("crawlq:serve:active", b"0", None)])
+                            ("crawlq:serve:active", b"0", None), ("server:x", b"0", None)])
         values = [r for r in f.dump() if r["type"] == "value"]
         assert [v["name"] for v in values] == ["a", "b"]
-        g = env.open_other(**FAST)
-        g.load(f.dump())
-        assert g.store.get_values(["a", "b", "c"], env.clock()) == [b"one", b"\x00two", None]
+        g = env.open_other(local_values=local, **FAST)
+        g.put_value("server:x", b"1")
+        g.load([*f.dump(), dumpfmt.value("server:x", b"0", None)])
+        assert g.store.get_values(["a", "b", "c", "server:x", "crawlq:serve:active"],
+                                  env.clock()) == [b"one", b"\x00two", None, b"1", None]
 
     def test_a_dump_loads_once_and_whole(self, env: Env) -> None:
         """A dump goes through JSON whole (bytes and non-string keys in meta included);
