@@ -19,7 +19,8 @@ from ..frontier import Frontier
 
 _SYNC_ONLY = frozenset({"clock", "lease_ttl", "canonicalize", "queue_of", "fingerprint_of",
                         "canonical_form", "priority", "dedup_post", "revisit_after",
-                        "max_retries", "strict_acks"})
+                        "max_retries", "strict_acks", "url_policy", "retry_policy",
+                        "lease_policy", "local_values", "pause_gc"})
 """Frontier attributes that are options or pure functions (no store call): read from
 the Frontier itself. Every other name must be an AsyncFrontier operation."""
 
