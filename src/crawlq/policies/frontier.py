@@ -196,6 +196,8 @@ def gathered(kind: type[_Policy], name: str, options: dict[str, Any]) -> _Policy
     if not isinstance(given, kind):
         raise ConfigError(f"{name} must be a {kind.__name__}, not {given!r}")
     if flat:
-        raise ConfigError(f"{', '.join(flat)} is part of {name}: give it in the "
-                          f"{kind.__name__} or alone, not both")
+        one = len(flat) == 1
+        raise ConfigError(f"{', '.join(flat)} {'is' if one else 'are'} part of {name}: "
+                          f"give {'it' if one else 'them'} in the {kind.__name__} or "
+                          f"alone, not both")
     return given
