@@ -148,11 +148,6 @@ class Database:
                 self.group.close()
                 self.conn.close()
 
-    def check_open(self) -> None:
-        """Raise StoreError once the store is closed."""
-        if self.closed:
-            raise StoreError("the store is closed")
-
     def cleared(self) -> None:
         """After every table but ``meta`` was emptied in this transaction (the store's
         ``clear``): nothing this connection kept between calls holds any more."""
