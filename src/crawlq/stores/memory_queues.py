@@ -695,8 +695,10 @@ class MemoryQueues:
                 held = leases.get(token)
                 if held is not None and held[2] <= at:  # (not answered, nor renewed since)
                     expired.append((at, token))
+        times = event_times([d[0] for d in due], [e[0] for e in expired]) if (
+            due or expired) else []  # (most calls find nothing due: no lists made)
         i = j = 0
-        for at, i_end, j_end in event_times([d[0] for d in due], [e[0] for e in expired]):
+        for at, i_end, j_end in times:
             touched: dict[str, MemoryQueue] = {}
             for _, _, key, item in due[i:i_end]:
                 q = self.queue(key)
