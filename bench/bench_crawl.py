@@ -182,10 +182,10 @@ def crawlq_command(seeds: list[str], where: list[str], conc: int, per_host: int,
             "--out", out, "--log-level", "WARNING", "--progress", "0"]
 
 
-def run_crawl(cmd: list[str]) -> tuple[float, str]:
-    """Run a ``crawlq crawl`` command: the seconds its summary says it took, and its
-    summary's last line (RuntimeError if it failed)."""
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+def run_crawl(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
+    """Run a ``crawlq crawl`` command (in ``env``, if given): the seconds its summary
+    says it took, and its summary's last line (RuntimeError if it failed)."""
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"crawlq crawl failed:\n{out.stderr[-2000:]}")
     m = re.search(r"fetched (\d+) pages.* in ([\d.]+)s", out.stdout + out.stderr)

@@ -81,6 +81,12 @@ TINY: dict[str, tuple[Tiny, ...]] = {
     "bench_redis.py": (Tiny(
         ("--n", "2000", "--hosts", "50", "--clients", "1", "--clients", "2"),
         (rf"^\s+2\s+{_N}\s+{_N}\s+{_N}\s+{_N}x$",)),),
+    "bench_redis_cost.py": (Tiny(
+        ("--tiny",),
+        (r"^round 1 installed +crawl 2x10, 5 links: 22 pages in [\d.]+ s, redis-server \d+ µs a "
+         r"page$",
+         rf"^round 1 installed +dataset 2,000 URLs, 20 hosts: {_N} B a queued URL, {_N} B a "
+         r"seen URL$")),),
     "bench_remote.py": (Tiny(
         ("--delay", "0", "--delay", "0.001", "--hosts", "2", "--pages", "20",
          "--page-bytes", "1000", "--links", "4"),
