@@ -419,3 +419,71 @@ def test_a_lua_loop_ends_with_an_error_where_it_could_not_progress(tmp_path: Pat
             assert len(g.next(5)) == 1
         f.close()
         client.close()
+
+
+def _hexists(url: str) -> int:
+    """How many HEXISTS (the exact seen-set's membership test) the server has run."""
+    stats = redis.Redis.from_url(url).info("commandstats")
+    return int(stats.get("cmdstat_hexists", {}).get("calls", 0))
+
+
+def test_a_client_answers_the_duplicates_it_knows_without_the_server(
+        redis_server: LocalRedis) -> None:
+    """Fingerprints the seen-set holds for good are answered as duplicates by the store
+    object that learned them (no membership test on the server), still counted in
+    stats(), and sent again once another client cleared or loaded the crawl."""
+    clock = Clock()
+    url = redis_server.url + "?prefix=known"
+    a = Frontier.open(url, clock=clock, **FAST)
+    b = Frontier.open(url, clock=clock, **FAST)
+    links = [f"https://k.example/{i}" for i in range(50)]
+    assert a.add(links).added == 50
+    assert b.add(links[:10]).duplicates == 10  # (b learns them from the server)
+    before = _hexists(redis_server.url)
+    again = a.add([*links, "https://k.example/new"])
+    assert (again.added, again.duplicates) == (1, 50)
+    ex = a.exchange(links[:5], [], 0)
+    assert ex.added.duplicates == 5
+    assert _hexists(redis_server.url) - before == 1  # only the new link was tested
+    assert a.stats().duplicates == 10 + 50 + 5
+    # Another client clears the crawl: what a knew no longer holds.
+    b.clear()
+    assert a.add(links[:3]).added == 3
+    assert a.exchange(links[3:6], [], 0).added.added == 3
+    # A dump loaded by another client may bring revisit times: known ones are sent again.
+    dump = [{**r, "revisit_at": clock() + 10} if r.get("type") == "seen" else r
+            for r in b.dump()]
+    a.clear()
+    assert a.add(links[:2]).added == 2  # (a knows them now)
+    b.clear()
+    b.load(dump)
+    assert a.add(links[:2]).duplicates == 2
+    clock.advance(11)
+    assert a.add(links[:2]).added == 2  # their revisit time came: new again
+    a.close()
+    b.close()
+
+
+def test_a_url_with_a_revisit_time_is_never_answered_by_the_client(
+        redis_server: LocalRedis) -> None:
+    clock = Clock()
+    f = Frontier.open(redis_server.url + "?prefix=known-rv", clock=clock, **FAST)
+    assert f.add(Request("https://rv.example/", revisit_after=5)).added == 1
+    assert f.add("https://rv.example/").duplicates == 1
+    clock.advance(6)
+    assert f.add("https://rv.example/").added == 1  # (no revisit time now: for good)
+    clock.advance(6)
+    assert f.add("https://rv.example/").duplicates == 1
+    f.close()
+
+
+def test_the_seen_cache_option(redis_server: LocalRedis) -> None:
+    url = redis_server.url + "?prefix=known-off&seen_cache=0"
+    f = Frontier.open(url, **FAST)
+    f.add("https://off.example/")
+    before = _hexists(redis_server.url)
+    assert f.add("https://off.example/").duplicates == 1
+    assert _hexists(redis_server.url) - before == 1  # asked the server
+    f.close()
+    with pytest.raises(ConfigError, match="seen_cache must be a count"):
+        Frontier.open(redis_server.url + "?prefix=known-bad&seen_cache=lots", **FAST)

@@ -40,6 +40,7 @@ from ..models import QueueInfo, Stats
 from ..policies.domains import domain_of
 from . import dumpfmt
 from .base import (
+    DUPLICATE,
     MAX_REDELIVERIES,
     Ack,
     DeadEntry,
@@ -50,6 +51,7 @@ from .base import (
     check_settings,
 )
 from .bloom import BLOCK_BYTES, BloomShape
+from .known import KnownSeen
 from .policy import changed_settings, typed_settings
 from .rules import DOMAIN_WAIT, QueueState, groups, label
 from .url import StoreURL
@@ -70,11 +72,16 @@ CHUNK = 2000
 """Entries per script call: big enough to amortize a call, small enough (a few ms) not
 to stall other clients of the server."""
 
+SEEN_CACHE = 200_000
+"""Fingerprints a store object remembers the crawl's seen-set holds for good (the
+``seen_cache`` store URL option; 0: none): offered again, they are answered as
+duplicates in the process, with no script work (see :class:`~.known.KnownSeen`)."""
+
 _QREC = struct.Struct("<9d")  # a queue's record, P:qm:<key>, then its domain (common.lua)
 _SCRIPTS = ("add", "lease", "release", "ready_at", "queue_op", "maintain", "renew",
             "exchange")
 _T = TypeVar("_T")
-_OURS = ("prefix", "cluster", "retry_deadline")
+_OURS = ("prefix", "cluster", "retry_deadline", "seen_cache")
 """The Redis store URL's query options that are crawlq's (the others go to redis-py)."""
 _COUNTERS = ("seen", "added", "done", "failed", "retried", "redelivered", "late_acks",
              "duplicates")
@@ -109,8 +116,10 @@ class RedisStore:
 
     ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``) with optional
     crawlq query arguments ``prefix`` (default ``crawlq``), ``cluster`` (``1`` for a
-    Redis Cluster) and ``retry_deadline`` (the keyword argument wins). A password comes
-    from the URL or ``$CRAWLQ_REDIS_PASSWORD``. The queue rules run in the Lua scripts
+    Redis Cluster), ``retry_deadline`` (the keyword argument wins) and ``seen_cache``
+    (default :data:`SEEN_CACHE`, 0 for none: how many fingerprints the object remembers
+    the crawl's seen-set holds for good, to answer their next offers itself). A password
+    comes from the URL or ``$CRAWLQ_REDIS_PASSWORD``. The queue rules run in the Lua scripts
     (``lua/``), the one copy besides :mod:`.rules`; tests/stores/test_stores_agree.py
     holds them to the same results.
     """
@@ -154,6 +163,14 @@ class RedisStore:
             raise ConfigError(f"bad Redis key prefix {prefix!r}: no braces, spaces or "
                               "line breaks")
         self.prefix = prefix
+        cache = parsed.option("seen_cache", str(SEEN_CACHE)) or ""
+        if not cache.isdigit():
+            raise ConfigError(f"seen_cache must be a count of fingerprints, not {cache!r}")
+        # The fingerprints known to be in the seen-set for good, valid while the set's
+        # id (kept in the crawl's meta hash, returned by every add) stays the same: a
+        # clear or a load gives the set a new one.
+        self._known = KnownSeen(int(cache))
+        self._seen_id = b""
         self._where = f"{parsed.hostname or parsed.path}:{parsed.port or ''}"
         plain = parsed.with_query(drop=_OURS)  # (the rest is redis-py's)
         kwargs: dict[str, Any] = {"socket_connect_timeout": 10.0, "socket_timeout": 120.0}
@@ -314,40 +331,85 @@ class RedisStore:
 
     # -- the calls of a crawl ---------------------------------------------------------
 
-    def _add_blobs(self, entries: Sequence[Entry]) -> list[bytes]:
-        """The add script's argument for each chunk of ``entries``."""
+    def _add_blobs(self, entries: Sequence[Entry]) -> tuple[list[bytes], list[int] | None]:
+        """The add script's argument for each chunk of ``entries``, leaving out those
+        whose fingerprint the seen-set is known to hold for good (counted by the first
+        chunk, one with no entries when all are left out, if the set's id is still the
+        one they were known under); and the places of the entries sent (None: all)."""
+        known = self._known
+        sent_at: list[int] | None = None
+        if len(known):
+            sent_at = [i for i, e in enumerate(entries) if e[0] is None or e[0] not in known]
+            if len(sent_at) == len(entries):
+                sent_at = None
+        todo = entries if sent_at is None else [entries[i] for i in sent_at]
+        answered = len(entries) - len(todo)
         shape = self.bloom
         grouped = groups(self.policy)
         # Lua's cmsgpack reads no msgpack "bin" type: bytes go as raw strings.
         packb = msgpack.Packer(use_bin_type=False).pack
         blobs = []
-        for start in range(0, len(entries), CHUNK):
+        for start in range(0, max(len(todo), 1 if answered else 0), CHUNK):
             # (with each chunk, the domain of each of its queues: one the chunk makes
             # is kept in it, and Lua cannot read the Public Suffix List)
-            domains = ({k: domain_of(k) for k in {e[1] for e in entries[start:start + CHUNK]}}
+            domains = ({k: domain_of(k) for k in {e[1] for e in todo[start:start + CHUNK]}}
                        if grouped else {})
             rows: list[tuple[Any, ...]]
             if shape is None:
                 rows = [(fp, key, prio, retries.to_bytes(2, "big") + payload, nb, rv)
                         for fp, key, prio, payload, nb, rv, retries in
-                        entries[start:start + CHUNK]]
+                        todo[start:start + CHUNK]]
             else:
                 rows = [(fp, key, prio, retries.to_bytes(2, "big") + payload, nb, rv,
                          None if fp is None else _bloom_spec(shape, fp))
                         for fp, key, prio, payload, nb, rv, retries in
-                        entries[start:start + CHUNK]]
-            blobs.append(packb((rows, domains)))
-        return blobs
+                        todo[start:start + CHUNK]]
+            blobs.append(packb((rows, domains, answered if start == 0 else 0,
+                                os.urandom(8).hex(), self._seen_id)))
+        return blobs, sent_at
+
+    def _statuses(self, entries: Sequence[Entry], sent_at: list[int] | None,
+                  replies: Iterable[bytes], now: float) -> list[int]:
+        """Each entry's status from the add script's ``replies`` (the seen-set's id,
+        then a status character per entry sent; see lua/add.lua), those not sent
+        duplicates; the fingerprints now known to be in the seen-set for good are
+        remembered. When the set's id changed (another client cleared or loaded the
+        crawl), what was known may no longer hold: it is forgotten, and the entries
+        not sent are offered now."""
+        got = bytearray()
+        renewed = False
+        for reply in replies:
+            if reply[:16] != self._seen_id:
+                renewed = True
+                self._known.clear()
+                self._seen_id = reply[:16]
+            got += reply[16:]
+        todo = entries if sent_at is None else [entries[i] for i in sent_at]
+        known = self._known
+        out: list[int] = []
+        for e, c in zip(todo, got):
+            # (b"1": a duplicate for good; b"0": added without a revisit time, for good)
+            if (c == 49 or (c == 48 and e[5] is None)) and e[0] is not None:
+                known.add(e[0])
+            out.append(DUPLICATE if c == 53 else c - 48)
+        if sent_at is None:
+            return out
+        statuses = [DUPLICATE] * len(entries)
+        for i, st in zip(sent_at, out):
+            statuses[i] = st
+        if renewed:
+            unsent = sorted(set(range(len(entries))) - set(sent_at))
+            for i, st in zip(unsent, self.add([entries[i] for i in unsent], now)):
+                statuses[i] = st
+        return statuses
 
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
         """See :meth:`Store.add`."""
-        blobs = self._add_blobs(entries)
+        blobs, sent_at = self._add_blobs(entries)
         if not blobs:
             return []
-        out: list[int] = []
-        for res in self._run_chunks("add", [now], [[b] for b in blobs]):
-            out.extend(res)  # bytes of b"0" to b"4" (base.ADDED...): their ord minus 48
-        return [c - 48 for c in out]
+        return self._statuses(entries, sent_at,
+                              self._run_chunks("add", [now], [[b] for b in blobs]), now)
 
     def add_begin(self, entries: Sequence[Entry], now: float) -> Callable[[], list[int]]:
         """Send an :meth:`add` without waiting; the returned function waits for its
@@ -364,7 +426,7 @@ class RedisStore:
         if pool is None or conn is None:  # Cluster, or no connection: add now
             statuses = self.add(entries, now)
             return lambda: statuses
-        blobs = self._add_blobs(entries)
+        blobs, sent_at = self._add_blobs(entries)
         script = self._scripts["add"]
         sent = 0
         try:
@@ -375,7 +437,7 @@ class RedisStore:
             pass  # what was not sent (or not answered) goes again through add()
 
         def result() -> list[int]:
-            out: list[int] = []
+            out: list[bytes] = []
             done = 0
             try:
                 for i in range(sent):
@@ -385,7 +447,7 @@ class RedisStore:
                         res = self._run("add", now, blobs[i])
                     except redis.ResponseError as exc:
                         raise self.refused(exc) from exc
-                    out.extend(res)
+                    out.append(res)
                     done += 1
             except (redis.ConnectionError, redis.TimeoutError):
                 pass
@@ -396,9 +458,8 @@ class RedisStore:
             if done < len(blobs):
                 # Retried parts may have run already: their requests then show up as
                 # duplicates of themselves (accepted once, never lost).
-                for res in self._run_chunks("add", [now], [[b] for b in blobs[done:]]):
-                    out.extend(res)
-            return [c - 48 for c in out]
+                out.extend(self._run_chunks("add", [now], [[b] for b in blobs[done:]]))
+            return self._statuses(entries, sent_at, out, now)
 
         return result
 
@@ -417,11 +478,11 @@ class RedisStore:
         the pages that found them are answered. Retried whole when the connection fails
         (what ran already then answers as a duplicate or a late answer; leases whose
         reply was lost come back after their TTL, as a lost lease reply always does)."""
-        adds, answers = self._add_blobs(entries), _ack_blobs(acks)
+        (adds, sent_at), answers = self._add_blobs(entries), _ack_blobs(acks)
         res = self._run("exchange", now, len(adds), *adds, len(answers), *answers,
                         max(limit, 0), ttl)
-        return ([c - 48 for c in res[0]], [c == 49 for c in res[1]],
-                _leased(res[2], now + ttl))
+        statuses = self._statuses(entries, sent_at, [res[3] + res[0]], now) if adds else []
+        return statuses, [c == 49 for c in res[1]], _leased(res[2], now + ttl)
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
         """See :meth:`Store.release`."""
@@ -731,6 +792,7 @@ class RedisStore:
         the seen-set's shape is recorded again."""
         token = self._cmd("hget", self._m, "token")
         self.destroy()
+        self._known.clear()  # (the seen-set has no id now: the next add gives it one)
         self._check_shape(create=True)
         if token is not None:  # (a late answer to a lease of before must not find a
             self._cmd("hset", self._m, "token", token)  # lease of after under its token)
@@ -809,6 +871,10 @@ class RedisStore:
             if len(loader.writes) >= 1000:
                 self._write_loaded(loader.take(), now)
         self._write_loaded(loader.finish(), now)
+        # Loaded fingerprints may carry revisit times: every client's record of the
+        # seen-set goes (the next add gives the set a new id).
+        self._cmd("hdel", self._m, "seen_id")
+        self._known.clear()
         return n
 
     def _write_loaded(self, writes: list[_Write], now: float) -> None:

@@ -14,6 +14,8 @@ from typing import Any
 
 from scrapy import Request as ScrapyRequest
 
+from ...stores.known import KnownSeen
+
 _NOT_CACHEABLE = ("revisit_after", "fingerprint", "source_aware")
 """``Frontier.open`` options under which a seen URL may later be new again, or its
 fingerprint depends on more than the URL."""
@@ -25,35 +27,29 @@ def seen_cache_applies(options: Mapping[str, Any]) -> bool:
 
 
 class SeenKeys:
-    """A bounded set of dedup keys the frontier has seen.
+    """A bounded set of dedup keys the frontier has seen (a
+    :class:`~crawlq.stores.known.KnownSeen` of ``limit`` keys).
 
     The key of a request is its Scrapy fingerprint when fingerprints are Scrapy's, else
     its URL for a GET without a body (crawlq's fingerprint is then a function of the URL
-    alone); other requests have no key and are always offered to the store. Two
-    generations of at most ``limit // 2`` keys each: when the young one fills, the old
-    one is dropped, so memory is bounded and a forgotten key only costs a store call.
+    alone); other requests have no key and are always offered to the store.
     """
 
     def __init__(self, limit: int, fingerprints: str) -> None:
-        self.half = max(limit // 2, 1) if limit > 0 else 0
+        self.known = KnownSeen(limit)
         self.scrapy_fp = fingerprints == "scrapy"
-        self.young: set[object] = set()
-        self.old: set[object] = set()
 
     def key(self, request: ScrapyRequest, fp: bytes | None) -> object:
         """The request's dedup key, or None when it has none (or the record is off)."""
-        if not self.half:
+        if not self.known.half:
             return None
         if self.scrapy_fp:
             return fp
         return request.url if request.method == "GET" and not request.body else None
 
     def __contains__(self, key: object) -> bool:
-        return key in self.young or key in self.old
+        return key in self.known
 
     def add(self, key: object) -> None:
         """Remember ``key`` (the store has it in its seen-set)."""
-        young = self.young
-        young.add(key)
-        if len(young) >= self.half:
-            self.old, self.young = young, set()
+        self.known.add(key)

@@ -1,9 +1,15 @@
--- add(now, [entries, domains]): entries is a msgpack array of
+-- add(now, [entries, domains, known, new_id, id]): entries is a msgpack array of
 -- [fp, key, prio, item, not_before, revisit_at, bloom] (nil for None; bloom is nil for
 -- the exact seen-set, else [block, bit, bit...]); domains maps each of their queue keys
--- to its domain.
--- Returns one status character per entry: 0 added, 1 duplicate, 2 over its queue's
--- budget, 3 over its domain's, 4 a queue too many for its domain (crawlq.stores.base).
+-- to its domain; known counts the duplicates the client answered itself from the
+-- fingerprints it knows the seen-set holds for good, under the set's id `id` (counted
+-- here if that is still the set's id; else the client offers them again); new_id is
+-- the id to give the set when it has none yet (a random one from the client).
+-- Returns the seen-set's id (16 characters: it changes when the set may forget or
+-- requalify a fingerprint, see redis_store.KnownSeen), then one status character per
+-- entry: 0 added, 1 duplicate for good (no revisit time), 5 a duplicate until its
+-- revisit time, 2 over its queue's budget, 3 over its domain's, 4 a queue too many for
+-- its domain (crawlq.stores.base; 5 is its 1).
 local now = tonumber(ARGV[A0 + 1])
 local out = {}
 local rv_key = P .. ':rv'
@@ -14,6 +20,12 @@ local touched = {}
 local arg = cmsgpack.unpack(ARGV[A0 + 2])
 local entries = arg[1]
 DOMS = arg[2]
+local sid = redis.call('HGET', M, 'seen_id')
+if not sid then
+  sid = arg[4]
+  redis.call('HSET', M, 'seen_id', sid)
+end
+if sid == arg[5] then dups = arg[3] end
 -- Up front, in few commands: the queues, and which fingerprints the seen-set has.
 local keys, fps, fpat = {}, {}, {}
 for i, e in ipairs(entries) do
@@ -68,10 +80,10 @@ for i, e in ipairs(entries) do
       end
       if all then status = '1' end
     elseif batch[fp] then
-      status = '1'  -- an earlier entry of this call (its revisit time lies ahead)
+      status = '5'  -- an earlier entry of this call (its revisit time lies ahead)
     elseif member[i] then
       local at = has_rv and redis.call('HGET', rv_key, fp)
-      if not at or tonumber(at) > now then status = '1' end
+      if not at then status = '1' elseif tonumber(at) > now then status = '5' end
     end
   end
   if status == '0' then
@@ -90,7 +102,7 @@ for i, e in ipairs(entries) do
       dacc[d] = dacc[d] + 1
     end
   end
-  if status == '1' then
+  if status == '1' or status == '5' then
     dups = dups + 1
   elseif status ~= '0' then
     refused[status] = refused[status] + 1
@@ -137,4 +149,4 @@ for status, reason in pairs({['2'] = 'queue-budget', ['3'] = 'domain-budget',
   if refused[status] > 0 then redis.call('HINCRBY', P .. ':rej', reason, refused[status]) end
 end
 save_all()
-return table.concat(out)
+return sid .. table.concat(out)
