@@ -192,7 +192,14 @@ class RedisStore:
         tag = "{" + prefix + "}"
         self._p = tag
         self._m = f"{tag}:m"
-        self._keys = [self._m]
+        # Every script declares the meta hash and a key that never exists, the fence:
+        # while the crawl's slot moves between Redis Cluster nodes, a command declaring
+        # a key the node lacks is redirected (ASK), and refused on the importing node
+        # (TRYAGAIN) until every key arrived. So no script runs while the crawl's keys
+        # are split between two nodes (one would fail at the first key that left, with
+        # what it wrote so far kept); the calls wait (see _retrying). (Off a cluster,
+        # declared keys change nothing.)
+        self._keys = [self._m, f"{tag}:fence"]
         self._scripts = {name: self._client.register_script(_lua(name)) for name in _SCRIPTS}
         self._pargs = self._policy_args()
         self._closed = False
@@ -204,16 +211,21 @@ class RedisStore:
     # -- plumbing -------------------------------------------------------------------------
 
     def _retrying(self, fn: Callable[[], _T]) -> _T:
-        """Run ``fn``, retrying connection errors with backoff until the deadline."""
+        """Run ``fn``, retrying with backoff until the deadline what passes: a lost
+        connection, and on a cluster a slot on the move (redirections redis-py did not
+        follow to the end, TRYAGAIN while the crawl's keys are split: see the fence in
+        ``__init__``) or a cluster without a node for a slot (a failover under way)."""
         if self._closed:
             raise StoreError("the store is closed")
         redis = self._redis
+        errors = redis.exceptions
         deadline = 0.0
         pause = 0.05
         while True:
             try:
                 return fn()
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
+            except (redis.ConnectionError, redis.TimeoutError, errors.TryAgainError,
+                    errors.AskError, errors.ClusterDownError, errors.ClusterError) as exc:
                 now = time.monotonic()
                 if not deadline:
                     deadline = now + self.retry_deadline
@@ -274,7 +286,7 @@ class RedisStore:
         def go() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             for name, args in calls:
-                pipe.execute_command("EVALSHA", self._scripts[name].sha, 1, self._m,
+                pipe.execute_command("EVALSHA", self._scripts[name].sha, 2, *self._keys,
                                      *self._pargs, *args)
             return list(pipe.execute(raise_on_error=False))
 
@@ -431,7 +443,8 @@ class RedisStore:
         sent = 0
         try:
             for blob in blobs:
-                conn.send_command("EVALSHA", script.sha, 1, self._m, *self._pargs, now, blob)
+                conn.send_command("EVALSHA", script.sha, 2, *self._keys, *self._pargs, now,
+                                  blob)
                 sent += 1
         except (redis.ConnectionError, redis.TimeoutError):
             pass  # what was not sent (or not answered) goes again through add()

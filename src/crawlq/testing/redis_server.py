@@ -178,6 +178,38 @@ class LocalCluster:
         self.stop()
         raise RedisUnavailable("the Redis cluster did not reach cluster_state:ok")
 
+    def cli(self, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[bytes]:
+        """Run ``redis-cli`` with ``args`` (e.g. ``--cluster reshard ...``); its output
+        is captured."""
+        return subprocess.run([_binary("redis-cli"), *args], capture_output=True,
+                              timeout=timeout)
+
+    def add_node(self, timeout: float = 30.0) -> LocalRedis:
+        """Start one more master, without slots, and join it to the cluster (``redis-cli
+        --cluster add-node``); returns it once every node knows it."""
+        folder = self.nodes[0].folder.parent / f"node{len(self.nodes)}"
+        node = LocalRedis(folder, extra=("--cluster-enabled", "yes", "--cluster-config-file",
+                                         str(folder / "nodes.conf"),
+                                         "--cluster-node-timeout", "5000")).start()
+        self.nodes.append(node)
+        cli = _binary("redis-cli")
+        res = subprocess.run([cli, "--cluster", "add-node", f"127.0.0.1:{node.port}",
+                              f"127.0.0.1:{self.nodes[0].port}"], capture_output=True,
+                             timeout=60)
+        if res.returncode != 0:
+            raise RedisUnavailable(f"redis-cli --cluster add-node failed: "
+                                   f"{res.stdout.decode()[-1000:]}{res.stderr.decode()}")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            infos = [subprocess.run([cli, "-p", str(n.port), "cluster", "info"],
+                                    capture_output=True, timeout=10).stdout
+                     for n in self.nodes]
+            if all(b"cluster_state:ok" in i and f"cluster_known_nodes:{len(self.nodes)}"
+                   .encode() in i for i in infos):
+                return node
+            time.sleep(0.1)
+        raise RedisUnavailable("the new node did not join the cluster")
+
     def stop(self) -> None:
         """Stop every node."""
         for n in self.nodes:

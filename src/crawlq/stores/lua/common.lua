@@ -1,7 +1,9 @@
 -- crawlq Redis store: helpers prepended to every script (see crawlq/stores/redis.py).
 --
--- KEYS[1] is the crawl's meta hash "{prefix}:m"; every other key starts with the same
--- "{prefix}" hash tag, so the whole crawl lives in one hash slot (Redis Cluster safe).
+-- KEYS[1] is the crawl's meta hash "{prefix}:m", KEYS[2] "{prefix}:fence", a key no
+-- script may ever write (redis_store.py: declared, it keeps scripts from running while
+-- the crawl's slot moves); every other key starts with the same "{prefix}" hash tag,
+-- so the whole crawl lives in one hash slot (Redis Cluster safe).
 -- ARGV[1..13] is the default policy: concurrency, min_delay, max_delay, delay_factor,
 -- max_queue_urls, session_budget, session_rest, lifo (0/1), max_redeliveries, then the
 -- domain rules' domain_concurrency, max_domain_urls, max_domain_queues and DOMAIN_WAIT

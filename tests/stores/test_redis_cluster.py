@@ -1,0 +1,100 @@
+"""A crawl on a real Redis Cluster while Redis moves it: ``redis-cli --cluster`` adds a
+node and reshards the crawl's slot to it while a client leases and answers. The crawl
+goes on (its calls wait while its keys are split between two nodes), nothing is lost,
+nothing is handed out twice."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+from redis.crc import key_slot
+
+from crawlq import Frontier
+from crawlq.testing import FAST
+from crawlq.testing.redis_server import LocalCluster
+
+
+def _prefix_in_slot(slot: int) -> str:
+    """A crawl prefix whose keys hash to ``slot``."""
+    for i in range(1_000_000):
+        prefix = f"mv{i}"
+        if key_slot(("{" + prefix + "}:m").encode()) == slot:
+            return prefix
+    raise AssertionError(f"no prefix for slot {slot}")
+
+
+def _cluster(port: int, *args: object) -> Any:
+    """The reply of ``CLUSTER <args>`` from the node on ``port``."""
+    return redis.Redis(port=port).execute_command("CLUSTER", *args)  # type: ignore[no-untyped-call]
+
+
+def _owner(port: int, slot: int) -> int:
+    """The port of the node serving ``slot``, as the node on ``port`` sees it."""
+    for start, end, master, *_ in _cluster(port, "SLOTS"):
+        if start <= slot <= end:
+            return int(master[1])
+    raise AssertionError(f"slot {slot} is not served")
+
+
+def test_a_crawl_goes_on_while_redis_cli_reshards_its_slot_to_a_new_node(
+        tmp_path: Path) -> None:
+    with LocalCluster(tmp_path / "cluster", masters=3) as cluster:
+        slot = 0  # (reshard moves a node's slots lowest first: --cluster-slots 1 is this)
+        prefix = _prefix_in_slot(slot)
+        f = Frontier.open(f"{cluster.url}&prefix={prefix}", lease_ttl=600,
+                          concurrency=1000, **FAST)
+        urls = [f"https://h{i % 200}.example/p{i}" for i in range(30_000)]
+        for start in range(0, len(urls), 5000):
+            assert f.add(urls[start:start + 5000]).added == 5000
+        source = _owner(cluster.nodes[0].port, slot)
+        new = cluster.add_node()
+        ids = {n.port: _cluster(n.port, "MYID").decode()
+               for n in cluster.nodes}
+
+        leased: list[str] = []
+        calls: list[tuple[float, float]] = []  # (start, end) of each next() and done()
+        failures: list[BaseException] = []
+
+        def crawl() -> None:
+            try:
+                while True:
+                    t = time.monotonic()
+                    batch = f.next(50)
+                    calls.append((t, time.monotonic()))
+                    if not batch:
+                        if f.stats().finished:
+                            return
+                        time.sleep(0.01)
+                        continue
+                    leased.extend(le.request.url for le in batch)
+                    t = time.monotonic()
+                    f.done(batch)
+                    calls.append((t, time.monotonic()))
+                    time.sleep(0.003)
+            except BaseException as exc:  # (reported by the test below)
+                failures.append(exc)
+
+        worker = threading.Thread(target=crawl)
+        worker.start()
+        time.sleep(0.3)
+        moved_from = time.monotonic()
+        res = cluster.cli("--cluster", "reshard", f"127.0.0.1:{cluster.nodes[0].port}",
+                          "--cluster-from", ids[source], "--cluster-to", ids[new.port],
+                          "--cluster-slots", "1", "--cluster-yes", "--cluster-pipeline", "1")
+        moved_to = time.monotonic()
+        worker.join(120)
+        assert res.returncode == 0, res.stdout.decode()[-2000:] + res.stderr.decode()
+        assert not worker.is_alive() and not failures, failures
+        # The crawl's slot is on the new node now, with its keys.
+        assert _owner(cluster.nodes[0].port, slot) == new.port
+        assert _cluster(new.port, "COUNTKEYSINSLOT", slot) > 0
+        # The client worked while the keys moved (the point of the test).
+        assert any(start < moved_to and end > moved_from for start, end in calls)
+        assert sorted(leased) == sorted(urls)  # every URL once, none lost
+        s = f.stats()
+        assert (s.finished, s.done, s.redelivered, s.queued) == (True, 30_000, 0, 0)
+        f.close()
