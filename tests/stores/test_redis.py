@@ -487,3 +487,24 @@ def test_the_seen_cache_option(redis_server: LocalRedis) -> None:
     f.close()
     with pytest.raises(ConfigError, match="seen_cache must be a count"):
         Frontier.open(redis_server.url + "?prefix=known-bad&seen_cache=lots", **FAST)
+
+
+def test_a_client_forgets_what_it_knew_when_redis_may_have_lost_writes(
+        tmp_path: Path) -> None:
+    """A restarted server (or a replica taking over) may lack the last writes: a URL the
+    client saw added may be gone, the seen-set keeping its id. After the lost
+    connection, the client asks the server again instead of answering it itself."""
+    server = LocalRedis(tmp_path / "r").start()
+    try:
+        f = Frontier.open(server.url + "?prefix=lost", **FAST)
+        assert f.add("https://lost.example/kept").added == 1
+        redis.Redis.from_url(server.url).save()  # (what the restart comes back to)
+        assert f.add("https://lost.example/gone").added == 1
+        server.kill()
+        server.start()  # from the snapshot: "gone" was never added
+        assert f.add("https://lost.example/gone").added == 1
+        assert f.add("https://lost.example/kept").duplicates == 1
+        assert f.stats().duplicates == 1  # (the answer taken back is not counted)
+        f.close()
+    finally:
+        server.stop()

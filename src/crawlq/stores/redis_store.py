@@ -31,7 +31,7 @@ import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgpack
 
@@ -111,6 +111,18 @@ retries, then (once a lease of it expired) a zero byte and how many did (at most
 read the same way; a crawlq older than format 2 cannot read format 2 items."""
 
 
+class _Offer(NamedTuple):
+    """An add's entries as sent (RedisStore._add_blobs): the script's argument per
+    chunk, the places of the entries sent (None: all; the others were answered from
+    what the client knew), and the seen-set's id and the client's connection
+    generation they were answered under."""
+
+    blobs: list[bytes]
+    sent_at: list[int] | None
+    seen_id: bytes
+    generation: int
+
+
 class RedisStore:
     """A store on a Redis server or cluster; see :class:`crawlq.stores.base.Store`.
 
@@ -171,9 +183,11 @@ class RedisStore:
         # clear or a load gives the set a new one.
         self._known = KnownSeen(int(cache))
         self._seen_id = b""
+        self._generation = 0  # (new connections made: see _connected)
         self._where = f"{parsed.hostname or parsed.path}:{parsed.port or ''}"
         plain = parsed.with_query(drop=_OURS)  # (the rest is redis-py's)
-        kwargs: dict[str, Any] = {"socket_connect_timeout": 10.0, "socket_timeout": 120.0}
+        kwargs: dict[str, Any] = {"socket_connect_timeout": 10.0, "socket_timeout": 120.0,
+                                  "redis_connect_func": self._connected}
         if parsed.password is None and os.environ.get("CRAWLQ_REDIS_PASSWORD"):
             kwargs["password"] = os.environ["CRAWLQ_REDIS_PASSWORD"]
         cluster = (parsed.option("cluster") or "").lower() in ("1", "true", "yes")
@@ -236,6 +250,17 @@ class RedisStore:
                 pause = min(pause * 2, 2.0)
             except redis.ResponseError as exc:
                 raise self.refused(exc) from exc
+
+    def _connected(self, connection: Any) -> None:
+        """redis-py's hook on each new connection (its own set-up: the plain client's
+        ``on_connect``; the cluster client made it before). A new connection may reach
+        a server that lacks the last writes this client saw (one restarted, a replica
+        that took over): what the client learned of the seen-set from them may be
+        gone, so it forgets it (the next adds ask the server)."""
+        self._known.clear()
+        self._generation += 1
+        if not self.cluster:
+            connection.on_connect()
 
     def refused(self, exc: Exception) -> StoreError:
         """The error for a command Redis refused: :class:`StoreFull` when it is full
@@ -343,11 +368,11 @@ class RedisStore:
 
     # -- the calls of a crawl ---------------------------------------------------------
 
-    def _add_blobs(self, entries: Sequence[Entry]) -> tuple[list[bytes], list[int] | None]:
+    def _add_blobs(self, entries: Sequence[Entry]) -> _Offer:
         """The add script's argument for each chunk of ``entries``, leaving out those
         whose fingerprint the seen-set is known to hold for good (counted by the first
         chunk, one with no entries when all are left out, if the set's id is still the
-        one they were known under); and the places of the entries sent (None: all)."""
+        one they were known under)."""
         known = self._known
         sent_at: list[int] | None = None
         if len(known):
@@ -378,24 +403,26 @@ class RedisStore:
                         todo[start:start + CHUNK]]
             blobs.append(packb((rows, domains, answered if start == 0 else 0,
                                 os.urandom(8).hex(), self._seen_id)))
-        return blobs, sent_at
+        return _Offer(blobs, sent_at, self._seen_id, self._generation)
 
-    def _statuses(self, entries: Sequence[Entry], sent_at: list[int] | None,
-                  replies: Iterable[bytes], now: float) -> list[int]:
-        """Each entry's status from the add script's ``replies`` (the seen-set's id,
-        then a status character per entry sent; see lua/add.lua), those not sent
-        duplicates; the fingerprints now known to be in the seen-set for good are
-        remembered. When the set's id changed (another client cleared or loaded the
-        crawl), what was known may no longer hold: it is forgotten, and the entries
-        not sent are offered now."""
+    def _statuses(self, entries: Sequence[Entry], offer: _Offer, replies: Sequence[bytes],
+                  now: float) -> list[int]:
+        """Each entry's status from the add script's ``replies`` to ``offer`` (the
+        seen-set's id, then a status character per entry sent; see lua/add.lua), those
+        not sent duplicates; the fingerprints now known to be in the seen-set for good
+        are remembered. When what was known may no longer hold (the set's id changed:
+        another client cleared or loaded the crawl; or the call went down a new
+        connection, see _connected), it is forgotten and the entries not sent are
+        offered now (their count taken back if the script counted them)."""
         got = bytearray()
-        renewed = False
+        renewed = offer.generation != self._generation
         for reply in replies:
             if reply[:16] != self._seen_id:
                 renewed = True
                 self._known.clear()
                 self._seen_id = reply[:16]
             got += reply[16:]
+        sent_at = offer.sent_at
         todo = entries if sent_at is None else [entries[i] for i in sent_at]
         known = self._known
         out: list[int] = []
@@ -411,17 +438,19 @@ class RedisStore:
             statuses[i] = st
         if renewed:
             unsent = sorted(set(range(len(entries))) - set(sent_at))
+            if replies and replies[0][:16] == offer.seen_id:  # (counted: take it back)
+                self._cmd("hincrby", self._m, "duplicates", -len(unsent))
             for i, st in zip(unsent, self.add([entries[i] for i in unsent], now)):
                 statuses[i] = st
         return statuses
 
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
         """See :meth:`Store.add`."""
-        blobs, sent_at = self._add_blobs(entries)
-        if not blobs:
+        offer = self._add_blobs(entries)
+        if not offer.blobs:
             return []
-        return self._statuses(entries, sent_at,
-                              self._run_chunks("add", [now], [[b] for b in blobs]), now)
+        return self._statuses(entries, offer,
+                              self._run_chunks("add", [now], [[b] for b in offer.blobs]), now)
 
     def add_begin(self, entries: Sequence[Entry], now: float) -> Callable[[], list[int]]:
         """Send an :meth:`add` without waiting; the returned function waits for its
@@ -438,7 +467,8 @@ class RedisStore:
         if pool is None or conn is None:  # Cluster, or no connection: add now
             statuses = self.add(entries, now)
             return lambda: statuses
-        blobs, sent_at = self._add_blobs(entries)
+        offer = self._add_blobs(entries)
+        blobs = offer.blobs
         script = self._scripts["add"]
         sent = 0
         try:
@@ -472,7 +502,7 @@ class RedisStore:
                 # Retried parts may have run already: their requests then show up as
                 # duplicates of themselves (accepted once, never lost).
                 out.extend(self._run_chunks("add", [now], [[b] for b in blobs[done:]]))
-            return self._statuses(entries, sent_at, out, now)
+            return self._statuses(entries, offer, out, now)
 
         return result
 
@@ -491,10 +521,11 @@ class RedisStore:
         the pages that found them are answered. Retried whole when the connection fails
         (what ran already then answers as a duplicate or a late answer; leases whose
         reply was lost come back after their TTL, as a lost lease reply always does)."""
-        (adds, sent_at), answers = self._add_blobs(entries), _ack_blobs(acks)
+        offer, answers = self._add_blobs(entries), _ack_blobs(acks)
+        adds = offer.blobs
         res = self._run("exchange", now, len(adds), *adds, len(answers), *answers,
                         max(limit, 0), ttl)
-        statuses = self._statuses(entries, sent_at, [res[3] + res[0]], now) if adds else []
+        statuses = self._statuses(entries, offer, [res[3] + res[0]], now) if adds else []
         return statuses, [c == 49 for c in res[1]], _leased(res[2], now + ttl)
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:

@@ -140,16 +140,21 @@ class LocalRedis:
 
 
 class LocalCluster:
-    """A Redis Cluster of ``masters`` nodes (no replicas) on loopback."""
+    """A Redis Cluster of ``masters`` nodes, each with ``replicas`` replicas, on
+    loopback. ``node_timeout``: milliseconds before a silent node counts as failing
+    (its replica then takes over)."""
 
-    def __init__(self, folder: Path, masters: int = 3) -> None:
-        self.nodes = [
-            LocalRedis(Path(folder) / f"node{i}",
-                       extra=("--cluster-enabled", "yes", "--cluster-config-file",
-                              str(Path(folder) / f"node{i}" / "nodes.conf"),
-                              "--cluster-node-timeout", "5000"))
-            for i in range(masters)
-        ]
+    def __init__(self, folder: Path, masters: int = 3, replicas: int = 0,
+                 node_timeout: int = 5000) -> None:
+        self.replicas = replicas
+        self.node_timeout = node_timeout
+        self.nodes = [self._node(Path(folder) / f"node{i}")
+                      for i in range(masters * (1 + replicas))]
+
+    def _node(self, folder: Path) -> LocalRedis:
+        return LocalRedis(folder, extra=(
+            "--cluster-enabled", "yes", "--cluster-config-file", str(folder / "nodes.conf"),
+            "--cluster-node-timeout", str(self.node_timeout)))
 
     @property
     def url(self) -> str:
@@ -162,8 +167,9 @@ class LocalCluster:
             n.start()
         cli = _binary("redis-cli")
         addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
-        res = subprocess.run([cli, "--cluster", "create", *addrs, "--cluster-replicas", "0",
-                              "--cluster-yes"], capture_output=True, timeout=60)
+        res = subprocess.run([cli, "--cluster", "create", *addrs, "--cluster-replicas",
+                              str(self.replicas), "--cluster-yes"], capture_output=True,
+                             timeout=60)
         if res.returncode != 0:
             self.stop()
             raise RedisUnavailable(f"redis-cli --cluster create failed: "
@@ -172,7 +178,12 @@ class LocalCluster:
         while time.monotonic() < deadline:
             out = subprocess.run([cli, "-p", str(self.nodes[0].port), "cluster", "info"],
                                  capture_output=True, timeout=10).stdout
-            if b"cluster_state:ok" in out:
+            # (and, with replicas, every replica in sync with its master)
+            infos = [subprocess.run([cli, "-p", str(n.port), "info", "replication"],
+                                    capture_output=True, timeout=10).stdout
+                     for n in self.nodes] if self.replicas else []
+            if b"cluster_state:ok" in out and all(
+                    b"role:master" in i or b"master_link_status:up" in i for i in infos):
                 return self
             time.sleep(0.1)
         self.stop()
@@ -187,10 +198,7 @@ class LocalCluster:
     def add_node(self, timeout: float = 30.0) -> LocalRedis:
         """Start one more master, without slots, and join it to the cluster (``redis-cli
         --cluster add-node``); returns it once every node knows it."""
-        folder = self.nodes[0].folder.parent / f"node{len(self.nodes)}"
-        node = LocalRedis(folder, extra=("--cluster-enabled", "yes", "--cluster-config-file",
-                                         str(folder / "nodes.conf"),
-                                         "--cluster-node-timeout", "5000")).start()
+        node = self._node(self.nodes[0].folder.parent / f"node{len(self.nodes)}").start()
         self.nodes.append(node)
         cli = _binary("redis-cli")
         res = subprocess.run([cli, "--cluster", "add-node", f"127.0.0.1:{node.port}",
