@@ -113,6 +113,30 @@ class TestRedisClusterStore(FrontierContract):
         return Frontier.open(f"{self.url}&prefix={prefix}", clock=clock, **options)
 
 
+class TestRedisShardedStore(FrontierContract):
+    """The contract on one crawl cut into 4 shards (hash tags) on one redis-server."""
+
+    @pytest.fixture(autouse=True)
+    def _server(self, redis_server: LocalRedis) -> None:
+        self.url = redis_server.url
+
+    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
+        prefix = "s" + hashlib.blake2b(str(path).encode(), digest_size=8).hexdigest()
+        return Frontier.open(f"{self.url}?prefix={prefix}&shards=4", clock=clock, **options)
+
+
+class TestRedisClusterShardedStore(FrontierContract):
+    """The contract on one crawl cut into 8 shards over a 3-node Redis Cluster."""
+
+    @pytest.fixture(autouse=True)
+    def _server(self, redis_cluster: LocalCluster) -> None:
+        self.url = redis_cluster.url
+
+    def open_frontier(self, clock: Clock, path: Path, **options: Any) -> Frontier:
+        prefix = "k" + hashlib.blake2b(str(path).encode(), digest_size=8).hexdigest()
+        return Frontier.open(f"{self.url}&prefix={prefix}&shards=8", clock=clock, **options)
+
+
 # -- the same contract through the asyncio API ----------------------------------------
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from crawlq import Frontier, Outcome, Request
+from crawlq import ConfigError, Frontier, Outcome, Request
 from crawlq.stores.base import ACK_DONE, ack
 
 HOSTS = 4
@@ -280,9 +280,11 @@ def assert_same(name: str, got: list[Any], want: list[Any]) -> None:
 @pytest.mark.parametrize("options", list(OPTION_SETS))
 @pytest.mark.parametrize("seed", range(1, 1 + int(os.environ.get("DIFF_SEEDS", "3"))))
 def test_memory_sqlite_and_redis_agree_step_by_step(tmp_path: Path, redis_server: Any,
-                                                    options: str, seed: int) -> None:
+                                                    redis_cluster: Any, options: str,
+                                                    seed: int) -> None:
     """The same seeded calls, under one option set, give the same results and the same
-    views after every call on the memory, SQLite and Redis stores."""
+    views after every call on the memory, SQLite and Redis stores, and on a crawl cut
+    into 8 shards over a 3-node Redis Cluster."""
     ops = diff_ops(seed * 31 + len(options), 220)
     opts = OPTION_SETS[options]
     want = trace(lambda n: "memory://", ops, opts)
@@ -293,6 +295,9 @@ def test_memory_sqlite_and_redis_agree_step_by_step(tmp_path: Path, redis_server
     got_redis = trace(lambda n: f"{redis_server.url}?prefix=diff-{options}-{seed}-{n}",
                       ops, opts)
     assert_same("redis", got_redis, want)
+    got_shards = trace(lambda n: f"{redis_cluster.url}&prefix=sdiff-{options}-{seed}-{n}"
+                       "&shards=8", ops, opts)
+    assert_same("redis-sharded", got_shards, want)
 
 
 _FAST = {"min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0}
@@ -410,24 +415,28 @@ CASES: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_stores_agree_on_the_cases_found(tmp_path: Path, redis_server: Any,
-                                             case: str) -> None:
+                                             redis_cluster: Any, case: str) -> None:
     """Each of CASES gives the same results and views after every call on the memory,
-    SQLite and Redis stores."""
+    SQLite and Redis stores, and on a crawl cut into 8 shards over a Redis Cluster."""
     opts, ops = CASES[case]
     want = trace(lambda n: "memory://", ops, opts)
     assert_same("sqlite", trace(lambda n: f"sqlite:///{tmp_path}/c{n}.db?group_commit=1",
                                 ops, opts), want)
     assert_same("redis", trace(lambda n: f"{redis_server.url}?prefix=case-{case}-{n}",
                                ops, opts), want)
+    assert_same("redis-sharded", trace(
+        lambda n: f"{redis_cluster.url}&prefix=scase-{case}-{n}&shards=8", ops, opts), want)
 
 
 @pytest.mark.parametrize("bloom", [False, True])
 def test_a_dump_moves_between_the_stores(tmp_path: Path, redis_server: Any,
-                                         bloom: bool) -> None:
+                                         redis_cluster: Any, bloom: bool) -> None:
     """A dump of any store loads into any other: the URLs it fetched stay known (exact
     seen-set or Bloom filter, whose bits each store lays out its own way), a queue's
     settings stay its own (a memory store's dump once wrote its counts as floats, which
-    the others refused), and what it had queued comes out in the same order."""
+    the others refused), and what it had queued comes out in the same order. A crawl
+    sharded over a Redis Cluster takes part with an exact seen-set; its Bloom filters
+    (one per shard) go only to a crawl of as many shards, and it refuses another's."""
     options: dict[str, Any] = {"min_delay": 0.0, "max_delay": 0.0, "delay_factor": 0.0,
                                "concurrency": 100}
     if bloom:
@@ -437,10 +446,27 @@ def test_a_dump_moves_between_the_stores(tmp_path: Path, redis_server: Any,
     def url_of(kind: str) -> str:
         k = next(n)
         return {"memory": "memory://", "sqlite": f"sqlite:///{tmp_path}/m{k}.db",
-                "redis": f"{redis_server.url}?prefix=move-{bloom}-{k}"}[kind]
+                "redis": f"{redis_server.url}?prefix=move-{bloom}-{k}",
+                "sharded": f"{redis_cluster.url}&prefix=smove-{bloom}-{k}&shards=8"}[kind]
 
     urls = [f"https://h{i % 3}.example/{i}" for i in range(60)]
-    kinds = ("memory", "sqlite", "redis")
+    kinds: tuple[str, ...] = ("memory", "sqlite", "redis")
+    if not bloom:
+        kinds += ("sharded",)
+    else:
+        with Frontier.open(url_of("memory"), **options) as f:
+            f.add(urls[:5])
+            records = list(f.dump())
+        with Frontier.open(url_of("sharded"), **options) as g, \
+                pytest.raises(ConfigError, match="a filter per shard"):
+            g.load(records)
+        with Frontier.open(url_of("sharded"), **options) as f:
+            f.add(urls[:40])
+            records = list(f.dump())
+        with Frontier.open(url_of("sharded"), **options) as g:
+            g.load(records)
+            assert g.add(urls[:40]).added == 0
+            assert g.add(urls[40:]).added == 20
     for source in kinds:
         with Frontier.open(url_of(source), **options) as f:
             f.add(urls[:40])
@@ -462,4 +488,4 @@ def test_a_dump_moves_between_the_stores(tmp_path: Path, redis_server: Any,
                     order += [le.request.url for le in leases]
                     g.done(leases)
                 orders.append(order)
-        assert len(orders[0]) == 40 and orders[1] == orders[0] and orders[2] == orders[0], source
+        assert len(orders[0]) == 40 and all(o == orders[0] for o in orders[1:]), source

@@ -17,7 +17,7 @@ POLICY_OPTIONS = ("concurrency", "min_delay", "max_delay", "delay_factor", "max_
 STORE_OPTIONS = frozenset(
     (*POLICY_OPTIONS, "lifo", "max_redeliveries", "bloom_capacity", "bloom_error_rate",
      "create", "synchronous", "busy_timeout", "group_commit", "cache_mb", "prefix",
-     "retry_deadline")
+     "retry_deadline", "shards")
 )
 """Keyword options of ``Frontier.open`` that configure the store."""
 
@@ -84,7 +84,16 @@ def open_store(url: str, **options: Any) -> Store:
 
         deadline = options.pop("retry_deadline", None)  # None: the URL's, or 30 s
         prefix = options.pop("prefix", None)
+        shards = options.pop("shards", parsed.option("shards"))
         _no_more(options, scheme)
+        if shards is not None:
+            from .redis_shards import ShardedRedisStore
+
+            return ShardedRedisStore(
+                url, policy, shards=as_count("shards", _count(shards), 1), lifo=lifo,
+                bloom=bloom, prefix=prefix,
+                retry_deadline=None if deadline is None else float(deadline),
+                max_redeliveries=redeliveries, create=create)
         return RedisStore(url, policy, lifo=lifo, bloom=bloom, prefix=prefix,
                           retry_deadline=None if deadline is None else float(deadline),
                           max_redeliveries=redeliveries, create=create)
@@ -138,6 +147,13 @@ def sqlite_file(url: str) -> str | None:
     :class:`ConfigError` for a malformed one."""
     parsed = StoreURL.parse(url)
     return parsed.sqlite_path if parsed.scheme == "sqlite" else None
+
+
+def _count(value: Any) -> Any:
+    """A count given as text (a URL option) as an int; anything else as it is."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return value
 
 
 def _no_more(options: dict[str, Any], scheme: str) -> None:

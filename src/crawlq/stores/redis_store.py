@@ -79,9 +79,9 @@ duplicates in the process, with no script work (see :class:`~.known.KnownSeen`).
 
 _QREC = struct.Struct("<9d")  # a queue's record, P:qm:<key>, then its domain (common.lua)
 _SCRIPTS = ("add", "lease", "release", "ready_at", "queue_op", "maintain", "renew",
-            "exchange")
+            "exchange", "line")
 _T = TypeVar("_T")
-_OURS = ("prefix", "cluster", "retry_deadline", "seen_cache")
+_OURS = ("prefix", "cluster", "retry_deadline", "seen_cache", "shards")
 """The Redis store URL's query options that are crawlq's (the others go to redis-py)."""
 _COUNTERS = ("seen", "added", "done", "failed", "retried", "redelivered", "late_acks",
              "duplicates")
@@ -126,6 +126,10 @@ class _Offer(NamedTuple):
 class RedisStore:
     """A store on a Redis server or cluster; see :class:`crawlq.stores.base.Store`.
 
+    ``share``: another RedisStore whose client (and connections) this one uses;
+    ``home``: the store is a sharded crawl's home (see :mod:`.redis_shards`): a crawl
+    that has shards is refused without it.
+
     ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``) with optional
     crawlq query arguments ``prefix`` (default ``crawlq``), ``cluster`` (``1`` for a
     Redis Cluster), ``retry_deadline`` (the keyword argument wins) and ``seen_cache``
@@ -151,6 +155,8 @@ class RedisStore:
         retry_deadline: float | None = None,
         max_redeliveries: int = MAX_REDELIVERIES,
         create: bool = True,
+        share: RedisStore | None = None,
+        home: bool = False,
     ) -> None:
         try:
             import redis
@@ -184,6 +190,8 @@ class RedisStore:
         self._known = KnownSeen(int(cache))
         self._seen_id = b""
         self._generation = 0  # (new connections made: see _connected)
+        self._owner = share is None  # (of its client: closes it)
+        self._sharers: list[RedisStore] = []  # (stores on its client: hear of _connected)
         self._where = f"{parsed.hostname or parsed.path}:{parsed.port or ''}"
         plain = parsed.with_query(drop=_OURS)  # (the rest is redis-py's)
         kwargs: dict[str, Any] = {"socket_connect_timeout": 10.0, "socket_timeout": 120.0,
@@ -193,10 +201,13 @@ class RedisStore:
         cluster = (parsed.option("cluster") or "").lower() in ("1", "true", "yes")
         self.cluster = cluster
         try:
-            if cluster:
+            if share is not None:  # (the shards of one crawl share one client)
+                self._client: Any = share._client
+                share._sharers.append(self)
+            elif cluster:
                 from redis.cluster import RedisCluster
 
-                self._client: Any = RedisCluster.from_url(plain, **kwargs)
+                self._client = RedisCluster.from_url(plain, **kwargs)
             else:
                 self._client = redis.Redis.from_url(plain, **kwargs)
         except (ValueError, TypeError) as exc:
@@ -220,6 +231,7 @@ class RedisStore:
         if not create and not self._retrying(lambda: self._client.exists(self._m)):
             raise StoreError(f"no crawl at {self._where} under the prefix {prefix!r} (its "
                              f"key {self._m} does not exist)")
+        self._home = home
         self._check_shape(create)
 
     # -- plumbing -------------------------------------------------------------------------
@@ -257,8 +269,9 @@ class RedisStore:
         a server that lacks the last writes this client saw (one restarted, a replica
         that took over): what the client learned of the seen-set from them may be
         gone, so it forgets it (the next adds ask the server)."""
-        self._known.clear()
-        self._generation += 1
+        for store in (self, *self._sharers):
+            store._known.clear()
+            store._generation += 1
         if not self.cluster:
             connection.on_connect()
 
@@ -341,6 +354,11 @@ class RedisStore:
             # expiries from zero again); marked, so a later crawlq can tell the formats.
             self._retrying(lambda: (self._client.delete(f"{self._p}:ex"),
                                     self._client.hset(self._m, "items", ITEMS)))
+        shards = None if self._home else self._retrying(
+            lambda: self._client.hget(self._m, "shards"))
+        if shards is not None:
+            raise ConfigError(f"the crawl {self.prefix!r} is sharded: open it with "
+                              f"shards={int(shards)}")
         if stored == b"exact" and shape == "exact-sb":
             raise ConfigError("this crawl was written by an earlier crawlq (one seen-set "
                               "key): dump it with that version, then load it here")
@@ -358,10 +376,25 @@ class RedisStore:
                 self.max_redeliveries, p.domain_concurrency, p.max_domain_urls,
                 p.max_domain_queues, DOMAIN_WAIT]
 
+    def shard_count(self, shards: int) -> int | None:
+        """The shard count of the sharded crawl whose home this is: ``shards``, kept
+        for a new crawl; None for a crawl that already ran unsharded (a plain crawl is
+        not turned into a home)."""
+        def go() -> int | None:
+            if self._client.hsetnx(self._m, "shards", shards) and any(
+                    self._client.hmget(self._m, ["added", "token"])):
+                self._client.hdel(self._m, "shards")  # (it ran without: not a home)
+                return None
+            return int(self._client.hget(self._m, "shards"))
+
+        return self._retrying(go)
+
     def close(self) -> None:
-        """See :meth:`Store.close`."""
+        """See :meth:`Store.close`. (The client goes with the store that made it.)"""
         if not self._closed:
             self._closed = True
+            if not self._owner:
+                return
             # Closing a connection to a server that went away is not an error.
             with contextlib.suppress(Exception):
                 self._client.close()
@@ -512,6 +545,29 @@ class RedisStore:
         if limit <= 0:
             return []
         return _leased(self._run("lease", now, limit, ttl, queue or ""), now + ttl)
+
+    def lease_share(self, now: float, limit: int, ttl: float, line: int,
+                    park: Sequence[str] = ()) -> tuple[list[Leased], bool]:
+        """A sharded crawl's lease from this shard (see :mod:`.redis_shards`): the
+        queues ``park`` parked (ready queues of a full domain its line passed over),
+        then one pass over its ready line, of ``line`` queues at most (the first
+        :meth:`ready_line` listed that join it), for up to ``limit`` leases; and
+        whether a queue served is ready again at once (its session ended without a
+        rest)."""
+        packed = msgpack.packb(list(park), use_bin_type=False) if park else b""
+        flat = self._run("lease", now, max(limit, 0), ttl, "", max(line, 1), packed)
+        return _leased(flat[:-1], now + ttl), bool(int(flat[-1]))
+
+    def ready_line(self, now: float, limit: int
+                   ) -> list[tuple[int, float, str, int, str, int]]:
+        """What came due woken, the first ``limit`` queues of the ready line in order:
+        (priority level, ready since, queue, how many leases it may give, its domain
+        ('' when none is kept), the domain's leases out)."""
+        flat = self._run("line", now, limit)
+        return [(int(flat[i]), float(flat[i + 1]),
+                 flat[i + 2].decode("utf-8", "surrogateescape"), int(flat[i + 3]),
+                 flat[i + 4].decode("utf-8", "surrogateescape"), int(flat[i + 5]))
+                for i in range(0, len(flat), 6)]
 
     def exchange(self, entries: Sequence[Entry], acks: Sequence[Ack], limit: int,
                  ttl: float, now: float) -> tuple[list[int], list[bool], list[Leased]]:
@@ -835,7 +891,10 @@ class RedisStore:
         (one round trip per 1,000, so another client may see it half cleared), then
         the seen-set's shape is recorded again."""
         token = self._cmd("hget", self._m, "token")
+        shards = self._cmd("hget", self._m, "shards")
         self.destroy()
+        if shards is not None:  # (a sharded crawl's home stays one)
+            self._cmd("hset", self._m, "shards", shards)
         self._known.clear()  # (the seen-set has no id now: the next add gives it one)
         self._check_shape(create=True)
         if token is not None:  # (a late answer to a lease of before must not find a

@@ -133,6 +133,18 @@ local function prefetch(keys)
   end
 end
 
+-- How many leases ready queue q may give in one call (crawlq.stores.rules.lease_room):
+-- what its concurrency and its session budget leave room for, no more than it holds
+-- (so that its domain's room it cannot use goes to the others), one at least.
+local function lease_room(q)
+  local free = q.concurrency - q.inf
+  if q.session_budget > 0 and q.session_budget - q.ses < free then
+    free = q.session_budget - q.ses
+  end
+  if q.n < free then free = q.n end
+  return math.max(free, 1)
+end
+
 -- The best (highest) priority level with entries in q, as a string, or false.
 -- q.best caches it for the call (nil: not known yet).
 local function best_level(q)

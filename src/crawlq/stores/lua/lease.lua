@@ -1,13 +1,35 @@
--- lease(now, limit, ttl, queue): returns {token, key, prio, item, ...}; queue '': any
+-- lease(now, limit, ttl, queue, line, park): returns {token, key, prio, item, ...};
+-- queue '': any; line > 0: a sharded crawl's share of its crawl-wide line
+-- (redis_shards.py): one pass, whose line holds that many queues at most, after the
+-- queues in park (a msgpack array: ready queues of a full domain the crawl's line passed
+-- over) are parked; one more value ends the reply: 1 if a queue served is ready again
+-- at once (its session ended without a rest), else 0
 local now, limit, ttl = tonumber(ARGV[A0 + 1]), tonumber(ARGV[A0 + 2]), tonumber(ARGV[A0 + 3])
 local only = ARGV[A0 + 4] or ''
+local line_cap = tonumber(ARGV[A0 + 5] or '0') or 0
+
 local expires = now + ttl
 local out = {}
 local got = 0
+local function line_max()  -- (the queues a pass's line may hold)
+  if line_cap > 0 and line_cap < limit - got then return line_cap end
+  return limit - got
+end
 local records = {}
 local first = tonumber(redis.call('HGET', M, 'token') or '0') + 1
 local tok = first - 1
 wake(now)
+if (ARGV[A0 + 6] or '') ~= '' then
+  for _, key in ipairs(cmsgpack.unpack(ARGV[A0 + 6])) do
+    if redis.call('EXISTS', P .. ':qm:' .. key) == 1 then
+      local q = loadq(key)
+      if q.st == READY then
+        park(q, now)
+        settle(q, now, false)
+      end
+    end
+  end
+end
 -- Under domain_concurrency (crawlq.stores.rules): the leases in flight of each domain
 -- met (read once a call), and whether ready queue q joins the line, its domain having
 -- room for one more lease than its queues ahead in the line take; else it rests
@@ -59,18 +81,18 @@ while again and got < limit do
     end
   else
     for _, level in ipairs(redis.call('ZRANGE', P .. ':rp', 0, -1)) do
-      if #line >= limit - got then break end
+      if #line >= line_max() then break end
       local from = 0  -- (queues a full domain rests leave the level: the rest moves up)
       -- (a pass takes one of the level's queues in line at least, or rests one: as many
       -- passes as it has queues, and the last)
       local rounds, most = 0, nil
-      while #line < limit - got do
+      while #line < line_max() do
         rounds = rounds + 1
         if rounds > 1 then
           most = most or redis.call('ZCARD', P .. ':r:' .. level) + rounds
           if rounds > most then overrun('the line of level ' .. level, most) end
         end
-        local want = limit - got - #line
+        local want = line_max() - #line
         local keys = redis.call('ZRANGE', P .. ':r:' .. level, from, from + want - 1)
         if #keys == 0 then
           if from == 0 then redis.call('ZREM', P .. ':rp', level) end  -- (an empty level)
@@ -93,15 +115,7 @@ while again and got < limit do
   -- then on with those not asked yet (the limit cut the round short) and those with
   -- more. A queue gives at most its room (rules.lease_room), counted at the start.
   local room = {}
-  for _, key in ipairs(line) do
-    local q = loadq(key)
-    local free = q.concurrency - q.inf
-    if q.session_budget > 0 and q.session_budget - q.ses < free then
-      free = q.session_budget - q.ses
-    end
-    if q.n < free then free = q.n end  -- (no more than it holds: its domain's room
-    room[key] = math.max(free, 1)      -- it cannot use goes to the others)
-  end
+  for _, key in ipairs(line) do room[key] = lease_room(loadq(key)) end
   if capped then
     -- The queues of a domain share its room, one at least for each behind
     -- (crawlq.stores.rules.share_domains).
@@ -173,6 +187,8 @@ while again and got < limit do
     settle(q, now, true)
     if spent then again = true end
   end
+  -- (a sharded crawl's share: one pass; the crawl makes the next ones over its line)
+  if line_cap > 0 then break end
 end
 if tok >= first then
   -- The leases of one call expire together: one expiry record for the token range.
@@ -183,4 +199,5 @@ if tok >= first then
   redis.call('ZADD', P .. ':lx', f17(expires), first .. ':' .. tok)
 end
 save_all()
+if line_cap > 0 then out[#out + 1] = (again and passes > 0) and 1 or 0 end
 return out

@@ -1,0 +1,31 @@
+-- line(now, limit): wakes what came due, then returns the first `limit` queues of the
+-- ready line, in its order, as {level, since, key, room, domain, domain's leases out,
+-- ...} (room: lease_room; domain '' when none is kept): what a sharded crawl merges into
+-- the crawl-wide line before it leases from each shard its share (redis_shards.py).
+local now, limit = tonumber(ARGV[A0 + 1]), tonumber(ARGV[A0 + 2])
+wake(now)
+save_all()
+local out = {}
+local n = 0
+local dinf = {}
+for _, level in ipairs(redis.call('ZRANGE', P .. ':rp', 0, -1)) do
+  if n >= limit then break end
+  local got = redis.call('ZRANGE', P .. ':r:' .. level, 0, limit - n - 1, 'WITHSCORES')
+  local keys = {}
+  for i = 1, #got, 2 do keys[#keys + 1] = got[i] end
+  prefetch(keys)
+  for i = 1, #got, 2 do
+    out[#out + 1] = level
+    out[#out + 1] = got[i + 1]
+    out[#out + 1] = got[i]
+    local q = cache[got[i]]
+    out[#out + 1] = lease_room(q)
+    out[#out + 1] = q.dom
+    if q.dom ~= '' and dinf[q.dom] == nil then
+      dinf[q.dom] = tonumber(redis.call('HGET', P .. ':di', q.dom) or '0')
+    end
+    out[#out + 1] = q.dom ~= '' and dinf[q.dom] or 0
+    n = n + 1
+  end
+end
+return out

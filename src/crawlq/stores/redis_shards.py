@@ -1,0 +1,475 @@
+"""One crawl spread over many Redis hash slots: the Redis store's ``shards=N`` option.
+
+A crawl on one Redis store lives in one hash slot (``{prefix}``), so on a Redis Cluster
+one node serves it all. :class:`ShardedRedisStore` cuts the crawl into ``N`` shards,
+each a whole :class:`~crawlq.stores.redis_store.RedisStore` under the prefix
+``<prefix>.<i>`` (its own hash tag: Redis Cluster places the shards over its nodes),
+and a home store under ``<prefix>`` for what is crawl-wide. A queue belongs to the shard
+of its registered domain, so everything a queue rule needs (its seen URLs, politeness,
+the domain's caps and parking, leases, budgets) stays in one shard and every script in
+one slot. What is crawl-wide:
+
+- ``stats()``: each shard's and the home's counters added up (read one after the
+  other: exact on a quiet crawl, a moment's drift under load);
+- the ready line: ``next(n)`` reads the first ``n`` queues of every shard's line
+  (:meth:`RedisStore.ready_line`), merges them by priority and waiting time as one line,
+  plans its round-robin over it (:func:`.rules.rounds`) and leases from each shard its
+  share (its queues in that line, as many leases as the plan gives them): the order of
+  one store, but not atomic across shards (another client's call in between may change
+  a shard's line; a domain cap may park a queue the plan counted on);
+- named values, tallies and the counts of refusals and duplicates the caller
+  recognized: in the home store, exact;
+- tokens and dead entries' ids: a shard's number times ``N`` plus the shard;
+- ``dump``: the home's records, then each shard's (counters added up on load); a seen
+  URL's record carries its shard (``"shard": [i, N]``), which a sharded crawl of as many
+  shards loads into that shard; a seen record without one (from another store, or
+  another count of shards) carries no domain, so it goes to every shard.
+
+The shard count is kept in the home store: a crawl is always opened with its own.
+A Bloom seen-set is one filter per shard, each sized for its share of the crawl.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from ..errors import ConfigError
+from ..models import QueueInfo, Stats
+from ..policies.domains import domain_of
+from . import dumpfmt
+from .base import (
+    MAX_REDELIVERIES,
+    Ack,
+    DeadEntry,
+    Entry,
+    Leased,
+    Pick,
+    QueuePolicy,
+    check_settings,
+)
+from .bloom import BloomShape
+from .redis_store import RedisStore
+from .rules import domain_room, joins_line, rounds, share_domains
+
+__all__ = ["ShardedRedisStore"]
+
+LOAD_BATCH = 10_000
+"""Records a load routes before it hands each shard its part."""
+
+
+class ShardedRedisStore:
+    """A crawl over ``shards`` Redis stores (see the module); the Store protocol."""
+
+    in_process = False
+    """Every call waits on the network (as :attr:`RedisStore.in_process`)."""
+
+    def __init__(self, url: str, policy: QueuePolicy | None = None, *, shards: int,
+                 lifo: bool = False, bloom: BloomShape | None = None,
+                 prefix: str | None = None, retry_deadline: float | None = None,
+                 max_redeliveries: int = MAX_REDELIVERIES, create: bool = True) -> None:
+        if shards < 1:
+            raise ConfigError(f"shards must be a count of 1 or more, not {shards!r}")
+        self.n = shards
+        self.home = RedisStore(url, policy, lifo=lifo, bloom=None, prefix=prefix,
+                               retry_deadline=retry_deadline,
+                               max_redeliveries=max_redeliveries, create=create, home=True)
+        kept = self.home.shard_count(shards)
+        if kept != shards:
+            self.home.close()
+            if kept is None:
+                raise ConfigError(f"the crawl {self.home.prefix!r} is not sharded: open it "
+                                  "without shards=")
+            raise ConfigError(f"the crawl {self.home.prefix!r} has {kept} shards, not "
+                              f"{shards}: open it with shards={kept}")
+        part = None if bloom is None else BloomShape(
+            max(1, math.ceil(bloom.capacity / shards)), bloom.error_rate)
+        self.shards = [
+            RedisStore(url, policy, lifo=lifo, bloom=part, prefix=f"{self.home.prefix}.{i}",
+                       retry_deadline=retry_deadline, max_redeliveries=max_redeliveries,
+                       share=self.home)
+            for i in range(shards)]
+        self.start = 0  # (the shard a lease call's line starts with, in turn: ties)
+
+    # -- routing ---------------------------------------------------------------------
+
+    def shard_of(self, queue: str) -> int:
+        """The shard of ``queue``: its registered domain's."""
+        return zlib.crc32(domain_of(queue).encode("utf-8", "surrogateescape")) % self.n
+
+    def _by_shard(self, keys: Iterable[str]) -> dict[int, list[int]]:
+        """Shard -> the places, in order, of the ``keys`` (queues) it holds."""
+        parts: dict[int, list[int]] = defaultdict(list)
+        for i, key in enumerate(keys):
+            parts[self.shard_of(key)].append(i)
+        return parts
+
+    def _global(self, leases: list[Leased], shard: int) -> list[Leased]:
+        n = self.n
+        return [(t * n + shard, *rest) for t, *rest in leases]  # type: ignore[misc]
+
+    def _tokens(self, tokens: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
+        """Shard -> (place, its own token) of each of ``tokens``."""
+        parts: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for i, t in enumerate(tokens):
+            parts[t % self.n].append((i, t // self.n))
+        return parts
+
+    # -- the Store protocol -----------------------------------------------------------
+
+    @property
+    def policy(self) -> QueuePolicy:
+        """See :attr:`Store.policy`."""
+        return self.home.policy
+
+    def set_policy(self, policy: QueuePolicy) -> None:
+        """See :meth:`Store.set_policy`."""
+        for s in (self.home, *self.shards):
+            s.set_policy(policy)
+
+    def add(self, entries: Sequence[Entry], now: float) -> list[int]:
+        """See :meth:`Store.add`: each shard adds its part (one call each)."""
+        out = [0] * len(entries)
+        for shard, places in self._by_shard(e[1] for e in entries).items():
+            for i, st in zip(places, self.shards[shard].add([entries[i] for i in places],
+                                                            now)):
+                out[i] = st
+        return out
+
+    def exchange(self, entries: Sequence[Entry], acks: Sequence[Ack], limit: int,
+                 ttl: float, now: float) -> tuple[list[int], list[bool], list[Leased]]:
+        """See :class:`~crawlq.stores.base.Exchanges`: the links first (each shard's
+        part), then the answers, then the leases, so that a page is never answered
+        before the links it found are in."""
+        statuses = self.add(entries, now)
+        held = self.release(acks, now)
+        return statuses, held, self.lease(now, limit, ttl)
+
+    def lease(self, now: float, limit: int, ttl: float,
+              queue: str | None = None) -> list[Leased]:
+        """See :meth:`Store.lease` and the module: passes over the crawl-wide line (a
+        queue whose session ended without a rest is ready again at once, behind the
+        others), each planned, then each shard's share leased."""
+        if limit <= 0:
+            return []
+        if queue is not None:
+            shard = self.shard_of(queue)
+            return self._global(self.shards[shard].lease(now, limit, ttl, queue), shard)
+        out: list[Leased] = []
+        # Another pass when a queue served is ready again at once, as one store's
+        # passes. (A pass that leases nothing is the last.)
+        for _ in range(limit):
+            got, again = self._lease_pass(now, limit - len(out), ttl)
+            out += got
+            if len(out) >= limit or not again or not got:
+                break
+        return out
+
+    def _lease_pass(self, now: float, limit: int, ttl: float
+                    ) -> tuple[list[Leased], bool]:
+        """One pass of :meth:`lease` over the crawl-wide line: the leases, and whether a
+        queue served is ready again at once. The line is built as one store builds
+        its own (the engine's rules: a queue of a full domain does not join it, and is
+        parked; the queues of a domain share its room), from the shards' heads."""
+        n = self.n
+        policy = self.policy
+        capped = policy.domain_concurrency > 0
+        ask = limit
+        while True:
+            heads: list[tuple[int, float, str, int, str, int, int]] = []
+            full: set[int] = set()  # (shards that may have more ready queues than listed)
+            for k in range(n):
+                shard = (self.start + k) % n
+                got = self.shards[shard].ready_line(now, ask)
+                if len(got) >= ask:
+                    full.add(shard)
+                heads.extend((-level, since, key, room, dom, dinf, shard)
+                             for level, since, key, room, dom, dinf in got)
+            heads.sort()
+            line: list[tuple[int, float, str, int, str, int, int]] = []
+            park: dict[int, list[str]] = defaultdict(list)  # shard -> queues to park
+            ahead: dict[str, int] = defaultdict(int)
+            for h in heads:
+                if len(line) >= limit:
+                    break
+                dom = h[4]
+                if capped and dom:
+                    if not joins_line(policy, h[5], ahead[dom]):
+                        park[h[6]].append(h[2])
+                        continue
+                    ahead[dom] += 1
+                line.append(h)
+            # (the line came short while a shard listed all it was asked: ask more)
+            if len(line) >= limit or not full or ask >= 1_000_000:
+                break
+            ask *= 4
+        self.start = (self.start + 1) % n
+        if not line and not park:
+            return [], False
+        rooms = [h[3] for h in line]
+        if capped:
+            doms = {d: i for i, d in enumerate({h[4] for h in line if h[4]})}
+            share_domains(rooms, [doms[h[4]] if h[4] else -1 for h in line],
+                          {i: domain_room(policy, next(h[5] for h in line if h[4] == d))
+                           for d, i in doms.items()})
+        plan, _ = _flat(rounds(rooms, limit))
+        want: dict[int, int] = defaultdict(int)  # shard -> leases planned
+        queues: dict[int, int] = defaultdict(int)  # shard -> its queues in the line
+        for i, k in plan:
+            want[line[i][6]] += k
+        for h in line:
+            queues[h[6]] += 1
+        got_by: dict[str, list[Leased]] = defaultdict(list)  # queue -> its leases
+        again = False
+        for shard in sorted(set(want) | set(park)):
+            leases, ready_again = self.shards[shard].lease_share(
+                now, want.get(shard, 0), ttl, queues.get(shard, 0), park.get(shard, ()))
+            again = again or ready_again
+            for le in self._global(leases, shard):
+                got_by[le[1]].append(le)
+        out: list[Leased] = []
+        for i, k in plan:  # (in the plan's serving order)
+            mine = got_by[line[i][2]]
+            out.extend(mine[:k])
+            del mine[:k]
+        for rest in got_by.values():  # (a shard's line moved meanwhile: still handed out)
+            out.extend(rest)
+        return out, again
+
+    def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
+        """See :meth:`Store.release`: each shard answers its leases."""
+        out = [False] * len(acks)
+        for shard, items in self._tokens(a[0] for a in acks).items():
+            mine = [(t, *acks[i][1:]) for i, t in items]
+            for (i, _), held in zip(items, self.shards[shard].release(mine, now)):
+                out[i] = held
+        return out
+
+    def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
+        """See :meth:`Store.renew`."""
+        out = [False] * len(tokens)
+        for shard, items in self._tokens(tokens).items():
+            got = self.shards[shard].renew([t for _, t in items], expires, now)
+            for (i, _), held in zip(items, got):
+                out[i] = held
+        return out
+
+    def next_ready_at(self, now: float) -> float | None:
+        """See :meth:`Store.next_ready_at`: the earliest of the shards'."""
+        times = [t for s in self.shards if (t := s.next_ready_at(now)) is not None]
+        return min(times) if times else None
+
+    def block(self, queue: str, until: float, now: float) -> None:
+        """See :meth:`Store.block`."""
+        self.shards[self.shard_of(queue)].block(queue, until, now)
+
+    def unblock(self, queue: str, now: float) -> None:
+        """See :meth:`Store.unblock`."""
+        self.shards[self.shard_of(queue)].unblock(queue, now)
+
+    def configure_queue(self, queue: str, settings: Mapping[str, float | None],
+                        now: float) -> None:
+        """See :meth:`Store.configure_queue`."""
+        self.shards[self.shard_of(queue)].configure_queue(queue, settings, now)
+
+    def count_rejected(self, reasons: Mapping[str, int]) -> None:
+        """See :meth:`Store.count_rejected` (in the home store)."""
+        self.home.count_rejected(reasons)
+
+    def count_duplicates(self, n: int) -> None:
+        """See :meth:`Store.count_duplicates` (in the home store)."""
+        self.home.count_duplicates(n)
+
+    def put_values(self, items: Sequence[tuple[str, bytes, float | None]]) -> None:
+        """See :meth:`Store.put_values` (in the home store)."""
+        self.home.put_values(items)
+
+    def get_values(self, names: Sequence[str], now: float) -> list[bytes | None]:
+        """See :meth:`Store.get_values`."""
+        return self.home.get_values(names, now)
+
+    def drop_values(self, names: Sequence[str]) -> None:
+        """See :meth:`Store.drop_values`."""
+        self.home.drop_values(names)
+
+    def tally(self, deltas: Mapping[str, int]) -> list[int]:
+        """See :meth:`Store.tally`."""
+        return self.home.tally(deltas)
+
+    def tallies(self, names: Sequence[str]) -> list[int]:
+        """See :meth:`Store.tallies`."""
+        return self.home.tallies(names)
+
+    def drop_tallies(self, names: Sequence[str]) -> None:
+        """See :meth:`Store.drop_tallies`."""
+        self.home.drop_tallies(names)
+
+    def stats(self, now: float, per_queue: int = 0) -> Stats:
+        """See :meth:`Store.stats`: the shards' and the home's added up."""
+        parts = [s.stats(now, per_queue) for s in (self.home, *self.shards)]
+        rejected: dict[str, int] = defaultdict(int)
+        for p in parts:
+            for reason, k in p.rejected.items():
+                rejected[reason] += k
+        per = sorted((q for p in parts for q in p.per_queue),
+                     key=lambda q: (q.queued, q.leased), reverse=True)[:per_queue]
+        sums = {f: sum(getattr(p, f) for p in parts) for f in _SUMMED}
+        return Stats(**sums, rejected=dict(rejected), per_queue=tuple(per))
+
+    def queues(self, now: float, limit: int = 100) -> list[QueueInfo]:
+        """See :meth:`Store.queues`: the biggest of every shard's."""
+        every = [q for s in self.shards for q in s.queues(now, limit)]
+        return sorted(every, key=lambda q: (q.queued, q.leased), reverse=True)[:limit]
+
+    def dead(self, limit: int = 100) -> list[DeadEntry]:
+        """See :meth:`Store.dead`: in the order they died."""
+        every = [d._replace(id=d.id * self.n + i)
+                 for i, s in enumerate(self.shards) for d in s.dead(limit)]
+        return sorted(every, key=lambda d: (d.died_at, d.id))[:limit]
+
+    def delete_queue(self, queue: str, now: float) -> int:
+        """See :meth:`Store.delete_queue`."""
+        return self.shards[self.shard_of(queue)].delete_queue(queue, now)
+
+    def remove_queued(self, queue: str, where: Pick, now: float) -> int:
+        """See :meth:`Store.remove_queued`."""
+        return self.shards[self.shard_of(queue)].remove_queued(queue, where, now)
+
+    def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
+        """See :meth:`Store.requeue_dead`."""
+        if ids is None:
+            return sum(s.requeue_dead(None, now) for s in self.shards)
+        parts: dict[int, list[int]] = defaultdict(list)
+        for i in ids:
+            parts[i % self.n].append(i // self.n)
+        return sum(self.shards[k].requeue_dead(mine, now) for k, mine in parts.items())
+
+    def clear(self) -> None:
+        """See :meth:`Store.clear`: every shard, then the home (its shard count kept)."""
+        for s in self.shards:
+            s.clear()
+        self.home.clear()  # (which keeps its shard count)
+
+    def destroy(self) -> int:
+        """Delete every key of the crawl (each shard's and the home's)."""
+        return sum(s.destroy() for s in (*self.shards, self.home))
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """See :meth:`Store.dump` and the module: one counters record (every store's
+        added up: each dump starts with its own), then the home's records, then each
+        shard's."""
+        dumps = [s.dump() for s in (self.home, *self.shards)]
+        firsts = [next(d) for d in dumps]
+        counts: dict[str, int] = defaultdict(int)
+        rejected: dict[str, int] = defaultdict(int)
+        for rec in firsts:
+            assert rec["type"] == "counters"  # (a Redis store's dump starts with them)
+            for k, v in rec["counters"].items():
+                counts[k] += v
+            for k, v in rec["rejected"].items():
+                rejected[k] += v
+        yield dumpfmt.counters(counts, rejected)
+        yield from dumps[0]
+        for i, d in enumerate(dumps[1:]):
+            for rec in d:
+                if rec["type"] in ("seen", "bloom"):
+                    rec["shard"] = [i, self.n]
+                yield rec
+
+    def load(self, records: Iterable[dict[str, Any]], now: float) -> int:
+        """See :meth:`Store.load` and the module: records routed to their shard, a
+        batch at a time (not one atomic step, as on one Redis store)."""
+        n = 0
+        batch: list[dict[str, Any]] = []
+        for rec in records:
+            batch.append(rec)
+            if len(batch) >= LOAD_BATCH:
+                n += self._load(batch, now)
+                batch = []
+        return n + self._load(batch, now)
+
+    def _load(self, records: list[dict[str, Any]], now: float) -> int:
+        checker = _Checker()
+        for rec in records:  # (every record checked before any is written)
+            dumpfmt.apply(checker, rec)
+        home: list[dict[str, Any]] = []
+        parts: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for rec in records:
+            kind = rec.get("type")
+            if kind in ("queue", "entry", "dead"):
+                key = rec.get("key") or rec.get("queue")
+                if not isinstance(key, str):
+                    raise ConfigError(f"a {kind} record without its queue: {rec!r}")
+                parts[self.shard_of(key)].append(rec)
+            elif kind in ("seen", "bloom"):
+                where = rec.get("shard")
+                if isinstance(where, list) and len(where) == 2 and where[1] == self.n \
+                        and isinstance(where[0], int) and 0 <= where[0] < self.n:
+                    parts[where[0]].append(rec)
+                elif kind == "bloom":
+                    raise ConfigError("this dump's Bloom filter is not one of a crawl of "
+                                      f"{self.n} shards: a sharded crawl keeps a filter "
+                                      "per shard")
+                else:  # (no domain known: every shard has it)
+                    for k in range(self.n):
+                        parts[k].append(rec)
+            else:
+                home.append(rec)
+        for k, mine in parts.items():
+            self.shards[k].load(mine, now)
+        # (the home's last: Frontier.load's mark of a dump loaded is one of its values)
+        return self.home.load(home, now) + len(records) - len(home)
+
+    def close(self) -> None:
+        """See :meth:`Store.close`."""
+        for s in self.shards:
+            s.close()
+        self.home.close()
+
+
+class _Checker:
+    """A :class:`~.dumpfmt.Loader` that writes nothing: :func:`.dumpfmt.apply` checks
+    each record through it (and the queue settings are checked as the stores' loaders
+    check them)."""
+
+    def load_seen(self, fp: bytes, revisit_at: float | None) -> None:
+        pass
+
+    def load_bloom(self, bits: bytes) -> None:
+        pass
+
+    def load_entry(self, key: str, priority: int, retries: int, payload: bytes,
+                   not_before: float | None) -> None:
+        pass
+
+    def load_queue(self, key: str, accepted: int, ready_at: float,
+                   settings: Mapping[str, float], since: float | None) -> None:
+        check_settings(settings)
+
+    def load_dead(self, queue: str, priority: int, retries: int, payload: bytes,
+                  error: str, died_at: float) -> None:
+        pass
+
+    def load_counters(self, counters: Mapping[str, int], rejected: Mapping[str, int]) -> None:
+        pass
+
+    def load_value(self, name: str, data: bytes, expires: float | None) -> None:
+        pass
+
+    def load_tallies(self, counts: Mapping[str, int]) -> None:
+        pass
+
+
+_SUMMED = ("seen", "added", "queued", "scheduled", "leased", "done", "failed", "retried",
+           "dead", "redelivered", "late_acks", "duplicates", "queues_total", "queues_ready",
+           "queues_busy", "queues_resting", "queues_exhausted")
+"""The fields of :class:`~crawlq.models.Stats` a sharded crawl adds up."""
+
+
+def _flat(plan: list[list[tuple[int, int]]]) -> tuple[list[tuple[int, int]], int]:
+    """The rounds of a plan, one after the other, and how many leases they give."""
+    pairs = [p for each in plan for p in each]
+    return pairs, sum(k for _, k in pairs)
