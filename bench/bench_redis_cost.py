@@ -44,8 +44,10 @@ def server_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def crawl_part(src: str | None, hosts: int, pages: int, links: int) -> dict[str, Any]:
-    """One crawl of the test web on a fresh Redis: pages fetched, server CPU."""
+def crawl_part(src: str | None, hosts: int, pages: int, links: int,
+               shards: int = 0) -> dict[str, Any]:
+    """One crawl of the test web on a fresh Redis (``shards`` > 0: a crawl of that
+    many shards): pages fetched, server CPU."""
     from bench_crawl import crawlq_command, run_crawl
 
     from crawlq.testing.redis_server import LocalRedis
@@ -59,7 +61,8 @@ def crawl_part(src: str | None, hosts: int, pages: int, links: int) -> dict[str,
         with LocalRedis(Path(tmp) / "redis") as server:
             assert server.proc is not None
             seeds = [web.url(i, "/") for i in range(spec.hosts)]
-            cmd = crawlq_command(seeds, ["--store", server.url + "?prefix=cost"], 16, 4, 0.0,
+            store = server.url + "?prefix=cost" + (f"&shards={shards}" if shards else "")
+            cmd = crawlq_command(seeds, ["--store", store], 16, 4, 0.0,
                                  f"{tmp}/pages.jsonl", 16)
             env = dict(os.environ)
             if src:
@@ -138,6 +141,9 @@ def main() -> None:
     ap.add_argument("--urls", type=int, default=200_000, help="URLs of the dataset part")
     ap.add_argument("--dataset-hosts", type=int, action="append",
                     help="hosts of the dataset part (repeatable; default 100 and 20,000)")
+    ap.add_argument("--shards", type=int, action="append",
+                    help="crawl part: also a crawl of this many shards (repeatable; "
+                         "0: one crawl in one slot, the default)")
     ap.add_argument("--only", choices=["crawl", "dataset"], action="append")
     ap.add_argument("--tiny", action="store_true",
                     help="a few seconds' run that checks the benchmark works")
@@ -159,10 +165,13 @@ def main() -> None:
             name = src or "installed"
             if "crawl" in parts:
                 for n in links:
-                    r = crawl_part(src, a.hosts, a.pages, n)
-                    print(f"round {rnd} {name:<24} crawl {a.hosts}x{a.pages}, {n} links: "
-                          f"{r['pages']} pages in {r['seconds']:.1f} s, redis-server "
-                          f"{r['cpu'] * 1e6 / max(r['pages'], 1):.0f} µs a page", flush=True)
+                    for shards in a.shards or [0]:
+                        r = crawl_part(src, a.hosts, a.pages, n, shards)
+                        kind = f", {shards} shards" if shards else ""
+                        print(f"round {rnd} {name:<24} crawl {a.hosts}x{a.pages}, {n} links"
+                              f"{kind}: {r['pages']} pages in {r['seconds']:.1f} s, "
+                              f"redis-server {r['cpu'] * 1e6 / max(r['pages'], 1):.0f} µs "
+                              "a page", flush=True)
             if "dataset" in parts:
                 for h in dhosts:
                     r = dataset_part(src, a.urls, h)

@@ -31,7 +31,9 @@ A Bloom seen-set is one filter per shard, each sized for its share of the crawl.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -52,13 +54,22 @@ from .base import (
     check_settings,
 )
 from .bloom import BloomShape
-from .redis_store import RedisStore
+from .redis_store import RedisStore, run_many
 from .rules import domain_room, joins_line, rounds, share_domains
 
 __all__ = ["ShardedRedisStore"]
 
 LOAD_BATCH = 10_000
 """Records a load routes before it hands each shard its part."""
+
+RECHECK = 1.0
+"""Seconds, at most, that the heads of a shard's ready line, once read, serve a store
+object's lease calls while it changes nothing in that shard (and nothing there comes
+due): what other clients change in a shard reaches this object's line within as long."""
+
+_Head = tuple[int, float, str, int, str, int, int]
+"""A queue of a shard's ready line: (-level, since, key, room, domain, domain's leases
+out, shard)."""
 
 
 class ShardedRedisStore:
@@ -92,7 +103,12 @@ class ShardedRedisStore:
                        retry_deadline=retry_deadline, max_redeliveries=max_redeliveries,
                        share=self.home)
             for i in range(shards)]
-        self.start = 0  # (the shard a lease call's line starts with, in turn: ties)
+        # shard -> its heads as last read, how many were asked, until when they serve;
+        # and how many times this object changed each shard (a reading that raced with
+        # a change of its own is not kept: threads share the object)
+        self._heads: dict[int, tuple[list[_Head], int, float]] = {}
+        self._changes = [0] * shards
+        self._lock = threading.Lock()  # (over both)
 
     # -- routing ---------------------------------------------------------------------
 
@@ -127,16 +143,19 @@ class ShardedRedisStore:
 
     def set_policy(self, policy: QueuePolicy) -> None:
         """See :meth:`Store.set_policy`."""
-        for s in (self.home, *self.shards):
-            s.set_policy(policy)
+        with self._changing(range(self.n)):
+            for s in (self.home, *self.shards):
+                s.set_policy(policy)
 
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
         """See :meth:`Store.add`: each shard adds its part (one call each)."""
         out = [0] * len(entries)
-        for shard, places in self._by_shard(e[1] for e in entries).items():
-            for i, st in zip(places, self.shards[shard].add([entries[i] for i in places],
-                                                            now)):
-                out[i] = st
+        parts = self._by_shard(e[1] for e in entries)
+        with self._changing(parts):
+            for shard, places in parts.items():
+                for i, st in zip(places, self.shards[shard].add(
+                        [entries[i] for i in places], now)):
+                    out[i] = st
         return out
 
     def exchange(self, entries: Sequence[Entry], acks: Sequence[Ack], limit: int,
@@ -157,7 +176,8 @@ class ShardedRedisStore:
             return []
         if queue is not None:
             shard = self.shard_of(queue)
-            return self._global(self.shards[shard].lease(now, limit, ttl, queue), shard)
+            with self._changing([shard]):
+                return self._global(self.shards[shard].lease(now, limit, ttl, queue), shard)
         out: list[Leased] = []
         # Another pass when a queue served is ready again at once, as one store's
         # passes. (A pass that leases nothing is the last.)
@@ -174,22 +194,18 @@ class ShardedRedisStore:
         queue served is ready again at once. The line is built as one store builds
         its own (the engine's rules: a queue of a full domain does not join it, and is
         parked; the queues of a domain share its room), from the shards' heads."""
-        n = self.n
         policy = self.policy
         capped = policy.domain_concurrency > 0
         ask = limit
         while True:
-            heads: list[tuple[int, float, str, int, str, int, int]] = []
+            heads: list[_Head] = []
             full: set[int] = set()  # (shards that may have more ready queues than listed)
-            for k in range(n):
-                shard = (self.start + k) % n
-                got = self.shards[shard].ready_line(now, ask)
-                if len(got) >= ask:
+            for shard, (got, asked) in self._read_heads(now, ask).items():
+                if len(got) >= asked:
                     full.add(shard)
-                heads.extend((-level, since, key, room, dom, dinf, shard)
-                             for level, since, key, room, dom, dinf in got)
+                heads += got
             heads.sort()
-            line: list[tuple[int, float, str, int, str, int, int]] = []
+            line: list[_Head] = []
             park: dict[int, list[str]] = defaultdict(list)  # shard -> queues to park
             ahead: dict[str, int] = defaultdict(int)
             for h in heads:
@@ -206,7 +222,6 @@ class ShardedRedisStore:
             if len(line) >= limit or not full or ask >= 1_000_000:
                 break
             ask *= 4
-        self.start = (self.start + 1) % n
         if not line and not park:
             return [], False
         rooms = [h[3] for h in line]
@@ -224,9 +239,14 @@ class ShardedRedisStore:
             queues[h[6]] += 1
         got_by: dict[str, list[Leased]] = defaultdict(list)  # queue -> its leases
         again = False
-        for shard in sorted(set(want) | set(park)):
-            leases, ready_again = self.shards[shard].lease_share(
-                now, want.get(shard, 0), ttl, queues.get(shard, 0), park.get(shard, ()))
+        called = sorted(set(want) | set(park))
+        with self._changing(called):
+            replies = run_many([
+                (self.shards[shard], *RedisStore.lease_share_call(
+                    now, want.get(shard, 0), ttl, queues.get(shard, 0), park.get(shard, ())))
+                for shard in called])
+        for shard, reply in zip(called, replies):
+            leases, ready_again = RedisStore.lease_share_reply(reply, now + ttl)
             again = again or ready_again
             for le in self._global(leases, shard):
                 got_by[le[1]].append(le)
@@ -239,13 +259,59 @@ class ShardedRedisStore:
             out.extend(rest)
         return out, again
 
+    def _read_heads(self, now: float, ask: int) -> dict[int, tuple[list[_Head], int]]:
+        """The heads of every shard's ready line, and how many were asked: read again,
+        all in one round trip per node, where the last reading does not serve (too old,
+        something came due there, this object changed the shard, or fewer asked than
+        the line held)."""
+        with self._lock:
+            held = dict(self._heads)
+            changes = list(self._changes)
+        out: dict[int, tuple[list[_Head], int]] = {}
+        need = []
+        for shard in range(self.n):
+            kept = held.get(shard)
+            if kept is None or kept[2] <= now or (kept[1] < ask and len(kept[0]) >= kept[1]):
+                need.append(shard)
+            else:
+                out[shard] = (kept[0], kept[1])
+        replies = run_many([(self.shards[shard], "line", (now, ask)) for shard in need])
+        for shard, reply in zip(need, replies):
+            got, due = RedisStore.ready_line_reply(reply)
+            heads = [(-level, since, key, room, dom, dinf, shard)
+                     for level, since, key, room, dom, dinf in got]
+            out[shard] = (heads, ask)
+            until = now + RECHECK if due is None else min(due, now + RECHECK)
+            with self._lock:
+                if self._changes[shard] == changes[shard]:  # (else changed meanwhile)
+                    self._heads[shard] = (heads, ask, until)
+        return out
+
+    @contextlib.contextmanager
+    def _changing(self, shards: Iterable[int]) -> Iterator[None]:
+        """Around a change of ``shards``: their heads read are forgotten once it is
+        done (a reading that began before is then not kept either)."""
+        try:
+            yield
+        finally:
+            self._touched(list(shards))
+
+    def _touched(self, shards: Iterable[int]) -> None:
+        """Forget the heads read of ``shards``: this object changed them."""
+        with self._lock:
+            for shard in shards:
+                self._changes[shard] += 1
+                self._heads.pop(shard, None)
+
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
         """See :meth:`Store.release`: each shard answers its leases."""
         out = [False] * len(acks)
-        for shard, items in self._tokens(a[0] for a in acks).items():
-            mine = [(t, *acks[i][1:]) for i, t in items]
-            for (i, _), held in zip(items, self.shards[shard].release(mine, now)):
-                out[i] = held
+        parts = self._tokens(a[0] for a in acks)
+        with self._changing(parts):
+            for shard, items in parts.items():
+                mine = [(t, *acks[i][1:]) for i, t in items]
+                for (i, _), held in zip(items, self.shards[shard].release(mine, now)):
+                    out[i] = held
         return out
 
     def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
@@ -259,21 +325,25 @@ class ShardedRedisStore:
 
     def next_ready_at(self, now: float) -> float | None:
         """See :meth:`Store.next_ready_at`: the earliest of the shards'."""
-        times = [t for s in self.shards if (t := s.next_ready_at(now)) is not None]
+        replies = run_many([(s, "ready_at", (now,)) for s in self.shards])
+        times = [float(r) for r in replies if r]
         return min(times) if times else None
 
     def block(self, queue: str, until: float, now: float) -> None:
         """See :meth:`Store.block`."""
-        self.shards[self.shard_of(queue)].block(queue, until, now)
+        with self._changing([self.shard_of(queue)]):
+            self.shards[self.shard_of(queue)].block(queue, until, now)
 
     def unblock(self, queue: str, now: float) -> None:
         """See :meth:`Store.unblock`."""
-        self.shards[self.shard_of(queue)].unblock(queue, now)
+        with self._changing([self.shard_of(queue)]):
+            self.shards[self.shard_of(queue)].unblock(queue, now)
 
     def configure_queue(self, queue: str, settings: Mapping[str, float | None],
                         now: float) -> None:
         """See :meth:`Store.configure_queue`."""
-        self.shards[self.shard_of(queue)].configure_queue(queue, settings, now)
+        with self._changing([self.shard_of(queue)]):
+            self.shards[self.shard_of(queue)].configure_queue(queue, settings, now)
 
     def count_rejected(self, reasons: Mapping[str, int]) -> None:
         """See :meth:`Store.count_rejected` (in the home store)."""
@@ -332,26 +402,30 @@ class ShardedRedisStore:
 
     def delete_queue(self, queue: str, now: float) -> int:
         """See :meth:`Store.delete_queue`."""
-        return self.shards[self.shard_of(queue)].delete_queue(queue, now)
+        with self._changing([self.shard_of(queue)]):
+            return self.shards[self.shard_of(queue)].delete_queue(queue, now)
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
         """See :meth:`Store.remove_queued`."""
-        return self.shards[self.shard_of(queue)].remove_queued(queue, where, now)
+        with self._changing([self.shard_of(queue)]):
+            return self.shards[self.shard_of(queue)].remove_queued(queue, where, now)
 
     def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
         """See :meth:`Store.requeue_dead`."""
-        if ids is None:
-            return sum(s.requeue_dead(None, now) for s in self.shards)
-        parts: dict[int, list[int]] = defaultdict(list)
-        for i in ids:
-            parts[i % self.n].append(i // self.n)
-        return sum(self.shards[k].requeue_dead(mine, now) for k, mine in parts.items())
+        with self._changing(range(self.n)):
+            if ids is None:
+                return sum(s.requeue_dead(None, now) for s in self.shards)
+            parts: dict[int, list[int]] = defaultdict(list)
+            for i in ids:
+                parts[i % self.n].append(i // self.n)
+            return sum(self.shards[k].requeue_dead(mine, now) for k, mine in parts.items())
 
     def clear(self) -> None:
         """See :meth:`Store.clear`: every shard, then the home (its shard count kept)."""
-        for s in self.shards:
-            s.clear()
-        self.home.clear()  # (which keeps its shard count)
+        with self._changing(range(self.n)):
+            for s in self.shards:
+                s.clear()
+            self.home.clear()  # (which keeps its shard count)
 
     def destroy(self) -> int:
         """Delete every key of the crawl (each shard's and the home's)."""
@@ -382,14 +456,15 @@ class ShardedRedisStore:
     def load(self, records: Iterable[dict[str, Any]], now: float) -> int:
         """See :meth:`Store.load` and the module: records routed to their shard, a
         batch at a time (not one atomic step, as on one Redis store)."""
-        n = 0
-        batch: list[dict[str, Any]] = []
-        for rec in records:
-            batch.append(rec)
-            if len(batch) >= LOAD_BATCH:
-                n += self._load(batch, now)
-                batch = []
-        return n + self._load(batch, now)
+        with self._changing(range(self.n)):
+            n = 0
+            batch: list[dict[str, Any]] = []
+            for rec in records:
+                batch.append(rec)
+                if len(batch) >= LOAD_BATCH:
+                    n += self._load(batch, now)
+                    batch = []
+            return n + self._load(batch, now)
 
     def _load(self, records: list[dict[str, Any]], now: float) -> int:
         checker = _Checker()

@@ -56,7 +56,7 @@ from .policy import changed_settings, typed_settings
 from .rules import DOMAIN_WAIT, QueueState, groups, label
 from .url import StoreURL
 
-__all__ = ["CHUNK", "RedisStore"]
+__all__ = ["CHUNK", "RedisStore", "run_many"]
 
 _EXPIRES = struct.Struct("<d")
 """A kept value's expiry, before its bytes (see RedisStore.put_values)."""
@@ -554,20 +554,40 @@ class RedisStore:
         :meth:`ready_line` listed that join it), for up to ``limit`` leases; and
         whether a queue served is ready again at once (its session ended without a
         rest)."""
+        name, args = self.lease_share_call(now, limit, ttl, line, park)
+        return self.lease_share_reply(self._run(name, *args), now + ttl)
+
+    @staticmethod
+    def lease_share_call(now: float, limit: int, ttl: float, line: int,
+                         park: Sequence[str] = ()) -> tuple[str, tuple[Any, ...]]:
+        """:meth:`lease_share`'s script call (name, arguments), for :func:`run_many`."""
         packed = msgpack.packb(list(park), use_bin_type=False) if park else b""
-        flat = self._run("lease", now, max(limit, 0), ttl, "", max(line, 1), packed)
-        return _leased(flat[:-1], now + ttl), bool(int(flat[-1]))
+        return "lease", (now, max(limit, 0), ttl, "", max(line, 1), packed)
+
+    @staticmethod
+    def lease_share_reply(flat: list[Any], expires: float) -> tuple[list[Leased], bool]:
+        """:meth:`lease_share`'s result from its script's reply."""
+        return _leased(flat[:-1], expires), bool(int(flat[-1]))
 
     def ready_line(self, now: float, limit: int
-                   ) -> list[tuple[int, float, str, int, str, int]]:
+                   ) -> tuple[list[tuple[int, float, str, int, str, int]], float | None]:
         """What came due woken, the first ``limit`` queues of the ready line in order:
         (priority level, ready since, queue, how many leases it may give, its domain
-        ('' when none is kept), the domain's leases out)."""
-        flat = self._run("line", now, limit)
-        return [(int(flat[i]), float(flat[i + 1]),
-                 flat[i + 2].decode("utf-8", "surrogateescape"), int(flat[i + 3]),
-                 flat[i + 4].decode("utf-8", "surrogateescape"), int(flat[i + 5]))
-                for i in range(0, len(flat), 6)]
+        ('' when none is kept), the domain's leases out); and the earliest time
+        something may become ready (a rest's end, a scheduled entry's time, a lease's
+        expiry; None: none)."""
+        return self.ready_line_reply(self._run("line", now, limit))
+
+    @staticmethod
+    def ready_line_reply(flat: list[Any]
+                         ) -> tuple[list[tuple[int, float, str, int, str, int]], float | None]:
+        """:meth:`ready_line`'s result from its script's reply (the ``line`` script's,
+        with arguments ``now, limit``: for :func:`run_many`)."""
+        heads = [(int(flat[i]), float(flat[i + 1]),
+                  flat[i + 2].decode("utf-8", "surrogateescape"), int(flat[i + 3]),
+                  flat[i + 4].decode("utf-8", "surrogateescape"), int(flat[i + 5]))
+                 for i in range(0, len(flat) - 1, 6)]
+        return heads, float(flat[-1]) if flat[-1] else None
 
     def exchange(self, entries: Sequence[Entry], acks: Sequence[Ack], limit: int,
                  ttl: float, now: float) -> tuple[list[int], list[bool], list[Leased]]:
@@ -1062,6 +1082,50 @@ def _lua_policy(policy: QueuePolicy) -> QueuePolicy:
 def _bloom_spec(shape: BloomShape, fp: bytes) -> list[int]:
     block, bits = shape.locate(fp)
     return [block, *bits]
+
+
+def run_many(calls: Sequence[tuple[RedisStore, str, Sequence[Any]]]) -> list[Any]:
+    """Run script calls of several stores that share one client (the shards of one
+    crawl), each ``(store, script name, its arguments)``, in one round trip per server:
+    on a cluster, one pipeline per node that serves the calls' slots. A call whose
+    reply is an error (a script the server lacks, a slot that moved, anything else) is
+    run again on its own through its store, which loads scripts, follows redirections,
+    retries and raises as for any call."""
+    if not calls:
+        return []
+    first = calls[0][0]
+    client = first._client
+    groups: dict[Any, list[int]] = {}
+    if first.cluster:
+        for i, (store, _, _) in enumerate(calls):
+            node = client.get_node_from_key(store._m)
+            groups.setdefault(node.name, []).append(i)
+    else:
+        groups[None] = list(range(len(calls)))
+    out: list[Any] = [None] * len(calls)
+    failed: list[int] = []
+    for name, places in groups.items():
+        target = client if name is None else client.get_redis_connection(
+            client.get_node(node_name=name))
+        pipe = target.pipeline(transaction=False)
+        for i in places:
+            store, script, args = calls[i]
+            pipe.execute_command("EVALSHA", store._scripts[script].sha, 2, *store._keys,
+                                 *store._pargs, *args)
+        try:
+            replies = list(pipe.execute(raise_on_error=False))
+        except Exception:  # (a lost connection: each call on its own, retried)
+            failed += places
+            continue
+        for i, reply in zip(places, replies):
+            if isinstance(reply, Exception):
+                failed.append(i)
+            else:
+                out[i] = reply
+    for i in failed:
+        store, script, args = calls[i]
+        out[i] = store._run(script, *args)
+    return out
 
 
 def _leased(flat: list[Any], expires: float) -> list[Leased]:
