@@ -656,14 +656,15 @@ local function sb_add(fps, keys)
 end
 
 -- The earliest time something may become ready: a rest's end, a scheduled entry's
--- time or a lease's expiry (nil: none). (Expiry records none of whose leases is
--- still held until their time are dropped on the way.)
-local function next_event()
+-- time or a lease's expiry (nil: none). exact: expiry records none of whose leases is
+-- still held until their time are dropped on the way first; else such a record's time
+-- may stand for a lease's expiry (a time too early, never too late).
+local function next_event(exact)
   -- Drop expiry records none of whose leases is still held until their time (each was
   -- answered, or renewed, which gave it a record of its own), to see a real one. (A pass
   -- breaks or takes one record off P:lx.)
-  local cap = redis.call('ZCARD', P .. ':lx') + 1
-  for pass = 1, cap + 1 do
+  local cap = exact and redis.call('ZCARD', P .. ':lx') + 1 or 0
+  for pass = 1, exact and cap + 1 or 0 do
     if pass > cap then overrun('the expiry records of ready_at', cap) end
     local r = redis.call('ZRANGE', P .. ':lx', 0, 0, 'WITHSCORES')
     if not r[1] then break end

@@ -1,8 +1,9 @@
 -- line(now, limit): wakes what came due, then returns the first `limit` queues of the
 -- ready line, in its order, as {level, since, key, room, domain, domain's leases out,
--- ...} (room: lease_room; domain '' when none is kept), then the earliest time something
--- may become ready (next_event; '' for none): what a sharded crawl merges into the
--- crawl-wide line before it leases from each shard its share (redis_shards.py).
+-- ...} (room: lease_room; domain '' when none is kept), then the earliest time
+-- something may become ready (next_event, or earlier; '' for none): what a sharded
+-- crawl merges into the crawl-wide line before it leases from each shard its share
+-- (redis_shards.py).
 local now, limit = tonumber(ARGV[A0 + 1]), tonumber(ARGV[A0 + 2])
 wake(now)
 save_all()
@@ -29,6 +30,6 @@ for _, level in ipairs(redis.call('ZRANGE', P .. ':rp', 0, -1)) do
     n = n + 1
   end
 end
-local t = next_event()
+local t = next_event(false)  -- (too early at worst: the heads are read again)
 out[#out + 1] = t and f17(t) or ''
 return out

@@ -4,6 +4,6 @@ local now = tonumber(ARGV[A0 + 1])
 wake(now)
 save_all()
 if first_ready_level() then return f17(now) end
-local best = next_event()
+local best = next_event(true)
 if best then return f17(best) end
 return false
