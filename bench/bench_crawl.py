@@ -182,6 +182,15 @@ def crawlq_command(seeds: list[str], where: list[str], conc: int, per_host: int,
             "--out", out, "--log-level", "WARNING", "--progress", "0"]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used so far (Linux /proc). Shared
+    by bench_redis_cost.py, bench_urlfrontier.py and bench_scrapy_scheduler.py."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_crawl(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
     """Run a ``crawlq crawl`` command (in ``env``, if given): the seconds its summary
     says it took, and its summary's last line (RuntimeError if it failed)."""

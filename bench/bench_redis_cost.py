@@ -38,17 +38,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-def server_cpu(pid: int) -> float:
-    """Seconds of CPU (user + system) process ``pid`` has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def crawl_part(src: str | None, hosts: int, pages: int, links: int,
                shards: int = 0) -> dict[str, Any]:
     """One crawl of the test web on a fresh Redis (``shards`` > 0: a crawl of that
     many shards): pages fetched, server CPU."""
-    from bench_crawl import crawlq_command, run_crawl
+    from bench_crawl import cpu_seconds, crawlq_command, run_crawl
 
     from crawlq.testing.redis_server import LocalRedis
     from crawlq.testing.web import SiteSpec, TestWeb
@@ -67,9 +61,9 @@ def crawl_part(src: str | None, hosts: int, pages: int, links: int,
             env = dict(os.environ)
             if src:
                 env["PYTHONPATH"] = src
-            cpu0 = server_cpu(server.proc.pid)
+            cpu0 = cpu_seconds(server.proc.pid)
             seconds, _ = run_crawl(cmd, env=env)
-            cpu = server_cpu(server.proc.pid) - cpu0
+            cpu = cpu_seconds(server.proc.pid) - cpu0
         fetched = {(h.host, h.path) for h in web.hits() if h.path != "/robots.txt"}
     finally:
         web.stop()

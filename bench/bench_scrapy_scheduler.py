@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_crawl import cpu_seconds
+
 HOSTS, PAGES, IN_FLIGHT = 20, 200, 8
 CONTENDERS: dict[str, dict[str, str]] = {
     "scrapy-default": {"SCHEDULER": "scrapy.core.scheduler.Scheduler"},
@@ -115,14 +117,6 @@ def replay(settings: dict[str, Any]) -> tuple[int, float]:
     return pages, cpu
 
 
-def _proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system) process ``pid`` has used so far (Linux)."""
-    import os
-
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5, help="runs of each contender, alternating")
@@ -149,9 +143,9 @@ def main() -> None:
                     "CRAWLQ_GC_FREEZE": False}
                 settings.update({k: v.format(tmp=tmp, redis=server.url, n=rnd)
                                  for k, v in CONTENDERS[name].items()})
-                redis0 = _proc_cpu(server.proc.pid)
+                redis0 = cpu_seconds(server.proc.pid)
                 pages, used = replay(settings)
-                redis_cpu = _proc_cpu(server.proc.pid) - redis0
+                redis_cpu = cpu_seconds(server.proc.pid) - redis0
                 extra = (f"  (+ redis-server {redis_cpu * 1e6 / pages:.0f} µs)"
                          if "redis" in name else "")
                 if "redis" in name:

@@ -40,6 +40,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from bench_crawl import cpu_seconds
 from bench_serve import in_process, urls
 from grpc import aio
 
@@ -182,12 +183,6 @@ def floor_server(port_file: str, n: int) -> None:
         await server.wait_for_termination()
 
     asyncio.run(run())
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_against(args: list[str], target_of: Any, n: int, batch: int,

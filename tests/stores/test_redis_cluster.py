@@ -41,6 +41,16 @@ def _owner(port: int, slot: int) -> int:
     raise AssertionError(f"slot {slot} is not served")
 
 
+def _queued_crawl(cluster: LocalCluster, slot: int) -> tuple[Frontier, list[str]]:
+    """A crawl whose keys hash to ``slot``, with 30,000 URLs of 200 hosts queued."""
+    f = Frontier.open(f"{cluster.url}&prefix={_prefix_in_slot(slot)}", lease_ttl=600,
+                      concurrency=1000, **FAST)
+    urls = [f"https://h{i % 200}.example/p{i}" for i in range(30_000)]
+    for start in range(0, len(urls), 5000):
+        assert f.add(urls[start:start + 5000]).added == 5000
+    return f, urls
+
+
 def _crawl_in_thread(f: Frontier, leased: list[str], calls: list[tuple[float, float]],
                      failures: list[BaseException]) -> threading.Thread:
     """A client that leases 50 at a time and answers each batch until the crawl is
@@ -74,12 +84,7 @@ def test_a_crawl_goes_on_while_redis_cli_reshards_its_slot_to_a_new_node(
         tmp_path: Path) -> None:
     with LocalCluster(tmp_path / "cluster", masters=3) as cluster:
         slot = 0  # (reshard moves a node's slots lowest first: --cluster-slots 1 is this)
-        prefix = _prefix_in_slot(slot)
-        f = Frontier.open(f"{cluster.url}&prefix={prefix}", lease_ttl=600,
-                          concurrency=1000, **FAST)
-        urls = [f"https://h{i % 200}.example/p{i}" for i in range(30_000)]
-        for start in range(0, len(urls), 5000):
-            assert f.add(urls[start:start + 5000]).added == 5000
+        f, urls = _queued_crawl(cluster, slot)
         source = _owner(cluster.nodes[0].port, slot)
         new = cluster.add_node()
         ids = {n.port: _cluster(n.port, "MYID").decode()
@@ -117,12 +122,7 @@ def test_a_crawl_goes_on_when_its_master_dies_and_a_replica_takes_over(
     with LocalCluster(tmp_path / "cluster", masters=3, replicas=1,
                       node_timeout=1000) as cluster:
         slot = 0
-        prefix = _prefix_in_slot(slot)
-        f = Frontier.open(f"{cluster.url}&prefix={prefix}", lease_ttl=600,
-                          concurrency=1000, **FAST)
-        urls = [f"https://h{i % 200}.example/p{i}" for i in range(30_000)]
-        for start in range(0, len(urls), 5000):
-            assert f.add(urls[start:start + 5000]).added == 5000
+        f, urls = _queued_crawl(cluster, slot)
         master = _owner(cluster.nodes[0].port, slot)
         leased: list[str] = []
         calls: list[tuple[float, float]] = []

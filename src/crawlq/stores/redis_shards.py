@@ -32,6 +32,7 @@ A Bloom seen-set is one filter per shard, each sized for its share of the crawl.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import threading
 import zlib
@@ -226,11 +227,11 @@ class ShardedRedisStore:
             return [], False
         rooms = [h[3] for h in line]
         if capped:
-            doms = {d: i for i, d in enumerate({h[4] for h in line if h[4]})}
-            share_domains(rooms, [doms[h[4]] if h[4] else -1 for h in line],
-                          {i: domain_room(policy, next(h[5] for h in line if h[4] == d))
-                           for d, i in doms.items()})
-        plan, _ = _flat(rounds(rooms, limit))
+            inflight = {h[4]: h[5] for h in line if h[4]}  # domain -> its leases out
+            number = {d: i for i, d in enumerate(inflight)}
+            share_domains(rooms, [number.get(h[4], -1) for h in line],
+                          {number[d]: domain_room(policy, n) for d, n in inflight.items()})
+        plan = [pair for each in rounds(rooms, limit) for pair in each]
         want: dict[int, int] = defaultdict(int)  # shard -> leases planned
         queues: dict[int, int] = defaultdict(int)  # shard -> its queues in the line
         for i, k in plan:
@@ -331,19 +332,22 @@ class ShardedRedisStore:
 
     def block(self, queue: str, until: float, now: float) -> None:
         """See :meth:`Store.block`."""
-        with self._changing([self.shard_of(queue)]):
-            self.shards[self.shard_of(queue)].block(queue, until, now)
+        shard = self.shard_of(queue)
+        with self._changing([shard]):
+            self.shards[shard].block(queue, until, now)
 
     def unblock(self, queue: str, now: float) -> None:
         """See :meth:`Store.unblock`."""
-        with self._changing([self.shard_of(queue)]):
-            self.shards[self.shard_of(queue)].unblock(queue, now)
+        shard = self.shard_of(queue)
+        with self._changing([shard]):
+            self.shards[shard].unblock(queue, now)
 
     def configure_queue(self, queue: str, settings: Mapping[str, float | None],
                         now: float) -> None:
         """See :meth:`Store.configure_queue`."""
-        with self._changing([self.shard_of(queue)]):
-            self.shards[self.shard_of(queue)].configure_queue(queue, settings, now)
+        shard = self.shard_of(queue)
+        with self._changing([shard]):
+            self.shards[shard].configure_queue(queue, settings, now)
 
     def count_rejected(self, reasons: Mapping[str, int]) -> None:
         """See :meth:`Store.count_rejected` (in the home store)."""
@@ -402,13 +406,15 @@ class ShardedRedisStore:
 
     def delete_queue(self, queue: str, now: float) -> int:
         """See :meth:`Store.delete_queue`."""
-        with self._changing([self.shard_of(queue)]):
-            return self.shards[self.shard_of(queue)].delete_queue(queue, now)
+        shard = self.shard_of(queue)
+        with self._changing([shard]):
+            return self.shards[shard].delete_queue(queue, now)
 
     def remove_queued(self, queue: str, where: Pick, now: float) -> int:
         """See :meth:`Store.remove_queued`."""
-        with self._changing([self.shard_of(queue)]):
-            return self.shards[self.shard_of(queue)].remove_queued(queue, where, now)
+        shard = self.shard_of(queue)
+        with self._changing([shard]):
+            return self.shards[shard].remove_queued(queue, where, now)
 
     def requeue_dead(self, ids: Iterable[int] | None, now: float) -> int:
         """See :meth:`Store.requeue_dead`."""
@@ -538,13 +544,7 @@ class _Checker:
         pass
 
 
-_SUMMED = ("seen", "added", "queued", "scheduled", "leased", "done", "failed", "retried",
-           "dead", "redelivered", "late_acks", "duplicates", "queues_total", "queues_ready",
-           "queues_busy", "queues_resting", "queues_exhausted")
-"""The fields of :class:`~crawlq.models.Stats` a sharded crawl adds up."""
+_SUMMED = tuple(f.name for f in dataclasses.fields(Stats)
+                if f.name not in ("rejected", "per_queue"))
+"""The fields of :class:`~crawlq.models.Stats` a sharded crawl adds up (its counts)."""
 
-
-def _flat(plan: list[list[tuple[int, int]]]) -> tuple[list[tuple[int, int]], int]:
-    """The rounds of a plan, one after the other, and how many leases they give."""
-    pairs = [p for each in plan for p in each]
-    return pairs, sum(k for _, k in pairs)

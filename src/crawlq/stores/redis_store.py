@@ -306,35 +306,17 @@ class RedisStore:
         return domain_of(queue) if groups(self.policy) else ""
 
     def _run_chunks(self, name: str, head: list[Any], chunks: list[list[Any]]) -> list[Any]:
-        """Run script ``name`` once per chunk of arguments, in one pipelined round trip."""
-        if len(chunks) == 1 or self.cluster:
-            # redis-py's cluster pipeline refuses EVALSHA: one call per chunk there.
-            return [self._run(name, *head, *chunk) for chunk in chunks]
-        return self._pipelined([(name, head + chunk) for chunk in chunks])
+        """Run script ``name`` once per chunk of arguments, in one pipelined round trip
+        (:func:`run_many`)."""
+        if len(chunks) == 1:
+            return [self._run(name, *head, *chunks[0])]
+        return run_many([(self, name, [*head, *chunk]) for chunk in chunks])
 
-    def _pipelined(self, calls: list[tuple[str, list[Any]]]) -> list[Any]:
-        """Run scripts (name, arguments) in one round trip, in order on one connection,
-        retried whole when the connection fails. By their SHA (EVALSHA), not through
-        redis-py's Script objects, whose pipeline first asks SCRIPT EXISTS: a second
-        round trip per call, which a far server makes dear. A script the server does
-        not have (it restarted, or was flushed) runs again through :meth:`_run`, which
-        loads it. Each runs or is refused on its own."""
-        redis = self._redis
-
-        def go() -> list[Any]:
-            pipe = self._client.pipeline(transaction=False)
-            for name, args in calls:
-                pipe.execute_command("EVALSHA", self._scripts[name].sha, 2, *self._keys,
-                                     *self._pargs, *args)
-            return list(pipe.execute(raise_on_error=False))
-
-        replies = self._retrying(go)
-        for i, res in enumerate(replies):
-            if isinstance(res, redis.exceptions.NoScriptError):
-                replies[i] = self._run(calls[i][0], *calls[i][1])
-            elif isinstance(res, redis.ResponseError):
-                raise self.refused(res) from res
-        return replies
+    def _evalsha(self, name: str, args: Sequence[Any]) -> tuple[Any, ...]:
+        """The EVALSHA command that runs script ``name`` with ``args`` (its keys: the
+        meta hash and the fence; see ``__init__``)."""
+        return ("EVALSHA", self._scripts[name].sha, len(self._keys), *self._keys,
+                *self._pargs, *args)
 
     def _check_shape(self, create: bool = True) -> None:
         """Refuse to mix a Bloom seen-set of one shape with another (or exact) one (and
@@ -502,12 +484,10 @@ class RedisStore:
             return lambda: statuses
         offer = self._add_blobs(entries)
         blobs = offer.blobs
-        script = self._scripts["add"]
         sent = 0
         try:
             for blob in blobs:
-                conn.send_command("EVALSHA", script.sha, 2, *self._keys, *self._pargs, now,
-                                  blob)
+                conn.send_command(*self._evalsha("add", (now, blob)))
                 sent += 1
         except (redis.ConnectionError, redis.TimeoutError):
             pass  # what was not sent (or not answered) goes again through add()
@@ -1085,41 +1065,48 @@ def _bloom_spec(shape: BloomShape, fp: bytes) -> list[int]:
 
 
 def run_many(calls: Sequence[tuple[RedisStore, str, Sequence[Any]]]) -> list[Any]:
-    """Run script calls of several stores that share one client (the shards of one
-    crawl), each ``(store, script name, its arguments)``, in one round trip per server:
-    on a cluster, one pipeline per node that serves the calls' slots. A call whose
-    reply is an error (a script the server lacks, a slot that moved, anything else) is
-    run again on its own through its store, which loads scripts, follows redirections,
-    retries and raises as for any call."""
+    """Run script calls of stores that share one client (one store's chunks, or the
+    shards of one crawl), each ``(store, script name, its arguments)``, in one round
+    trip per server: on a cluster, one pipeline per node that serves the calls' slots.
+    By their SHA (EVALSHA), not through redis-py's Script objects, whose pipeline first
+    asks SCRIPT EXISTS: a second round trip, which a far server makes dear. Each runs
+    or is refused on its own: a call the server could not run here (a script it lacks:
+    it restarted or was flushed; a slot that moved or is moving; a lost connection) is
+    run again on its own through its store, which loads scripts, follows redirections
+    and retries; a call it refused raises as any call does (:meth:`RedisStore.refused`)."""
     if not calls:
         return []
     first = calls[0][0]
+    if first._closed:
+        raise StoreError("the store is closed")
+    redis = first._redis
+    errors = redis.exceptions
+    again = (errors.NoScriptError, errors.AskError, errors.TryAgainError,
+             errors.ClusterDownError)
     client = first._client
-    groups: dict[Any, list[int]] = {}
-    if first.cluster:
-        for i, (store, _, _) in enumerate(calls):
-            node = client.get_node_from_key(store._m)
-            groups.setdefault(node.name, []).append(i)
-    else:
-        groups[None] = list(range(len(calls)))
+    groups: dict[str | None, list[int]] = {}
+    for i, (store, _, _) in enumerate(calls):
+        node = client.get_node_from_key(store._m).name if first.cluster else None
+        groups.setdefault(node, []).append(i)
     out: list[Any] = [None] * len(calls)
     failed: list[int] = []
     for name, places in groups.items():
-        target = client if name is None else client.get_redis_connection(
-            client.get_node(node_name=name))
-        pipe = target.pipeline(transaction=False)
-        for i in places:
-            store, script, args = calls[i]
-            pipe.execute_command("EVALSHA", store._scripts[script].sha, 2, *store._keys,
-                                 *store._pargs, *args)
         try:
+            target = client if name is None else client.get_redis_connection(
+                client.get_node(node_name=name))
+            pipe = target.pipeline(transaction=False)
+            for i in places:
+                store, script, args = calls[i]
+                pipe.execute_command(*store._evalsha(script, args))
             replies = list(pipe.execute(raise_on_error=False))
-        except Exception:  # (a lost connection: each call on its own, retried)
+        except (redis.ConnectionError, redis.TimeoutError):
             failed += places
             continue
         for i, reply in zip(places, replies):
-            if isinstance(reply, Exception):
+            if isinstance(reply, again):
                 failed.append(i)
+            elif isinstance(reply, redis.ResponseError):
+                raise calls[i][0].refused(reply) from reply
             else:
                 out[i] = reply
     for i in failed:
