@@ -84,13 +84,15 @@ def open_store(url: str, **options: Any) -> Store:
 
         deadline = options.pop("retry_deadline", None)  # None: the URL's, or 30 s
         prefix = options.pop("prefix", None)
-        shards = options.pop("shards", parsed.option("shards"))
+        shards = options.pop("shards", None)
+        shards = (parsed.count_option("shards", None, 1) if shards is None
+                  else as_count("shards", shards, 1))
         _no_more(options, scheme)
         if shards is not None:
             from .redis_shards import ShardedRedisStore
 
             return ShardedRedisStore(
-                url, policy, shards=as_count("shards", _count(shards), 1), lifo=lifo,
+                url, policy, shards=shards, lifo=lifo,
                 bloom=bloom, prefix=prefix,
                 retry_deadline=None if deadline is None else float(deadline),
                 max_redeliveries=redeliveries, create=create)
@@ -147,13 +149,6 @@ def sqlite_file(url: str) -> str | None:
     :class:`ConfigError` for a malformed one."""
     parsed = StoreURL.parse(url)
     return parsed.sqlite_path if parsed.scheme == "sqlite" else None
-
-
-def _count(value: Any) -> Any:
-    """A count given as text (a URL option) as an int; anything else as it is."""
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    return value
 
 
 def _no_more(options: dict[str, Any], scheme: str) -> None:

@@ -181,13 +181,11 @@ class RedisStore:
             raise ConfigError(f"bad Redis key prefix {prefix!r}: no braces, spaces or "
                               "line breaks")
         self.prefix = prefix
-        cache = parsed.option("seen_cache", str(SEEN_CACHE)) or ""
-        if not cache.isdigit():
-            raise ConfigError(f"seen_cache must be a count of fingerprints, not {cache!r}")
+        cache = parsed.count_option("seen_cache", SEEN_CACHE)
         # The fingerprints known to be in the seen-set for good, valid while the set's
         # id (kept in the crawl's meta hash, returned by every add) stays the same: a
         # clear or a load gives the set a new one.
-        self._known = KnownSeen(int(cache))
+        self._known = KnownSeen(cache or 0)
         self._seen_id = b""
         self._generation = 0  # (new connections made: see _connected)
         self._owner = share is None  # (of its client: closes it)

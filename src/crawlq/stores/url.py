@@ -67,6 +67,16 @@ class StoreURL:
         found = [v for k, v in self.query if k == name]
         return found[-1] if found else default
 
+    def count_option(self, name: str, default: int | None, minimum: int = 0) -> int | None:
+        """The query's value for ``name`` as a count >= ``minimum`` (ConfigError when it
+        is not one), else ``default``."""
+        text = self.option(name)
+        if text is None:
+            return default
+        if not text.isdigit() or int(text) < minimum:
+            raise ConfigError(f"{name} must be a count (an integer >= {minimum}), not {text!r}")
+        return int(text)
+
     @property
     def sqlite_path(self) -> str:
         """The file of ``sqlite:///relative.db`` or ``sqlite:////absolute.db``: exactly

@@ -200,17 +200,14 @@ class LocalCluster:
         --cluster add-node``); returns it once every node knows it."""
         node = self._node(self.nodes[0].folder.parent / f"node{len(self.nodes)}").start()
         self.nodes.append(node)
-        cli = _binary("redis-cli")
-        res = subprocess.run([cli, "--cluster", "add-node", f"127.0.0.1:{node.port}",
-                              f"127.0.0.1:{self.nodes[0].port}"], capture_output=True,
-                             timeout=60)
+        res = self.cli("--cluster", "add-node", f"127.0.0.1:{node.port}",
+                       f"127.0.0.1:{self.nodes[0].port}", timeout=60)
         if res.returncode != 0:
             raise RedisUnavailable(f"redis-cli --cluster add-node failed: "
                                    f"{res.stdout.decode()[-1000:]}{res.stderr.decode()}")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            infos = [subprocess.run([cli, "-p", str(n.port), "cluster", "info"],
-                                    capture_output=True, timeout=10).stdout
+            infos = [self.cli("-p", str(n.port), "cluster", "info", timeout=10).stdout
                      for n in self.nodes]
             if all(b"cluster_state:ok" in i and f"cluster_known_nodes:{len(self.nodes)}"
                    .encode() in i for i in infos):

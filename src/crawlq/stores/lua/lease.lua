@@ -7,7 +7,6 @@
 local now, limit, ttl = tonumber(ARGV[A0 + 1]), tonumber(ARGV[A0 + 2]), tonumber(ARGV[A0 + 3])
 local only = ARGV[A0 + 4] or ''
 local line_cap = tonumber(ARGV[A0 + 5] or '0') or 0
-
 local expires = now + ttl
 local out = {}
 local got = 0
