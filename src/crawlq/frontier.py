@@ -322,7 +322,12 @@ class Frontier:
         if stored is not None:
             return stored.decode("utf-8", "replace")
         st = self.store.stats(self.clock(), 0)
-        return "1" if (st.seen or st.added or st.queued or st.dead) else None
+        if not (st.seen or st.added or st.queued or st.dead):
+            return None
+        # (another process may have recorded its form and added between the two reads:
+        # every crawlq that records forms records before it adds, so look once more)
+        stored = self.store.get_values([_FORM], self.clock())[0]
+        return "1" if stored is None else stored.decode("utf-8", "replace")
 
     def close(self) -> None:
         """Close the store; the frontier cannot be used afterwards."""

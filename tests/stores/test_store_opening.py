@@ -4,9 +4,11 @@ stores, the frontier options that shape entries (priority, keys, canonical form)
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import re
 import sqlite3
 from collections.abc import Callable
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,38 @@ def test_open_by_url(tmp_path: Path) -> None:
     with Frontier.open(f"sqlite:///{tmp_path}/x.db") as f:
         assert type(f.store).__name__ == "SQLiteStore"
     assert (tmp_path / "x.db").exists()
+
+
+def _open_and_add(url: str, start: Barrier, answers: Any) -> None:
+    start.wait()
+    try:
+        with Frontier.open(url) as f:
+            f.add([f"http://a.test/{multiprocessing.current_process().name}"])
+        answers.put("ok")
+    except Exception as exc:
+        answers.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_processes_opening_a_new_sqlite_store_at_once(tmp_path: Path) -> None:
+    """``crawlq crawl --workers N`` starts N processes on a store file that may not
+    exist yet: each opens and adds at the same moment. Seen before: SQLite refused
+    one's switch to WAL at once ("locked", no busy wait), and one found the other's
+    requests before its canonical form and took the crawl for an old one (ConfigError);
+    each in ~1 of 10 rounds of six."""
+    ctx = multiprocessing.get_context("fork")
+    for round_ in range(12):
+        url = f"sqlite:///{tmp_path / f'r{round_}.db'}"
+        start, answers = ctx.Barrier(6), ctx.Queue()
+        procs = [ctx.Process(target=_open_and_add, args=(url, start, answers))
+                 for _ in range(6)]
+        for p in procs:
+            p.start()
+        got = [answers.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join(10)
+        assert got == ["ok"] * 6, (round_, got)
+        with Frontier.open(url) as f:
+            assert f.stats().queued == 6
 
 
 def test_relative_sqlite_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,7 @@ import math
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
 from typing import Any
@@ -98,7 +99,7 @@ class Database:
                 StoreError
             raise kind(f"cannot open {path}: {why or exc}") from exc
         try:
-            self.conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            _wal_mode(self.conn, busy_timeout)
             self.conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
             self.conn.execute("PRAGMA temp_store=MEMORY")
             # Debian builds SQLite with secure_delete on: every freed page (a next()
@@ -375,6 +376,27 @@ class Database:
 
 
 _NO_WRITE = "no permission to create files in"
+
+
+def _wal_mode(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    """Put the database in WAL mode, waiting up to ``busy_timeout`` for the lock. Two
+    processes opening a new store file at once (``crawlq crawl --workers``) both switch
+    it, and the switch needs the file to itself: SQLite answers the one that finds it
+    taken "database is locked" at once, without its busy handler (seen: a worker died
+    at open, 1 in ~40 runs of two workers), so the wait is ours."""
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", None)
+            busy = code & 0xFF == 5 if isinstance(code, int) else "locked" in str(exc)
+            if not busy or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def _why_unopenable(path: str) -> str | None:
