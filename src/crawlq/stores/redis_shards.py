@@ -55,7 +55,7 @@ from .base import (
     check_settings,
 )
 from .bloom import BloomShape
-from .redis_store import RedisStore, run_many
+from .redis_store import Exchanged, Head, RedisStore, run_many
 from .rules import domain_room, joins_line, rounds, share_domains
 
 __all__ = ["ShardedRedisStore"]
@@ -71,6 +71,12 @@ due): what other clients change in a shard reaches this object's line within as 
 _Head = tuple[int, float, str, int, str, int, int]
 """A queue of a shard's ready line: (-level, since, key, room, domain, domain's leases
 out, shard)."""
+
+
+def _as_heads(got: Sequence[Head], shard: int) -> list[_Head]:
+    """A shard's listing of its line as heads to sort into the crawl-wide line."""
+    return [(-level, since, key, room, dom, dinf, shard)
+            for level, since, key, room, dom, dinf in got]
 
 
 class ShardedRedisStore:
@@ -110,6 +116,9 @@ class ShardedRedisStore:
         self._heads: dict[int, tuple[list[_Head], int, float]] = {}
         self._changes = [0] * shards
         self._lock = threading.Lock()  # (over both)
+        self._ask = 0
+        """How many queues the last lease call asked: a change lists as many of each
+        shard's line it changed (its heads, for the next lease)."""
 
     # -- routing ---------------------------------------------------------------------
 
@@ -149,24 +158,119 @@ class ShardedRedisStore:
                 s.set_policy(policy)
 
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
-        """See :meth:`Store.add`: each shard adds its part (one call each)."""
-        out = [0] * len(entries)
-        parts = self._by_shard(e[1] for e in entries)
-        with self._changing(parts):
-            for shard, places in parts.items():
-                for i, st in zip(places, self.shards[shard].add(
-                        [entries[i] for i in places], now)):
-                    out[i] = st
-        return out
+        """See :meth:`Store.add`: each shard adds its part, all in one round trip."""
+        return self._change(entries, (), self._by_shard(e[1] for e in entries), {},
+                            now)[0]
+
+    def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
+        """See :meth:`Store.release`: each shard answers its leases, all in one round
+        trip."""
+        return self._change((), acks, {}, self._tokens(a[0] for a in acks), now)[1]
 
     def exchange(self, entries: Sequence[Entry], acks: Sequence[Ack], limit: int,
                  ttl: float, now: float) -> tuple[list[int], list[bool], list[Leased]]:
-        """See :class:`~crawlq.stores.base.Exchanges`: the links first (each shard's
-        part), then the answers, then the leases, so that a page is never answered
-        before the links it found are in."""
-        statuses = self.add(entries, now)
-        held = self.release(acks, now)
-        return statuses, held, self.lease(now, limit, ttl)
+        """See :class:`~crawlq.stores.base.Exchanges`: the links and the answers first
+        (one call of each shard they go to, all in one round trip), then the leases, so
+        that a page is never answered before the links it found are in."""
+        adds = self._by_shard(e[1] for e in entries)
+        answers = self._tokens(a[0] for a in acks)
+        lone = self._lone(set(adds) | set(answers), now) if limit > 0 else None
+        if lone is None:
+            statuses, held, _ = self._change(entries, acks, adds, answers, now,
+                                             max(limit, 0))
+            return statuses, held, self.lease(now, limit, ttl)
+        # (the one shard whose line may hold a ready queue: its line is the crawl's,
+        # so it leases as one store would, in the same call as the change)
+        self._ask = limit
+        statuses, held, did = self._change(entries, acks, adds, answers, now, 0,
+                                           (lone, limit, ttl))
+        return statuses, held, self._global(did.leases, lone) if did else []
+
+    def _lone(self, touched: set[int], now: float) -> int | None:
+        """The one shard whose ready line may hold a queue now, if only one may: the
+        heads last read of every other shard serve and list none, and no other is
+        ``touched`` (changed by the call at hand)."""
+        with self._lock:
+            held = dict(self._heads)
+        maybe = set(touched)
+        for shard in range(self.n):
+            if len(maybe) > 1:
+                return None
+            kept = held.get(shard)
+            if kept is None or kept[2] <= now or kept[0]:
+                maybe.add(shard)
+        return next(iter(maybe)) if len(maybe) == 1 else None
+
+    def _change(self, entries: Sequence[Entry], acks: Sequence[Ack],
+                adds: Mapping[int, list[int]], answers: Mapping[int, list[tuple[int, int]]],
+                now: float, ask: int | None = None,
+                lone: tuple[int, int, float] | None = None
+                ) -> tuple[list[int], list[bool], Exchanged | None]:
+        """Add ``entries`` and answer ``acks`` (``adds`` and ``answers``: their places
+        by shard): one exchange script per shard they go to, which also lists its
+        line's first ``ask`` queues (default: as many as the last lease asked) for the
+        lease that follows; or, ``lone`` = (shard, limit, ttl), the shard that leases
+        in the same call (every pass, as one store: see :meth:`_lone`), its call
+        returned."""
+        touched = set(adds) | set(answers)
+        steps = {shard: ([entries[i] for i in adds.get(shard, ())],
+                         [(t, *acks[i][1:]) for i, t in answers.get(shard, ())],
+                         0, 0, ())
+                 for shard in sorted(touched | ({lone[0]} if lone else set()))}
+        ttl = 0.0
+        if lone is not None:
+            shard, limit, ttl = lone
+            steps[shard] = (*steps[shard][:2], limit, 0, ())
+        replies = self._steps(steps, ttl, now, self._ask if ask is None else ask)
+        statuses, held = [0] * len(entries), [False] * len(acks)
+        for shard, got in replies.items():
+            for i, st in zip(adds.get(shard, ()), got.statuses):
+                statuses[i] = st
+            for (i, _), h in zip(answers.get(shard, ()), got.held):
+                held[i] = h
+        return statuses, held, None if lone is None else replies[lone[0]]
+
+    def _steps(self, steps: Mapping[int, tuple[Sequence[Entry], Sequence[Ack], int, int,
+                                               Sequence[str]]],
+               ttl: float, now: float, ask: int) -> dict[int, Exchanged]:
+        """Run, in one round trip per node, one exchange script on each shard of
+        ``steps`` (shard -> its entries to add, its answers (its own tokens), leases
+        wanted, queues of the crawl's line it has, queues to park) that also lists the
+        first ``ask`` queues of its line once done: kept as its heads, unless another
+        call of this object changed the shard meanwhile."""
+        with self._lock:  # (a reading under way is not kept: see _read_heads)
+            for shard in steps:
+                self._changes[shard] += 1
+                self._heads.pop(shard, None)
+            marks = {shard: self._changes[shard] for shard in steps}
+        offers, calls = [], []
+        for shard, (entries, acks, limit, line, park) in steps.items():
+            offer, args = self.shards[shard].exchange_call(entries, acks, limit, ttl, now,
+                                                           (line, park, ask))
+            offers.append(offer)
+            calls.append((self.shards[shard], "exchange", args))
+        try:
+            replies = run_many(calls)
+        except BaseException:
+            self._touched(steps)
+            raise
+        out: dict[int, Exchanged] = {}
+        for (shard, (entries, *_)), offer, reply in zip(steps.items(), offers, replies):
+            got = self.shards[shard].exchange_reply(entries, offer, reply, now, ttl)
+            out[shard] = got
+            with self._lock:
+                kept = self._changes[shard] == marks[shard]
+                self._changes[shard] += 1  # (and so for a reading begun meanwhile)
+                if kept and got.heads is not None:
+                    self._keep(shard, got.heads, ask, got.due, now)
+        return out
+
+    def _keep(self, shard: int, got: Sequence[Head], ask: int, due: float | None,
+              now: float) -> None:
+        """Keep ``got``, the first ``ask`` queues of ``shard``'s line as listed at
+        ``now``, as its heads until ``due`` (or RECHECK); called with the lock held."""
+        until = now + RECHECK if due is None else min(due, now + RECHECK)
+        self._heads[shard] = (_as_heads(got, shard), ask, until)
 
     def lease(self, now: float, limit: int, ttl: float,
               queue: str | None = None) -> list[Leased]:
@@ -179,6 +283,7 @@ class ShardedRedisStore:
             shard = self.shard_of(queue)
             with self._changing([shard]):
                 return self._global(self.shards[shard].lease(now, limit, ttl, queue), shard)
+        self._ask = limit
         out: list[Leased] = []
         # Another pass when a queue served is ready again at once, as one store's
         # passes. (A pass that leases nothing is the last.)
@@ -195,6 +300,10 @@ class ShardedRedisStore:
         queue served is ready again at once. The line is built as one store builds
         its own (the engine's rules: a queue of a full domain does not join it, and is
         parked; the queues of a domain share its room), from the shards' heads."""
+        lone = self._lone(set(), now)
+        if lone is not None:  # (its line is the crawl's: it leases as one store would)
+            did = self._steps({lone: ((), (), limit, 0, ())}, ttl, now, 0)[lone]
+            return self._global(did.leases, lone), False
         policy = self.policy
         capped = policy.domain_concurrency > 0
         ask = limit
@@ -238,18 +347,14 @@ class ShardedRedisStore:
             want[line[i][6]] += k
         for h in line:
             queues[h[6]] += 1
+        steps = {shard: ((), (), want.get(shard, 0), max(queues.get(shard, 0), 1),
+                         park.get(shard, ()))
+                 for shard in sorted(set(want) | set(park))}
         got_by: dict[str, list[Leased]] = defaultdict(list)  # queue -> its leases
         again = False
-        called = sorted(set(want) | set(park))
-        with self._changing(called):
-            replies = run_many([
-                (self.shards[shard], *RedisStore.lease_share_call(
-                    now, want.get(shard, 0), ttl, queues.get(shard, 0), park.get(shard, ())))
-                for shard in called])
-        for shard, reply in zip(called, replies):
-            leases, ready_again = RedisStore.lease_share_reply(reply, now + ttl)
-            again = again or ready_again
-            for le in self._global(leases, shard):
+        for shard, did in self._steps(steps, ttl, now, self._ask).items():
+            again = again or did.again
+            for le in self._global(did.leases, shard):
                 got_by[le[1]].append(le)
         out: list[Leased] = []
         for i, k in plan:  # (in the plan's serving order)
@@ -263,8 +368,8 @@ class ShardedRedisStore:
     def _read_heads(self, now: float, ask: int) -> dict[int, tuple[list[_Head], int]]:
         """The heads of every shard's ready line, and how many were asked: read again,
         all in one round trip per node, where the last reading does not serve (too old,
-        something came due there, this object changed the shard, or fewer asked than
-        the line held)."""
+        something came due there, another call of this object changed the shard, or
+        fewer asked than the line held)."""
         with self._lock:
             held = dict(self._heads)
             changes = list(self._changes)
@@ -279,41 +384,29 @@ class ShardedRedisStore:
         replies = run_many([(self.shards[shard], "line", (now, ask)) for shard in need])
         for shard, reply in zip(need, replies):
             got, due = RedisStore.ready_line_reply(reply)
-            heads = [(-level, since, key, room, dom, dinf, shard)
-                     for level, since, key, room, dom, dinf in got]
-            out[shard] = (heads, ask)
-            until = now + RECHECK if due is None else min(due, now + RECHECK)
+            out[shard] = (_as_heads(got, shard), ask)
             with self._lock:
                 if self._changes[shard] == changes[shard]:  # (else changed meanwhile)
-                    self._heads[shard] = (heads, ask, until)
+                    self._keep(shard, got, ask, due, now)
         return out
 
     @contextlib.contextmanager
     def _changing(self, shards: Iterable[int]) -> Iterator[None]:
-        """Around a change of ``shards``: their heads read are forgotten once it is
-        done (a reading that began before is then not kept either)."""
+        """Around a change of ``shards``: their heads read are forgotten, before (a
+        reading under way is then not kept) and once it is done."""
+        touched = list(shards)
+        self._touched(touched)
         try:
             yield
         finally:
-            self._touched(list(shards))
+            self._touched(touched)
 
     def _touched(self, shards: Iterable[int]) -> None:
-        """Forget the heads read of ``shards``: this object changed them."""
+        """Forget the heads read of ``shards``: this object changes them."""
         with self._lock:
             for shard in shards:
                 self._changes[shard] += 1
                 self._heads.pop(shard, None)
-
-    def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
-        """See :meth:`Store.release`: each shard answers its leases."""
-        out = [False] * len(acks)
-        parts = self._tokens(a[0] for a in acks)
-        with self._changing(parts):
-            for shard, items in parts.items():
-                mine = [(t, *acks[i][1:]) for i, t in items]
-                for (i, _), held in zip(items, self.shards[shard].release(mine, now)):
-                    out[i] = held
-        return out
 
     def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
         """See :meth:`Store.renew`."""

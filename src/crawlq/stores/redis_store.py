@@ -111,7 +111,13 @@ retries, then (once a lease of it expired) a zero byte and how many did (at most
 read the same way; a crawlq older than format 2 cannot read format 2 items."""
 
 
-class _Offer(NamedTuple):
+Head = tuple[int, float, str, int, str, int]
+"""A queue of a store's ready line as :meth:`RedisStore.ready_line` lists it: (priority
+level, ready since, queue, how many leases it may give, its domain ('' when none is
+kept), the domain's leases out)."""
+
+
+class Offer(NamedTuple):
     """An add's entries as sent (RedisStore._add_blobs): the script's argument per
     chunk, the places of the entries sent (None: all; the others were answered from
     what the client knew), and the seen-set's id and the client's connection
@@ -121,6 +127,20 @@ class _Offer(NamedTuple):
     sent_at: list[int] | None
     seen_id: bytes
     generation: int
+
+
+class Exchanged(NamedTuple):
+    """What a sharded crawl's call of one shard did (:meth:`RedisStore.exchange_reply`):
+    each entry's status, each answer's flag, the leases, whether a queue served is ready
+    again at once, and the shard's ready line after it all (None: not listed) with the
+    earliest time something there may become ready."""
+
+    statuses: list[int]
+    held: list[bool]
+    leases: list[Leased]
+    again: bool
+    heads: list[Head] | None
+    due: float | None
 
 
 class RedisStore:
@@ -381,7 +401,7 @@ class RedisStore:
 
     # -- the calls of a crawl ---------------------------------------------------------
 
-    def _add_blobs(self, entries: Sequence[Entry]) -> _Offer:
+    def _add_blobs(self, entries: Sequence[Entry]) -> Offer:
         """The add script's argument for each chunk of ``entries``, leaving out those
         whose fingerprint the seen-set is known to hold for good (counted by the first
         chunk, one with no entries when all are left out, if the set's id is still the
@@ -416,9 +436,9 @@ class RedisStore:
                         todo[start:start + CHUNK]]
             blobs.append(packb((rows, domains, answered if start == 0 else 0,
                                 os.urandom(8).hex(), self._seen_id)))
-        return _Offer(blobs, sent_at, self._seen_id, self._generation)
+        return Offer(blobs, sent_at, self._seen_id, self._generation)
 
-    def _statuses(self, entries: Sequence[Entry], offer: _Offer, replies: Sequence[bytes],
+    def _statuses(self, entries: Sequence[Entry], offer: Offer, replies: Sequence[bytes],
                   now: float) -> list[int]:
         """Each entry's status from the add script's ``replies`` to ``offer`` (the
         seen-set's id, then a status character per entry sent; see lua/add.lua), those
@@ -547,8 +567,7 @@ class RedisStore:
         """:meth:`lease_share`'s result from its script's reply."""
         return _leased(flat[:-1], expires), bool(int(flat[-1]))
 
-    def ready_line(self, now: float, limit: int
-                   ) -> tuple[list[tuple[int, float, str, int, str, int]], float | None]:
+    def ready_line(self, now: float, limit: int) -> tuple[list[Head], float | None]:
         """What came due woken, the first ``limit`` queues of the ready line in order:
         (priority level, ready since, queue, how many leases it may give, its domain
         ('' when none is kept), the domain's leases out); and the earliest time
@@ -557,8 +576,7 @@ class RedisStore:
         return self.ready_line_reply(self._run("line", now, limit))
 
     @staticmethod
-    def ready_line_reply(flat: list[Any]
-                         ) -> tuple[list[tuple[int, float, str, int, str, int]], float | None]:
+    def ready_line_reply(flat: list[Any]) -> tuple[list[Head], float | None]:
         """:meth:`ready_line`'s result from its script's reply (the ``line`` script's,
         with arguments ``now, limit``: for :func:`run_many`)."""
         heads = [(int(flat[i]), float(flat[i + 1]),
@@ -575,12 +593,40 @@ class RedisStore:
         the pages that found them are answered. Retried whole when the connection fails
         (what ran already then answers as a duplicate or a late answer; leases whose
         reply was lost come back after their TTL, as a lost lease reply always does)."""
+        offer, args = self.exchange_call(entries, acks, limit, ttl, now)
+        got = self.exchange_reply(entries, offer, self._run("exchange", *args), now, ttl)
+        return got.statuses, got.held, got.leases
+
+    def exchange_call(self, entries: Sequence[Entry], acks: Sequence[Ack], limit: int,
+                      ttl: float, now: float,
+                      share: tuple[int, Sequence[str], int] | None = None
+                      ) -> tuple[Offer, tuple[Any, ...]]:
+        """The exchange script's arguments for :meth:`exchange` (with what was
+        offered, for :meth:`exchange_reply`), or, for :func:`run_many`, a sharded
+        crawl's one call of a shard: ``share`` = (line, park, heads): lease as
+        :meth:`lease_share` does (one pass over ``line`` queues at most, after parking
+        ``park``; line 0: as :meth:`lease` does), then list the first ``heads`` queues
+        of the ready line (:meth:`ready_line`)."""
         offer, answers = self._add_blobs(entries), _ack_blobs(acks)
         adds = offer.blobs
-        res = self._run("exchange", now, len(adds), *adds, len(answers), *answers,
-                        max(limit, 0), ttl)
-        statuses = self._statuses(entries, offer, [res[3] + res[0]], now) if adds else []
-        return statuses, [c == 49 for c in res[1]], _leased(res[2], now + ttl)
+        args: tuple[Any, ...] = (now, len(adds), *adds, len(answers), *answers,
+                                 max(limit, 0), ttl)
+        if share is not None:
+            line, park, heads = share
+            packed = msgpack.packb(list(park), use_bin_type=False) if park else b""
+            args += (max(line, 0), packed, max(heads, 0))
+        return offer, args
+
+    def exchange_reply(self, entries: Sequence[Entry], offer: Offer, res: list[Any],
+                       now: float, ttl: float) -> Exchanged:
+        """What the exchange script's reply ``res`` to :meth:`exchange_call` says."""
+        statuses = (self._statuses(entries, offer, [res[3] + res[0]], now)
+                    if offer.blobs else [])
+        held, leases = [c == 49 for c in res[1]], _leased(res[2], now + ttl)
+        if len(res) < 6:
+            return Exchanged(statuses, held, leases, False, None, None)
+        heads, due = self.ready_line_reply(res[5]) if res[5] else (None, None)
+        return Exchanged(statuses, held, leases, bool(int(res[4])), heads, due)
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
         """See :meth:`Store.release`."""
