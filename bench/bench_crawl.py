@@ -165,20 +165,24 @@ def run_bare(urls: list[str], conc: int, per_host: int, tmp: str) -> float:
 
 def crawlq_command(seeds: list[str], where: list[str], conc: int, per_host: int,
                    delay: float, out: str, per_domain: int,
-                   domain: str = "crawlq.test") -> list[str]:
+                   domain: str | None = "crawlq.test",
+                   resolve: str | None = None) -> list[str]:
     """``crawlq crawl`` (the console script) on the test web: store ``where``
     (``--state DIR`` or ``--store URL``), politeness as given, every page to ``out``.
     (The test web's hosts are one registered domain, crawlq.test, standing for separate
     sites: ``per_domain`` is the bench's choice, and no URL or host-name cap per domain.)
-    ``domain``: the one domain crawled, every name under it resolved to 127.0.0.1.
-    Shared by bench_remote.py, bench_workers.py and bench_docs.py."""
+    ``domain``: the one domain crawled, every name under it resolved to 127.0.0.1;
+    None: the seeds' hosts are crawled, those matching the glob ``resolve`` resolved
+    there. Shared by bench_remote.py, bench_workers.py and bench_docs.py."""
     crawlq = str(Path(sys.executable).with_name("crawlq"))
-    return [crawlq, "crawl", *seeds, *where, "--allow-domain", domain,
+    scope = [] if domain is None else ["--allow-domain", domain]
+    return [crawlq, "crawl", *seeds, *where, *scope,
             "--concurrency", str(conc), "--per-host", str(per_host),
             "--min-delay", str(delay), "--max-delay", str(delay), "--delay-factor", "0",
             "--per-domain", str(per_domain), "--max-per-domain", "0",
             "--max-hosts-per-domain", "0", "--allow-private",
-            "--resolve", f"*.{domain}=127.0.0.1", "--user-agent", "crawlq-bench",
+            "--resolve", f"{resolve or f'*.{domain}'}=127.0.0.1",
+            "--user-agent", "crawlq-bench",
             "--out", out, "--log-level", "WARNING", "--progress", "0"]
 
 

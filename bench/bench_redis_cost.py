@@ -26,6 +26,7 @@ meet the same machine; without it, the installed crawlq.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -39,16 +40,18 @@ sys.path.insert(0, str(HERE))
 
 
 def crawl_part(src: str | None, hosts: int, pages: int, links: int,
-               shards: int = 0) -> dict[str, Any]:
+               shards: int = 0, spread: bool = False) -> dict[str, Any]:
     """One crawl of the test web on a fresh Redis (``shards`` > 0: a crawl of that
-    many shards): pages fetched, server CPU."""
+    many shards; ``spread``: every host a registered domain of its own, else all of
+    one): pages fetched, server CPU."""
     from bench_crawl import cpu_seconds, crawlq_command, run_crawl
 
     from crawlq.testing.redis_server import LocalRedis
     from crawlq.testing.web import SiteSpec, TestWeb
 
     spec = SiteSpec(hosts=hosts, pages=pages, links=links - 1, cross_links=1,
-                    special_links=False, crawl_delay={}, robots_404=frozenset())
+                    special_links=False, crawl_delay={}, robots_404=frozenset(),
+                    own_domains=spread)
     web = TestWeb(spec, engine="asyncio").start()
     tmp = tempfile.mkdtemp(prefix="crawlq-bench-redis-cost-")
     try:
@@ -57,7 +60,8 @@ def crawl_part(src: str | None, hosts: int, pages: int, links: int,
             seeds = [web.url(i, "/") for i in range(spec.hosts)]
             store = server.url + "?prefix=cost" + (f"&shards={shards}" if shards else "")
             cmd = crawlq_command(seeds, ["--store", store], 16, 4, 0.0,
-                                 f"{tmp}/pages.jsonl", 16)
+                                 f"{tmp}/pages.jsonl", 16,
+                                 None if spread else "crawlq.test", spec.resolve_glob())
             env = dict(os.environ)
             if src:
                 env["PYTHONPATH"] = src
@@ -138,6 +142,10 @@ def main() -> None:
     ap.add_argument("--shards", type=int, action="append",
                     help="crawl part: also a crawl of this many shards (repeatable; "
                          "0: one crawl in one slot, the default)")
+    ap.add_argument("--web", choices=["one", "spread"], action="append",
+                    help="crawl part: the test web's hosts all of one registered domain "
+                         "(one), or each its own (spread: what shards spread); "
+                         "repeatable; default both")
     ap.add_argument("--only", choices=["crawl", "dataset"], action="append")
     ap.add_argument("--tiny", action="store_true",
                     help="a few seconds' run that checks the benchmark works")
@@ -158,14 +166,15 @@ def main() -> None:
         for src in srcs:
             name = src or "installed"
             if "crawl" in parts:
-                for n in links:
-                    for shards in a.shards or [0]:
-                        r = crawl_part(src, a.hosts, a.pages, n, shards)
-                        kind = f", {shards} shards" if shards else ""
-                        print(f"round {rnd} {name:<24} crawl {a.hosts}x{a.pages}, {n} links"
-                              f"{kind}: {r['pages']} pages in {r['seconds']:.1f} s, "
-                              f"redis-server {r['cpu'] * 1e6 / max(r['pages'], 1):.0f} µs "
-                              "a page", flush=True)
+                for n, web, shards in itertools.product(links, a.web or ["one", "spread"],
+                                                        a.shards or [0]):
+                    r = crawl_part(src, a.hosts, a.pages, n, shards, web == "spread")
+                    kind = f", {shards} shards" if shards else ""
+                    where = "1 domain" if web == "one" else f"{a.hosts} domains"
+                    print(f"round {rnd} {name:<24} crawl {a.hosts}x{a.pages} ({where}), "
+                          f"{n} links{kind}: {r['pages']} pages in {r['seconds']:.1f} s, "
+                          f"redis-server {r['cpu'] * 1e6 / max(r['pages'], 1):.0f} µs "
+                          "a page", flush=True)
             if "dataset" in parts:
                 for h in dhosts:
                     r = dataset_part(src, a.urls, h)

@@ -55,7 +55,7 @@ from .base import (
     check_settings,
 )
 from .bloom import BloomShape
-from .redis_store import Exchanged, Head, RedisStore, run_many
+from .redis_store import Exchanged, Head, Line, RedisStore, run_many
 from .rules import domain_room, joins_line, rounds, share_domains
 
 __all__ = ["ShardedRedisStore"]
@@ -71,6 +71,20 @@ due): what other clients change in a shard reaches this object's line within as 
 _Head = tuple[int, float, str, int, str, int, int]
 """A queue of a shard's ready line: (-level, since, key, room, domain, domain's leases
 out, shard)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _View:
+    """A shard's ready line as a store object last read it."""
+
+    heads: list[_Head] | None
+    """Its first queues (None: not listed)."""
+    ask: int
+    """How many were asked."""
+    levels: list[tuple[int, int]]
+    """Each level's count of ready queues, best level first."""
+    until: float
+    """When it stops serving: something may come due there (or RECHECK is up)."""
 
 
 def _as_heads(got: Sequence[Head], shard: int) -> list[_Head]:
@@ -110,15 +124,13 @@ class ShardedRedisStore:
                        retry_deadline=retry_deadline, max_redeliveries=max_redeliveries,
                        share=self.home)
             for i in range(shards)]
-        # shard -> its heads as last read, how many were asked, until when they serve;
-        # and how many times this object changed each shard (a reading that raced with
-        # a change of its own is not kept: threads share the object)
-        self._heads: dict[int, tuple[list[_Head], int, float]] = {}
+        # shard -> its line as last read; and how many times this object changed each
+        # shard (a reading that raced with a change of its own is not kept: threads
+        # share the object)
+        self._views: dict[int, _View] = {}
         self._changes = [0] * shards
         self._lock = threading.Lock()  # (over both)
-        self._ask = 0
-        """How many queues the last lease call asked: a change lists as many of each
-        shard's line it changed (its heads, for the next lease)."""
+        self._turn = 0  # (where the remainder of an exchange's leases starts: see _shares)
 
     # -- routing ---------------------------------------------------------------------
 
@@ -159,89 +171,129 @@ class ShardedRedisStore:
 
     def add(self, entries: Sequence[Entry], now: float) -> list[int]:
         """See :meth:`Store.add`: each shard adds its part, all in one round trip."""
-        return self._change(entries, (), self._by_shard(e[1] for e in entries), {},
-                            now)[0]
+        return self._change(entries, (), 0, 0.0, now)[0]
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
         """See :meth:`Store.release`: each shard answers its leases, all in one round
         trip."""
-        return self._change((), acks, {}, self._tokens(a[0] for a in acks), now)[1]
+        return self._change((), acks, 0, 0.0, now)[1]
 
     def exchange(self, entries: Sequence[Entry], acks: Sequence[Ack], limit: int,
                  ttl: float, now: float) -> tuple[list[int], list[bool], list[Leased]]:
-        """See :class:`~crawlq.stores.base.Exchanges`: the links and the answers first
-        (one call of each shard they go to, all in one round trip), then the leases, so
-        that a page is never answered before the links it found are in."""
+        """See :class:`~crawlq.stores.base.Exchanges`: one call of each shard the links
+        and the answers go to or that has a share of the leases (its links first, then
+        its answers, then its leases, so that a page is never answered before the links
+        it found are in), all in one round trip. The shares follow each shard's line
+        in brief as last read (:meth:`_shares`): within a shard the order of its line;
+        across shards, each level's ready queues share the call's leases."""
+        return self._change(entries, acks, limit, ttl, now)
+
+    def _change(self, entries: Sequence[Entry], acks: Sequence[Ack], limit: int,
+                ttl: float, now: float) -> tuple[list[int], list[bool], list[Leased]]:
+        """Add ``entries``, answer ``acks``, then lease up to ``limit``: one exchange
+        script on each shard with a part in it."""
         adds = self._by_shard(e[1] for e in entries)
         answers = self._tokens(a[0] for a in acks)
-        lone = self._lone(set(adds) | set(answers), now) if limit > 0 else None
-        if lone is None:
-            statuses, held, _ = self._change(entries, acks, adds, answers, now,
-                                             max(limit, 0))
-            return statuses, held, self.lease(now, limit, ttl)
-        # (the one shard whose line may hold a ready queue: its line is the crawl's,
-        # so it leases as one store would, in the same call as the change)
-        self._ask = limit
-        statuses, held, did = self._change(entries, acks, adds, answers, now, 0,
-                                           (lone, limit, ttl))
-        return statuses, held, self._global(did.leases, lone) if did else []
-
-    def _lone(self, touched: set[int], now: float) -> int | None:
-        """The one shard whose ready line may hold a queue now, if only one may: the
-        heads last read of every other shard serve and list none, and no other is
-        ``touched`` (changed by the call at hand)."""
-        with self._lock:
-            held = dict(self._heads)
-        maybe = set(touched)
-        for shard in range(self.n):
-            if len(maybe) > 1:
-                return None
-            kept = held.get(shard)
-            if kept is None or kept[2] <= now or kept[0]:
-                maybe.add(shard)
-        return next(iter(maybe)) if len(maybe) == 1 else None
-
-    def _change(self, entries: Sequence[Entry], acks: Sequence[Ack],
-                adds: Mapping[int, list[int]], answers: Mapping[int, list[tuple[int, int]]],
-                now: float, ask: int | None = None,
-                lone: tuple[int, int, float] | None = None
-                ) -> tuple[list[int], list[bool], Exchanged | None]:
-        """Add ``entries`` and answer ``acks`` (``adds`` and ``answers``: their places
-        by shard): one exchange script per shard they go to, which also lists its
-        line's first ``ask`` queues (default: as many as the last lease asked) for the
-        lease that follows; or, ``lone`` = (shard, limit, ttl), the shard that leases
-        in the same call (every pass, as one store: see :meth:`_lone`), its call
-        returned."""
         touched = set(adds) | set(answers)
+        shares: dict[int, tuple[int, int]] = {}
+        if limit > 0:
+            lone = self._lone(touched, now)
+            # (the one shard whose line may hold a ready queue: its line is the crawl's,
+            # and it leases as one store would)
+            shares = {lone: (limit, 0)} if lone is not None else \
+                self._shares(limit, touched, now)
         steps = {shard: ([entries[i] for i in adds.get(shard, ())],
                          [(t, *acks[i][1:]) for i, t in answers.get(shard, ())],
-                         0, 0, ())
-                 for shard in sorted(touched | ({lone[0]} if lone else set()))}
-        ttl = 0.0
-        if lone is not None:
-            shard, limit, ttl = lone
-            steps[shard] = (*steps[shard][:2], limit, 0, ())
-        replies = self._steps(steps, ttl, now, self._ask if ask is None else ask)
+                         *shares.get(shard, (0, 1)), ())
+                 for shard in [*shares, *sorted(touched - set(shares))]}
+        replies = self._steps(steps, ttl, now, 0)
         statuses, held = [0] * len(entries), [False] * len(acks)
+        leases: list[Leased] = []
         for shard, got in replies.items():
             for i, st in zip(adds.get(shard, ()), got.statuses):
                 statuses[i] = st
             for (i, _), h in zip(answers.get(shard, ()), got.held):
                 held[i] = h
-        return statuses, held, None if lone is None else replies[lone[0]]
+            leases += self._global(got.leases, shard)
+        return statuses, held, leases
+
+    def _lone(self, touched: set[int], now: float) -> int | None:
+        """The one shard whose ready line may hold a queue now, if only one may: the
+        line last read of every other shard serves and is empty, and no other is
+        ``touched`` (changed by the call at hand)."""
+        with self._lock:
+            views = dict(self._views)
+        maybe = set(touched)
+        for shard in range(self.n):
+            if len(maybe) > 1:
+                return None
+            view = views.get(shard)
+            if view is None or view.until <= now or view.levels:
+                maybe.add(shard)
+        return next(iter(maybe)) if len(maybe) == 1 else None
+
+    def _shares(self, limit: int, touched: set[int], now: float
+                ) -> dict[int, tuple[int, int]]:
+        """Shard -> (leases, queues of its line) for an exchange's ``limit`` leases,
+        best served first, from each shard's line in brief as last read (no listing of
+        queues: an exchange costs each shard one script). Level by level, best first,
+        each ready queue one lease, until the limit; a level that has more ready queues
+        than leases left shares them in proportion. What is left goes in equal parts to
+        the shards served (more leases from their queues), those ``touched`` (the call
+        changes their lines) and those whose line is not known now (read in the same
+        call: nothing come due there is left waiting)."""
+        with self._lock:
+            views = {shard: v for shard, v in self._views.items() if v.until > now}
+        by_level: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for shard, view in views.items():
+            for level, count in view.levels:
+                by_level[level].append((shard, count))
+        leases: dict[int, int] = defaultdict(int)
+        queues: dict[int, int] = defaultdict(int)
+        left = limit
+        for level in sorted(by_level, reverse=True):
+            group = by_level[level]
+            total = sum(c for _, c in group)
+            if total > left:  # (in proportion; the largest remainders first)
+                parts = [(left * c // total, -(left * c % total), shard) for shard, c in group]
+                extra = left - sum(p[0] for p in parts)
+                for i, (k, _, shard) in enumerate(sorted(parts, key=lambda p: p[1:])):
+                    k += i < extra
+                    if k:
+                        leases[shard] += k
+                        queues[shard] += k
+                left = 0
+                break
+            for shard, count in group:
+                leases[shard] += count
+                queues[shard] += count
+            left -= total
+        unknown = {shard for shard in range(self.n) if shard not in views}
+        more = sorted(set(leases) | touched | unknown)
+        if left > 0 and more:
+            self._turn = (self._turn + 1) % len(more)  # (a remainder goes round)
+            for i, shard in enumerate(more[self._turn:] + more[:self._turn]):
+                k = left // len(more) + (i < left % len(more))
+                leases[shard] += k
+                if shard in touched or shard in unknown:
+                    queues[shard] += k
+        for shard in unknown:  # (read in the same call)
+            leases.setdefault(shard, 0)
+        return {shard: (leases[shard], max(queues[shard], 1)) for shard in leases}
 
     def _steps(self, steps: Mapping[int, tuple[Sequence[Entry], Sequence[Ack], int, int,
                                                Sequence[str]]],
                ttl: float, now: float, ask: int) -> dict[int, Exchanged]:
         """Run, in one round trip per node, one exchange script on each shard of
         ``steps`` (shard -> its entries to add, its answers (its own tokens), leases
-        wanted, queues of the crawl's line it has, queues to park) that also lists the
-        first ``ask`` queues of its line once done: kept as its heads, unless another
-        call of this object changed the shard meanwhile."""
+        wanted, queues of the line they come from at most (0: every pass, as one
+        store), queues to park) that also lists the first ``ask`` queues of its line
+        once done: the line then read is kept as the shard's, unless another call of
+        this object changed the shard meanwhile."""
         with self._lock:  # (a reading under way is not kept: see _read_heads)
             for shard in steps:
                 self._changes[shard] += 1
-                self._heads.pop(shard, None)
+                self._views.pop(shard, None)
             marks = {shard: self._changes[shard] for shard in steps}
         offers, calls = [], []
         for shard, (entries, acks, limit, line, park) in steps.items():
@@ -261,16 +313,17 @@ class ShardedRedisStore:
             with self._lock:
                 kept = self._changes[shard] == marks[shard]
                 self._changes[shard] += 1  # (and so for a reading begun meanwhile)
-                if kept and got.heads is not None:
-                    self._keep(shard, got.heads, ask, got.due, now)
+                if kept and got.line is not None:
+                    self._keep(shard, got.line, ask, now)
         return out
 
-    def _keep(self, shard: int, got: Sequence[Head], ask: int, due: float | None,
-              now: float) -> None:
-        """Keep ``got``, the first ``ask`` queues of ``shard``'s line as listed at
-        ``now``, as its heads until ``due`` (or RECHECK); called with the lock held."""
-        until = now + RECHECK if due is None else min(due, now + RECHECK)
-        self._heads[shard] = (_as_heads(got, shard), ask, until)
+    def _keep(self, shard: int, line: Line, ask: int, now: float) -> None:
+        """Keep ``line``, ``shard``'s line as read at ``now`` (its first ``ask`` queues
+        listed), until something may come due there (or RECHECK); called with the lock
+        held."""
+        until = now + RECHECK if line.due is None else min(line.due, now + RECHECK)
+        heads = None if line.heads is None else _as_heads(line.heads, shard)
+        self._views[shard] = _View(heads, ask, line.levels, until)
 
     def lease(self, now: float, limit: int, ttl: float,
               queue: str | None = None) -> list[Leased]:
@@ -283,7 +336,6 @@ class ShardedRedisStore:
             shard = self.shard_of(queue)
             with self._changing([shard]):
                 return self._global(self.shards[shard].lease(now, limit, ttl, queue), shard)
-        self._ask = limit
         out: list[Leased] = []
         # Another pass when a queue served is ready again at once, as one store's
         # passes. (A pass that leases nothing is the last.)
@@ -352,7 +404,7 @@ class ShardedRedisStore:
                  for shard in sorted(set(want) | set(park))}
         got_by: dict[str, list[Leased]] = defaultdict(list)  # queue -> its leases
         again = False
-        for shard, did in self._steps(steps, ttl, now, self._ask).items():
+        for shard, did in self._steps(steps, ttl, now, limit).items():
             again = again or did.again
             for le in self._global(did.leases, shard):
                 got_by[le[1]].append(le)
@@ -368,31 +420,32 @@ class ShardedRedisStore:
     def _read_heads(self, now: float, ask: int) -> dict[int, tuple[list[_Head], int]]:
         """The heads of every shard's ready line, and how many were asked: read again,
         all in one round trip per node, where the last reading does not serve (too old,
-        something came due there, another call of this object changed the shard, or
-        fewer asked than the line held)."""
+        something came due there, another call of this object changed the shard, not
+        listed, or fewer asked than the line held)."""
         with self._lock:
-            held = dict(self._heads)
+            views = dict(self._views)
             changes = list(self._changes)
         out: dict[int, tuple[list[_Head], int]] = {}
         need = []
         for shard in range(self.n):
-            kept = held.get(shard)
-            if kept is None or kept[2] <= now or (kept[1] < ask and len(kept[0]) >= kept[1]):
+            view = views.get(shard)
+            if (view is None or view.heads is None or view.until <= now
+                    or (view.ask < ask and len(view.heads) >= view.ask)):
                 need.append(shard)
             else:
-                out[shard] = (kept[0], kept[1])
+                out[shard] = (view.heads, view.ask)
         replies = run_many([(self.shards[shard], "line", (now, ask)) for shard in need])
         for shard, reply in zip(need, replies):
-            got, due = RedisStore.ready_line_reply(reply)
-            out[shard] = (_as_heads(got, shard), ask)
+            line = RedisStore.ready_line_reply(reply)
+            out[shard] = (_as_heads(line.heads or [], shard), ask)
             with self._lock:
                 if self._changes[shard] == changes[shard]:  # (else changed meanwhile)
-                    self._keep(shard, got, ask, due, now)
+                    self._keep(shard, line, ask, now)
         return out
 
     @contextlib.contextmanager
     def _changing(self, shards: Iterable[int]) -> Iterator[None]:
-        """Around a change of ``shards``: their heads read are forgotten, before (a
+        """Around a change of ``shards``: their lines read are forgotten, before (a
         reading under way is then not kept) and once it is done."""
         touched = list(shards)
         self._touched(touched)
@@ -402,11 +455,11 @@ class ShardedRedisStore:
             self._touched(touched)
 
     def _touched(self, shards: Iterable[int]) -> None:
-        """Forget the heads read of ``shards``: this object changes them."""
+        """Forget the lines read of ``shards``: this object changes them."""
         with self._lock:
             for shard in shards:
                 self._changes[shard] += 1
-                self._heads.pop(shard, None)
+                self._views.pop(shard, None)
 
     def renew(self, tokens: Sequence[int], expires: float, now: float) -> list[bool]:
         """See :meth:`Store.renew`."""

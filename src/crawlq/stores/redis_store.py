@@ -129,18 +129,26 @@ class Offer(NamedTuple):
     generation: int
 
 
+class Line(NamedTuple):
+    """A store's ready line as a sharded crawl reads it (:meth:`RedisStore.ready_line`):
+    its first queues (None: not listed), each level's ready queues (best level first),
+    and the earliest time something may become ready (None: nothing is waited for)."""
+
+    heads: list[Head] | None
+    levels: list[tuple[int, int]]
+    due: float | None
+
+
 class Exchanged(NamedTuple):
     """What a sharded crawl's call of one shard did (:meth:`RedisStore.exchange_reply`):
     each entry's status, each answer's flag, the leases, whether a queue served is ready
-    again at once, and the shard's ready line after it all (None: not listed) with the
-    earliest time something there may become ready."""
+    again at once, and the shard's ready line after it all."""
 
     statuses: list[int]
     held: list[bool]
     leases: list[Leased]
     again: bool
-    heads: list[Head] | None
-    due: float | None
+    line: Line | None
 
 
 class RedisStore:
@@ -544,46 +552,18 @@ class RedisStore:
             return []
         return _leased(self._run("lease", now, limit, ttl, queue or ""), now + ttl)
 
-    def lease_share(self, now: float, limit: int, ttl: float, line: int,
-                    park: Sequence[str] = ()) -> tuple[list[Leased], bool]:
-        """A sharded crawl's lease from this shard (see :mod:`.redis_shards`): the
-        queues ``park`` parked (ready queues of a full domain its line passed over),
-        then one pass over its ready line, of ``line`` queues at most (the first
-        :meth:`ready_line` listed that join it), for up to ``limit`` leases; and
-        whether a queue served is ready again at once (its session ended without a
-        rest)."""
-        name, args = self.lease_share_call(now, limit, ttl, line, park)
-        return self.lease_share_reply(self._run(name, *args), now + ttl)
-
-    @staticmethod
-    def lease_share_call(now: float, limit: int, ttl: float, line: int,
-                         park: Sequence[str] = ()) -> tuple[str, tuple[Any, ...]]:
-        """:meth:`lease_share`'s script call (name, arguments), for :func:`run_many`."""
-        packed = msgpack.packb(list(park), use_bin_type=False) if park else b""
-        return "lease", (now, max(limit, 0), ttl, "", max(line, 1), packed)
-
-    @staticmethod
-    def lease_share_reply(flat: list[Any], expires: float) -> tuple[list[Leased], bool]:
-        """:meth:`lease_share`'s result from its script's reply."""
-        return _leased(flat[:-1], expires), bool(int(flat[-1]))
-
-    def ready_line(self, now: float, limit: int) -> tuple[list[Head], float | None]:
-        """What came due woken, the first ``limit`` queues of the ready line in order:
-        (priority level, ready since, queue, how many leases it may give, its domain
-        ('' when none is kept), the domain's leases out); and the earliest time
+    def ready_line(self, now: float, limit: int) -> Line:
+        """What came due woken, the first ``limit`` queues of the ready line in order
+        (see :data:`Head`), each level's count of ready queues, and the earliest time
         something may become ready (a rest's end, a scheduled entry's time, a lease's
         expiry; None: none)."""
         return self.ready_line_reply(self._run("line", now, limit))
 
     @staticmethod
-    def ready_line_reply(flat: list[Any]) -> tuple[list[Head], float | None]:
+    def ready_line_reply(reply: list[Any]) -> Line:
         """:meth:`ready_line`'s result from its script's reply (the ``line`` script's,
         with arguments ``now, limit``: for :func:`run_many`)."""
-        heads = [(int(flat[i]), float(flat[i + 1]),
-                  flat[i + 2].decode("utf-8", "surrogateescape"), int(flat[i + 3]),
-                  flat[i + 4].decode("utf-8", "surrogateescape"), int(flat[i + 5]))
-                 for i in range(0, len(flat) - 1, 6)]
-        return heads, float(flat[-1]) if flat[-1] else None
+        return _line(reply[0], reply[1])
 
     def exchange(self, entries: Sequence[Entry], acks: Sequence[Ack], limit: int,
                  ttl: float, now: float) -> tuple[list[int], list[bool], list[Leased]]:
@@ -603,10 +583,11 @@ class RedisStore:
                       ) -> tuple[Offer, tuple[Any, ...]]:
         """The exchange script's arguments for :meth:`exchange` (with what was
         offered, for :meth:`exchange_reply`), or, for :func:`run_many`, a sharded
-        crawl's one call of a shard: ``share`` = (line, park, heads): lease as
-        :meth:`lease_share` does (one pass over ``line`` queues at most, after parking
-        ``park``; line 0: as :meth:`lease` does), then list the first ``heads`` queues
-        of the ready line (:meth:`ready_line`)."""
+        crawl's one call of a shard: ``share`` = (line, park, heads): park the queues
+        in ``park`` (ready queues of a full domain the crawl's line passed over), lease
+        in one pass over the first ``line`` queues of the ready line at most (line 0:
+        as :meth:`lease` does), then list the first ``heads`` queues of the line
+        (:meth:`ready_line`)."""
         offer, answers = self._add_blobs(entries), _ack_blobs(acks)
         adds = offer.blobs
         args: tuple[Any, ...] = (now, len(adds), *adds, len(answers), *answers,
@@ -623,10 +604,9 @@ class RedisStore:
         statuses = (self._statuses(entries, offer, [res[3] + res[0]], now)
                     if offer.blobs else [])
         held, leases = [c == 49 for c in res[1]], _leased(res[2], now + ttl)
-        if len(res) < 6:
-            return Exchanged(statuses, held, leases, False, None, None)
-        heads, due = self.ready_line_reply(res[5]) if res[5] else (None, None)
-        return Exchanged(statuses, held, leases, bool(int(res[4])), heads, due)
+        if len(res) < 7:
+            return Exchanged(statuses, held, leases, False, None)
+        return Exchanged(statuses, held, leases, bool(int(res[4])), _line(res[5], res[6]))
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
         """See :meth:`Store.release`."""
@@ -1157,6 +1137,17 @@ def run_many(calls: Sequence[tuple[RedisStore, str, Sequence[Any]]]) -> list[Any
         store, script, args = calls[i]
         out[i] = store._run(script, *args)
     return out
+
+
+def _line(listed: list[Any] | None, brief: list[Any]) -> Line:
+    """A :class:`Line` from common.lua's ready_heads (None: not listed) and
+    ready_levels replies."""
+    heads = [(int(listed[i]), float(listed[i + 1]),
+              listed[i + 2].decode("utf-8", "surrogateescape"), int(listed[i + 3]),
+              listed[i + 4].decode("utf-8", "surrogateescape"), int(listed[i + 5]))
+             for i in range(0, len(listed or ()), 6)] if listed is not None else None
+    levels = [(int(brief[i]), int(brief[i + 1])) for i in range(0, len(brief) - 1, 2)]
+    return Line(heads, levels, float(brief[-1]) if brief[-1] else None)
 
 
 def _leased(flat: list[Any], expires: float) -> list[Leased]:

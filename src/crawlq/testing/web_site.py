@@ -45,6 +45,10 @@ class SiteSpec:
     """When > 0, robots.txt names a sitemap index, ``/sitemap.xml``, which points to a
     gzipped sitemap listing ``/orphan/0`` .. ``/orphan/<sitemap_pages-1>``: pages no
     link leads to (and one URL on a host outside the site)."""
+    own_domains: bool = False
+    """Whether each host is a registered domain of its own, ``site<i>-crawlq.test``
+    (a crawl over many sites, as a sharded store spreads them), instead of
+    ``site<i>.crawlq.test`` (one domain's hosts)."""
 
     def pages_of(self, i: int) -> int:
         """How many pages host ``i`` has."""
@@ -52,16 +56,20 @@ class SiteSpec:
 
     def host(self, i: int) -> str:
         """The name of host ``i``."""
-        return f"site{i}.{DOMAIN}"
+        return f"site{i}{'-' if self.own_domains else '.'}{DOMAIN}"
+
+    def resolve_glob(self) -> str:
+        """A glob of every host name of the site (for ``crawlq crawl --resolve``)."""
+        return f"*{'-' if self.own_domains else '.'}{DOMAIN}"
 
     def host_names(self) -> list[str]:
         """Every host of the site."""
         return [self.host(i) for i in range(self.hosts)]
 
     def host_index(self, name: str) -> int | None:
-        """``i`` for ``site<i>.crawlq.test`` (port ignored), else None."""
+        """``i`` for the name of host ``i`` (port ignored), else None."""
         name = name.split(":")[0].lower()
-        if not (name.startswith("site") and name.endswith("." + DOMAIN)):
+        if not (name.startswith("site") and name.endswith(self.resolve_glob()[1:])):
             return None
         num = name[4:-len(DOMAIN) - 1]
         return int(num) if num.isdigit() and int(num) < self.hosts else None

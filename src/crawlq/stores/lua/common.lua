@@ -136,13 +136,15 @@ end
 -- How many leases ready queue q may give in one call (crawlq.stores.rules.lease_room):
 -- what its concurrency and its session budget leave room for, no more than it holds
 -- (so that its domain's room it cannot use goes to the others), one at least.
-local function lease_room(q)
-  local free = q.concurrency - q.inf
-  if q.session_budget > 0 and q.session_budget - q.ses < free then
-    free = q.session_budget - q.ses
-  end
-  if q.n < free then free = q.n end
+local function room_of(concurrency, budget, inf, ses, n)
+  local free = concurrency - inf
+  if budget > 0 and budget - ses < free then free = budget - ses end
+  if n < free then free = n end
   return math.max(free, 1)
+end
+
+local function lease_room(q)
+  return room_of(q.concurrency, q.session_budget, q.inf, q.ses, q.n)
 end
 
 -- The best (highest) priority level with entries in q, as a string, or false.
@@ -429,7 +431,14 @@ local function drop_old_values(now)
   redis.call('ZREM', P .. ':kvx', unpack(old))
 end
 
+-- (A script's parts each wake at the script's time, exchange.lua's three in turn: the
+-- first finds what is due; nothing a script does comes due at or before its own time
+-- (it schedules and rests only later, a lease expires after a positive TTL), so the
+-- others would find nothing and are skipped.)
+local woke_at
 local function wake(now)
+  if woke_at == now then return end
+  woke_at = now
   drop_old_values(now)
   local events = {}  -- {time, 0: due entry / 1: expired lease, id or token, key, prio, item}
   local sc = redis.call('ZRANGEBYSCORE', P .. ':sc', '-inf', f17(now), 'WITHSCORES')
@@ -698,36 +707,77 @@ local function next_event(exact)
 end
 
 -- The first `limit` queues of the ready line, in its order, flat: {level, since, key,
--- room (lease_room), domain ('' when none is kept), the domain's leases out, ...}, then
--- the earliest time something may become ready (next_event, or earlier; '' for none):
--- what a sharded crawl merges into its crawl-wide line (redis_shards.py). Call it after
--- waking and save_all().
+-- room (lease_room), domain ('' when none is kept), the domain's leases out, ...}: what
+-- a sharded crawl merges into its crawl-wide line (redis_shards.py). Call it after
+-- waking and save_all(). (Read from the queues' records as they are, without loading
+-- them as a call that changes them does: a queue with settings of its own is loaded.)
 local function ready_heads(limit)
   local out = {}
   local n = 0
-  local dinf = {}
+  local doms, slots = {}, {}  -- domains met, in order; domain -> its heads' places
   for _, level in ipairs(redis.call('ZRANGE', P .. ':rp', 0, -1)) do
     if n >= limit then break end
     local got = redis.call('ZRANGE', P .. ':r:' .. level, 0, limit - n - 1, 'WITHSCORES')
-    local keys = {}
-    for i = 1, #got, 2 do keys[#keys + 1] = got[i] end
-    prefetch(keys)
-    for i = 1, #got, 2 do
-      out[#out + 1] = level
-      out[#out + 1] = got[i + 1]
-      out[#out + 1] = got[i]
-      local q = cache[got[i]]
-      out[#out + 1] = lease_room(q)
-      out[#out + 1] = q.dom
-      if q.dom ~= '' and dinf[q.dom] == nil then
-        dinf[q.dom] = tonumber(redis.call('HGET', P .. ':di', q.dom) or '0')
+    if #got > 0 then
+      local names = {}
+      for i = 1, #got, 2 do names[#names + 1] = P .. ':qm:' .. got[i] end
+      local raws = redis.call('MGET', unpack(names))
+      for j, raw in ipairs(raws) do
+        local key = got[2 * j - 1]
+        if raw then
+          local room, dom
+          local qn, inf, _, _, _, ses, _, _, hs = struct.unpack(QFMT, raw)
+          if hs == 1 then
+            local q = loadq(key)
+            room, dom = lease_room(q), q.dom
+          else
+            room = room_of(DEF.concurrency, DEF.session_budget, inf, ses, qn)
+            dom = string.sub(raw, QLEN + 1)
+          end
+          out[#out + 1] = level
+          out[#out + 1] = got[2 * j]
+          out[#out + 1] = key
+          out[#out + 1] = room
+          out[#out + 1] = dom
+          out[#out + 1] = 0
+          if dom ~= '' then
+            if not slots[dom] then
+              slots[dom] = {}
+              doms[#doms + 1] = dom
+            end
+            local mine = slots[dom]
+            mine[#mine + 1] = #out
+          end
+          n = n + 1
+        end
       end
-      out[#out + 1] = q.dom ~= '' and dinf[q.dom] or 0
-      n = n + 1
     end
   end
-  local t = next_event(false)  -- (too early at worst: the heads are read again)
-  out[#out + 1] = t and f17(t) or ''
+  for i = 1, #doms, 500 do
+    local part = {}
+    for j = i, math.min(i + 499, #doms) do part[#part + 1] = doms[j] end
+    for j, v in ipairs(redis.call('HMGET', P .. ':di', unpack(part))) do
+      local inf = tonumber(v or '0')
+      for _, at in ipairs(slots[part[j]]) do out[at] = inf end
+    end
+  end
   cache = {}  -- (read, not changed: nothing to write back)
+  return out
+end
+
+-- The ready line in brief, flat: {level, its ready queues, ...} best level first, then
+-- the earliest time something may become ready (next_event, or earlier; '' for none):
+-- how a sharded crawl shares a call's leases among its shards (redis_shards.py).
+local function ready_levels()
+  local out = {}
+  for _, level in ipairs(redis.call('ZRANGE', P .. ':rp', 0, -1)) do
+    local n = redis.call('ZCARD', P .. ':r:' .. level)
+    if n > 0 then
+      out[#out + 1] = level
+      out[#out + 1] = n
+    end
+  end
+  local t = next_event(false)  -- (too early at worst: the shard is read again)
+  out[#out + 1] = t and f17(t) or ''
   return out
 end

@@ -9,7 +9,8 @@
 -- one pass over a share of the crawl-wide line, after parking; line 0: every pass, as
 -- one store leases) and `heads` (how many queues of the ready line to list once all
 -- is done); the reply then goes on with lease's "ready again" flag (0 without a lease,
--- or with line 0) and the listing (common.lua's ready_heads; none when `heads` is 0).
+-- or with line 0), the listing (common.lua's ready_heads; empty when `heads` is 0) and
+-- the line in brief (ready_levels).
 local function args(...)
   local t = {}
   for i = 1, A0 do t[i] = ARGV[i] end
@@ -41,10 +42,9 @@ elseif tonumber(limit) > 0 then
   leased = lease_part(args(now, limit, ttl, ''))
 end
 if not share then return {table.concat(statuses), table.concat(held), leased, sid} end
-local listed = {}  -- (none asked: an empty list; a listing has its time at least)
-if tonumber(heads) > 0 then
-  wake(tonumber(now))  -- (nothing to do, unless no part ran)
-  save_all()
-  listed = ready_heads(tonumber(heads))
-end
-return {table.concat(statuses), table.concat(held), leased, sid, again, listed}
+wake(tonumber(now))  -- (nothing to do, unless no part ran)
+save_all()
+local listed = false  -- (not asked: a nil reply; a listing may be empty)
+if tonumber(heads) > 0 then listed = ready_heads(tonumber(heads)) end
+return {table.concat(statuses), table.concat(held), leased, sid, again, listed,
+        ready_levels()}
