@@ -85,6 +85,8 @@ class _View:
     """Each level's count of ready queues, best level first."""
     until: float
     """When it stops serving: something may come due there (or RECHECK is up)."""
+    version: int
+    """The line's version when read (:class:`~.redis_store.Line`)."""
 
 
 def _as_heads(got: Sequence[Head], shard: int) -> list[_Head]:
@@ -125,18 +127,23 @@ class ShardedRedisStore:
                        share=self.home)
             for i in range(shards)]
         # shard -> its line as last read; and how many times this object changed each
-        # shard (a reading that raced with a change of its own is not kept: threads
-        # share the object)
+        # shard other than by an exchange script (a reading that raced with such a
+        # change is not kept: threads share the object)
         self._views: dict[int, _View] = {}
         self._changes = [0] * shards
         self._lock = threading.Lock()  # (over both)
         self._turn = 0  # (where the remainder of an exchange's leases starts: see _shares)
+        self._owed: dict[int, float] = {}  # (shard -> leases owed it: see _shares)
 
     # -- routing ---------------------------------------------------------------------
 
     def shard_of(self, queue: str) -> int:
         """The shard of ``queue``: its registered domain's."""
-        return zlib.crc32(domain_of(queue).encode("utf-8", "surrogateescape")) % self.n
+        # (CRC-32 alone, modulo a power of two, keeps only its low bits, which names
+        # alike share: 100 names site<i>.test fell on 4 of 8 shards. Multiplied by the
+        # golden ratio's 32-bit constant, the product's high bits mix every bit.)
+        crc = zlib.crc32(domain_of(queue).encode("utf-8", "surrogateescape"))
+        return ((crc * 0x9E3779B1) & 0xFFFFFFFF) * self.n >> 32
 
     def _by_shard(self, keys: Iterable[str]) -> dict[int, list[int]]:
         """Shard -> the places, in order, of the ``keys`` (queues) it holds."""
@@ -236,12 +243,15 @@ class ShardedRedisStore:
                 ) -> dict[int, tuple[int, int]]:
         """Shard -> (leases, queues of its line) for an exchange's ``limit`` leases,
         best served first, from each shard's line in brief as last read (no listing of
-        queues: an exchange costs each shard one script). Level by level, best first,
-        each ready queue one lease, until the limit; a level that has more ready queues
-        than leases left shares them in proportion. What is left goes in equal parts to
-        the shards served (more leases from their queues), those ``touched`` (the call
-        changes their lines) and those whose line is not known now (read in the same
-        call: nothing come due there is left waiting)."""
+        queues: an exchange costs each shard one script, and as few shards as fair).
+        Level by level, best first, each ready queue one lease while the level's fit;
+        a level with more ready queues than leases left is served from few shards, each
+        up to its ready queues, those owed the most first: each of the level's shards
+        is owed its part of the leases in proportion to its ready queues, call after
+        call, until served (the shards the call changes anyway first at equal debts).
+        What is left goes in equal parts to the shards served and those ``touched``
+        (more leases from their queues, or queues the call makes ready); a shard whose
+        line is not known now is read in the same call."""
         with self._lock:
             views = {shard: v for shard, v in self._views.items() if v.until > now}
         by_level: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -251,35 +261,42 @@ class ShardedRedisStore:
         leases: dict[int, int] = defaultdict(int)
         queues: dict[int, int] = defaultdict(int)
         left = limit
+        owed = self._owed
         for level in sorted(by_level, reverse=True):
             group = by_level[level]
             total = sum(c for _, c in group)
-            if total > left:  # (in proportion; the largest remainders first)
-                parts = [(left * c // total, -(left * c % total), shard) for shard, c in group]
-                extra = left - sum(p[0] for p in parts)
-                for i, (k, _, shard) in enumerate(sorted(parts, key=lambda p: p[1:])):
-                    k += i < extra
-                    if k:
-                        leases[shard] += k
-                        queues[shard] += k
-                left = 0
+            if total > left:
+                for shard in set(owed) - {sh for sh, _ in group}:
+                    del owed[shard]  # (nothing ready at the level now: owed nothing)
+                for shard, count in group:
+                    owed[shard] = owed.get(shard, 0.0) + left * count / total
+                for shard, count in sorted(group, key=lambda g: (
+                        -owed[g[0]] - (g[0] in touched), g[0])):
+                    k = min(count, left)
+                    leases[shard] += k
+                    queues[shard] += k
+                    owed[shard] -= k
+                    left -= k
+                    if not left:
+                        break
                 break
             for shard, count in group:
                 leases[shard] += count
                 queues[shard] += count
             left -= total
-        unknown = {shard for shard in range(self.n) if shard not in views}
-        more = sorted(set(leases) | touched | unknown)
+        more = sorted(set(leases) | touched)
         if left > 0 and more:
             self._turn = (self._turn + 1) % len(more)  # (a remainder goes round)
             for i, shard in enumerate(more[self._turn:] + more[:self._turn]):
                 k = left // len(more) + (i < left % len(more))
-                leases[shard] += k
-                if shard in touched or shard in unknown:
-                    queues[shard] += k
-        for shard in unknown:  # (read in the same call)
-            leases.setdefault(shard, 0)
-        return {shard: (leases[shard], max(queues[shard], 1)) for shard in leases}
+                if k:
+                    leases[shard] += k
+                    if shard in touched:
+                        queues[shard] += k
+        for shard in range(self.n):
+            if shard not in views:
+                leases.setdefault(shard, 0)  # (read in the same call)
+        return {shard: (k, max(queues[shard], 1)) for shard, k in leases.items()}
 
     def _steps(self, steps: Mapping[int, tuple[Sequence[Entry], Sequence[Ack], int, int,
                                                Sequence[str]]],
@@ -288,12 +305,8 @@ class ShardedRedisStore:
         ``steps`` (shard -> its entries to add, its answers (its own tokens), leases
         wanted, queues of the line they come from at most (0: every pass, as one
         store), queues to park) that also lists the first ``ask`` queues of its line
-        once done: the line then read is kept as the shard's, unless another call of
-        this object changed the shard meanwhile."""
-        with self._lock:  # (a reading under way is not kept: see _read_heads)
-            for shard in steps:
-                self._changes[shard] += 1
-                self._views.pop(shard, None)
+        once done: the line then read is kept as the shard's (see :meth:`_keep`)."""
+        with self._lock:
             marks = {shard: self._changes[shard] for shard in steps}
         offers, calls = [], []
         for shard, (entries, acks, limit, line, park) in steps.items():
@@ -310,20 +323,25 @@ class ShardedRedisStore:
         for (shard, (entries, *_)), offer, reply in zip(steps.items(), offers, replies):
             got = self.shards[shard].exchange_reply(entries, offer, reply, now, ttl)
             out[shard] = got
-            with self._lock:
-                kept = self._changes[shard] == marks[shard]
-                self._changes[shard] += 1  # (and so for a reading begun meanwhile)
-                if kept and got.line is not None:
-                    self._keep(shard, got.line, ask, now)
+            if got.line is not None:
+                self._keep(shard, got.line, ask, now, marks[shard])
         return out
 
-    def _keep(self, shard: int, line: Line, ask: int, now: float) -> None:
+    def _keep(self, shard: int, line: Line, ask: int, now: float, mark: int) -> None:
         """Keep ``line``, ``shard``'s line as read at ``now`` (its first ``ask`` queues
-        listed), until something may come due there (or RECHECK); called with the lock
-        held."""
+        listed), until something may come due there (or RECHECK): unless a newer
+        reading is kept (calls of this object in several threads: their replies come
+        back in any order), or this object changed the shard otherwise since the
+        reading began (its count of such changes was ``mark``)."""
         until = now + RECHECK if line.due is None else min(line.due, now + RECHECK)
         heads = None if line.heads is None else _as_heads(line.heads, shard)
-        self._views[shard] = _View(heads, ask, line.levels, until)
+        with self._lock:
+            kept = self._views.get(shard)
+            if self._changes[shard] != mark or (kept is not None and (
+                    kept.version > line.version
+                    or (kept.version == line.version and heads is None))):
+                return
+            self._views[shard] = _View(heads, ask, line.levels, until, line.version)
 
     def lease(self, now: float, limit: int, ttl: float,
               queue: str | None = None) -> list[Leased]:
@@ -438,9 +456,7 @@ class ShardedRedisStore:
         for shard, reply in zip(need, replies):
             line = RedisStore.ready_line_reply(reply)
             out[shard] = (_as_heads(line.heads or [], shard), ask)
-            with self._lock:
-                if self._changes[shard] == changes[shard]:  # (else changed meanwhile)
-                    self._keep(shard, line, ask, now)
+            self._keep(shard, line, ask, now, changes[shard])
         return out
 
     @contextlib.contextmanager

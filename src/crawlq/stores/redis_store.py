@@ -132,11 +132,14 @@ class Offer(NamedTuple):
 class Line(NamedTuple):
     """A store's ready line as a sharded crawl reads it (:meth:`RedisStore.ready_line`):
     its first queues (None: not listed), each level's ready queues (best level first),
-    and the earliest time something may become ready (None: nothing is waited for)."""
+    the earliest time something may become ready (None: nothing is waited for), and
+    its version (one up with every sharded call that may change it: of two readings,
+    the newer has the higher)."""
 
     heads: list[Head] | None
     levels: list[tuple[int, int]]
     due: float | None
+    version: int
 
 
 class Exchanged(NamedTuple):
@@ -1146,8 +1149,8 @@ def _line(listed: list[Any] | None, brief: list[Any]) -> Line:
               listed[i + 2].decode("utf-8", "surrogateescape"), int(listed[i + 3]),
               listed[i + 4].decode("utf-8", "surrogateescape"), int(listed[i + 5]))
              for i in range(0, len(listed or ()), 6)] if listed is not None else None
-    levels = [(int(brief[i]), int(brief[i + 1])) for i in range(0, len(brief) - 1, 2)]
-    return Line(heads, levels, float(brief[-1]) if brief[-1] else None)
+    levels = [(int(brief[i]), int(brief[i + 1])) for i in range(0, len(brief) - 2, 2)]
+    return Line(heads, levels, float(brief[-2]) if brief[-2] else None, int(brief[-1]))
 
 
 def _leased(flat: list[Any], expires: float) -> list[Leased]:

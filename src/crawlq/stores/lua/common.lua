@@ -766,9 +766,11 @@ local function ready_heads(limit)
 end
 
 -- The ready line in brief, flat: {level, its ready queues, ...} best level first, then
--- the earliest time something may become ready (next_event, or earlier; '' for none):
--- how a sharded crawl shares a call's leases among its shards (redis_shards.py).
-local function ready_levels()
+-- the earliest time something may become ready (next_event, or earlier; '' for none),
+-- then the line's version (M's 'v', one up when `changed`: a sharded client keeps the
+-- newest reading of a shard whatever order its calls' replies come back in): how a
+-- sharded crawl shares a call's leases among its shards (redis_shards.py).
+local function ready_levels(changed)
   local out = {}
   for _, level in ipairs(redis.call('ZRANGE', P .. ':rp', 0, -1)) do
     local n = redis.call('ZCARD', P .. ':r:' .. level)
@@ -779,5 +781,7 @@ local function ready_levels()
   end
   local t = next_event(false)  -- (too early at worst: the shard is read again)
   out[#out + 1] = t and f17(t) or ''
+  out[#out + 1] = changed and redis.call('HINCRBY', M, 'v', 1)
+                  or tonumber(redis.call('HGET', M, 'v') or '0')
   return out
 end

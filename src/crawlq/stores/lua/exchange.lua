@@ -47,4 +47,4 @@ save_all()
 local listed = false  -- (not asked: a nil reply; a listing may be empty)
 if tonumber(heads) > 0 then listed = ready_heads(tonumber(heads)) end
 return {table.concat(statuses), table.concat(held), leased, sid, again, listed,
-        ready_levels()}
+        ready_levels(true)}

@@ -4,4 +4,4 @@
 local now, limit = tonumber(ARGV[A0 + 1]), tonumber(ARGV[A0 + 2])
 wake(now)
 save_all()
-return {ready_heads(limit), ready_levels()}
+return {ready_heads(limit), ready_levels(false)}
