@@ -25,19 +25,30 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "sharded"])
 def test_workers_share_one_crawl_politely(kind: str, tmp_path: Path,
-                                          redis_server: LocalRedis) -> None:
+                                          redis_server: LocalRedis,
+                                          request: pytest.FixtureRequest) -> None:
     # (more hosts than one worker may hold leases for, 8 x --concurrency: a worker
     # takes every host ready when it asks, so with fewer one could take them all)
+    # sharded: one crawl over 8 shards of a 3-node Redis Cluster, each host a
+    # registered domain of its own (spread over the shards)
     spec = SiteSpec(hosts=20, pages=12, special_links=False, crawl_delay={},
-                    robots_404=frozenset())
-    where = (["--state", str(tmp_path / "state")] if kind == "sqlite"
-             else ["--store", f"{redis_server.url}?prefix=workers-{tmp_path.name}"])
+                    robots_404=frozenset(), own_domains=kind == "sharded")
+    prefix = f"prefix=workers-{tmp_path.name}"
+    if kind == "sqlite":
+        where = ["--state", str(tmp_path / "state")]
+    elif kind == "redis":
+        where = ["--store", f"{redis_server.url}?{prefix}"]
+    else:
+        cluster = request.getfixturevalue("redis_cluster")
+        where = ["--store", f"{cluster.url}&{prefix}&shards=8"]
+    scope = (["--resolve", f"{spec.resolve_glob()}=127.0.0.1", "--allow-private",
+              "--progress", "0"] if kind == "sharded" else LOCAL)
     out = tmp_path / "pages.jsonl"
     delay = 0.1
     with serve(spec) as web:
-        run = cli("crawl", *[web.url(i, "/") for i in range(spec.hosts)], *where, *LOCAL,
+        run = cli("crawl", *[web.url(i, "/") for i in range(spec.hosts)], *where, *scope,
                   "--workers", "2", "--concurrency", "2", "--per-host", "1",
                   "--min-delay", str(delay),
                   "--max-delay", str(delay), "--delay-factor", "0", "--out", str(out),

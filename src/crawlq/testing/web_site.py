@@ -5,6 +5,7 @@ complete crawl must reach (:func:`reachable`). Served by :mod:`crawlq.testing.we
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -146,10 +147,12 @@ def page_padding(size: int) -> str:
     return para * (size // len(para))
 
 
-def reachable(spec: SiteSpec, port: int) -> set[tuple[str, str]]:
-    """(host, path) of every page reachable from site0's index (no special links):
-    what a complete crawl from ``web.url(0, "/")`` must fetch."""
-    todo = [(0, "/")]
+def reachable(spec: SiteSpec, port: int, seeds: Iterable[int] = (0,)
+              ) -> set[tuple[str, str]]:
+    """(host, path) of every page reachable from the index of the hosts ``seeds``
+    (site0's by default; no special links): what a complete crawl from their
+    ``web.url(i, "/")`` must fetch."""
+    todo = [(i, "/") for i in seeds]
     seen: set[tuple[int, str]] = set()
     while todo:
         i, path = todo.pop()
