@@ -116,12 +116,14 @@ def code_of(call: Any) -> tuple[grpc.StatusCode, str]:
     return exc.value.code(), exc.value.details()
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "sharded"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/crawl.db"
     redis: LocalRedis = request.getfixturevalue("redis_server")
-    return f"{redis.url}?prefix=uf-{request.node.name.replace('[', '-').rstrip(']')}"
+    prefix = f"uf-{request.node.name.replace('[', '-').rstrip(']')}"
+    # (sharded: one crawl cut into 4 shards on the server, see docs/stores.md)
+    return f"{redis.url}?prefix={prefix}" + ("&shards=4" if request.param == "sharded" else "")
 
 
 def test_urls_go_in_come_out_and_are_answered(store: str) -> None:

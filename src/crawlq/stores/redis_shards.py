@@ -595,6 +595,27 @@ class ShardedRedisStore:
                 s.clear()
             self.home.clear()  # (which keeps its shard count)
 
+    @property
+    def prefix(self) -> str:
+        """The crawl's prefix: its home's (each shard's is it, a dot and its number)."""
+        return self.home.prefix
+
+    def prefixes_under(self, start: str) -> list[str]:
+        """The prefixes of the crawls on the same server that begin with ``start``
+        (``crawlq serve``'s crawl IDs, see :class:`~.base.Namespaced`): a sharded
+        crawl's, not those of its shards."""
+        found = self.home.prefixes_under(start)
+        homes = set(found)
+        out = []
+        for p in found:
+            base, _, number = p.rpartition(".")
+            if number.isdigit() and base in homes and number == str(int(number)):
+                kept = self.home.shards_of(base)
+                if kept is not None and int(number) < kept:
+                    continue  # (a shard of the crawl ``base``)
+            out.append(p)
+        return out
+
     def destroy(self) -> int:
         """Delete every key of the crawl (each shard's and the home's)."""
         return sum(s.destroy() for s in (*self.shards, self.home))

@@ -903,6 +903,12 @@ class RedisStore:
 
         return self._retrying(go)
 
+    def shards_of(self, prefix: str) -> int | None:
+        """The shard count kept by the crawl of ``prefix`` on this server (None: it is
+        not a sharded crawl's home)."""
+        kept = self._retrying(lambda: self._client.hget("{" + prefix + "}:m", "shards"))
+        return None if kept is None else int(kept)
+
     def destroy(self) -> int:
         """Delete every key of this crawl (its prefix); returns how many were deleted."""
         def go() -> int:
