@@ -565,8 +565,10 @@ class Frontier:
         :meth:`done` their leases (``Outcome.DONE``, with ``duration``), then :meth:`next`
         for up to ``n`` leases, in that order. On Redis the three are one round trip
         (pipelined on one connection), on SQLite one transaction; what each part
-        answers is what the separate call would. With a store far away (a network round
-        trip per call) this is what keeps a fetch slot's cycle to one round trip."""
+        answers is what the separate call would (on a sharded Redis crawl, the leases
+        follow each shard's line, shared across shards by priority and in proportion:
+        docs/stores.md). With a store far away (a network round trip per call) this is
+        what keeps a fetch slot's cycle to one round trip."""
         requests = _as_requests(add)
         if n.__class__ is not int:
             raise ConfigError(f"exchange() takes an int n, not {n!r}")

@@ -111,3 +111,55 @@ def test_threads_exchanging_on_one_sharded_crawl_lease_each_url_once(
     st = f.stats()
     assert st.queued == 0 and st.leased == 0 and st.done == len(urls)
     f.close()
+
+
+def test_a_big_lease_call_lists_a_long_line_in_parts(redis_server: Any) -> None:
+    """next(n) lists the first n queues of each shard's line: past ~8,000 at once Lua's
+    unpack() fails (seen: 9,000 of 18,000 one-URL domains on 2 shards)."""
+    f = Frontier.open(f"{redis_server.url}?prefix=xbig&shards=2", **FAST)
+    f.add([f"http://s{i}.test/" for i in range(18_000)])
+    assert len(f.next(9_000)) == 9_000
+    f.close()
+
+
+def test_a_crawl_cleared_by_another_process_is_followed_within_a_second(
+        redis_server: Any) -> None:
+    clock = [1_000_000.0]
+    url = f"{redis_server.url}?prefix=xclear&shards={SHARDS}"
+    a = Frontier.open(url, clock=lambda: clock[0], **{**FAST, "concurrency": 1})
+    b = Frontier.open(url, clock=lambda: clock[0], **{**FAST, "concurrency": 1})
+    a.add([f"http://site{i}.test/{k}" for k in range(10) for i in range(24)])
+    held: list[Lease] = []
+    for _ in range(100):  # (the shards' line versions grow)
+        held = a.exchange(done=held, n=4).leases
+    b.clear()  # (each shard's line version goes on from where it was)
+    b.add([f"http://new{i}.test/" for i in range(24)])
+    clock[0] += 2  # (past what a reading serves: a's readings are old)
+    got = a.exchange(done=held, n=4).leases
+    assert len(got) == 4, got
+    # what a reads of a shard now serves its next call: a URL it queues at a better
+    # priority is the next one leased (were its readings refused, older ones holding
+    # them off, the shard would be unknown and served by chance)
+    for r in range(3):
+        a.add(Request(f"http://urgent{r}.test/", priority=10))
+        got = a.exchange(done=got, n=1).leases
+        assert [le.request.url for le in got] == [f"http://urgent{r}.test/"]
+    a.close()
+    b.close()
+
+
+def test_crawl_ids_beside_a_sharded_crawl_are_never_its_shards(redis_server: Any) -> None:
+    """``crawlq serve`` keeps crawl IDs as crawls beside the one it serves, their IDs
+    in the prefix percent-encoded (``.`` kept): a shard's prefix is its crawl's, ``#``
+    and its number, which no crawl ID gives."""
+    base = f"{redis_server.url}?shards=4&prefix="
+    main = Frontier.open(base + "xids")
+    for crawl in ("xids/crawl/a", "xids/crawl/a.1", "xids/crawl/a%231"):
+        other = Frontier.open(base + crawl.replace("%", "%25"))
+        other.add(f"http://{crawl.rsplit('/', 1)[1]}.test/")
+        other.close()
+    store = main.store
+    assert isinstance(store, ShardedRedisStore)
+    assert store.prefixes_under("xids/") == ["xids/crawl/a", "xids/crawl/a%231",
+                                             "xids/crawl/a.1"]
+    main.close()

@@ -3,7 +3,7 @@
 A crawl on one Redis store lives in one hash slot (``{prefix}``), so on a Redis Cluster
 one node serves it all. :class:`ShardedRedisStore` cuts the crawl into ``N`` shards,
 each a whole :class:`~crawlq.stores.redis_store.RedisStore` under the prefix
-``<prefix>.<i>`` (its own hash tag: Redis Cluster places the shards over its nodes),
+``<prefix>#<i>`` (its own hash tag: Redis Cluster places the shards over its nodes),
 and a home store under ``<prefix>`` for what is crawl-wide. A queue belongs to the shard
 of its registered domain, so everything a queue rule needs (its seen URLs, politeness,
 the domain's caps and parking, leases, budgets) stays in one shard and every script in
@@ -17,6 +17,10 @@ one slot. What is crawl-wide:
   share (its queues in that line, as many leases as the plan gives them): the order of
   one store, but not atomic across shards (another client's call in between may change
   a shard's line; a domain cap may park a queue the plan counted on);
+- an exchange (the crawl loop's call) costs each shard it involves one script, all in
+  one round trip, so its leases are shared from each shard's line in brief (ready
+  queues per level, :meth:`_shares`): by priority, then in proportion, not in the exact
+  waiting order across shards (within a shard, its line's order);
 - named values, tallies and the counts of refusals and duplicates the caller
   recognized: in the home store, exact;
 - tokens and dead entries' ids: a shard's number times ``N`` plus the shard;
@@ -62,6 +66,11 @@ __all__ = ["ShardedRedisStore"]
 
 LOAD_BATCH = 10_000
 """Records a load routes before it hands each shard its part."""
+
+SEP = "#"
+"""Between a sharded crawl's prefix and a shard's number in the shard's prefix: a
+character ``crawlq serve`` escapes in the crawl IDs it puts in prefixes, so that no
+crawl's prefix is another's shard."""
 
 RECHECK = 1.0
 """Seconds, at most, that the heads of a shard's ready line, once read, serve a store
@@ -122,7 +131,7 @@ class ShardedRedisStore:
         part = None if bloom is None else BloomShape(
             max(1, math.ceil(bloom.capacity / shards)), bloom.error_rate)
         self.shards = [
-            RedisStore(url, policy, lifo=lifo, bloom=part, prefix=f"{self.home.prefix}.{i}",
+            RedisStore(url, policy, lifo=lifo, bloom=part, prefix=f"{self.home.prefix}{SEP}{i}",
                        retry_deadline=retry_deadline, max_redeliveries=max_redeliveries,
                        share=self.home)
             for i in range(shards)]
@@ -248,12 +257,19 @@ class ShardedRedisStore:
         a level with more ready queues than leases left is served from few shards, each
         up to its ready queues, those owed the most first: each of the level's shards
         is owed its part of the leases in proportion to its ready queues, call after
-        call, until served (the shards the call changes anyway first at equal debts).
-        What is left goes in equal parts to the shards served and those ``touched``
-        (more leases from their queues, or queues the call makes ready); a shard whose
-        line is not known now is read in the same call."""
-        with self._lock:
-            views = {shard: v for shard, v in self._views.items() if v.until > now}
+        call, until served (a shard the call changes anyway counts one lease more owed:
+        its script runs in any case). What is left goes in equal parts to the shards
+        served and those ``touched`` (more leases from their queues, or queues the call
+        makes ready), and to those whose line is not known now when none is known to
+        hold a ready queue; a shard whose line is not known now is read in the same
+        call (what it was owed it keeps)."""
+        with self._lock:  # (the debts are this object's, whichever thread asks)
+            return self._shares_locked(limit, touched, now)
+
+    def _shares_locked(self, limit: int, touched: set[int], now: float
+                       ) -> dict[int, tuple[int, int]]:
+        """:meth:`_shares`, with the lock held."""
+        views = {shard: v for shard, v in self._views.items() if v.until > now}
         by_level: dict[int, list[tuple[int, int]]] = defaultdict(list)
         for shard, view in views.items():
             for level, count in view.levels:
@@ -266,7 +282,7 @@ class ShardedRedisStore:
             group = by_level[level]
             total = sum(c for _, c in group)
             if total > left:
-                for shard in set(owed) - {sh for sh, _ in group}:
+                for shard in (set(owed) & set(views)) - {sh for sh, _ in group}:
                     del owed[shard]  # (nothing ready at the level now: owed nothing)
                 for shard, count in group:
                     owed[shard] = owed.get(shard, 0.0) + left * count / total
@@ -284,18 +300,19 @@ class ShardedRedisStore:
                 leases[shard] += count
                 queues[shard] += count
             left -= total
-        more = sorted(set(leases) | touched)
+        unknown = set(range(self.n)) - set(views)
+        # (none known to hold a ready queue: the shards read in this call may)
+        more = sorted(set(leases) | touched | (unknown if not leases else set()))
         if left > 0 and more:
             self._turn = (self._turn + 1) % len(more)  # (a remainder goes round)
             for i, shard in enumerate(more[self._turn:] + more[:self._turn]):
                 k = left // len(more) + (i < left % len(more))
                 if k:
                     leases[shard] += k
-                    if shard in touched:
+                    if shard in touched or shard in unknown:
                         queues[shard] += k
-        for shard in range(self.n):
-            if shard not in views:
-                leases.setdefault(shard, 0)  # (read in the same call)
+        for shard in unknown:
+            leases.setdefault(shard, 0)  # (read in the same call)
         return {shard: (k, max(queues[shard], 1)) for shard, k in leases.items()}
 
     def _steps(self, steps: Mapping[int, tuple[Sequence[Entry], Sequence[Ack], int, int,
@@ -337,6 +354,9 @@ class ShardedRedisStore:
         heads = None if line.heads is None else _as_heads(line.heads, shard)
         with self._lock:
             kept = self._views.get(shard)
+            if kept is not None and kept.until <= now:
+                kept = None  # (no longer serving: a version from before a clear, or a
+                # failover to a replica behind, must not hold the new readings off)
             if self._changes[shard] != mark or (kept is not None and (
                     kept.version > line.version
                     or (kept.version == line.version and heads is None))):
@@ -597,7 +617,7 @@ class ShardedRedisStore:
 
     @property
     def prefix(self) -> str:
-        """The crawl's prefix: its home's (each shard's is it, a dot and its number)."""
+        """The crawl's prefix: its home's (each shard's is it, SEP and its number)."""
         return self.home.prefix
 
     def prefixes_under(self, start: str) -> list[str]:
@@ -608,7 +628,7 @@ class ShardedRedisStore:
         homes = set(found)
         out = []
         for p in found:
-            base, _, number = p.rpartition(".")
+            base, _, number = p.rpartition(SEP)
             if number.isdigit() and base in homes and number == str(int(number)):
                 kept = self.home.shards_of(base)
                 if kept is not None and int(number) < kept:
@@ -618,7 +638,8 @@ class ShardedRedisStore:
 
     def destroy(self) -> int:
         """Delete every key of the crawl (each shard's and the home's)."""
-        return sum(s.destroy() for s in (*self.shards, self.home))
+        with self._changing(range(self.n)):
+            return sum(s.destroy() for s in (*self.shards, self.home))
 
     def dump(self) -> Iterator[dict[str, Any]]:
         """See :meth:`Store.dump` and the module: one counters record (every store's

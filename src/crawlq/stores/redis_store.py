@@ -923,11 +923,12 @@ class RedisStore:
         """See :meth:`Store.clear`: every key of the crawl goes
         (one round trip per 1,000, so another client may see it half cleared), then
         the seen-set's shape is recorded again."""
-        token = self._cmd("hget", self._m, "token")
-        shards = self._cmd("hget", self._m, "shards")
+        token, shards, version = self._cmd("hmget", self._m, ["token", "shards", "v"])
         self.destroy()
         if shards is not None:  # (a sharded crawl's home stays one)
             self._cmd("hset", self._m, "shards", shards)
+        if version is not None:  # (a shard's line version only grows: redis_shards)
+            self._cmd("hset", self._m, "v", version)
         self._known.clear()  # (the seen-set has no id now: the next add gives it one)
         self._check_shape(create=True)
         if token is not None:  # (a late answer to a lease of before must not find a

@@ -719,9 +719,12 @@ local function ready_heads(limit)
     if n >= limit then break end
     local got = redis.call('ZRANGE', P .. ':r:' .. level, 0, limit - n - 1, 'WITHSCORES')
     if #got > 0 then
-      local names = {}
-      for i = 1, #got, 2 do names[#names + 1] = P .. ':qm:' .. got[i] end
-      local raws = redis.call('MGET', unpack(names))
+      local raws = {}
+      for i = 1, #got, 1000 do  -- (MGETs of 500: unpack() is limited by Lua's C stack)
+        local names = {}
+        for j = i, math.min(i + 999, #got), 2 do names[#names + 1] = P .. ':qm:' .. got[j] end
+        for _, raw in ipairs(redis.call('MGET', unpack(names))) do raws[#raws + 1] = raw end
+      end
       for j, raw in ipairs(raws) do
         local key = got[2 * j - 1]
         if raw then
