@@ -82,9 +82,11 @@ TINY: dict[str, tuple[Tiny, ...]] = {
         ("--n", "2000", "--hosts", "50", "--clients", "1", "--clients", "2"),
         (rf"^\s+2\s+{_N}\s+{_N}\s+{_N}\s+{_N}x$",)),),
     "bench_redis_cost.py": (Tiny(
-        ("--tiny",),
-        (r"^round 1 installed +crawl 2x10, 5 links: 22 pages in [\d.]+ s, redis-server \d+ µs a "
-         r"page$",
+        ("--tiny", "--shards", "0", "--shards", "2"),
+        (r"^round 1 installed +crawl 2x10 \(1 domain\), 5 links: 22 pages in [\d.]+ s, "
+         r"redis-server \d+ µs a page$",
+         r"^round 1 installed +crawl 2x10 \(2 domains\), 5 links, 2 shards: 22 pages in "
+         r"[\d.]+ s, redis-server \d+ µs a page$",
          rf"^round 1 installed +dataset 2,000 URLs, 20 hosts: {_N} B a queued URL, {_N} B a "
          r"seen URL$")),),
     "bench_remote.py": (Tiny(
