@@ -351,9 +351,11 @@ class RedisStore:
         """Refuse to mix a Bloom seen-set of one shape with another (or exact) one (and
         record this one's for a new crawl, unless ``create`` is False); mark the crawl's
         items as carrying their count of expired leases (``items`` = 2)."""
-        # "exact-sb": fingerprints in linear-hashing buckets (see common.lua); "exact" was
-        # one set, written by crawlq before 0.1's bucketed layout.
-        shape = ("exact-sb" if self.bloom is None
+        # "exact-sb2": 16-byte fingerprints in string buckets, addressed by linear
+        # hashing (see common.lua); "exact-sb", the same buckets as hashes, is still
+        # read and written as such; "exact" was one set, written by crawlq before 0.1's
+        # bucketed layout.
+        shape = ("exact-sb2" if self.bloom is None
                  else f"bloom:{self.bloom.capacity}:{self.bloom.error_rate!r}")
         stored = self._retrying(lambda: (create and self._client.hsetnx(self._m, "seenset",
                                                                          shape),
@@ -370,10 +372,11 @@ class RedisStore:
         if shards is not None:
             raise ConfigError(f"the crawl {self.prefix!r} is sharded: open it with "
                               f"shards={int(shards)}")
-        if stored == b"exact" and shape == "exact-sb":
+        if stored == b"exact" and shape == "exact-sb2":
             raise ConfigError("this crawl was written by an earlier crawlq (one seen-set "
                               "key): dump it with that version, then load it here")
-        if stored is not None and stored.decode() != shape:
+        if stored is not None and stored.decode() != shape and not (
+                stored == b"exact-sb" and shape == "exact-sb2"):
             raise ConfigError(f"this crawl's seen-set is {stored.decode()}, not {shape}: "
                               "open it with the same bloom_capacity and bloom_error_rate")
 
@@ -992,7 +995,15 @@ class RedisStore:
                         _BIT_ORDER)
             yield dumpfmt.bloom(bits)
         revisit = {k: float(v) for k, v in self._retrying(lambda: r.hgetall(f"{p}:rv")).items()}
+        strings = self._retrying(lambda: r.hget(self._m, "seenset")) == b"exact-sb2"
         buckets = self._retrying(lambda: list(r.scan_iter(match=f"{p}:sb:*", count=5000)))
+        if strings:  # (16-byte fingerprints one after the other; other lengths: hashes)
+            for bucket in buckets:
+                packed = self._retrying(lambda b=bucket: r.get(b)) or b""  # type: ignore[misc]
+                for i in range(0, len(packed), 16):
+                    yield dumpfmt.seen(packed[i:i + 16], revisit.get(packed[i:i + 16]))
+            buckets = self._retrying(
+                lambda: list(r.scan_iter(match=f"{p}:sbh:*", count=5000)))
         for bucket in buckets:
             for fp in self._retrying(lambda b=bucket: r.hkeys(b)):  # type: ignore[misc]
                 yield dumpfmt.seen(fp, revisit.get(fp))

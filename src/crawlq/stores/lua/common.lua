@@ -588,18 +588,24 @@ local function save_all()
 end
 
 
--- The exact seen-set: fingerprints are fields of small hashes P:sb:<n>, which Redis keeps
--- listpack-encoded while they hold at most 128 short fields (hash-max-listpack-entries):
--- ~20 bytes a fingerprint, against ~75 in one big set. Buckets are addressed by linear
+-- The exact seen-set: fingerprints in small buckets P:sb:<n>, addressed by linear
 -- hashing (level sb_l, split pointer sb_s in M) so that they split one at a time as the
--- crawl grows, keeping ~SB_LOAD fingerprints each, whatever the crawl's size.
-local SB_N0, SB_LOAD = 256, 48
-local sb_l, sb_s
+-- crawl grows, keeping ~SB_LOAD fingerprints each, whatever the crawl's size. A crawl of
+-- the shape "exact-sb2" keeps its 16-byte fingerprints (the default's) in STRING
+-- buckets, one after the other (~17 bytes a fingerprint with the key's own cost; each
+-- written whole with SET: APPEND would let Redis double its allocation), and any other
+-- length in hash buckets P:sbh:<n>; a crawl of the shape "exact-sb" (crawlq before it)
+-- keeps every fingerprint as a field of the hash P:sb:<n> (~23 bytes: Redis keeps small
+-- hashes listpack-encoded, a field and an empty value each).
+local SB_N0, SB_LOAD, FPW = 256, 48, 16
+local sb_l, sb_s, sb_str
+local sbc = {}  -- string bucket key -> its value, as read or written by this script
 
 local function sb_state()
   if not sb_l then
-    local v = redis.call('HMGET', M, 'sb_l', 'sb_s')
+    local v = redis.call('HMGET', M, 'sb_l', 'sb_s', 'seenset')
     sb_l, sb_s = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+    sb_str = v[3] == 'exact-sb2'
   end
 end
 
@@ -608,31 +614,70 @@ local function sb_hash(fp)  -- fingerprints are uniform hash bytes: their first 
   return ((a * 256 + b) * 256 + (c or 0)) * 256 + (d or 0)
 end
 
-local function sb_key(fp)
+local function sb_bucket(fp)  -- fp's bucket number
   sb_state()
   local m = SB_N0 * 2 ^ sb_l
   local h = sb_hash(fp)
   local n = h % m
   if n < sb_s then n = h % (2 * m) end
-  return P .. ':sb:' .. tostring(n)  -- (integers below 2^32 print as such)
+  return n
 end
+
+local function sb_strkey(n) return P .. ':sb:' .. tostring(n) end  -- (n < 2^32: an integer)
+local function sb_hkey(n) return P .. (sb_str and ':sbh:' or ':sb:') .. tostring(n) end
+
+local function sb_string(key)  -- a string bucket's value ('' for none)
+  local v = sbc[key]
+  if v == nil then
+    v = redis.call('GET', key) or ''
+    sbc[key] = v
+  end
+  return v
+end
+
+local function sb_in(v, fp)  -- whether fp is one of the FPW-byte records of v
+  local at = 1
+  for _ = 1, #v + 1 do  -- (a pass moves at least one byte on, or returns)
+    local i = string.find(v, fp, at, true)
+    if not i then return false end
+    if (i - 1) % FPW == 0 then return true end
+    at = i + 1
+  end
+  return false
+end
+
+local function sb_whole(fp) return sb_str and #fp == FPW end  -- (kept in a string bucket)
 
 -- Whether fp is in the seen-set, and its bucket (to pass to sb_add).
 local function sb_has(fp)
-  local key = sb_key(fp)
-  return redis.call('HEXISTS', key, fp) == 1, key
+  local n = sb_bucket(fp)
+  if sb_whole(fp) then return sb_in(sb_string(sb_strkey(n)), fp), n end
+  return redis.call('HEXISTS', sb_hkey(n), fp) == 1, n
 end
 
 -- Add fingerprints to the seen-set (with their buckets from sb_has, when known), then
 -- split buckets while they are too full. Called once per script, after every membership
 -- test of the call: addresses do not change until then.
-local function sb_add(fps, keys)
+local function sb_add(fps, buckets)
   if #fps == 0 then return end
   sb_state()
   local new = 0
+  local written = {}
   for i, fp in ipairs(fps) do
-    new = new + redis.call('HSET', keys and keys[i] or sb_key(fp), fp, '')
+    local n = buckets and buckets[i] or sb_bucket(fp)
+    if sb_whole(fp) then
+      local key = sb_strkey(n)
+      local v = sb_string(key)
+      if not sb_in(v, fp) then  -- (offered twice in one call: added once)
+        sbc[key] = v .. fp
+        written[key] = true
+        new = new + 1
+      end
+    else
+      new = new + redis.call('HSET', sb_hkey(n), fp, '')
+    end
   end
+  for key in pairs(written) do redis.call('SET', key, sbc[key]) end
   local n = redis.call('HINCRBY', M, 'sb_n', new)
   local m = SB_N0 * 2 ^ sb_l
   local split = false
@@ -642,7 +687,23 @@ local function sb_add(fps, keys)
   while n > SB_LOAD * (m + sb_s) do
     passes = passes + 1
     if passes > cap then overrun('sb_add', cap) end
-    local old = P .. ':sb:' .. tostring(sb_s)
+    if sb_str then
+      local key, to = sb_strkey(sb_s), sb_strkey(sb_s + m)
+      local v = sb_string(key)
+      local stay, moved = {}, {}
+      for i = 1, #v, FPW do
+        local f = string.sub(v, i, i + FPW - 1)
+        if sb_hash(f) % (2 * m) ~= sb_s then moved[#moved + 1] = f
+        else stay[#stay + 1] = f end
+      end
+      if #moved > 0 then
+        sbc[to] = sb_string(to) .. table.concat(moved)
+        redis.call('SET', to, sbc[to])
+        sbc[key] = table.concat(stay)
+        if sbc[key] == '' then redis.call('DEL', key) else redis.call('SET', key, sbc[key]) end
+      end
+    end
+    local old = sb_hkey(sb_s)
     local moved, args = {}, {}
     for _, f in ipairs(redis.call('HKEYS', old)) do
       if sb_hash(f) % (2 * m) ~= sb_s then
@@ -652,7 +713,7 @@ local function sb_add(fps, keys)
       end
     end
     if #moved > 0 then
-      redis.call('HSET', P .. ':sb:' .. tostring(sb_s + m), unpack(args))
+      redis.call('HSET', sb_hkey(sb_s + m), unpack(args))
       redis.call('HDEL', old, unpack(moved))
     end
     sb_s = sb_s + 1
