@@ -22,7 +22,8 @@
 --               P:ls hash token -> (key, prio, item), P:lx zset "first:last" token
 --                 range of one lease call -> expires_at ("t:t" for a renewed lease)
 --               P:dead hash id -> record, P:dz zset id; P:rv hash fp -> t
---               P:sb:<n> hash fp -> '' (the exact seen-set's buckets; see sb_add)
+--               P:sb:<n> string of 16-byte fps (exact-sb: hash fp -> ''), P:sbh:<n>
+--                 hash fp -> '' (other lengths): the exact seen-set's buckets (sb_add)
 --               P:bl:<n> Bloom blocks; P:rej hash reason -> count
 -- Per domain D:  P:di, P:da, P:dq  hashes D -> its leases in flight, the entries its
 --                 queues accepted, its queues (kept by save_all from its queues' changes)
