@@ -11,12 +11,13 @@ one slot. What is crawl-wide:
 
 - ``stats()``: each shard's and the home's counters added up (read one after the
   other: exact on a quiet crawl, a moment's drift under load);
-- the ready line: ``next(n)`` reads the first ``n`` queues of every shard's line
-  (:meth:`RedisStore.ready_line`), merges them by priority and waiting time as one line,
-  plans its round-robin over it (:func:`.rules.rounds`) and leases from each shard its
-  share (its queues in that line, as many leases as the plan gives them): the order of
-  one store, but not atomic across shards (another client's call in between may change
-  a shard's line; a domain cap may park a queue the plan counted on);
+- the ready line: ``next(n)`` reads the first ``n`` queues of every shard's line (the
+  ``line`` script, :meth:`RedisStore.ready_line_reply`), merges them by priority and
+  waiting time as one line, plans its round-robin over it (:func:`.rules.rounds`) and
+  leases from each shard its share (its queues in that line, as many leases as the
+  plan gives them): the order of one store, but not atomic across shards (another
+  client's call in between may change a shard's line; a domain cap may park a queue
+  the plan counted on);
 - an exchange (the crawl loop's call) costs each shard it involves one script, all in
   one round trip, so its leases are shared from each shard's line in brief (ready
   queues per level, :meth:`_shares`): by priority, then in proportion, not in the exact

@@ -112,7 +112,7 @@ read the same way; a crawlq older than format 2 cannot read format 2 items."""
 
 
 Head = tuple[int, float, str, int, str, int]
-"""A queue of a store's ready line as :meth:`RedisStore.ready_line` lists it: (priority
+"""A queue of a store's ready line as the ``line`` script lists it: (priority
 level, ready since, queue, how many leases it may give, its domain ('' when none is
 kept), the domain's leases out)."""
 
@@ -130,7 +130,7 @@ class Offer(NamedTuple):
 
 
 class Line(NamedTuple):
-    """A store's ready line as a sharded crawl reads it (:meth:`RedisStore.ready_line`):
+    """A store's ready line as a sharded crawl reads it (:meth:`RedisStore.ready_line_reply`):
     its first queues (None: not listed), each level's ready queues (best level first),
     the earliest time something may become ready (None: nothing is waited for), and
     its version (one up with every sharded call that may change it: of two readings,
@@ -558,17 +558,12 @@ class RedisStore:
             return []
         return _leased(self._run("lease", now, limit, ttl, queue or ""), now + ttl)
 
-    def ready_line(self, now: float, limit: int) -> Line:
-        """What came due woken, the first ``limit`` queues of the ready line in order
-        (see :data:`Head`), each level's count of ready queues, and the earliest time
-        something may become ready (a rest's end, a scheduled entry's time, a lease's
-        expiry; None: none)."""
-        return self.ready_line_reply(self._run("line", now, limit))
-
     @staticmethod
     def ready_line_reply(reply: list[Any]) -> Line:
-        """:meth:`ready_line`'s result from its script's reply (the ``line`` script's,
-        with arguments ``now, limit``: for :func:`run_many`)."""
+        """The reply of the ``line`` script (arguments ``now, limit``, run with
+        :func:`run_many`: what came due woken, then the first ``limit`` queues of the
+        ready line in order, each level's count of ready queues, and the earliest time
+        something may become ready) as a :class:`Line`."""
         return _line(reply[0], reply[1])
 
     def exchange(self, entries: Sequence[Entry], acks: Sequence[Ack], limit: int,
@@ -593,7 +588,7 @@ class RedisStore:
         in ``park`` (ready queues of a full domain the crawl's line passed over), lease
         in one pass over the first ``line`` queues of the ready line at most (line 0:
         as :meth:`lease` does), then list the first ``heads`` queues of the line
-        (:meth:`ready_line`)."""
+        (see :class:`Line`)."""
         offer, answers = self._add_blobs(entries), _ack_blobs(acks)
         adds = offer.blobs
         args: tuple[Any, ...] = (now, len(adds), *adds, len(answers), *answers,

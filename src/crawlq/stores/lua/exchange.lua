@@ -9,7 +9,7 @@
 -- one pass over a share of the crawl-wide line, after parking; line 0: every pass, as
 -- one store leases) and `heads` (how many queues of the ready line to list once all
 -- is done); the reply then goes on with lease's "ready again" flag (0 without a lease,
--- or with line 0), the listing (common.lua's ready_heads; empty when `heads` is 0) and
+-- or with line 0), the listing (common.lua's ready_heads; nil when `heads` is 0) and
 -- the line in brief (ready_levels).
 local function args(...)
   local t = {}
