@@ -74,7 +74,7 @@ class Crawler:
         self._parsers = Parsers(config.parse_timeout, max_bytes=config.max_bytes)
         self.frontier: AsyncFrontier | None = None
         """The frontier while :meth:`run` runs (for progress displays)."""
-        self.links = Links(self.scope, self.summary, once_per_round=bool(config.revisit_after))
+        self.links = Links(self.scope, self.summary)
 
     def stop(self) -> None:
         """Stop soon (Ctrl-C and SIGTERM do this): fetches in flight get

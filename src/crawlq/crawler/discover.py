@@ -10,13 +10,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..aio import AsyncFrontier
-from ..models import Lease, Request
+from ..models import Lease, Rejection, Request
 from . import sitemaps
 from .config import Summary
 from .fetch import Fetched
 from .scope import Scope
 
 log = logging.getLogger("crawlq.crawl")
+
+OFFERED_KEPT = 100_000
+"""How many URLs the frontier took that :class:`Links` remembers, so as not to offer
+them again (then it forgets them all and starts again: ~15 MB at most)."""
 
 
 class Links:
@@ -28,23 +32,26 @@ class Links:
     not in the frontier) and before it asks the frontier for work. Pages go on finding
     links while a call waits for the store: those wait for the next one.
 
-    With ``once_per_round`` (revisits), a URL is offered at most once per round, however
-    soon its revisit interval passes: :meth:`new_round` starts a round.
+    A URL the frontier took (added, or known already) is not offered again: the links
+    of a site's pages are mostly the same few, and the frontier would only find each
+    again a duplicate, after canonicalizing it and looking it up in the store. The
+    last :data:`OFFERED_KEPT` such URLs are remembered, as written; a URL the frontier
+    rejected (a budget, a full queue) is offered again when found again. That is per
+    round (:meth:`new_round` starts one): with revisits a URL is offered at most once a
+    round, however soon its revisit interval passes.
     """
 
-    def __init__(self, scope: Scope, summary: Summary, once_per_round: bool = False) -> None:
+    def __init__(self, scope: Scope, summary: Summary) -> None:
         self.scope = scope
         self.summary = summary
         self._pending: list[Request] = []
         self._sitemaps: Counter[str] = Counter()  # sitemap files queued, per host
         self._sitemap_urls: Counter[str] = Counter()  # page URLs they listed, per host
-        # the hashes of the canonical URLs offered this round
-        self._this_round: set[int] | None = set() if once_per_round else None
+        self._offered: set[str] = set()  # the URLs the frontier took (this round)
 
     def new_round(self) -> None:
-        """Forget which URLs this round offered."""
-        if self._this_round is not None:
-            self._this_round.clear()
+        """Forget which URLs the frontier took (a round of revisits begins)."""
+        self._offered.clear()
 
     def sitemap(self, frontier: AsyncFrontier, req: Request, r: Fetched, max_bytes: int) -> None:
         """Queue what a fetched sitemap (or sitemap index) lists, within the bounds of
@@ -101,22 +108,17 @@ class Links:
                meta: dict[str, Any] | None = None) -> None:
         """Queue the ``links`` in scope, at ``depth`` (offered at the next :meth:`flush`)."""
         new = []
-        once = self._this_round
+        offered = self._offered
+        scope = self.scope
         for url in links:
-            why = self.scope.why_not(url, depth)
+            if url in offered:
+                continue
+            why = scope.why_not(url, depth)
             if why is not None:
                 self.summary.out_of_scope[why] += 1
                 continue
-            if once is not None:
-                try:
-                    key = hash(frontier.canonicalize(url))
-                except ValueError:  # invalid: let the frontier say why
-                    key = hash(url)
-                if key in once:
-                    continue
-                once.add(key)
             new.append(Request(url, depth=depth, referrer=referrer, meta=meta or {},
-                               priority=self.scope.priority(url)))
+                               priority=scope.priority(url)))
         self._pending += new
 
     def take(self) -> list[Request]:
@@ -153,7 +155,19 @@ class Links:
         self.summary.links_added += result.added
         for rej in result.rejected:
             self.summary.out_of_scope[rej.reason] += 1
+        self._took(links, result.rejected)
         return leases
+
+    def _took(self, links: list[Request], rejected: Sequence[Rejection]) -> None:
+        """Remember the ``links`` the frontier took (all but the ``rejected``)."""
+        offered = self._offered
+        if len(offered) + len(links) > OFFERED_KEPT:  # (a bound on memory: start again)
+            offered.clear()
+        if rejected:
+            out = {r.index for r in rejected}
+            offered.update(req.url for i, req in enumerate(links) if i not in out)
+        else:
+            offered.update(req.url for req in links)
 
     async def flush(self, frontier: AsyncFrontier, n: int = 0) -> list[Lease]:
         """Offer the links waiting in the buffer, and lease up to ``n`` in the same

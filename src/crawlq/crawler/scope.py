@@ -39,6 +39,13 @@ def domain_name(domain: str) -> str:
     return host
 
 
+VERDICTS_KEPT = 65_536
+"""How many URLs' verdicts a :class:`Scope` keeps (then it forgets them all and starts
+again: a few MB at most)."""
+
+_UNJUDGED = "(not judged yet)"  # (no verdict is this string)
+
+
 class Scope:
     """Decides whether a discovered URL is in scope; ``why_not`` returns the reason.
 
@@ -67,6 +74,10 @@ class Scope:
         self.max_depth = max_depth
         self.max_url_length = max_url_length
         self.max_repeats = max_repeats
+        # what each URL met lately was judged (None: in scope), the depth aside: the
+        # links of a site's pages are mostly the same few (navigation, the same
+        # off-site links), and judging one again costs a WHATWG parse and the patterns
+        self._verdicts: dict[str, str | None] = {}
 
     def why_not(self, url: str, depth: int) -> str | None:
         """None when ``url`` at ``depth`` is in scope, else a short reason."""
@@ -74,6 +85,17 @@ class Scope:
             return "url-too-long"
         if self.max_depth is not None and depth > self.max_depth:
             return "too-deep"
+        verdicts = self._verdicts
+        why = verdicts.get(url, _UNJUDGED)
+        if why is _UNJUDGED:
+            why = self._judge(url)
+            if len(verdicts) >= VERDICTS_KEPT:  # (a bound on memory: start again)
+                verdicts.clear()
+            verdicts[url] = why
+        return why
+
+    def _judge(self, url: str) -> str | None:
+        """What :meth:`why_not` says of ``url`` apart from its length and depth."""
         try:
             parts = _parse(url)
         except (ValueError, TypeError):  # e.g. http://[zzz]/ in a sitemap: this URL
