@@ -1125,15 +1125,25 @@ def run_many(calls: Sequence[tuple[RedisStore, str, Sequence[Any]]]) -> list[Any
              errors.ClusterDownError)
     client = first._client
     groups: dict[str | None, list[int]] = {}
+    nodes: dict[str | None, Any] = {None: None}
     for i, (store, _, _) in enumerate(calls):
-        node = client.get_node_from_key(store._m).name if first.cluster else None
-        groups.setdefault(node, []).append(i)
+        name = None
+        if first.cluster:
+            # (the node itself, kept: asked again by its name it may be gone from the
+            # client's view by then, which a slot moving refreshes at any time)
+            node = client.get_node_from_key(store._m)
+            name = node.name if node is not None else "?"
+            nodes[name] = node
+        groups.setdefault(name, []).append(i)
     out: list[Any] = [None] * len(calls)
     failed: list[int] = []
     for name, places in groups.items():
+        node = nodes[name]
+        if name is not None and node is None:  # (no node known for the slot now)
+            failed += places
+            continue
         try:
-            target = client if name is None else client.get_redis_connection(
-                client.get_node(node_name=name))
+            target = client if node is None else client.get_redis_connection(node)
             pipe = target.pipeline(transaction=False)
             for i in places:
                 store, script, args = calls[i]
