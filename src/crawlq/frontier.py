@@ -185,7 +185,7 @@ class Frontier:
         """Name prefixes of this store's own values: not dumped, not loaded."""
         if not all(self.local_values):
             raise ConfigError("local_values must be non-empty name prefixes, not ''")
-        self.store = store
+        self.store = store  # (and what it can: see the property)
         # The values each call reads, as plain attributes (the hot paths read them once
         # per call; the policies are the record of what was asked).
         self.canonicalize: Callable[[str], str] = url_policy.canonicalizer
@@ -225,6 +225,19 @@ class Frontier:
     def dedup_post(self) -> bool:
         """Whether POST requests are deduplicated like GETs."""
         return self.url_policy.dedup_post
+
+    @property
+    def store(self) -> Store:
+        """The store this frontier works on."""
+        return self._store
+
+    @store.setter
+    def store(self, store: Store) -> None:
+        self._store = store
+        # (what it can do, asked once: a runtime Protocol check costs microseconds, and
+        # the hot paths ask at every call)
+        self._exchanges = store if isinstance(store, Exchanges) else None
+        self._transactions = store if isinstance(store, Transactions) else None
 
     @property
     def revisit_after(self) -> float | None:
@@ -579,10 +592,11 @@ class Frontier:
         index: list[int] = []
         self._entries.make(requests, 0, len(requests), now, rejected, entries, index)
         acks = self._acks(list(done), Outcome.DONE, None, duration, 0.0, now)
-        store = self.store
-        if isinstance(store, Exchanges):
-            statuses, held, leased = store.exchange(entries, acks, n, ttl, now)
+        exchanges = self._exchanges
+        if exchanges is not None:
+            statuses, held, leased = exchanges.exchange(entries, acks, n, ttl, now)
         else:
+            store = self._store
             with self.transaction():
                 statuses = store.add(entries, now) if entries else []
                 held = store.release(acks, now) if acks else []
@@ -609,8 +623,8 @@ class Frontier:
         store without transactions (memory, Redis) each call inside takes effect on its
         own, as outside a block. See :class:`~crawlq.stores.base.Transactions`.
         """
-        store = self.store
-        return store.transaction() if isinstance(store, Transactions) else nullcontext()
+        store = self._transactions
+        return store.transaction() if store is not None else nullcontext()
 
     # -- waiting --------------------------------------------------------------------
 
