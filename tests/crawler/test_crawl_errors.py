@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import signal
 import socket
 import subprocess
@@ -211,6 +212,33 @@ def test_debug_logging_has_a_line_per_fetch() -> None:
     assert run.returncode == 0, run.stderr
     lines = [ln for ln in run.stderr.splitlines() if "crawlq.crawl: 200 http://" in ln]
     assert len(lines) == n and " bytes " in lines[0], run.stderr[-2000:]
+
+
+@pytest.mark.parametrize(("loop", "shadowed", "want"), [
+    ("auto", False, "uvloop.Loop"), ("uvloop", False, "uvloop.Loop"),
+    ("asyncio", False, "asyncio.unix_events._UnixSelectorEventLoop"),
+    ("auto", True, "asyncio.unix_events._UnixSelectorEventLoop"),  # not installed
+    ("uvloop", True, None),
+])
+def test_the_crawl_runs_on_the_event_loop_asked_for(tmp_path: Path, loop: str, shadowed: bool,
+                                                    want: str | None) -> None:
+    """``--loop``: uvloop where installed (the crawl extra installs it), else asyncio's;
+    asked for and missing, one error line. "Missing" is a uvloop that fails to import,
+    put first on the path."""
+    (tmp_path / "uvloop.py").write_text("raise ImportError('no uvloop here')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)} if shadowed else None
+    spec = SiteSpec(hosts=1, pages=3, special_links=False)
+    with serve(spec) as web:
+        run = subprocess.run(
+            [sys.executable, "-m", "crawlq.cli", "crawl", web.url(0, "/"), *LOCAL,
+             "--allow-private", *FAST, "--log-level", "DEBUG", "--loop", loop],
+            capture_output=True, text=True, timeout=60, env=env)
+        n = len(pages(web))
+    if want is None:
+        assert "--loop uvloop: uvloop is not installed" in one_error(run)
+        return
+    assert run.returncode == 0 and f"fetched {n} pages" in run.stdout, run.stderr
+    assert f"event loop: {want}" in run.stderr, run.stderr[-2000:]
 
 
 def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:

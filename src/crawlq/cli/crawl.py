@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -164,11 +165,27 @@ def command(args: argparse.Namespace) -> int:
         sitemaps=args.sitemaps, ca_file=args.ca_file,
         robots_error_window=args.robots_error_window)
     return _run(config, resumable=bool(args.state or store),
-                every=0 if worker is not None else args.progress, metrics_port=args.metrics)
+                every=0 if worker is not None else args.progress, metrics_port=args.metrics,
+                loop=args.loop)
+
+
+def _runner(loop: str) -> Callable[[Coroutine[Any, Any, Any]], Any]:
+    """What runs the crawl's event loop: ``asyncio.run``, or uvloop's (``--loop``;
+    ``auto``: uvloop when it is installed, as the crawl extra installs it)."""
+    if loop != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if loop == "uvloop":
+                raise CommandError("--loop uvloop: uvloop is not installed",
+                                   advice="pip install uvloop (or crawlq[crawl])") from None
+        else:
+            return uvloop.run
+    return asyncio.run
 
 
 def _run(config: Any, resumable: bool, every: float | None = None,
-         metrics_port: int | None = None) -> int:
+         metrics_port: int | None = None, loop: str = "auto") -> int:
     from ..crawler.core import Crawler
     from ..crawler.progress import Progress
     from ..errors import CrawlqError
@@ -196,6 +213,8 @@ def _run(config: Any, resumable: bool, every: float | None = None,
 
     async def main() -> Any:
         loop = asyncio.get_running_loop()
+        logging.getLogger("crawlq.crawl").debug("event loop: %s.%s", type(loop).__module__,
+                                                type(loop).__name__)
         loop.add_signal_handler(signal.SIGINT, stop, signal.SIGINT)
         loop.add_signal_handler(signal.SIGTERM, stop, signal.SIGTERM)
         ticker = asyncio.create_task(progress.run()) if progress.interval > 0 else None
@@ -208,7 +227,7 @@ def _run(config: Any, resumable: bool, every: float | None = None,
                 metrics.close()
 
     try:
-        summary = asyncio.run(main())
+        summary = _runner(loop)(main())
     except CrawlqError as exc:
         progress.clear()
         raise CommandError(str(exc), advice=_advice(exc, resumable)) from exc
