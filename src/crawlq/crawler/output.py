@@ -21,7 +21,7 @@ import os
 import sys
 import zlib
 from io import BytesIO
-from typing import IO, BinaryIO, Protocol
+from typing import IO, Any, BinaryIO, Protocol
 from urllib.parse import urlsplit
 
 from .. import __version__
@@ -39,6 +39,10 @@ SUFFIXES = {".jsonl": ("jsonl", False), ".ndjson": ("jsonl", False),
 """File name endings and the (format, gzip) they mean; any other needs ``--format``."""
 SAVE = ("text", "body")
 """What a JSON Lines record may carry besides the metadata."""
+
+GZIP_LEVEL = 6
+"""The gzip level of gzipped outputs: gzip's default, which wget and Heritrix use too
+(level 9 costs half again the CPU for 0.4% less on HTML)."""
 
 
 class OutputError(CrawlqError):
@@ -268,7 +272,7 @@ class JsonlOutput(_File):
     def flush(self) -> None:
         if self._lines:
             data, self._lines = b"".join(self._lines), []
-            self.f.write(gzip.compress(data, compresslevel=6, mtime=0))
+            self.f.write(gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0))
         super().flush()
 
 
@@ -295,7 +299,9 @@ class WarcOutput(_File):
         from warcio.warcwriter import WARCWriter
 
         super().__init__(path, stream)
-        self.writer = WARCWriter(stream, gzip=gz)
+        # (gzip: one member per record, as warcio's own gzip writes them, but at
+        # GZIP_LEVEL rather than warcio's 9)
+        self.writer = WARCWriter(_GzipMembers(stream) if gz else stream, gzip=False)
         info = self.writer.create_warcinfo_record(
             path.rsplit("/", 1)[-1], {"software": f"crawlq/{__version__}",
                                       "format": "WARC File Format 1.1"})
@@ -335,6 +341,26 @@ class WarcOutput(_File):
                                response.rec_headers.get_header("WARC-Record-ID")})
         self.writer.write_record(request)
         self.writer.write_record(response)
+
+
+class _GzipMembers:
+    """A stream that gzips what is written to it, one gzip member from each
+    :meth:`flush` to the next (warcio flushes after each record)."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self._z = _member()
+
+    def write(self, data: bytes) -> None:
+        self.out.write(self._z.compress(data))
+
+    def flush(self) -> None:
+        self.out.write(self._z.flush())
+        self._z = _member()
+
+
+def _member() -> Any:
+    return zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS + 16)
 
 
 def _brotli(headers: list[tuple[str, str]]) -> bool:
