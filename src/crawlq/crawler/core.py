@@ -325,7 +325,7 @@ class Crawler:
                           ca_file=c.ca_file, headers=c.headers, proxy=c.proxy,
                           proxy_from_env=c.proxy_from_env, cookies=c.cookies,
                           accept_encoding=(out.accept_encoding if out is not None else None)
-                          or ACCEPT_ENCODING)
+                          or ACCEPT_ENCODING, keep_wire=out is not None and out.keeps_wire)
         self._out = out
         inflight: dict[asyncio.Task[None], Lease] = {}
 

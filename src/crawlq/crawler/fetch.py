@@ -217,12 +217,13 @@ class SiteCookieJar(aiohttp.CookieJar):
         AbstractCookieJar.update_cookies_from_headers(self, headers, response_url)
 
 
-def _whole(wire: bytes, body: bytes | bytearray) -> bytes:
+def _whole(wire: bytes, body: bytes) -> bytes:
     """``wire`` if it is one whole response ending in the body read (else b"": the WARC
     writer then rebuilds the record from the parsed response)."""
-    if not wire.startswith(b"HTTP/") or b"\r\n\r\n" not in wire:
+    end = wire.find(b"\r\n\r\n")
+    if end < 0 or not wire.startswith(b"HTTP/"):
         return b""
-    if b"chunked" not in wire.partition(b"\r\n\r\n")[0].lower() and not wire.endswith(body):
+    if b"chunked" not in wire[:end].lower() and not wire.endswith(body):
         return b""
     return wire
 
@@ -243,7 +244,9 @@ class Fetcher:
     file, e.g. a company's internal CA) when given. ``headers`` are sent with every
     request (after the User-Agent, which they may replace). ``accept_encoding`` is
     the ``Accept-Encoding`` sent (a WARC output asks for less, see
-    :class:`~crawlq.crawler.output.WarcOutput`).
+    :class:`~crawlq.crawler.output.WarcOutput`). With ``keep_wire`` each response is
+    also kept as it came off the wire (:attr:`Fetched.http_raw`, for WARC); without, that
+    copy of every page is not made.
     """
 
     DNS_TTL = 300.0
@@ -254,7 +257,7 @@ class Fetcher:
                  connections: int = 64, ca_file: str | None = None,
                  headers: Mapping[str, str] | None = None, proxy: str | None = None,
                  proxy_from_env: bool = False, cookies: bool = False,
-                 accept_encoding: str = ACCEPT_ENCODING) -> None:
+                 accept_encoding: str = ACCEPT_ENCODING, keep_wire: bool = True) -> None:
         self.user_agent = user_agent
         self.ssl = ssl.create_default_context()
         if ca_file:
@@ -272,6 +275,7 @@ class Fetcher:
         if cookies:
             public_suffix_list()  # (loaded now: a missing package is one clear error)
         self.accept_encoding = accept_encoding
+        self.keep_wire = keep_wire
         # The proxy the user named may be at a special-purpose address (often is: a
         # proxy on the LAN): its host is not refused. Targets still are.
         self._proxy_host = urlsplit(proxy).hostname if proxy else None
@@ -291,7 +295,8 @@ class Fetcher:
             # private hook for it; if it goes away, Fetched.http_raw stays b"" and WARC
             # records are rebuilt from the parsed response (the WARC test notices).
             if hasattr(connector, "_factory"):
-                recording = type("Recording", (_Recording,), {"cap": self.max_bytes + 65536})
+                recording = type("Recording", (_Recording,), {
+                    "cap": self.max_bytes + 65536 if self.keep_wire else 0})
                 connector._factory = functools.partial(
                     recording, loop=asyncio.get_running_loop())
             if self._jar is None:  # (one for both sessions)
@@ -362,22 +367,27 @@ class Fetcher:
                                    proxy=self.proxy) as r:
                 # (taken now: once the body is read the connection may serve another)
                 wire = getattr(getattr(r, "_protocol", None), "raw", None)
-                raw = bytearray()
+                chunks: list[bytes] = []
+                size = 0
                 truncated = False
                 cap = self.max_bytes if max_bytes is None else min(max_bytes, self.max_bytes)
                 async for chunk in r.content.iter_chunked(65536):  # as sent: WARC keeps them
-                    raw += chunk
-                    if len(raw) > cap:
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > cap:
                         truncated = True
-                        del raw[cap:]
                         r.close()  # the rest is not read: the connection is not reused
                         break
+                # (one copy of the body at most: pages are tens of KB, and each copy shows)
+                raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                if truncated:
+                    raw = raw[:cap]
                 elapsed = time.monotonic() - start
                 header_list = [(k.decode("latin-1"), v.decode("latin-1"))
                                for k, v in r.raw_headers]
                 request_headers = list(r.request_info.headers.items())
                 status, reason = r.status, r.reason or ""
-                http_raw = bytes(wire) if isinstance(wire, bytearray) else b""
+                http_raw = bytes(wire) if isinstance(wire, bytearray) and wire else b""
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
             kind = "Timeout" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__
             raise FetchError(kind, str(exc)) from exc
@@ -389,12 +399,12 @@ class Fetcher:
             headers_out[k] = f"{headers_out[k]}, {v}" if k in headers_out else v
         decode_error = None
         try:
-            body, cut = decode(bytes(raw), headers_out.get("content-encoding"), cap)
+            body, cut = decode(raw, headers_out.get("content-encoding"), cap)
         except DecodeError as exc:
             body, cut, decode_error = b"", False, str(exc)
         return Fetched(
             url, status, headers_out, body, elapsed, truncated or cut,
-            headers_out.get("location"), raw=bytes(raw), header_list=header_list,
+            headers_out.get("location"), raw=raw, header_list=header_list,
             request_headers=request_headers, reason=reason, ip=ip,
             decode_error=decode_error, http_raw=_whole(http_raw, raw))
 

@@ -57,6 +57,9 @@ class Output(Protocol):
     accept_encoding: str | None
     """The content codings the crawler may ask servers for (``Accept-Encoding``) when
     writing here; None: every coding the crawler decodes."""
+    keeps_wire: bool
+    """Whether records hold responses as they came off the wire (``Fetched.http_raw``:
+    WARC), which the fetch then keeps."""
 
     @property
     def path(self) -> str:
@@ -195,6 +198,7 @@ class Rotating:
         self.current = _open_one(self.name(self.serial), self.kind, self.gz, save)
         self.archives_robots = self.current.archives_robots
         self.accept_encoding = self.current.accept_encoding
+        self.keeps_wire = self.current.keeps_wire
 
     @property
     def path(self) -> str:
@@ -242,6 +246,7 @@ class JsonlOutput(_File):
 
     archives_robots = False
     accept_encoding: str | None = None
+    keeps_wire = False
 
     def __init__(self, path: str, stream: BinaryIO, gz: bool = False,
                  save: tuple[str, ...] = ()) -> None:
@@ -294,6 +299,7 @@ class WarcOutput(_File):
 
     archives_robots = True
     accept_encoding: str | None = "gzip, deflate"
+    keeps_wire = True
 
     def __init__(self, path: str, stream: BinaryIO, gz: bool = False) -> None:
         from warcio.warcwriter import WARCWriter
