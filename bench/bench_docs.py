@@ -65,6 +65,12 @@ Only 127.0.0.1 is ever contacted.
     python bench/bench_docs.py --rounds 5 --only crawlq-jsonl --only wget-parallel
     python bench/bench_docs.py --dir /dev/shm
     python bench/bench_docs.py --tiny --rounds 1
+    python bench/bench_docs.py --src /tmp/old/src --src src --only crawlq-jsonl
+
+``--src DIR`` (repeatable) runs each crawlq contender once per source tree, crawlq
+imported from it (``PYTHONPATH``; a tree's compiled modules built in place), named
+``crawlq-jsonl@old`` after the folder that holds the tree (``src``: itself): old and new
+builds alternated in one run, as wget is.
 """
 
 from __future__ import annotations
@@ -340,9 +346,9 @@ def run_wgets(seeds: list[str], port: int, tmp: Path, parallel: bool) -> None:
 
 
 def runner(contender: str, seeds: list[str], port: int, tmp: Path, conc: int,
-           per_host: int) -> Callable[[], str]:
-    """What runs one contender, its files in ``tmp``: it returns crawlq's summary's last
-    line ("" for wget)."""
+           per_host: int, src: str | None = None) -> Callable[[], str]:
+    """What runs one contender, its files in ``tmp`` (crawlq from the source tree
+    ``src``, if given): it returns crawlq's summary's last line ("" for wget)."""
     if contender.startswith("wget"):
 
         def wgets() -> str:
@@ -350,12 +356,13 @@ def runner(contender: str, seeds: list[str], port: int, tmp: Path, conc: int,
             return ""
 
         return wgets
-    out = tmp / ("pages.jsonl" if contender == "crawlq-jsonl" else "crawl.warc.gz")
+    out = tmp / ("pages.jsonl" if contender.startswith("crawlq-jsonl") else "crawl.warc.gz")
     cmd = crawlq_command(seeds, ["--state", str(tmp / "state")], conc, per_host, 0.0,
                          str(out), conc, domain=DOMAIN)
+    env = {**os.environ, "PYTHONPATH": src} if src else None
 
     def crawl() -> str:
-        return run_crawl(cmd)[1]
+        return run_crawl(cmd, env)[1]
 
     return crawl
 
@@ -419,13 +426,13 @@ def measure(contender: str, run: Callable[[], str], web: Nginx) -> Run:
 # -- the report ------------------------------------------------------------------------------
 
 
-HEADER = (f"{'contender':<14} {'round':>5} {'pages':>6} {'twice':>5} {'other':>5} "
+HEADER = (f"{'contender':<20} {'round':>5} {'pages':>6} {'twice':>5} {'other':>5} "
           f"{'conns':>5} {'vs wget':>9} {'seconds':>8} {'pages/s':>8} {'CPU s':>7} "
           f"{'sys s':>6} {'pages/CPU-s':>11} {'nginx CPU':>9}")
 
 
 def row(r: Run, label: str, diff: str) -> str:
-    return (f"{r.contender:<14} {label:>5} {len(r.pages):>6} {r.twice:>5} {r.other:>5} "
+    return (f"{r.contender:<20} {label:>5} {len(r.pages):>6} {r.twice:>5} {r.other:>5} "
             f"{r.connections:>5} {diff:>9} {r.wall:>8.2f} {r.rate:>8.1f} {r.cpu:>7.2f} "
             f"{r.sys_cpu:>6.2f} {r.per_cpu:>11.1f} {r.server_cpu:>9.2f}")
 
@@ -446,8 +453,15 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true",
                     help=f"4 generated sites of {TINY_PAGES + 1} linked pages instead of the "
                          "Debian packages: a run of seconds that checks the bench works")
+    ap.add_argument("--src", action="append", metavar="DIR",
+                    help="a crawlq source tree to run the crawlq contenders from "
+                         "(repeatable: each is a contender of its own)")
     a = ap.parse_args()
-    contenders = a.only or CONTENDERS
+    trees = {f"@{Path(d).resolve().parent.name if Path(d).name == 'src' else Path(d).name}":
+             str(Path(d).resolve()) for d in a.src or []}
+    contenders = [f"{c}{t}" if c.startswith("crawlq") else c
+                  for c in a.only or CONTENDERS for t in (trees or [""])]
+    contenders = list(dict.fromkeys(contenders))
     ensure_installed(() if a.tiny else DOCS)
     runs: dict[str, list[Run]] = {c: [] for c in contenders}
     diffs: dict[str, set[str]] = {c: set() for c in contenders}
@@ -475,10 +489,13 @@ def main() -> None:
                     work = Path(tempfile.mkdtemp(prefix=f"run-{n}-{contender}-",
                                                  dir=a.dir or tmp))
                     try:
+                        at = contender.find("@")
+                        tree = trees[contender[at:]] if at >= 0 else None
                         done[contender] = measure(contender, runner(
-                            contender, seeds, web.port, work, a.concurrency, a.per_host), web)
+                            contender, seeds, web.port, work, a.concurrency, a.per_host,
+                            tree), web)
                     except RuntimeError as exc:
-                        print(f"{contender:<14} {n + 1:>5} FAILED: {exc}", flush=True)
+                        print(f"{contender:<20} {n + 1:>5} FAILED: {exc}", flush=True)
                     finally:
                         shutil.rmtree(work)
                 ref = next((done[c] for c in ("wget-parallel", "wget-serial") if c in done),
@@ -521,11 +538,11 @@ def report(runs: dict[str, list[Run]], diffs: dict[str, set[str]],
                 statistics.median(r.server_cpu for r in rs), {}, "")
         med[contender] = (statistics.median(r.rate for r in rs),
                           statistics.median(r.per_cpu for r in rs))
-        print(f"{contender:<14} {'med':>5} {len(m.pages):>6} {m.twice:>5} {m.other:>5} "
+        print(f"{contender:<20} {'med':>5} {len(m.pages):>6} {m.twice:>5} {m.other:>5} "
               f"{m.connections:>5} {'':>9} {m.wall:>8.2f} {med[contender][0]:>8.1f} "
               f"{m.cpu:>7.2f} {m.sys_cpu:>6.2f} {med[contender][1]:>11.1f} "
               f"{m.server_cpu:>9.2f}")
-    for crawler in ("crawlq-jsonl", "crawlq-warc"):
+    for crawler in (c for c in med if c.startswith("crawlq")):
         for peer in ("wget-parallel", "wget-serial"):
             if crawler in med and peer in med and all(med[peer]):
                 print(f"  {crawler}: {med[crawler][0] / med[peer][0]:.2f}x {peer}'s pages/s, "
