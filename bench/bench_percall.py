@@ -4,18 +4,25 @@
 20,000 URLs over 500 hosts, politeness off; ``next(1000)`` until empty, each batch
 answered either with one ``done(leases)`` or with one ``done(lease)`` per lease (the
 loop README shows). Reported: leases answered per second, and per-call over batch. On
-SQLite, with group commit (the default) and without (``group_commit=0``).
+SQLite, with group commit (the default) and without (``group_commit=0``); on Redis, a
+redis-server of the bench's own on loopback (``redis``), and a crawl of 8 shards on a
+3-node Redis Cluster of its own (``sharded``: a done() per lease is then one script on
+the one shard its lease is from).
 
-    python bench/bench_percall.py [--store sqlite|memory] [--urls 20000]
+    python bench/bench_percall.py [--store sqlite|memory|redis|sharded] [--urls 20000]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import tempfile
 import time
+from pathlib import Path
 
 from crawlq import Frontier
+from crawlq.testing.redis_server import LocalCluster, LocalRedis
 
 
 def run(store: str, n: int, per_call: bool, **options: float) -> float:
@@ -39,21 +46,39 @@ def run(store: str, n: int, per_call: bool, **options: float) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
+    ap.add_argument("--store", choices=["sqlite", "memory", "redis", "sharded"],
+                    default="sqlite")
     ap.add_argument("--urls", type=int, default=20_000)
     a = ap.parse_args()
     settings = [{"group_commit": 0.005}, {"group_commit": 0.0}] if a.store == "sqlite" \
         else [{}]
-    for options in settings:
+    with contextlib.ExitStack() as stack:
+        base = ""
+        if a.store in ("redis", "sharded"):
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="crawlq-percall-")))
+            if a.store == "redis":
+                server = LocalRedis(folder / "redis").start()
+                stack.callback(server.stop)
+                base = f"{server.url}?prefix="
+            else:
+                cluster = stack.enter_context(LocalCluster(folder / "cluster"))
+                base = f"{cluster.url}&shards=8&prefix="
+        crawls = itertools.count()
+
         def url() -> str:
             if a.store == "memory":
                 return "memory://"
+            if base:
+                return f"{base}percall{next(crawls)}"
             return f"sqlite:///{tempfile.mkdtemp(prefix='crawlq-percall-')}/f.db"
-        batch = run(url(), a.urls, False, **options)
-        per = run(url(), a.urls, True, **options)
-        label = ", ".join(f"{k}={v}" for k, v in options.items()) or a.store
-        print(f"{a.store} ({label}): batch {batch:,.0f}/s, one done() per lease "
-              f"{per:,.0f}/s: {per / batch:.2f}x")
+
+        for options in settings:
+            batch = run(url(), a.urls, False, **options)
+            per = run(url(), a.urls, True, **options)
+            label = ", ".join(f"{k}={v}" for k, v in options.items()) or a.store
+            print(f"{a.store} ({label}): batch {batch:,.0f}/s, one done() per lease "
+                  f"{per:,.0f}/s: {per / batch:.2f}x")
 
 
 if __name__ == "__main__":

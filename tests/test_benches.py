@@ -77,7 +77,11 @@ TINY: dict[str, tuple[Tiny, ...]] = {
              (rf"^sqlite \(group_commit=0\.0\): batch {_N}/s, one done\(\) per lease {_N}/s: "
               rf"{_N}x$",)),
         Tiny(("--store", "memory", "--urls", "2000"),
-             (rf"^memory.*: batch {_N}/s, one done\(\) per lease {_N}/s: {_N}x$",))),
+             (rf"^memory.*: batch {_N}/s, one done\(\) per lease {_N}/s: {_N}x$",)),
+        Tiny(("--store", "redis", "--urls", "1000"),
+             (rf"^redis.*: batch {_N}/s, one done\(\) per lease {_N}/s: {_N}x$",)),
+        Tiny(("--store", "sharded", "--urls", "1000"),
+             (rf"^sharded.*: batch {_N}/s, one done\(\) per lease {_N}/s: {_N}x$",))),
     "bench_redis.py": (Tiny(
         ("--n", "2000", "--hosts", "50", "--clients", "1", "--clients", "2"),
         (rf"^\s+2\s+{_N}\s+{_N}\s+{_N}\s+{_N}x$",)),),
