@@ -192,8 +192,15 @@ class ShardedRedisStore:
 
     def release(self, acks: Sequence[Ack], now: float) -> list[bool]:
         """See :meth:`Store.release`: each shard answers its leases, all in one round
-        trip."""
-        return self._change((), acks, 0, 0.0, now)[1]
+        trip. Answers of one shard only (one ``done()`` per lease) run its plain release
+        script, without reading its line back (a third of the exchange script's server
+        CPU): its line read is forgotten, and read again when leases are next shared."""
+        parts = self._tokens(a[0] for a in acks)
+        if len(parts) != 1:
+            return self._change((), acks, 0, 0.0, now)[1]
+        [(shard, mine)] = parts.items()
+        with self._changing([shard]):
+            return self.shards[shard].release([(t, *acks[i][1:]) for i, t in mine], now)
 
     def exchange(self, entries: Sequence[Entry], acks: Sequence[Ack], limit: int,
                  ttl: float, now: float) -> tuple[list[int], list[bool], list[Leased]]:
