@@ -20,7 +20,8 @@ log = logging.getLogger("crawlq.crawl")
 
 OFFERED_KEPT = 100_000
 """How many URLs the frontier took that :class:`Links` remembers, so as not to offer
-them again (then it forgets them all and starts again: ~15 MB at most)."""
+them again (then it forgets them all and starts again: ~18 MB at most, URLs of ~85
+characters)."""
 
 
 class Links:
