@@ -236,6 +236,7 @@ def test_the_crawl_runs_on_the_event_loop_asked_for(tmp_path: Path, loop: str, s
         n = len(pages(web))
     if want is None:
         assert "--loop uvloop: uvloop is not installed" in one_error(run)
+        assert "pip install uvloop" in run.stderr  # (the advice, on the next line)
         return
     assert run.returncode == 0 and f"fetched {n} pages" in run.stdout, run.stderr
     assert f"event loop: {want}" in run.stderr, run.stderr[-2000:]

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -196,6 +197,15 @@ def test_warc_has_robots_txt_sent_headers_and_passes_warcio_check(tmp_path: Path
     check = subprocess.run([str(Path(sys.executable).with_name("warcio")), "check", "-v",
                             str(out)], capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
+    # one gzip member per record (warcinfo, then a request and a response a fetch), as
+    # WARC readers that seek to a record's offset need
+    data, members = out.read_bytes(), 0
+    while data:
+        d = zlib.decompressobj(31)
+        d.decompress(data)
+        assert d.eof
+        data, members = d.unused_data, members + 1
+    assert members == len(records) == 1 + 2 * len(responses)
     bad = subprocess.run(cli("crawl", "http://a.test/", "--header", "no colon here"),
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("crawlq: error: --header")

@@ -149,3 +149,26 @@ def test_a_multi_member_gzip_body_is_decoded_whole() -> None:
     with serve_raw(answer) as web:
         got = asyncio.run(fetch(web))
     assert got.body == body and not got.truncated
+
+
+def test_the_wire_bytes_are_kept_only_when_asked() -> None:
+    """``keep_wire`` (a WARC output): the response as it came off the wire; without it
+    (JSON Lines) that copy is not made, and the page is the same."""
+    body = b"<html>" + b"x" * 100_000 + b"</html>"
+
+    def answer(host: str, path: str) -> list[Part]:
+        return [(0.0, response("200 OK", body))]
+
+    async def fetch(web: RawWeb, keep: bool) -> Any:
+        fetcher = Fetcher(user_agent="t", resolve={"*.test": "127.0.0.1"},
+                          allow_private=True, keep_wire=keep)
+        try:
+            return await fetcher.get(web.url("a.test"))
+        finally:
+            await fetcher.close()
+
+    with serve_raw(answer) as web:
+        kept, not_kept = asyncio.run(fetch(web, True)), asyncio.run(fetch(web, False))
+    assert kept.body == not_kept.body == kept.raw == not_kept.raw == body
+    assert kept.http_raw.startswith(b"HTTP/1.1 200 OK\r\n") and kept.http_raw.endswith(body)
+    assert not_kept.http_raw == b""

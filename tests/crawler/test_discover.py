@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from crawlq import AsyncFrontier, Request
+import pytest
+
+from crawlq import AsyncFrontier, Request, StoreError
 from crawlq.crawler import discover, scope
 from crawlq.crawler.config import Summary
 from crawlq.crawler.discover import Links
@@ -20,17 +22,17 @@ class Spy:
 
     def __init__(self, frontier: AsyncFrontier) -> None:
         self.offered: list[str] = []
-        self._exchange, self._add = frontier.exchange, frontier.add
+        self.inner_exchange, self.inner_add = frontier.exchange, frontier.add
         frontier.exchange = self.exchange  # type: ignore[method-assign,assignment]
         frontier.add = self.add  # type: ignore[method-assign,assignment]
 
     async def exchange(self, add: list[Request], *args: Any, **kw: Any) -> Any:
         self.offered += [r.url for r in add]
-        return await self._exchange(add, *args, **kw)
+        return await self.inner_exchange(add, *args, **kw)
 
     async def add(self, add: list[Request], *args: Any, **kw: Any) -> Any:
         self.offered += [r.url for r in add]
-        return await self._add(add, *args, **kw)
+        return await self.inner_add(add, *args, **kw)
 
 
 def test_a_link_the_frontier_took_is_not_offered_again() -> None:
@@ -79,12 +81,21 @@ def test_links_that_did_not_reach_the_frontier_are_offered_again() -> None:
 
     async def go() -> None:
         async with await AsyncFrontier.open("memory://") as f:
-            links = Links(Scope(), summary)
+            spy, links = Spy(f), Links(Scope(), summary)
+            real = spy.inner_add
+
+            async def failing(add: list[Request], *args: Any, **kw: Any) -> Any:
+                raise StoreError("the store went away")
+
+            spy.inner_add = failing  # type: ignore[assignment]
             links.follow(f, ["http://a.test/1"], 1, "http://a.test/")
-            taken = links.take()
-            links.give_back(taken)  # (what send() does when the store fails)
+            with pytest.raises(StoreError):
+                await links.flush(f)
+            spy.inner_add = real
             links.follow(f, ["http://a.test/1"], 1, "http://a.test/")
-            assert [r.url for r in links.take()] == ["http://a.test/1", "http://a.test/1"]
+            await links.flush(f)  # (given back, and met again: offered, taken once)
+            assert spy.offered == ["http://a.test/1"] * 3
+            assert summary.links_added == 1
 
     asyncio.run(go())
 
@@ -101,7 +112,10 @@ def test_what_is_remembered_is_bounded(monkeypatch: Any) -> None:
             for i in range(0, 10, 2):
                 links.follow(f, [*urls[i:i + 2], f"http://b.test/{i}"], 1, "http://a.test/")
                 await links.flush(f)
-            assert summary.out_of_scope["off-domain"] == 5  # (judged again, the same)
+            assert summary.out_of_scope["off-domain"] == 5  # (verdicts forgotten,
+            links.follow(f, [f"http://b.test/{i}" for i in range(0, 10, 2)], 1,  # judged
+                         "http://a.test/")                                    # again alike)
+            assert summary.out_of_scope["off-domain"] == 10
             links.follow(f, urls, 1, "http://a.test/")  # the early ones were forgotten
             await links.flush(f)
             assert spy.offered[:10] == urls and set(spy.offered[10:]) < set(urls)
@@ -110,12 +124,25 @@ def test_what_is_remembered_is_bounded(monkeypatch: Any) -> None:
     asyncio.run(go())
 
 
-def test_a_remembered_verdict_still_minds_the_depth_and_length() -> None:
-    s = Scope(["a.test"], max_depth=2, max_url_length=30)
+def test_a_remembered_verdict_still_minds_the_depth() -> None:
+    s = Scope(["a.test"], max_depth=2)
     assert s.why_not("http://a.test/x", 1) is None
     assert s.why_not("http://a.test/x", 3) == "too-deep"
     assert s.why_not("http://a.test/x", 2) is None
     assert s.why_not("http://b.test/x", 1) == "off-domain"
     assert s.why_not("http://b.test/x", 1) == "off-domain"
-    long = "http://a.test/" + "x" * 20
-    assert s.why_not(long, 1) == "url-too-long"
+
+
+def test_a_link_taken_then_met_too_deep_is_counted_too_deep() -> None:
+    """What is left out is counted each time met, a link taken before included."""
+    summary = Summary()
+
+    async def go() -> None:
+        async with await AsyncFrontier.open("memory://") as f:
+            links = Links(Scope(["a.test"], max_depth=2), summary)
+            links.follow(f, ["http://a.test/1"], 1, "http://a.test/")
+            await links.flush(f)
+            links.follow(f, ["http://a.test/1"], 3, "http://a.test/deep")
+            assert summary.out_of_scope["too-deep"] == 1 and not links.take()
+
+    asyncio.run(go())

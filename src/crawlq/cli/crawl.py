@@ -191,6 +191,7 @@ def _run(config: Any, resumable: bool, every: float | None = None,
     from ..errors import CrawlqError
     from . import crawl_workers
 
+    run = _runner(loop)  # (first: a loop asked for and missing is an error of its own)
     metrics = None
     if metrics_port is not None:
         from ..crawler.metrics import CrawlMetrics
@@ -227,7 +228,7 @@ def _run(config: Any, resumable: bool, every: float | None = None,
                 metrics.close()
 
     try:
-        summary = _runner(loop)(main())
+        summary = run(main())
     except CrawlqError as exc:
         progress.clear()
         raise CommandError(str(exc), advice=_advice(exc, resumable)) from exc

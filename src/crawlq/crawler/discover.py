@@ -35,11 +35,13 @@ class Links:
 
     A URL the frontier took (added, or known already) is not offered again: the links
     of a site's pages are mostly the same few, and the frontier would only find each
-    again a duplicate, after canonicalizing it and looking it up in the store. The
-    last :data:`OFFERED_KEPT` such URLs are remembered, as written; a URL the frontier
-    rejected (a budget, a full queue) is offered again when found again. That is per
-    round (:meth:`new_round` starts one): with revisits a URL is offered at most once a
-    round, however soon its revisit interval passes.
+    again a duplicate, after canonicalizing it and looking it up in the store. Up to
+    :data:`OFFERED_KEPT` such URLs are remembered, as written (then all are forgotten,
+    and remembering starts again); a URL the frontier rejected (a budget, a full queue)
+    is offered again when found again. That is per round (:meth:`new_round` starts
+    one): with revisits a URL the frontier took is not offered again in the round,
+    however soon its revisit interval passes. Scope is judged each time a link is met,
+    so what is left out is counted each time, as before.
     """
 
     def __init__(self, scope: Scope, summary: Summary) -> None:
@@ -112,11 +114,11 @@ class Links:
         offered = self._offered
         scope = self.scope
         for url in links:
-            if url in offered:
-                continue
-            why = scope.why_not(url, depth)
+            why = scope.why_not(url, depth)  # (first: counted each time met)
             if why is not None:
                 self.summary.out_of_scope[why] += 1
+                continue
+            if url in offered:
                 continue
             new.append(Request(url, depth=depth, referrer=referrer, meta=meta or {},
                                priority=scope.priority(url)))

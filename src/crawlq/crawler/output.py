@@ -351,18 +351,23 @@ class WarcOutput(_File):
 
 class _GzipMembers:
     """A stream that gzips what is written to it, one gzip member from each
-    :meth:`flush` to the next (warcio flushes after each record)."""
+    :meth:`flush` to the next (warcio flushes after each record). Its flush does not
+    flush the file: the output's own :meth:`_File.flush` does, at each commit."""
 
     def __init__(self, out: BinaryIO) -> None:
         self.out = out
         self._z = _member()
 
     def write(self, data: bytes) -> None:
-        self.out.write(self._z.compress(data))
+        try:
+            self.out.write(self._z.compress(data))
+        except BaseException:  # (e.g. a full disk: the record's rest must not open the
+            self._z = _member()  # next record's member)
+            raise
 
     def flush(self) -> None:
-        self.out.write(self._z.flush())
-        self._z = _member()
+        z, self._z = self._z, _member()
+        self.out.write(z.flush())
 
 
 def _member() -> Any:

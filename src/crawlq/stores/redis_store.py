@@ -1131,7 +1131,10 @@ def run_many(calls: Sequence[tuple[RedisStore, str, Sequence[Any]]]) -> list[Any
         if first.cluster:
             # (the node itself, kept: asked again by its name it may be gone from the
             # client's view by then, which a slot moving refreshes at any time)
-            node = client.get_node_from_key(store._m)
+            try:
+                node = client.get_node_from_key(store._m)
+            except errors.RedisClusterException:  # (no node serves the slot now)
+                node = None
             name = node.name if node is not None else "?"
             nodes[name] = node
         groups.setdefault(name, []).append(i)
