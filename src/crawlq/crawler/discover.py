@@ -166,11 +166,8 @@ class Links:
         offered = self._offered
         if len(offered) + len(links) > OFFERED_KEPT:  # (a bound on memory: start again)
             offered.clear()
-        if rejected:
-            out = {r.index for r in rejected}
-            offered.update(req.url for i, req in enumerate(links) if i not in out)
-        else:
-            offered.update(req.url for req in links)
+        out = {r.index for r in rejected}
+        offered.update(req.url for i, req in enumerate(links) if i not in out)
 
     async def flush(self, frontier: AsyncFrontier, n: int = 0) -> list[Lease]:
         """Offer the links waiting in the buffer, and lease up to ``n`` in the same

@@ -1124,27 +1124,22 @@ def run_many(calls: Sequence[tuple[RedisStore, str, Sequence[Any]]]) -> list[Any
     again = (errors.NoScriptError, errors.AskError, errors.TryAgainError,
              errors.ClusterDownError)
     client = first._client
-    groups: dict[str | None, list[int]] = {}
-    nodes: dict[str | None, Any] = {None: None}
+    # node name (None: not a cluster) -> the node itself and the calls it serves (the
+    # node is kept: asked again by its name it may be gone from the client's view by
+    # then, which a slot moving refreshes at any time)
+    groups: dict[str | None, tuple[Any, list[int]]] = {}
+    out: list[Any] = [None] * len(calls)
+    failed: list[int] = []
     for i, (store, _, _) in enumerate(calls):
-        name = None
+        node = None
         if first.cluster:
-            # (the node itself, kept: asked again by its name it may be gone from the
-            # client's view by then, which a slot moving refreshes at any time)
             try:
                 node = client.get_node_from_key(store._m)
             except errors.RedisClusterException:  # (no node serves the slot now)
-                node = None
-            name = node.name if node is not None else "?"
-            nodes[name] = node
-        groups.setdefault(name, []).append(i)
-    out: list[Any] = [None] * len(calls)
-    failed: list[int] = []
-    for name, places in groups.items():
-        node = nodes[name]
-        if name is not None and node is None:  # (no node known for the slot now)
-            failed += places
-            continue
+                failed.append(i)
+                continue
+        groups.setdefault(None if node is None else node.name, (node, []))[1].append(i)
+    for node, places in groups.values():
         try:
             target = client if node is None else client.get_redis_connection(node)
             pipe = target.pipeline(transaction=False)
