@@ -12,14 +12,20 @@
   per-lease and per-queue rules) and ``stores/memory_loops.py`` (the memory store's
   add, lease and release loops).
 
-Both are optional: without a C compiler (or mypyc) the build goes on without them and
-crawlq runs its pure-Python code (same results, slower). ``CRAWLQ_NO_MYPYC=1`` skips
+- ``crawlq.serve._edge`` (C++): ``crawlq serve``'s gRPC transport on the system's gRPC
+  C++ library (pkg-config grpc++), where it is installed: calls reach Python as batches
+  of events (see ``serve/grpc_edge.py``).
+
+All are optional: without a C compiler (or mypyc, or gRPC's C++ library) the build goes
+on without them and crawlq runs its pure-Python code (same results, slower; grpcio's own
+gRPC server). ``CRAWLQ_NO_MYPYC=1`` skips
 the mypyc step.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 from setuptools import Extension, setup
@@ -55,6 +61,25 @@ def compiled_python() -> list[Extension]:
     return list(extensions)
 
 
+def grpc_edge() -> list[Extension]:
+    """``crawlq.serve._edge``, gRPC's transport in C++ for ``crawlq serve``, where the
+    system's gRPC C++ library is installed (pkg-config grpc++; Debian/Ubuntu:
+    libgrpc++-dev); elsewhere the server runs on grpcio alone."""
+    try:
+        cflags = subprocess.run(["pkg-config", "--cflags", "grpc++"], check=True,
+                                capture_output=True, text=True).stdout.split()
+        libs = subprocess.run(["pkg-config", "--libs", "grpc++"], check=True,
+                              capture_output=True, text=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        print("crawlq: gRPC's C++ library not found (pkg-config grpc++): crawlq serve "
+              "runs on grpcio alone", file=sys.stderr)
+        return []
+    return [Extension("crawlq.serve._edge", sources=["src/crawlq/serve/_edge.cc"],
+                      language="c++", optional=True,
+                      extra_compile_args=["-O2", "-std=c++17", *cflags],
+                      extra_link_args=libs)]
+
+
 setup(
     ext_modules=[
         Extension(
@@ -64,5 +89,6 @@ setup(
             extra_compile_args=["-O2"],
         ),
         *compiled_python(),
+        *grpc_edge(),
     ]
 )

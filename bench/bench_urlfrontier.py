@@ -44,6 +44,7 @@ from bench_crawl import cpu_seconds
 from bench_serve import in_process, urls
 from grpc import aio
 
+from crawlq.serve.grpc_server import native_server
 from crawlq.serve.grpc_wire import load_proto
 
 # (the JSON API's benchmark's policy, URLs and in-process loop: the same work)
@@ -209,6 +210,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1,
                     help="rounds of crawlq and the do-nothing server, alternated; "
                          "medians reported (the ratio: of each round's)")
+    ap.add_argument("--grpc-server", action="append", choices=["native", "grpcio"],
+                    help="crawlq serve's gRPC server(s) to run, each in turn (repeat; "
+                         "default: native where it was built, and grpcio)")
     ap.add_argument("--floor-server", metavar="PORT_FILE", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.floor_server:
@@ -233,15 +237,18 @@ def main() -> None:
         return f"127.0.0.1:{path.read_text()}"
 
     clients = ["pb", "raw"] if a.client == "both" else [a.client]
+    kinds = a.grpc_server or (["native", "grpcio"] if native_server() else ["grpcio"])
     rows: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     for r in range(a.rounds):  # (crawlq and the floor alternate: a slow spell hits both)
         for client in clients:
             store = ("memory://" if a.store == "memory"
                      else f"sqlite:///{tmp}/served-{client}-{r}.db")
-            rows.setdefault(("crawlq", client), []).append(run_against(
-                [sys.executable, "-m", "crawlq.cli", "--store", store, *opts, "serve",
-                 "--port", "0", "--grpc-port", "0"], crawlq_target, a.urls, a.batch,
-                client))
+            for kind in kinds:
+                rows.setdefault((f"crawlq-{kind}", client), []).append(run_against(
+                    [sys.executable, "-m", "crawlq.cli", "--store",
+                     store.replace(".db", f"-{kind}.db"), *opts, "serve", "--port", "0",
+                     "--grpc-port", "0", "--grpc-server", kind], crawlq_target, a.urls,
+                    a.batch, client))
             Path(port_file).unlink(missing_ok=True)
             rows.setdefault(("floor", client), []).append(run_against(
                 [sys.executable, __file__, "--urls", str(a.urls), "--floor-server",
@@ -252,21 +259,22 @@ def main() -> None:
           f"politeness off; one client; {a.rounds} round(s)"
           + (", medians" if a.rounds > 1 else ""))
     print(f"{'':<30} {'put/s':>10} {'get+ack/s':>10} {'server CPU/URL':>15}")
-    names = {"crawlq": "crawlq serve (gRPC)", "floor": "do-nothing gRPC server"}
+    names = {f"crawlq-{k}": f"crawlq serve ({k})" for k in kinds}
+    names["floor"] = "do-nothing grpcio server"
     for (server, client), runs in rows.items():
         add, lease, cpu = (median(x[k] for x in runs) for k in range(3))
         label = f"{names[server]}, {client}"
         print(f"{label:<30} {add:>10,.0f} {lease:>10,.0f} {cpu:>12.0f} µs")
     print(f"{'in-process':<30} {l_add:>10,.0f} {l_lease:>10,.0f}")
-    for client in clients:
-        served_runs, floor_runs = rows["crawlq", client], rows["floor", client]
+    for kind, client in ((k, c) for k in kinds for c in clients):
+        served_runs, floor_runs = rows[f"crawlq-{kind}", client], rows["floor", client]
         # (each round's ratio against the floor run beside it, then their median)
         ratios = [s[1] / f[1] for s, f in zip(served_runs, floor_runs)]
         s_add, s_lease, s_cpu = (median(x[k] for x in served_runs) for k in range(3))
         f_cpu = median(x[2] for x in floor_runs)
         each = (" (rounds: " + ", ".join(f"{x:.2f}" for x in ratios) + ")"
                 if len(ratios) > 1 else "")
-        print(f"  {client} client: crawlq over gRPC {s_add / l_add:.2f}x in-process add "
+        print(f"  {kind}, {client} client: crawlq over gRPC {s_add / l_add:.2f}x in-process add "
               f"(PutDiscovered), {s_lease / l_lease:.2f}x next+done (GetURLs + one PutURLs "
               f"message per URL); {median(ratios):.2f}x the do-nothing server's "
               f"get+ack{each}; its own work: {s_cpu - f_cpu:.0f} µs of server CPU per URL")

@@ -6,6 +6,8 @@
 #   - chromium (Debian/Ubuntu package, the same way): the dashboard's test runs it headless
 #   - nginx and wget (Debian/Ubuntu packages, the same way): bench/bench_docs.py's tiny
 #     run (tests/test_benches.py) serves pages with nginx and crawls them with wget
+#   - libgrpc++-dev and pkg-config (the same way): crawlq serve's native gRPC server is
+#     built on gRPC's C++ library
 #   - checks: ruff (lint), mypy (types), then pytest (the whole suite)
 # Extra arguments go to pytest, e.g.  bash scripts/test.sh -k sqlite -x
 set -euo pipefail
@@ -53,6 +55,20 @@ for pkg in nginx wget; do
         fi
     fi
 done
+# gRPC's C++ library (Debian/Ubuntu packages libgrpc++-dev and pkg-config): crawlq's
+# install builds crawlq serve's native gRPC server on it (setup.py), which the serve
+# tests run (and grpcio's server beside it).
+if ! pkg-config --exists grpc++ 2>/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "== installing libgrpc++-dev pkg-config (apt-get)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgrpc++-dev pkg-config >/dev/null \
+            || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+                 apt-get install -y -qq libgrpc++-dev pkg-config >/dev/null; }
+    else
+        echo "gRPC's C++ library is missing: install it (apt-get install libgrpc++-dev" \
+             "pkg-config) or the native gRPC server's tests will fail" >&2
+    fi
+fi
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi

@@ -278,7 +278,9 @@ def test_the_dashboard_shows_what_the_api_reports_in_a_real_browser(tmp_path: Pa
         assert call(base, "/v1/next", {"n": 5})[1] == {"leases": []}
 
 
-def test_serve_over_https_and_grpc_tls_with_a_given_certificate(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["native", "grpcio"])
+def test_serve_over_https_and_grpc_tls_with_a_given_certificate(kind: str,
+                                                                 tmp_path: Path) -> None:
     import ssl
 
     from crawlq.testing.web import SiteSpec, TestWeb
@@ -287,7 +289,8 @@ def test_serve_over_https_and_grpc_tls_with_a_given_certificate(tmp_path: Path) 
     assert web.ca_file is not None
     pem = str(Path(web.ca_file).with_name("server.pem"))  # certificate and key
     p = subprocess.Popen([sys.executable, "-m", "crawlq.cli", "--store", "memory://",
-                          "serve", "--port", "0", "--grpc-port", "0", "--tls-cert", pem],
+                          "serve", "--port", "0", "--grpc-port", "0", "--tls-cert", pem,
+                          "--grpc-server", kind],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout is not None
@@ -302,7 +305,7 @@ def test_serve_over_https_and_grpc_tls_with_a_given_certificate(tmp_path: Path) 
             urllib.request.urlopen(base + "/v1/stats", timeout=30)
         # gRPC over TLS with the same certificate (the second line names its port)
         line = p.stdout.readline()
-        assert "(TLS)" in line, line
+        assert f"(TLS, {kind} server)" in line, line
         target = line.split(" on ", 1)[1].split()[0]
         pb, services = load_proto()
         ca = Path(web.ca_file).read_bytes()

@@ -37,8 +37,10 @@ class Server:
     """A ``crawlq serve`` process and a gRPC stub on it."""
 
     def __init__(self, proc: subprocess.Popen[str], target: str, channel: Any,
-                 http: str) -> None:
+                 http: str, line: str) -> None:
         self.proc, self.target, self.channel, self.http = proc, target, channel, http
+        self.line = line
+        """The server's line that says where and how it serves gRPC."""
         self.stub = services.URLFrontierStub(channel)
 
     def kill(self) -> None:
@@ -47,11 +49,14 @@ class Server:
 
 
 @contextmanager
-def serve(store: str, *opts: str, token: str | None = None) -> Iterator[Server]:
+def serve(store: str, *opts: str, token: str | None = None,
+          grpc_server: str | None = None) -> Iterator[Server]:
     args = [sys.executable, "-m", "crawlq.cli", "--store", store, *opts, "serve",
             "--port", "0", "--grpc-port", "0"]
     if token:
         args += ["--token", token]
+    if grpc_server:
+        args += ["--grpc-server", grpc_server]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     channel = None
     try:
@@ -62,7 +67,7 @@ def serve(store: str, *opts: str, token: str | None = None) -> Iterator[Server]:
             line, p.stderr.read() if p.stderr else "")
         target = line.split(" on ", 1)[1].split()[0]
         channel = grpc.insecure_channel(target)
-        yield Server(p, target, channel, http)
+        yield Server(p, target, channel, http, line)
     finally:
         if channel is not None:
             channel.close()
@@ -116,9 +121,15 @@ def code_of(call: Any) -> tuple[grpc.StatusCode, str]:
     return exc.value.code(), exc.value.details()
 
 
-@pytest.fixture(params=["sqlite", "redis", "sharded"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
+@pytest.fixture(params=["sqlite", "redis", "sharded", "sqlite-grpcio"])
+def store(request: pytest.FixtureRequest, tmp_path: Path,
+          monkeypatch: pytest.MonkeyPatch) -> str:
+    """A store URL for the server; the servers run the native gRPC server (where it was
+    built: see test_the_native_grpc_server_is_built_where_grpc_cpp_is), and grpcio's own
+    with ``sqlite-grpcio``."""
+    if request.param == "sqlite-grpcio":
+        monkeypatch.setenv("CRAWLQ_GRPC_SERVER", "grpcio")
+    if request.param.startswith("sqlite"):
         return f"sqlite:///{tmp_path}/crawl.db"
     redis: LocalRedis = request.getfixturevalue("redis_server")
     prefix = f"uf-{request.node.name.replace('[', '-').rstrip(']')}"
@@ -1097,3 +1108,106 @@ def test_deleting_a_queue_with_leased_urls_counts_no_retry(store: str) -> None:
         assert s.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="a.example"),
                                   timeout=30).value == 2
         assert stats(s).counts["retried"] == 0
+
+
+def test_the_native_grpc_server_is_built_where_grpc_cpp_is() -> None:
+    """scripts/test.sh installs gRPC's C++ library, so crawlq's install built the native
+    gRPC server, which the other tests then run (besides grpcio's, sqlite-grpcio)."""
+    try:
+        found = subprocess.run(["pkg-config", "--exists", "grpc++"]).returncode == 0
+    except FileNotFoundError:
+        found = False
+    assert found, ("gRPC's C++ library is missing: apt-get install libgrpc++-dev "
+                   "pkg-config, then reinstall crawlq (pip install -e .)")
+    assert grpc_server.native_server() is not None, (
+        "crawlq was installed without its native gRPC server: reinstall it "
+        "(pip install -e .) and read what setup.py says")
+
+
+@pytest.mark.parametrize("kind", ["native", "grpcio"])
+def test_the_server_runs_the_grpc_server_asked_for(kind: str, tmp_path: Path) -> None:
+    """``--grpc-server`` picks the server, and the start line says which runs."""
+    with serve(f"sqlite:///{tmp_path}/crawl.db", *NO_REST, grpc_server=kind) as s:
+        assert s.line.rstrip().endswith(f"(plaintext, {kind} server)"), s.line
+        assert put(s, discovered("https://a.example/1")) == [OK]
+        assert [g.url for g in get(s)] == ["https://a.example/1"]
+
+
+def test_a_grpc_server_asked_for_wrongly_is_one_error_line(tmp_path: Path) -> None:
+    """A bad ``$CRAWLQ_GRPC_SERVER`` is one error line; so is the native server asked for
+    where it was not built (grpc_server.start's ConfigError, which the CLI prints)."""
+    import os
+
+    bad = subprocess.run(
+        [sys.executable, "-m", "crawlq.cli", "--store", f"sqlite:///{tmp_path}/c.db",
+         "serve", "--port", "0", "--grpc-port", "0"], capture_output=True, text=True,
+        timeout=60, env={**os.environ, "CRAWLQ_GRPC_SERVER": "fast"})
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("crawlq: error: CRAWLQ_GRPC_SERVER='fast': not one of "
+                                 "auto, native, grpcio"), bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_native_server_asked_for_where_not_built_is_a_config_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from crawlq.errors import ConfigError
+
+    monkeypatch.setattr(grpc_server, "native_server", lambda: None)
+    with pytest.raises(ConfigError, match="native gRPC server was not built"):
+        asyncio.run(grpc_server.start(None, None, "127.0.0.1", 0,  # type: ignore[arg-type]
+                                      server_kind="native"))
+
+
+def test_a_client_reading_slowly_gets_every_url_of_a_long_stream(store: str) -> None:
+    """A GetURLs stream longer than a server keeps waiting to go out, read slowly: the
+    server waits for the client (no URL lost, none twice), and acks of them all count."""
+    urls = [f"https://h{i % 20}.example/{i}" for i in range(4000)]
+    with serve(store, *NO_REST, "-o", "concurrency=1000") as s:
+        assert one_batch(s, *(info(u) for u in urls)) == [OK] * len(urls)
+        seen: list[str] = []
+        for i, got in enumerate(s.stub.GetURLs(pb.GetParams(
+                crawlID="", max_urls_per_queue=1000, delay_requestable=120), timeout=120)):
+            seen.append(got.url)
+            if i % 500 == 0:
+                time.sleep(0.3)
+        assert sorted(seen) == sorted(urls)
+        assert put(s, *(known(u) for u in seen)) == [OK] * len(urls)
+        assert stats(s).counts["completed"] == len(urls)
+
+
+@pytest.mark.parametrize("kind", ["native", "grpcio"])
+def test_an_unknown_method_is_unimplemented(kind: str, tmp_path: Path) -> None:
+    with serve(f"sqlite:///{tmp_path}/crawl.db", grpc_server=kind) as s:
+        call = s.channel.unary_unary("/urlfrontier.v2.URLFrontier/NoSuchCall")
+        assert code_of(lambda: call(b"", timeout=30))[0] == grpc.StatusCode.UNIMPLEMENTED
+        nope = s.channel.unary_unary("/no.Such/Service")
+        assert code_of(lambda: nope(b"", timeout=30))[0] == grpc.StatusCode.UNIMPLEMENTED
+        assert put(s, discovered("https://a.example/1")) == [OK]  # (still serving)
+
+
+@pytest.mark.parametrize("kind", ["native", "grpcio"])
+def test_a_server_stopped_with_streams_open_ends_in_time(kind: str, tmp_path: Path) -> None:
+    """SIGTERM while clients hold streams open (one writing nothing, one reading a
+    GetURLs it does not drain): the server ends them and exits 0 within its grace."""
+    release = threading.Event()
+
+    def waiting() -> Iterator[Any]:
+        yield discovered("https://a.example/1")
+        release.wait(60)
+
+    with serve(f"sqlite:///{tmp_path}/crawl.db", *NO_REST, "-o", "concurrency=1000",
+               grpc_server=kind) as s:
+        assert one_batch(s, *(info(f"https://b.example/{i}") for i in range(3000))
+                         ) == [OK] * 3000
+        acks = s.stub.PutURLs(waiting(), timeout=60)
+        assert next(acks).status == OK
+        urls = s.stub.GetURLs(pb.GetParams(crawlID="", max_urls_per_queue=3000,
+                                           delay_requestable=60), timeout=60)
+        next(urls)
+        started = time.monotonic()
+        s.proc.send_signal(signal.SIGTERM)
+        assert s.proc.wait(20) == 0
+        assert time.monotonic() - started < 10
+        release.set()

@@ -9,9 +9,12 @@ import os
 import signal
 from typing import Any
 
-from ..errors import CommandError
+from ..errors import CommandError, ConfigError
 from ..serve import LOCAL_VALUES
 from .argtypes import count
+
+GRPC_SERVERS = ("auto", "native", "grpcio")
+"""What ``--grpc-server`` takes (see :func:`crawlq.serve.grpc_server.start`)."""
 
 DEFAULT_PORT = 7072
 """The JSON API's port."""
@@ -42,6 +45,11 @@ def register(sub: Any) -> None:
                         "picks a free one)")
     p.add_argument("--no-grpc", action="store_true",
                    help="serve the JSON API only (no URLFrontier gRPC)")
+    p.add_argument("--grpc-server", choices=GRPC_SERVERS, default=None,
+                   help="the gRPC server: native (gRPC's C++ transport, built when "
+                        "gRPC's C++ library is installed with crawlq), grpcio (grpcio's "
+                        "asyncio server), auto (native where built) (default: "
+                        "$CRAWLQ_GRPC_SERVER, else auto)")
     p.add_argument("--tls-cert", metavar="PEM", default=None,
                    help="serve HTTPS and gRPC over TLS with this certificate chain "
                         "(PEM; with --tls-key)")
@@ -70,6 +78,10 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
 
     options = {"max_redeliveries": REDELIVERIES, "local_values": LOCAL_VALUES, **options}
     token = args.token or os.environ.get("CRAWLQ_SERVE_TOKEN") or None
+    grpc_kind = args.grpc_server or os.environ.get("CRAWLQ_GRPC_SERVER") or "auto"
+    if grpc_kind not in GRPC_SERVERS:
+        raise CommandError(f"CRAWLQ_GRPC_SERVER={grpc_kind!r}: not one of "
+                           f"{', '.join(GRPC_SERVERS)}")
     tls = None
     if args.tls_cert or args.tls_key:
         import ssl
@@ -120,9 +132,10 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
 
                 crawls = Crawls(store, frontier, lambda url: Frontier.open(url, **options))
                 try:
-                    grpc, bound = await grpc_server.start(
-                        crawls, metrics, args.host, args.grpc_port, token, pem)
-                except OSError as exc:
+                    grpc, bound, kind = await grpc_server.start(
+                        crawls, metrics, args.host, args.grpc_port, token, pem,
+                        grpc_kind)
+                except (OSError, ConfigError) as exc:
                     await runner.cleanup()
                     raise CommandError(f"gRPC: {exc}") from None
             # What is made by now (modules, the proto's classes, the stores' caches)
@@ -134,7 +147,7 @@ def command(args: argparse.Namespace, store: str, options: dict[str, Any]) -> in
             gc.freeze()
             ready(runner)
             if grpc is not None:
-                how = "TLS" if pem else "plaintext"
+                how = ("TLS" if pem else "plaintext") + f", {kind} server"
                 print(f"crawlq serve: URLFrontier gRPC on {args.host}:{bound} ({how})",
                       flush=True)
             stop = asyncio.Event()

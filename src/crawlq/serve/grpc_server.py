@@ -558,16 +558,37 @@ def _item_of(info: Any, refetch: int | None = None) -> uf_ops.Item:
     return uf_ops.Item(info.url, info.key, metadata, refetch)
 
 
+def native_server() -> type[Any] | None:
+    """The compiled transport's server class, or None where it was not built."""
+    try:
+        from .grpc_edge import EdgeServer
+    except ImportError:
+        return None
+    return EdgeServer
+
+
 async def start(crawls: Crawls, metrics: Metrics, host: str, port: int,
                 token: str | None = None, tls: tuple[bytes, bytes] | None = None,
-                ) -> tuple[Any, int]:
-    """Start the gRPC server on ``host:port`` (0: a free port); returns it and its port.
-    ``tls``: (private key, certificate chain), PEM."""
+                server_kind: str = "auto") -> tuple[Any, int, str]:
+    """Start the gRPC server on ``host:port`` (0: a free port); returns it, its port and
+    which it is (``native`` or ``grpcio``).
+    ``tls``: (private key, certificate chain), PEM. ``server_kind``: ``native``, gRPC's
+    C++ transport (:mod:`.grpc_edge`, built where the system has gRPC's C++ library; a
+    ConfigError where it was not), ``grpcio``, grpcio's own asyncio server, or ``auto``,
+    native where it was built."""
     pb, _ = load_proto()
-    options = [("grpc.max_receive_message_length", MAX_MESSAGE),
-               ("grpc.max_send_message_length", MAX_MESSAGE),
-               ("grpc.so_reuseport", 0)]
-    server = aio.server(options=options)
+    native = None if server_kind == "grpcio" else native_server()
+    if native is None and server_kind == "native":
+        raise ConfigError("the native gRPC server was not built (it needs gRPC's C++ "
+                          "library when crawlq is installed: apt-get install "
+                          "libgrpc++-dev, then reinstall crawlq); use --grpc-server grpcio")
+    server: Any
+    if native is not None:
+        server = native(MAX_MESSAGE)
+    else:
+        server = aio.server(options=[("grpc.max_receive_message_length", MAX_MESSAGE),
+                                     ("grpc.max_send_message_length", MAX_MESSAGE),
+                                     ("grpc.so_reuseport", 0)])
     node = f"{host}:{port}"
     service = Service(crawls, metrics, node, token, pb)
     add_service(service, pb, server)
@@ -580,6 +601,8 @@ async def start(crawls: Crawls, metrics: Metrics, host: str, port: int,
     try:
         if tls is None:
             bound = server.add_insecure_port(address)
+        elif native is not None:
+            bound = server.add_secure_port_pem(address, *tls)
         else:
             bound = server.add_secure_port(address, grpc.ssl_server_credentials([tls]))
     except RuntimeError as exc:  # (grpcio's "Failed to bind")
@@ -588,4 +611,4 @@ async def start(crawls: Crawls, metrics: Metrics, host: str, port: int,
         raise OSError(f"cannot listen on {address}")
     service.node = f"{host}:{bound}"
     await server.start()
-    return server, bound
+    return server, bound, "grpcio" if native is None else "native"
