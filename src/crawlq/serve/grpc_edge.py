@@ -19,7 +19,6 @@ What a handler sees of its context: ``abort()`` (as grpcio's, raising
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
@@ -34,6 +33,10 @@ _LOG = logging.getLogger(__name__)
 _CONSUMED_EVERY = 512
 """A stream's messages taken by its handler are reported to the transport (which reads at
 most ``_edge.WINDOW`` ahead of them) this many at a time, and whenever none wait."""
+_DRAIN_EVERY = 256
+"""A handler that has written this many messages since the transport last said all were
+out waits until they are (a client reading slower than the handler answers holds the
+handler, not the server's memory)."""
 
 
 class _Details:
@@ -83,6 +86,7 @@ class _Call:
     __slots__ = (
         "cancelled",
         "drained",
+        "unsent",
         "edge",
         "ended",
         "half_closed",
@@ -106,6 +110,7 @@ class _Call:
         self.half_closed = False
         self.waiter: asyncio.Future[None] | None = None
         self.drained: asyncio.Future[None] | None = None
+        self.unsent = 0
         self.taken = 0
         self.status: tuple[grpc.StatusCode, str] | None = None
         self.cancelled = False
@@ -134,12 +139,23 @@ class _Call:
             yield parse(raw) if parse else raw
 
     async def write(self, message: bytes) -> None:
-        waiting = self.edge.write(self.id, [message])
-        if waiting < 0:  # (the call is ending: what a handler yields now goes nowhere)
+        self.unsent += 1
+        if self.unsent < _DRAIN_EVERY:
+            self.edge.write(self.id, [message])
             return
-        if waiting >= _edge.HIGH:  # (the client reads slower than the handler yields)
+        self.edge.write(self.id, [message], True)
+        self.unsent = 0
+        if not self.ended:
             self.drained = asyncio.get_running_loop().create_future()
             await self.drained
+
+    def end(self) -> None:
+        """The transport is done with the call: nothing waits on it any more."""
+        self.ended = True
+        self.half_closed = True
+        self.wake()
+        if self.drained is not None and not self.drained.done():
+            self.drained.set_result(None)
 
 
 class EdgeServer:
@@ -230,10 +246,9 @@ class EdgeServer:
                     self._finish(call)
             elif kind == _edge.DONE:
                 call = calls.pop(call_id)
-                call.ended = True
+                call.end()
                 if call.task is not None and not call.task.done():
                     call.task.cancel()
-                self._edge.release(call_id)
 
     def _start(self, call_id: int, method: str, metadata: tuple[tuple[str, Any], ...],
                peer: str) -> None:
@@ -288,5 +303,4 @@ class EdgeServer:
             _LOG.exception("gRPC call failed")
             call.status = (grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
         finally:
-            with contextlib.suppress(KeyError):
-                self._finish(call)
+            self._finish(call)
