@@ -86,7 +86,6 @@ class _Call:
     __slots__ = (
         "cancelled",
         "drained",
-        "unsent",
         "edge",
         "ended",
         "half_closed",
@@ -97,6 +96,7 @@ class _Call:
         "status",
         "taken",
         "task",
+        "unsent",
         "waiter",
     )
 
