@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,15 +52,86 @@ from crawlq.serve.grpc_wire import load_proto
 POLICY = {"min_delay": 0, "max_delay": 0, "delay_factor": 0, "concurrency": 1000}
 
 
-def served(target: str, n: int, batch: int, pid: int,
-           client: str) -> tuple[float, float, float]:
-    return asyncio.run(_served(target, n, batch, pid, client))
+JAVA_JARS = ("grpc-api", "grpc-context", "grpc-core", "grpc-netty", "grpc-protobuf",
+             "grpc-protobuf-lite", "grpc-stub", "protobuf", "guava", "perfmark-api",
+             "geronimo-annotation-1.3-spec", "error_prone_annotations", "jsr305",
+             "netty-buffer", "netty-codec", "netty-codec-http", "netty-codec-http2",
+             "netty-common", "netty-handler", "netty-handler-proxy", "netty-codec-socks",
+             "netty-resolver", "netty-transport", "netty-transport-native-unix-common",
+             "netty-transport-native-epoll")
+"""Debian's jars (in /usr/share/java) the Java client is compiled and run with."""
+JAVA_PACKAGES = ("openjdk-17-jdk-headless libgrpc-java protobuf-compiler "
+                 "protobuf-compiler-grpc-java-plugin libprotobuf-java libguava-java "
+                 "libnetty-java libperfmark-java libgeronimo-annotation-1.3-spec-java")
+
+
+def java_client(work: str) -> tuple[list[str] | None, str]:
+    """Build bench/java/UfClient.java (its stubs made by protoc from crawlq's proto):
+    the command that runs it, or None and what is missing."""
+    here = Path(__file__).resolve().parent
+    proto = here.parent / "src" / "crawlq" / "serve" / "urlfrontier.proto"
+    jars = [Path("/usr/share/java") / f"{j}.jar" for j in JAVA_JARS]
+    tools = [shutil.which(t) for t in ("java", "javac", "protoc")]
+    plugin = Path("/usr/bin/grpc_java_plugin")
+    missing = [str(j) for j in jars if not j.exists()] + [
+        t for t, found in zip(("java", "javac", "protoc"), tools) if not found] + (
+        [] if plugin.exists() else [str(plugin)])
+    if missing:
+        return None, (f"missing {', '.join(missing)} (Debian/Ubuntu: apt-get install "
+                      f"{JAVA_PACKAGES})")
+    gen, classes = Path(work) / "java-gen", Path(work) / "java-classes"
+    gen.mkdir(exist_ok=True)
+    classes.mkdir(exist_ok=True)
+    cp = ":".join(map(str, jars))
+    protoc = ["protoc", f"-I{proto.parent}", f"--java_out={gen}",
+              f"--plugin=protoc-gen-grpc-java={plugin}", f"--grpc-java_out={gen}",
+              str(proto)]
+    for step in (protoc, None):
+        step = step or ["javac", "-nowarn", "-encoding", "UTF-8", "--release", "11", "-cp",
+                        cp, "-d", str(classes), *map(str, gen.rglob("*.java")),
+                        str(here / "java" / "UfClient.java")]  # (after protoc: its stubs)
+        run = subprocess.run(step, capture_output=True, text=True)
+        if run.returncode != 0:
+            return None, f"{step[0]} failed: {run.stderr.strip()[-500:]}"
+    return ["java", "-cp", f"{classes}:{cp}", "UfClient"], ""
+
+
+def served(target: str, n: int, batch: int, pid: int, client: str,
+           tag: str = "", java: list[str] | None = None) -> tuple[float, float, float]:
+    """The client's PutDiscovered, then GetURLs + ack, against ``target`` (the server's
+    process ``pid``): (put URLs/s, get+ack URLs/s, the server's CPU µs per URL in the
+    get+ack phase). ``tag``: in the URLs' paths, to make them new to a server that has
+    served before. ``client``: pb, raw or java (``java``: the command that runs it)."""
+    if client == "java":
+        assert java is not None
+        return _served_java(java, target, n, batch, pid, tag)
+    return asyncio.run(_served(target, n, batch, pid, client, tag))
+
+
+def _served_java(java: list[str], target: str, n: int, batch: int, pid: int,
+                 tag: str) -> tuple[float, float, float]:
+    """:func:`served` by the Java client; the server's CPU taken when it says its
+    PutDiscovered is over and again at its end."""
+    p = subprocess.Popen([*java, target, str(n), str(batch), f"{tag}p"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert p.stdin is not None and p.stdout is not None
+    line = p.stdout.readline()
+    assert line.startswith("put="), line
+    cpu = cpu_seconds(pid)
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    last = p.stdout.readline()
+    cpu = cpu_seconds(pid) - cpu
+    assert p.wait(60) == 0 and last.startswith("ok="), last
+    got = dict(x.split("=") for x in (line + " " + last).split())
+    assert int(got["ok"]) == n, f"{got['ok']} of {n} URLs taken"
+    return float(got["put"]), float(got["getack"]), cpu / n * 1e6
 
 
 async def _served(target: str, n: int, batch: int, pid: int,
-                  client: str) -> tuple[float, float, float]:
+                  client: str, tag: str) -> tuple[float, float, float]:
     pb, services = load_proto()
-    todo = urls(n)
+    todo = [u.replace(".example/p/", f".example/{tag}p/") for u in urls(n)]
     async with aio.insecure_channel(target, options=[
             ("grpc.max_receive_message_length", 64 << 20)]) as channel:
         stub = services.URLFrontierStub(channel)
@@ -187,13 +259,13 @@ def floor_server(port_file: str, n: int) -> None:
 
 
 def run_against(args: list[str], target_of: Any, n: int, batch: int,
-                client: str) -> tuple[float, float, float]:
+                client: str, java: list[str] | None) -> tuple[float, float, float]:
     """Start a server process, run the client against it: (put/s, get+ack/s, the
     server's CPU µs per URL in the get+ack phase)."""
     p = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
         target = target_of(p)
-        return served(target, n, batch, p.pid, client)
+        return served(target, n, batch, p.pid, client, java=java)
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(30)
@@ -213,8 +285,20 @@ def main() -> None:
     ap.add_argument("--grpc-server", action="append", choices=["native", "grpcio"],
                     help="crawlq serve's gRPC server(s) to run, each in turn (repeat; "
                          "default: native where it was built, and grpcio)")
+    ap.add_argument("--java-client", action="store_true",
+                    help="also run each round with a Java client (bench/java/UfClient.java, "
+                         "built here with javac and Debian's grpc-java jars)")
+    ap.add_argument("--reference", metavar="HOST:PORT",
+                    help="a URLFrontier server started beforehand (e.g. the reference "
+                         "server built from its sources), run against in each round "
+                         "beside crawlq with new URLs each time (its first rounds are "
+                         "its JVM's warm-up: see the rounds); with --reference-pid")
+    ap.add_argument("--reference-pid", type=int, metavar="PID",
+                    help="the process of --reference, for its CPU")
     ap.add_argument("--floor-server", metavar="PORT_FILE", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.reference and not a.reference_pid:
+        ap.error("--reference needs --reference-pid (its CPU is measured)")
     if a.floor_server:
         floor_server(a.floor_server, a.urls)
         return
@@ -237,6 +321,16 @@ def main() -> None:
         return f"127.0.0.1:{path.read_text()}"
 
     clients = ["pb", "raw"] if a.client == "both" else [a.client]
+    java = None
+    if a.java_client:
+        java, why = java_client(tmp)
+        if java is None:
+            print(f"bench_urlfrontier: no Java client: {why}", flush=True)
+        else:
+            clients.append("java")
+    if not a.reference:
+        print("bench_urlfrontier: no reference server given (--reference): crawlq is "
+              "measured against grpcio's do-nothing server only", flush=True)
     kinds = a.grpc_server or (["native", "grpcio"] if native_server() else ["grpcio"])
     rows: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     for r in range(a.rounds):  # (crawlq and the floor alternate: a slow spell hits both)
@@ -248,11 +342,15 @@ def main() -> None:
                     [sys.executable, "-m", "crawlq.cli", "--store",
                      store.replace(".db", f"-{kind}.db"), *opts, "serve", "--port", "0",
                      "--grpc-port", "0", "--grpc-server", kind], crawlq_target, a.urls,
-                    a.batch, client))
+                    a.batch, client, java))
+            if a.reference:
+                rows.setdefault(("reference", client), []).append(served(
+                    a.reference, a.urls, a.batch, a.reference_pid, client, f"r{r}{client}/",
+                    java))
             Path(port_file).unlink(missing_ok=True)
             rows.setdefault(("floor", client), []).append(run_against(
                 [sys.executable, __file__, "--urls", str(a.urls), "--floor-server",
-                 port_file], floor_target, a.urls, a.batch, client))
+                 port_file], floor_target, a.urls, a.batch, client, java))
     local = "memory://" if a.store == "memory" else f"sqlite:///{tmp}/local.db"
     l_add, l_lease = in_process(local, a.urls, a.batch)
     print(f"{a.urls:,} URLs over 500 hosts, batches of {a.batch}, store {a.store}, "
@@ -261,6 +359,7 @@ def main() -> None:
     print(f"{'':<30} {'put/s':>10} {'get+ack/s':>10} {'server CPU/URL':>15}")
     names = {f"crawlq-{k}": f"crawlq serve ({k})" for k in kinds}
     names["floor"] = "do-nothing grpcio server"
+    names["reference"] = f"reference {a.reference}"
     for (server, client), runs in rows.items():
         add, lease, cpu = (median(x[k] for x in runs) for k in range(3))
         label = f"{names[server]}, {client}"
@@ -278,6 +377,14 @@ def main() -> None:
               f"(PutDiscovered), {s_lease / l_lease:.2f}x next+done (GetURLs + one PutURLs "
               f"message per URL); {median(ratios):.2f}x the do-nothing server's "
               f"get+ack{each}; its own work: {s_cpu - f_cpu:.0f} µs of server CPU per URL")
+        if a.reference:
+            ref = rows["reference", client]
+            vs = [s[1] / f[1] for s, f in zip(served_runs, ref)]
+            cpus = [s[2] / f[2] for s, f in zip(served_runs, ref)]
+            print(f"  {kind}, {client} client, against the reference: get+ack "
+                  f"{median(vs):.2f}x (rounds: {', '.join(f'{x:.2f}' for x in vs)}); "
+                  f"server CPU per URL {median(cpus):.2f}x (rounds: "
+                  f"{', '.join(f'{x:.2f}' for x in cpus)})")
 
 
 if __name__ == "__main__":
