@@ -129,10 +129,9 @@ TINY: dict[str, tuple[Tiny, ...]] = {
         ("--urls", "2000", "--batch", "500"),
         (rf"^in-process\s+{_N}\s+{_N}$",
          rf"^crawlq serve \(native\), pb\s+{_N}\s+{_N}\s+-?{_N} µs$",
-         rf"^  native, pb client: crawlq over gRPC {_N}x in-process add .* {_N}x the do-nothing",
-         rf"^  grpcio, pb client: crawlq over gRPC {_N}x in-process add .* {_N}x the do-nothing",
-         rf"^  native, raw client: crawlq over gRPC {_N}x in-process add .* {_N}x the do-nothing",
-         rf"^  grpcio, raw client: crawlq over gRPC {_N}x in-process add .* {_N}x the do-nothing")),),
+         *(rf"^  {kind}, {client} client: crawlq over gRPC {_N}x in-process add .* "
+           rf"{_N}x the do-nothing"
+           for kind in ("native", "grpcio") for client in ("pb", "raw")))),),
     "bench_workers.py": (Tiny(
         ("--hosts", "2", "--pages", "20", "--page-bytes", "1000", "--links", "4"),
         # (workers, pages, twice, missing 0, ..., speed, per CPU)

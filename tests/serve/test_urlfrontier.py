@@ -1211,3 +1211,37 @@ def test_a_server_stopped_with_streams_open_ends_in_time(kind: str, tmp_path: Pa
         assert s.proc.wait(20) == 0
         assert time.monotonic() - started < 10
         release.set()
+
+
+@pytest.mark.parametrize("kind", ["native", "grpcio"])
+def test_a_stream_under_way_when_the_server_stops_is_answered(kind: str,
+                                                              tmp_path: Path) -> None:
+    """SIGTERM gives the calls under way their grace (2 s): a message sent meanwhile is
+    taken and acked, and the stream ends OK."""
+    go = threading.Event()
+
+    def items() -> Iterator[Any]:
+        yield discovered("https://a.example/1")
+        go.wait(30)
+        yield discovered("https://a.example/2")
+
+    with serve(f"sqlite:///{tmp_path}/crawl.db", *NO_REST, grpc_server=kind) as s:
+        acks = s.stub.PutURLs(items(), timeout=60)
+        assert next(acks).status == OK
+        s.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)  # (stopping: its grace has begun)
+        go.set()
+        assert [a.status for a in acks] == [OK]
+        assert s.proc.wait(20) == 0
+    with Frontier.open(f"sqlite:///{tmp_path}/crawl.db") as f:
+        assert f.stats().queued == 2
+
+
+def test_a_method_name_that_is_not_utf8_is_unimplemented(tmp_path: Path) -> None:
+    """A call to a method whose name is not UTF-8 is UNIMPLEMENTED, as any unknown method,
+    and the server serves on. (grpcio's own server, 1.85, answers it CANCELLED and stops
+    serving gRPC: its loop dies on the name; docs/serve.md says so.)"""
+    with serve(f"sqlite:///{tmp_path}/crawl.db", grpc_server="native") as s:
+        odd = s.channel.unary_unary(b"/urlfrontier.URLFrontier/\xff")  # type: ignore[arg-type]
+        assert code_of(lambda: odd(b"", timeout=30))[0] == grpc.StatusCode.UNIMPLEMENTED
+        assert put(s, discovered("https://a.example/1")) == [OK]  # (still serving)

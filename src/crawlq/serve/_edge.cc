@@ -44,6 +44,7 @@ namespace {
 enum Kind { START = 0, MESSAGE = 1, HALF_CLOSE = 2, CANCEL = 3, DRAINED = 4, DONE = 5 };
 
 constexpr long WINDOW = 4096;  // messages of a call read ahead of Python's consuming them
+constexpr long WINDOW_BYTES = 8 << 20;  // and their bytes: a call's reading pauses at either
 
 struct Event {
   uint64_t call;
@@ -62,7 +63,8 @@ struct Command {
   bool tell_drained = false;          // WRITE: a DRAINED event once all are out
   int code = 0;                       // FINISH
   std::string details;                // FINISH
-  long n = 0;                         // READ_MORE
+  long n = 0;                         // READ_MORE: messages consumed
+  long bytes = 0;                     // READ_MORE: their bytes
 };
 
 class Edge;
@@ -83,7 +85,7 @@ class Call {
   void Proceed(TagKind kind, bool ok);
   void Write(std::vector<grpc::Slice>&& messages, bool tell_drained);
   void End(grpc::Status status);
-  void ReadMore(long n);
+  void ReadMore(long n, long bytes);
   uint64_t id() const { return id_; }
 
  private:
@@ -106,6 +108,7 @@ class Call {
   bool tell_drained_ = false;
   bool paused_ = false;
   long unconsumed_ = 0;
+  long unconsumed_bytes_ = 0;
   grpc::Status status_;
 };
 
@@ -143,16 +146,15 @@ class Edge {
 
   // -- commands, from Python to the thread
   void Send(std::vector<Command>&& commands) {
-    bool wake = false;
-    {
-      std::lock_guard<std::mutex> g(cmu_);
-      for (auto& c : commands) commands_.push_back(std::move(c));
-      if (!alarm_set_ && !stopping_) {
-        alarm_set_ = true;
-        wake = true;
-      }
+    // (the alarm is set under the lock: Shutdown shuts the queue under it, and an alarm
+    // set on a queue shut down would abort the process)
+    std::lock_guard<std::mutex> g(cmu_);
+    if (stopped_) return;  // (the calls are gone with the server)
+    for (auto& c : commands) commands_.push_back(std::move(c));
+    if (!alarm_set_) {
+      alarm_set_ = true;
+      alarm_.Set(cq_.get(), gpr_now(GPR_CLOCK_MONOTONIC), &alarm_);
     }
-    if (wake) alarm_.Set(cq_.get(), gpr_now(GPR_CLOCK_MONOTONIC), &alarm_);
   }
 
   // -- the thread
@@ -188,7 +190,7 @@ class Edge {
         call->End(grpc::Status(static_cast<grpc::StatusCode>(c.code), c.details));
         break;
       case READ_MORE:
-        call->ReadMore(c.n);
+        call->ReadMore(c.n, c.bytes);
         break;
     }
   }
@@ -225,18 +227,23 @@ class Edge {
     return true;
   }
 
+  // Stop taking calls; those under way have ``grace`` seconds to end (Python's commands
+  // still reach them meanwhile), then are cancelled. Once only.
   void Shutdown(double grace) {
-    if (server_ == nullptr) return;
     {
       std::lock_guard<std::mutex> g(cmu_);
-      stopping_ = true;
+      if (server_ == nullptr || shutting_down_) return;
+      shutting_down_ = true;
     }
     auto deadline = std::chrono::system_clock::now() +
                     std::chrono::microseconds(static_cast<int64_t>(grace * 1e6));
     server_->Shutdown(deadline);
-    cq_->Shutdown();
+    {
+      std::lock_guard<std::mutex> g(cmu_);
+      stopped_ = true;
+      cq_->Shutdown();
+    }
     thread_.join();
-    server_.reset();
   }
 
   bool started() const { return server_ != nullptr; }
@@ -254,7 +261,8 @@ class Edge {
   std::mutex cmu_;
   std::vector<Command> commands_;
   bool alarm_set_ = false;
-  bool stopping_ = false;
+  bool shutting_down_ = false;
+  bool stopped_ = false;
   grpc::Alarm alarm_;
   std::unique_ptr<grpc::Server> server_;
   std::thread thread_;
@@ -304,10 +312,11 @@ void Call::Proceed(TagKind kind, bool ok) {
         data.assign(reinterpret_cast<const char*>(whole.begin()), whole.size());
       }
       in_.Clear();
+      unconsumed_bytes_ += static_cast<long>(data.size());
       edge_->Push(Event{id_, MESSAGE, std::move(data), {}, {}});
-      if (finishing_) {
+      if (finishing_ || done_) {
         MaybeDelete();
-      } else if (++unconsumed_ < WINDOW) {
+      } else if (++unconsumed_ < WINDOW && unconsumed_bytes_ < WINDOW_BYTES) {
         StartRead();
       } else {
         paused_ = true;
@@ -343,7 +352,13 @@ void Call::Write(std::vector<grpc::Slice>&& messages, bool tell_drained) {
 
 void Call::Pump() {
   if (writing_) return;
-  if (!queued_.empty() && !done_) {
+  if (done_) {  // (cancelled: no operation may start any more; nothing is to be sent)
+    queued_.clear();
+    if (ending_ && !finishing_) finishing_ = finished_ = true;
+    MaybeDelete();
+    return;
+  }
+  if (!queued_.empty()) {
     grpc::Slice next = std::move(queued_.front());
     queued_.pop_front();
     out_ = grpc::ByteBuffer(&next, 1);
@@ -371,10 +386,13 @@ void Call::End(grpc::Status status) {
   Pump();
 }
 
-void Call::ReadMore(long n) {
+void Call::ReadMore(long n, long bytes) {
   unconsumed_ -= n;
+  unconsumed_bytes_ -= bytes;
   if (unconsumed_ < 0) unconsumed_ = 0;
-  if (paused_ && unconsumed_ < WINDOW && !finishing_) {
+  if (unconsumed_bytes_ < 0) unconsumed_bytes_ = 0;
+  if (paused_ && unconsumed_ < WINDOW && unconsumed_bytes_ < WINDOW_BYTES && !finishing_ &&
+      !done_) {
     paused_ = false;
     StartRead();
   }
@@ -396,13 +414,16 @@ struct PyEdge {
   PyObject_HEAD Edge* edge;
 };
 
-int PyEdge_init(PyEdge* self, PyObject*, PyObject*) {
+PyObject* PyEdge_new(PyTypeObject* type, PyObject*, PyObject*) {
+  PyEdge* self = reinterpret_cast<PyEdge*>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
   self->edge = new Edge();
   if (self->edge->fd() < 0) {
     PyErr_SetFromErrno(PyExc_OSError);
-    return -1;
+    Py_DECREF(self);
+    return nullptr;
   }
-  return 0;
+  return reinterpret_cast<PyObject*>(self);
 }
 
 void PyEdge_dealloc(PyEdge* self) {
@@ -422,7 +443,7 @@ PyObject* PyEdge_start(PyEdge* self, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   if (self->edge->started()) {
-    PyErr_SetString(PyExc_RuntimeError, "the edge serves one address, already started");
+    PyErr_SetString(PyExc_RuntimeError, "an edge serves one address once");
     return nullptr;
   }
   int port = 0;
@@ -439,6 +460,10 @@ PyObject* PyEdge_fileno(PyEdge* self, PyObject*) { return PyLong_FromLong(self->
 
 PyObject* bytes_of(const std::string& s) {
   return PyBytes_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+}
+
+PyObject* text_of(const std::string& s) {
+  return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
 }
 
 PyObject* PyEdge_events(PyEdge* self, PyObject*) {
@@ -461,13 +486,13 @@ PyObject* PyEdge_events(PyEdge* self, PyObject*) {
         const std::string& k = e.metadata[j].first;
         const std::string& v = e.metadata[j].second;
         bool binary = k.size() >= 4 && k.compare(k.size() - 4, 4, "-bin") == 0;
-        PyObject* value = binary ? bytes_of(v)
-                                 : PyUnicode_DecodeUTF8(v.data(), v.size(), "replace");
-        PyTuple_SET_ITEM(md, j, Py_BuildValue("(s#N)", k.data(), (Py_ssize_t)k.size(), value));
+        PyObject* value = binary ? bytes_of(v) : text_of(v);
+        PyTuple_SET_ITEM(md, j, Py_BuildValue("(NN)", text_of(k), value));
       }
-      item = Py_BuildValue("(Ki(s#Ns#))", static_cast<unsigned long long>(e.call), e.kind,
-                           e.data.data(), (Py_ssize_t)e.data.size(), md, e.peer.data(),
-                           (Py_ssize_t)e.peer.size());
+      // (a client's bytes, never trusted to be UTF-8: a method name that is not
+      // matches no handler: UNIMPLEMENTED)
+      item = Py_BuildValue("(Ki(NNN))", static_cast<unsigned long long>(e.call), e.kind,
+                           text_of(e.data), md, text_of(e.peer));
     } else {
       item = Py_BuildValue("(KiO)", static_cast<unsigned long long>(e.call), e.kind, Py_None);
     }
@@ -524,10 +549,11 @@ PyObject* PyEdge_finish(PyEdge* self, PyObject* args) {
 
 PyObject* PyEdge_read_more(PyEdge* self, PyObject* args) {
   unsigned long long id;
-  long n;
-  if (!PyArg_ParseTuple(args, "Kl", &id, &n)) return nullptr;
+  long n, bytes;
+  if (!PyArg_ParseTuple(args, "Kll", &id, &n, &bytes)) return nullptr;
   Command c{id, READ_MORE};
   c.n = n;
+  c.bytes = bytes;
   std::vector<Command> one;
   one.push_back(std::move(c));
   self->edge->Send(std::move(one));
@@ -555,7 +581,7 @@ PyMethodDef PyEdge_methods[] = {
     {"finish", reinterpret_cast<PyCFunction>(PyEdge_finish), METH_VARARGS,
      "finish(call, code, details): end the call once its messages are out"},
     {"read_more", reinterpret_cast<PyCFunction>(PyEdge_read_more), METH_VARARGS,
-     "read_more(call, n): n messages were consumed"},
+     "read_more(call, n, nbytes): n messages of nbytes in all were consumed"},
     {"shutdown", reinterpret_cast<PyCFunction>(PyEdge_shutdown), METH_VARARGS,
      "shutdown(grace): stop taking calls, cancel those left after grace seconds, stop"},
     {nullptr, nullptr, 0, nullptr}};
@@ -573,8 +599,7 @@ PyMODINIT_FUNC PyInit__edge(void) {
   PyEdgeType.tp_basicsize = sizeof(PyEdge);
   PyEdgeType.tp_flags = Py_TPFLAGS_DEFAULT;
   PyEdgeType.tp_doc = "A gRPC server whose calls reach Python as batches of events.";
-  PyEdgeType.tp_new = PyType_GenericNew;
-  PyEdgeType.tp_init = reinterpret_cast<initproc>(PyEdge_init);
+  PyEdgeType.tp_new = PyEdge_new;
   PyEdgeType.tp_dealloc = reinterpret_cast<destructor>(PyEdge_dealloc);
   PyEdgeType.tp_methods = PyEdge_methods;
   if (PyType_Ready(&PyEdgeType) < 0) return nullptr;

@@ -32,7 +32,8 @@ from . import _edge  # type: ignore[attr-defined]
 _LOG = logging.getLogger(__name__)
 _CONSUMED_EVERY = 512
 """A stream's messages taken by its handler are reported to the transport (which reads at
-most ``_edge.WINDOW`` ahead of them) this many at a time, and whenever none wait."""
+most ``_edge.WINDOW`` messages or 8 MiB ahead of them) this many at a time, and whenever
+none wait."""
 _DRAIN_EVERY = 256
 """A handler that has written this many messages since the transport last said all were
 out waits until they are (a client reading slower than the handler answers holds the
@@ -95,6 +96,7 @@ class _Call:
         "requests",
         "status",
         "taken",
+        "taken_bytes",
         "task",
         "unsent",
         "waiter",
@@ -112,6 +114,7 @@ class _Call:
         self.drained: asyncio.Future[None] | None = None
         self.unsent = 0
         self.taken = 0
+        self.taken_bytes = 0
         self.status: tuple[grpc.StatusCode, str] | None = None
         self.cancelled = False
         self.ended = False
@@ -128,11 +131,13 @@ class _Call:
                 return None
             self.waiter = asyncio.get_running_loop().create_future()
             await self.waiter
+        raw = self.requests.popleft()
         self.taken += 1
+        self.taken_bytes += len(raw)
         if self.taken >= _CONSUMED_EVERY or not self.requests:
-            self.edge.read_more(self.id, self.taken)
-            self.taken = 0
-        return self.requests.popleft()
+            self.edge.read_more(self.id, self.taken, self.taken_bytes)
+            self.taken = self.taken_bytes = 0
+        return raw
 
     async def stream(self, parse: Any) -> AsyncIterator[Any]:
         while (raw := await self.next_request()) is not None:
@@ -171,6 +176,7 @@ class EdgeServer:
         self._pem: tuple[bytes, bytes] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped: asyncio.Event | None = None
+        self._stopping = False
 
     def add_generic_rpc_handlers(self, handlers: Sequence[Any]) -> None:
         """Serve calls with these grpc.GenericRpcHandler's, the first that knows a call's
@@ -204,12 +210,17 @@ class EdgeServer:
     async def stop(self, grace: float | None) -> None:
         """Stop taking calls; those under way have ``grace`` seconds to end, then are
         cancelled."""
-        if self._loop is None:
+        if self._loop is None or self._stopped is None:
             return
+        if self._stopping:  # (stopped, or stopping: wait for that)
+            await self._stopped.wait()
+            return
+        self._stopping = True
+        # (the loop goes on meanwhile: the calls under way end, their answers reach
+        # the transport, until the grace is over)
         await asyncio.to_thread(self._edge.shutdown, float(grace or 0.0))
         self._pump()
         self._loop.remove_reader(self._edge.fileno())
-        assert self._stopped is not None
         self._stopped.set()
 
     async def wait_for_termination(self) -> None:
@@ -221,34 +232,39 @@ class EdgeServer:
 
     def _pump(self) -> None:
         """Take the events that arrived (the transport's eventfd is readable)."""
-        calls = self._calls
         for call_id, kind, payload in self._edge.events():
-            if kind == _edge.MESSAGE:
-                call = calls[call_id]
-                call.requests.append(payload)
-                call.wake()
-            elif kind == _edge.START:
-                self._start(call_id, *payload)
-            elif kind == _edge.DRAINED:
-                call = calls[call_id]
-                if call.drained is not None and not call.drained.done():
-                    call.drained.set_result(None)
-            elif kind == _edge.HALF_CLOSE:
-                call = calls[call_id]
-                call.half_closed = True
-                call.wake()
-            elif kind == _edge.CANCEL:
-                call = calls[call_id]
-                call.cancelled = True
-                if call.task is not None:
-                    call.task.cancel()
-                else:
-                    self._finish(call)
-            elif kind == _edge.DONE:
-                call = calls.pop(call_id)
-                call.end()
-                if call.task is not None and not call.task.done():
-                    call.task.cancel()
+            try:
+                self._event(call_id, kind, payload)
+            except Exception:  # (a fault here must not stop the other calls' events)
+                _LOG.exception("gRPC: event %s of call %s", kind, call_id)
+
+    def _event(self, call_id: int, kind: int, payload: Any) -> None:
+        if kind == _edge.START:
+            self._start(call_id, *payload)
+            return
+        call = self._calls.get(call_id)
+        if call is None:  # (not known: its start failed, logged)
+            return
+        if kind == _edge.MESSAGE:
+            call.requests.append(payload)
+            call.wake()
+        elif kind == _edge.DRAINED:
+            if call.drained is not None and not call.drained.done():
+                call.drained.set_result(None)
+        elif kind == _edge.HALF_CLOSE:
+            call.half_closed = True
+            call.wake()
+        elif kind == _edge.CANCEL:
+            call.cancelled = True
+            if call.task is not None:
+                call.task.cancel()
+            else:
+                self._finish(call)
+        elif kind == _edge.DONE:
+            del self._calls[call_id]
+            call.end()
+            if call.task is not None and not call.task.done():
+                call.task.cancel()
 
     def _start(self, call_id: int, method: str, metadata: tuple[tuple[str, Any], ...],
                peer: str) -> None:
@@ -298,7 +314,8 @@ class EdgeServer:
             pass  # (the status is set)
         except asyncio.CancelledError:
             if not call.cancelled and not call.ended:
-                raise  # (the server stops)
+                call.status = (grpc.StatusCode.UNAVAILABLE, "the server is stopping")
+                raise  # (the loop itself ends)
         except Exception as exc:  # (as grpcio: the handler's fault ends its call UNKNOWN)
             _LOG.exception("gRPC call failed")
             call.status = (grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
