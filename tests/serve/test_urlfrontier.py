@@ -1242,6 +1242,6 @@ def test_a_method_name_that_is_not_utf8_is_unimplemented(tmp_path: Path) -> None
     and the server serves on. (grpcio's own server, 1.85, answers it CANCELLED and stops
     serving gRPC: its loop dies on the name; docs/serve.md says so.)"""
     with serve(f"sqlite:///{tmp_path}/crawl.db", grpc_server="native") as s:
-        odd = s.channel.unary_unary(b"/urlfrontier.URLFrontier/\xff")  # type: ignore[arg-type]
+        odd = s.channel.unary_unary(b"/urlfrontier.URLFrontier/\xff")
         assert code_of(lambda: odd(b"", timeout=30))[0] == grpc.StatusCode.UNIMPLEMENTED
         assert put(s, discovered("https://a.example/1")) == [OK]  # (still serving)
