@@ -96,8 +96,17 @@ def java_client(work: str) -> tuple[list[str] | None, str]:
     return ["java", "-cp", f"{classes}:{cp}", "UfClient"], ""
 
 
+def rss_mb(pid: int) -> float:
+    """The resident memory of process ``pid`` now, in MB."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def served(target: str, n: int, batch: int, pid: int, client: str,
-           tag: str = "", java: list[str] | None = None) -> tuple[float, float, float]:
+           tag: str = "", java: list[str] | None = None) -> tuple[float, float, float, float]:
     """The client's PutDiscovered, then GetURLs + ack, against ``target`` (the server's
     process ``pid``): (put URLs/s, get+ack URLs/s, the server's CPU µs per URL in the
     get+ack phase). ``tag``: in the URLs' paths, to make them new to a server that has
@@ -109,7 +118,7 @@ def served(target: str, n: int, batch: int, pid: int, client: str,
 
 
 def _served_java(java: list[str], target: str, n: int, batch: int, pid: int,
-                 tag: str) -> tuple[float, float, float]:
+                 tag: str) -> tuple[float, float, float, float]:
     """:func:`served` by the Java client; the server's CPU taken when it says its
     PutDiscovered is over and again at its end."""
     p = subprocess.Popen([*java, target, str(n), str(batch), f"{tag}p"],
@@ -125,11 +134,11 @@ def _served_java(java: list[str], target: str, n: int, batch: int, pid: int,
     assert p.wait(60) == 0 and last.startswith("ok="), last
     got = dict(x.split("=") for x in (line + " " + last).split())
     assert int(got["ok"]) == n, f"{got['ok']} of {n} URLs taken"
-    return float(got["put"]), float(got["getack"]), cpu / n * 1e6
+    return float(got["put"]), float(got["getack"]), cpu / n * 1e6, rss_mb(pid)
 
 
 async def _served(target: str, n: int, batch: int, pid: int,
-                  client: str, tag: str) -> tuple[float, float, float]:
+                  client: str, tag: str) -> tuple[float, float, float, float]:
     pb, services = load_proto()
     todo = [u.replace(".example/p/", f".example/{tag}p/") for u in urls(n)]
     async with aio.insecure_channel(target, options=[
@@ -150,7 +159,8 @@ async def _served(target: str, n: int, batch: int, pid: int,
         else:
             done = await _get_and_ack(pb, stub, n, batch)
         cpu = cpu_seconds(pid) - cpu
-        return n / add_s, done / (time.perf_counter() - t), cpu / max(done, 1) * 1e6
+        return (n / add_s, done / (time.perf_counter() - t), cpu / max(done, 1) * 1e6,
+                rss_mb(pid))
 
 
 async def _get_and_ack(pb: Any, stub: Any, n: int, batch: int) -> int:
@@ -259,7 +269,7 @@ def floor_server(port_file: str, n: int) -> None:
 
 
 def run_against(args: list[str], target_of: Any, n: int, batch: int,
-                client: str, java: list[str] | None) -> tuple[float, float, float]:
+                client: str, java: list[str] | None) -> tuple[float, float, float, float]:
     """Start a server process, run the client against it: (put/s, get+ack/s, the
     server's CPU µs per URL in the get+ack phase)."""
     p = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
@@ -332,7 +342,7 @@ def main() -> None:
         print("bench_urlfrontier: no reference server given (--reference): crawlq is "
               "measured against grpcio's do-nothing server only", flush=True)
     kinds = a.grpc_server or (["native", "grpcio"] if native_server() else ["grpcio"])
-    rows: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    rows: dict[tuple[str, str], list[tuple[float, float, float, float]]] = {}
     for r in range(a.rounds):  # (crawlq and the floor alternate: a slow spell hits both)
         for client in clients:
             store = ("memory://" if a.store == "memory"
@@ -356,14 +366,15 @@ def main() -> None:
     print(f"{a.urls:,} URLs over 500 hosts, batches of {a.batch}, store {a.store}, "
           f"politeness off; one client; {a.rounds} round(s)"
           + (", medians" if a.rounds > 1 else ""))
-    print(f"{'':<30} {'put/s':>10} {'get+ack/s':>10} {'server CPU/URL':>15}")
+    print(f"{'':<30} {'put/s':>10} {'get+ack/s':>10} {'server CPU/URL':>15} "
+          f"{'RSS after':>10}")
     names = {f"crawlq-{k}": f"crawlq serve ({k})" for k in kinds}
     names["floor"] = "do-nothing grpcio server"
     names["reference"] = f"reference {a.reference}"
     for (server, client), runs in rows.items():
-        add, lease, cpu = (median(x[k] for x in runs) for k in range(3))
+        add, lease, cpu, rss = (median(x[k] for x in runs) for k in range(4))
         label = f"{names[server]}, {client}"
-        print(f"{label:<30} {add:>10,.0f} {lease:>10,.0f} {cpu:>12.0f} µs")
+        print(f"{label:<30} {add:>10,.0f} {lease:>10,.0f} {cpu:>12.0f} µs {rss:>7.0f} MB")
     print(f"{'in-process':<30} {l_add:>10,.0f} {l_lease:>10,.0f}")
     for kind, client in ((k, c) for k in kinds for c in clients):
         served_runs, floor_runs = rows[f"crawlq-{kind}", client], rows["floor", client]

@@ -128,7 +128,7 @@ TINY: dict[str, tuple[Tiny, ...]] = {
     "bench_urlfrontier.py": (Tiny(
         ("--urls", "2000", "--batch", "500"),
         (rf"^in-process\s+{_N}\s+{_N}$",
-         rf"^crawlq serve \(native\), pb\s+{_N}\s+{_N}\s+-?{_N} µs$",
+         rf"^crawlq serve \(native\), pb\s+{_N}\s+{_N}\s+-?{_N} µs\s+{_N} MB$",
          *(rf"^  {kind}, {client} client: crawlq over gRPC {_N}x in-process add .* "
            rf"{_N}x the do-nothing"
            for kind in ("native", "grpcio") for client in ("pb", "raw")))),),
