@@ -34,6 +34,12 @@ def _private_defined(tree: ast.Module) -> set[str]:
     return {n for n in out if n.startswith("_") and not n.startswith("__")}
 
 
+_COMPILED = {p.name.split(".")[0] for p in (Path(__file__).parent.parent / "src" / "crawlq")
+             .rglob("_*.c*") if p.suffix in (".c", ".cc")}
+"""The project's C and C++ extension modules (``_speedups``, ``serve/_edge``): each the
+compiled side of the one module that uses it, named private as such modules are."""
+
+
 def test_no_private_name_crosses_a_module() -> None:
     """A module uses another module's private names neither by import nor as attributes
     of its objects. (Private names of other packages, like aiohttp's, are their
@@ -47,7 +53,8 @@ def test_no_private_name_crosses_a_module() -> None:
             if isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     private = alias.name.startswith("_") and not alias.name.startswith("__")
-                    if private and (node.module or "").split(".")[-1] != "_speedups" and \
+                    if private and alias.name not in _COMPILED and \
+                            (node.module or "").split(".")[-1] not in _COMPILED and \
                             (node.level or (node.module or "").startswith("crawlq")):
                         found.append(f"{name}: imports {alias.name} from {node.module}")
             elif isinstance(node, ast.Attribute):

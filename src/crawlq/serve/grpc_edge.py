@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 import grpc
 from grpc import aio
 
-from . import _edge  # type: ignore[attr-defined]
+from . import _edge
 
 _LOG = logging.getLogger(__name__)
 _CONSUMED_EVERY = 512
