@@ -343,6 +343,7 @@ def main() -> None:
               "measured against grpcio's do-nothing server only", flush=True)
     kinds = a.grpc_server or (["native", "grpcio"] if native_server() else ["grpcio"])
     rows: dict[tuple[str, str], list[tuple[float, float, float, float]]] = {}
+    run = f"{int(time.time() * 1000) % 10**9:x}"
     for r in range(a.rounds):  # (crawlq and the floor alternate: a slow spell hits both)
         for client in clients:
             store = ("memory://" if a.store == "memory"
@@ -355,8 +356,8 @@ def main() -> None:
                     a.batch, client, java))
             if a.reference:
                 rows.setdefault(("reference", client), []).append(served(
-                    a.reference, a.urls, a.batch, a.reference_pid, client, f"r{r}{client}/",
-                    java))
+                    a.reference, a.urls, a.batch, a.reference_pid, client,
+                    f"{run}r{r}{client}/", java))  # (new URLs to a server that stays up)
             Path(port_file).unlink(missing_ok=True)
             rows.setdefault(("floor", client), []).append(run_against(
                 [sys.executable, __file__, "--urls", str(a.urls), "--floor-server",
