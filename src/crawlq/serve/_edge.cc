@@ -86,7 +86,6 @@ class Call {
   void Write(std::vector<grpc::Slice>&& messages, bool tell_drained);
   void End(grpc::Status status);
   void ReadMore(long n, long bytes);
-  uint64_t id() const { return id_; }
 
  private:
   void StartRead();
@@ -101,7 +100,6 @@ class Call {
   std::deque<grpc::Slice> queued_;
   Tag t_new_{this, T_NEW}, t_read_{this, T_READ}, t_write_{this, T_WRITE},
       t_finish_{this, T_FINISH}, t_done_{this, T_DONE};
-  bool started_ = false;
   bool reading_ = false, writing_ = false;
   bool read_ended_ = false;
   bool ending_ = false, finishing_ = false, finished_ = false, done_ = false;
@@ -145,12 +143,12 @@ class Edge {
   }
 
   // -- commands, from Python to the thread
-  void Send(std::vector<Command>&& commands) {
+  void Send(Command&& command) {
     // (the alarm is set under the lock: Shutdown shuts the queue under it, and an alarm
     // set on a queue shut down would abort the process)
     std::lock_guard<std::mutex> g(cmu_);
     if (stopped_) return;  // (the calls are gone with the server)
-    for (auto& c : commands) commands_.push_back(std::move(c));
+    commands_.push_back(std::move(command));
     if (!alarm_set_) {
       alarm_set_ = true;
       alarm_.Set(cq_.get(), gpr_now(GPR_CLOCK_MONOTONIC), &alarm_);
@@ -286,7 +284,6 @@ void Call::Proceed(TagKind kind, bool ok) {
         delete this;
         return;
       }
-      started_ = true;
       new Call(edge_, edge_->next_id_++);  // (the next call's slot)
       edge_->calls_[id_] = this;
       Event e{id_, START, ctx_.method(), {}, ctx_.peer()};
@@ -526,9 +523,7 @@ PyObject* PyEdge_write(PyEdge* self, PyObject* args) {
   }
   Py_DECREF(seq);
   c.tell_drained = tell_drained != 0;
-  std::vector<Command> one;
-  one.push_back(std::move(c));
-  self->edge->Send(std::move(one));
+  self->edge->Send(std::move(c));
   Py_RETURN_NONE;
 }
 
@@ -541,9 +536,7 @@ PyObject* PyEdge_finish(PyEdge* self, PyObject* args) {
   Command c{id, FINISH};
   c.code = code;
   c.details.assign(details, static_cast<size_t>(size));
-  std::vector<Command> one;
-  one.push_back(std::move(c));
-  self->edge->Send(std::move(one));
+  self->edge->Send(std::move(c));
   Py_RETURN_NONE;
 }
 
@@ -554,9 +547,7 @@ PyObject* PyEdge_read_more(PyEdge* self, PyObject* args) {
   Command c{id, READ_MORE};
   c.n = n;
   c.bytes = bytes;
-  std::vector<Command> one;
-  one.push_back(std::move(c));
-  self->edge->Send(std::move(one));
+  self->edge->Send(std::move(c));
   Py_RETURN_NONE;
 }
 

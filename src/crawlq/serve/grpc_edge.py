@@ -172,8 +172,6 @@ class EdgeServer:
         self._max_message = max_message
         self._handlers: list[Any] = []
         self._calls: dict[int, _Call] = {}
-        self._address: str | None = None
-        self._pem: tuple[bytes, bytes] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped: asyncio.Event | None = None
         self._stopping = False
