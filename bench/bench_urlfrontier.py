@@ -24,6 +24,10 @@ can bound the rate.
 
     python bench/bench_urlfrontier.py --urls 100000 --batch 1000 --store sqlite
     python bench/bench_urlfrontier.py --urls 50000 --rounds 5   # alternated, medians
+
+With ``--one-server`` each crawlq server serves every round (new URLs each time): the
+steady state of a server that stays up, as a reference server given with ``--reference``
+is run, each round's figures printed beside the medians (a JVM's warm-up shows there).
 """
 
 from __future__ import annotations
@@ -272,13 +276,33 @@ def run_against(args: list[str], target_of: Any, n: int, batch: int,
                 client: str, java: list[str] | None) -> tuple[float, float, float, float]:
     """Start a server process, run the client against it: (put/s, get+ack/s, the
     server's CPU µs per URL in the get+ack phase)."""
+    p = start(args, target_of)
+    try:
+        return served(p.target, n, batch, p.process.pid, client, java=java)
+    finally:
+        p.stop()
+
+
+class Started:
+    """A server process started by :func:`start`, and the address it serves on."""
+
+    def __init__(self, process: subprocess.Popen[str], target: str) -> None:
+        self.process = process
+        self.target = target
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(30)
+
+
+def start(args: list[str], target_of: Any) -> Started:
+    """Start a server process (``args``); ``target_of(process)``: the address it serves."""
     p = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
-        target = target_of(p)
-        return served(target, n, batch, p.pid, client, java=java)
-    finally:
-        p.send_signal(signal.SIGTERM)
-        p.wait(30)
+        return Started(p, target_of(p))
+    except BaseException:
+        p.kill()
+        raise
 
 
 def main() -> None:
@@ -305,6 +329,10 @@ def main() -> None:
                          "its JVM's warm-up: see the rounds); with --reference-pid")
     ap.add_argument("--reference-pid", type=int, metavar="PID",
                     help="the process of --reference, for its CPU")
+    ap.add_argument("--one-server", action="store_true",
+                    help="steady state: one crawlq serve process of each kind serves "
+                         "every round and client (new URLs each time, as a --reference "
+                         "server does), instead of a fresh one each time")
     ap.add_argument("--floor-server", metavar="PORT_FILE", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.reference and not a.reference_pid:
@@ -344,24 +372,52 @@ def main() -> None:
     kinds = a.grpc_server or (["native", "grpcio"] if native_server() else ["grpcio"])
     rows: dict[tuple[str, str], list[tuple[float, float, float, float]]] = {}
     run = f"{int(time.time() * 1000) % 10**9:x}"
-    for r in range(a.rounds):  # (crawlq and the floor alternate: a slow spell hits both)
-        for client in clients:
-            store = ("memory://" if a.store == "memory"
-                     else f"sqlite:///{tmp}/served-{client}-{r}.db")
-            for kind in kinds:
-                rows.setdefault((f"crawlq-{kind}", client), []).append(run_against(
-                    [sys.executable, "-m", "crawlq.cli", "--store",
-                     store.replace(".db", f"-{kind}.db"), *opts, "serve", "--port", "0",
-                     "--grpc-port", "0", "--grpc-server", kind], crawlq_target, a.urls,
-                    a.batch, client, java))
-            if a.reference:
-                rows.setdefault(("reference", client), []).append(served(
-                    a.reference, a.urls, a.batch, a.reference_pid, client,
-                    f"{run}r{r}{client}/", java))  # (new URLs to a server that stays up)
-            Path(port_file).unlink(missing_ok=True)
-            rows.setdefault(("floor", client), []).append(run_against(
-                [sys.executable, __file__, "--urls", str(a.urls), "--floor-server",
-                 port_file], floor_target, a.urls, a.batch, client, java))
+
+    def crawlq_args(kind: str, name: str) -> list[str]:
+        store = "memory://" if a.store == "memory" else f"sqlite:///{tmp}/{name}-{kind}.db"
+        return [sys.executable, "-m", "crawlq.cli", "--store", store, *opts, "serve",
+                "--port", "0", "--grpc-port", "0", "--grpc-server", kind]
+
+    kept = {kind: start(crawlq_args(kind, "served"), crawlq_target)
+            for kind in (kinds if a.one_server else [])}
+    try:
+        for r in range(a.rounds):  # (crawlq and the floor alternate: a slow spell hits both)
+            for client in clients:
+                for kind in kinds:
+                    one = kept.get(kind)
+                    rows.setdefault((f"crawlq-{kind}", client), []).append(
+                        run_against(crawlq_args(kind, f"served-{client}-{r}"), crawlq_target,
+                                    a.urls, a.batch, client, java) if one is None else
+                        served(one.target, a.urls, a.batch, one.process.pid, client,
+                               f"{run}r{r}{client}/", java))
+                _reference_and_floor(a, r, client, run, rows, java, port_file, floor_target)
+    finally:
+        for one in kept.values():
+            one.stop()
+    report(a, rows, kinds, clients)
+
+
+def _reference_and_floor(a: argparse.Namespace, r: int, client: str, run: str,
+                         rows: dict[tuple[str, str], list[tuple[float, float, float, float]]],
+                         java: list[str] | None, port_file: str, floor_target: Any) -> None:
+    """Round ``r``'s runs of ``client`` against the reference (when given) and the
+    do-nothing server."""
+    if a.reference:
+        rows.setdefault(("reference", client), []).append(served(
+            a.reference, a.urls, a.batch, a.reference_pid, client,
+            f"{run}r{r}{client}/", java))  # (new URLs to a server that stays up)
+    Path(port_file).unlink(missing_ok=True)
+    rows.setdefault(("floor", client), []).append(run_against(
+        [sys.executable, __file__, "--urls", str(a.urls), "--floor-server",
+         port_file], floor_target, a.urls, a.batch, client, java))
+
+
+def report(a: argparse.Namespace,
+           rows: dict[tuple[str, str], list[tuple[float, float, float, float]]],
+           kinds: list[str], clients: list[str]) -> None:
+    """Print the table (medians; each round's get+ack and CPU too when one server
+    served every round) and the ratios."""
+    tmp = tempfile.mkdtemp(prefix="crawlq-bench-uf-")
     local = "memory://" if a.store == "memory" else f"sqlite:///{tmp}/local.db"
     l_add, l_lease = in_process(local, a.urls, a.batch)
     print(f"{a.urls:,} URLs over 500 hosts, batches of {a.batch}, store {a.store}, "
@@ -376,6 +432,10 @@ def main() -> None:
         add, lease, cpu, rss = (median(x[k] for x in runs) for k in range(4))
         label = f"{names[server]}, {client}"
         print(f"{label:<30} {add:>10,.0f} {lease:>10,.0f} {cpu:>12.0f} µs {rss:>7.0f} MB")
+        if len(runs) > 1 and ((a.one_server and server != "floor") or server == "reference"):
+            # (one server through every round: its warm-up shows round by round)
+            print(f"{'':<4}rounds: get+ack/s " + ", ".join(f"{x[1]:,.0f}" for x in runs)
+                  + "; CPU µs/URL " + ", ".join(f"{x[2]:.0f}" for x in runs))
     print(f"{'in-process':<30} {l_add:>10,.0f} {l_lease:>10,.0f}")
     for kind, client in ((k, c) for k in kinds for c in clients):
         served_runs, floor_runs = rows[f"crawlq-{kind}", client], rows["floor", client]
