@@ -43,7 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, NamedTuple
 
 from bench_crawl import cpu_seconds
 from bench_serve import in_process, urls
@@ -67,6 +67,16 @@ JAVA_JARS = ("grpc-api", "grpc-context", "grpc-core", "grpc-netty", "grpc-protob
 JAVA_PACKAGES = ("openjdk-17-jdk-headless libgrpc-java protobuf-compiler "
                  "protobuf-compiler-grpc-java-plugin libprotobuf-java libguava-java "
                  "libnetty-java libperfmark-java libgeronimo-annotation-1.3-spec-java")
+
+
+class Run(NamedTuple):
+    """One client's run against one server: URLs/s and the server's CPU µs per URL."""
+
+    put: float  # (PutDiscovered, URLs/s)
+    getack: float  # (GetURLs + ack, URLs/s)
+    cpu: float  # (the server's, per URL in the get+ack phase)
+    rss: float  # (the server's resident memory after it, MB)
+    put_cpu: float  # (the server's, per URL in the PutDiscovered phase)
 
 
 def java_client(work: str) -> tuple[list[str] | None, str]:
@@ -110,7 +120,7 @@ def rss_mb(pid: int) -> float:
 
 
 def served(target: str, n: int, batch: int, pid: int, client: str,
-           tag: str = "", java: list[str] | None = None) -> tuple[float, float, float, float]:
+           tag: str = "", java: list[str] | None = None) -> Run:
     """The client's PutDiscovered, then GetURLs + ack, against ``target`` (the server's
     process ``pid``): (put URLs/s, get+ack URLs/s, the server's CPU µs per URL in the
     get+ack phase). ``tag``: in the URLs' paths, to make them new to a server that has
@@ -122,15 +132,17 @@ def served(target: str, n: int, batch: int, pid: int, client: str,
 
 
 def _served_java(java: list[str], target: str, n: int, batch: int, pid: int,
-                 tag: str) -> tuple[float, float, float, float]:
+                 tag: str) -> Run:
     """:func:`served` by the Java client; the server's CPU taken when it says its
     PutDiscovered is over and again at its end."""
+    put_cpu = cpu_seconds(pid)
     p = subprocess.Popen([*java, target, str(n), str(batch), f"{tag}p"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert p.stdin is not None and p.stdout is not None
     line = p.stdout.readline()
     assert line.startswith("put="), line
     cpu = cpu_seconds(pid)
+    put_cpu = cpu - put_cpu
     p.stdin.write("go\n")
     p.stdin.flush()
     last = p.stdout.readline()
@@ -138,22 +150,25 @@ def _served_java(java: list[str], target: str, n: int, batch: int, pid: int,
     assert p.wait(60) == 0 and last.startswith("ok="), last
     got = dict(x.split("=") for x in (line + " " + last).split())
     assert int(got["ok"]) == n, f"{got['ok']} of {n} URLs taken"
-    return float(got["put"]), float(got["getack"]), cpu / n * 1e6, rss_mb(pid)
+    return Run(float(got["put"]), float(got["getack"]), cpu / n * 1e6, rss_mb(pid),
+               put_cpu / n * 1e6)
 
 
 async def _served(target: str, n: int, batch: int, pid: int,
-                  client: str, tag: str) -> tuple[float, float, float, float]:
+                  client: str, tag: str) -> Run:
     pb, services = load_proto()
     todo = [u.replace(".example/p/", f".example/{tag}p/") for u in urls(n)]
     async with aio.insecure_channel(target, options=[
             ("grpc.max_receive_message_length", 64 << 20)]) as channel:
         stub = services.URLFrontierStub(channel)
         t = time.perf_counter()
+        put_cpu = cpu_seconds(pid)
         batches = (pb.DiscoveredBatch(ID=str(i), items=[pb.URLInfo(url=u) for u in
                                                         todo[i:i + batch]])
                    for i in range(0, n, batch))
         acks = [a async for a in stub.PutDiscovered(batches)]
         add_s = time.perf_counter() - t
+        put_cpu = cpu_seconds(pid) - put_cpu
         ok = sum(list(a.statuses).count(pb.AckMessage.OK) for a in acks)
         assert ok == n, f"{ok} of {n} URLs taken"
         t = time.perf_counter()
@@ -163,8 +178,8 @@ async def _served(target: str, n: int, batch: int, pid: int,
         else:
             done = await _get_and_ack(pb, stub, n, batch)
         cpu = cpu_seconds(pid) - cpu
-        return (n / add_s, done / (time.perf_counter() - t), cpu / max(done, 1) * 1e6,
-                rss_mb(pid))
+        return Run(n / add_s, done / (time.perf_counter() - t), cpu / max(done, 1) * 1e6,
+                   rss_mb(pid), put_cpu / n * 1e6)
 
 
 async def _get_and_ack(pb: Any, stub: Any, n: int, batch: int) -> int:
@@ -273,7 +288,7 @@ def floor_server(port_file: str, n: int) -> None:
 
 
 def run_against(args: list[str], target_of: Any, n: int, batch: int,
-                client: str, java: list[str] | None) -> tuple[float, float, float, float]:
+                client: str, java: list[str] | None) -> Run:
     """Start a server process, run the client against it: (put/s, get+ack/s, the
     server's CPU µs per URL in the get+ack phase)."""
     p = start(args, target_of)
@@ -370,7 +385,7 @@ def main() -> None:
         print("bench_urlfrontier: no reference server given (--reference): crawlq is "
               "measured against grpcio's do-nothing server only", flush=True)
     kinds = a.grpc_server or (["native", "grpcio"] if native_server() else ["grpcio"])
-    rows: dict[tuple[str, str], list[tuple[float, float, float, float]]] = {}
+    rows: dict[tuple[str, str], list[Run]] = {}
     run = f"{int(time.time() * 1000) % 10**9:x}"
 
     def crawlq_args(kind: str, name: str) -> list[str]:
@@ -398,7 +413,7 @@ def main() -> None:
 
 
 def _reference_and_floor(a: argparse.Namespace, r: int, client: str, run: str,
-                         rows: dict[tuple[str, str], list[tuple[float, float, float, float]]],
+                         rows: dict[tuple[str, str], list[Run]],
                          java: list[str] | None, port_file: str, floor_target: Any) -> None:
     """Round ``r``'s runs of ``client`` against the reference (when given) and the
     do-nothing server."""
@@ -413,7 +428,7 @@ def _reference_and_floor(a: argparse.Namespace, r: int, client: str, run: str,
 
 
 def report(a: argparse.Namespace,
-           rows: dict[tuple[str, str], list[tuple[float, float, float, float]]],
+           rows: dict[tuple[str, str], list[Run]],
            kinds: list[str], clients: list[str]) -> None:
     """Print the table (medians; each round's get+ack and CPU too when one server
     served every round) and the ratios."""
@@ -423,26 +438,30 @@ def report(a: argparse.Namespace,
     print(f"{a.urls:,} URLs over 500 hosts, batches of {a.batch}, store {a.store}, "
           f"politeness off; one client; {a.rounds} round(s)"
           + (", medians" if a.rounds > 1 else ""))
-    print(f"{'':<30} {'put/s':>10} {'get+ack/s':>10} {'server CPU/URL':>15} "
-          f"{'RSS after':>10}")
+    print(f"{'':<30} {'put/s':>10} {'CPU/URL':>8} {'get+ack/s':>10} {'CPU/URL':>8} "
+          f"{'RSS after':>10}   (CPU: the server's, µs)")
     names = {f"crawlq-{k}": f"crawlq serve ({k})" for k in kinds}
     names["floor"] = "do-nothing grpcio server"
     names["reference"] = f"reference {a.reference}"
     for (server, client), runs in rows.items():
-        add, lease, cpu, rss = (median(x[k] for x in runs) for k in range(4))
+        add, put_cpu, lease, cpu, rss = (median(getattr(x, k) for x in runs) for k in (
+            "put", "put_cpu", "getack", "cpu", "rss"))
         label = f"{names[server]}, {client}"
-        print(f"{label:<30} {add:>10,.0f} {lease:>10,.0f} {cpu:>12.0f} µs {rss:>7.0f} MB")
+        print(f"{label:<30} {add:>10,.0f} {put_cpu:>8.0f} {lease:>10,.0f} {cpu:>8.0f} "
+              f"{rss:>7.0f} MB")
         if len(runs) > 1 and ((a.one_server and server != "floor") or server == "reference"):
             # (one server through every round: its warm-up shows round by round)
-            print(f"{'':<4}rounds: get+ack/s " + ", ".join(f"{x[1]:,.0f}" for x in runs)
-                  + "; CPU µs/URL " + ", ".join(f"{x[2]:.0f}" for x in runs))
+            print(f"{'':<4}rounds: put/s " + ", ".join(f"{x.put:,.0f}" for x in runs)
+                  + "; get+ack/s " + ", ".join(f"{x.getack:,.0f}" for x in runs)
+                  + "; CPU µs/URL " + ", ".join(f"{x.put_cpu:.0f}/{x.cpu:.0f}" for x in runs))
     print(f"{'in-process':<30} {l_add:>10,.0f} {l_lease:>10,.0f}")
     for kind, client in ((k, c) for k in kinds for c in clients):
         served_runs, floor_runs = rows[f"crawlq-{kind}", client], rows["floor", client]
         # (each round's ratio against the floor run beside it, then their median)
-        ratios = [s[1] / f[1] for s, f in zip(served_runs, floor_runs)]
-        s_add, s_lease, s_cpu = (median(x[k] for x in served_runs) for k in range(3))
-        f_cpu = median(x[2] for x in floor_runs)
+        ratios = [s.getack / f.getack for s, f in zip(served_runs, floor_runs)]
+        s_add, s_lease, s_cpu = (median(getattr(x, k) for x in served_runs)
+                                 for k in ("put", "getack", "cpu"))
+        f_cpu = median(x.cpu for x in floor_runs)
         each = (" (rounds: " + ", ".join(f"{x:.2f}" for x in ratios) + ")"
                 if len(ratios) > 1 else "")
         print(f"  {kind}, {client} client: crawlq over gRPC {s_add / l_add:.2f}x in-process add "
@@ -451,12 +470,17 @@ def report(a: argparse.Namespace,
               f"get+ack{each}; its own work: {s_cpu - f_cpu:.0f} µs of server CPU per URL")
         if a.reference:
             ref = rows["reference", client]
-            vs = [s[1] / f[1] for s, f in zip(served_runs, ref)]
-            cpus = [s[2] / f[2] for s, f in zip(served_runs, ref)]
+            vs = [s.getack / f.getack for s, f in zip(served_runs, ref)]
+            cpus = [s.cpu / f.cpu for s, f in zip(served_runs, ref)]
+            puts = [s.put / f.put for s, f in zip(served_runs, ref)]
+            put_cpus = [s.put_cpu / f.put_cpu for s, f in zip(served_runs, ref)]
             print(f"  {kind}, {client} client, against the reference: get+ack "
                   f"{median(vs):.2f}x (rounds: {', '.join(f'{x:.2f}' for x in vs)}); "
                   f"server CPU per URL {median(cpus):.2f}x (rounds: "
-                  f"{', '.join(f'{x:.2f}' for x in cpus)})")
+                  f"{', '.join(f'{x:.2f}' for x in cpus)}); PutDiscovered "
+                  f"{median(puts):.2f}x (rounds: {', '.join(f'{x:.2f}' for x in puts)}), "
+                  f"its server CPU per URL {median(put_cpus):.2f}x (rounds: "
+                  f"{', '.join(f'{x:.2f}' for x in put_cpus)})")
 
 
 if __name__ == "__main__":

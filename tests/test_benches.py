@@ -128,14 +128,15 @@ TINY: dict[str, tuple[Tiny, ...]] = {
     "bench_urlfrontier.py": (Tiny(
         ("--urls", "2000", "--batch", "500"),
         (rf"^in-process\s+{_N}\s+{_N}$",
-         rf"^crawlq serve \(native\), pb\s+{_N}\s+{_N}\s+-?{_N} µs\s+{_N} MB$",
+         rf"^crawlq serve \(native\), pb\s+{_N}\s+{_N}\s+{_N}\s+{_N}\s+{_N} MB$",
          *(rf"^  {kind}, {client} client: crawlq over gRPC {_N}x in-process add .* "
            rf"{_N}x the do-nothing"
            for kind in ("native", "grpcio") for client in ("pb", "raw")))),
         Tiny(("--urls", "1000", "--batch", "500", "--rounds", "2", "--client", "raw",
               "--grpc-server", "native", "--one-server"),
-             (rf"^crawlq serve \(native\), raw\s+{_N}\s+{_N}\s+-?{_N} µs\s+{_N} MB$",
-              rf"^    rounds: get\+ack/s {_N}, {_N}; CPU µs/URL {_N}, {_N}$"))),
+             (rf"^crawlq serve \(native\), raw\s+{_N}\s+{_N}\s+{_N}\s+{_N}\s+{_N} MB$",
+              rf"^    rounds: put/s {_N}, {_N}; get\+ack/s {_N}, {_N}; "
+              rf"CPU µs/URL {_N}/{_N}, {_N}/{_N}$"))),
     "bench_workers.py": (Tiny(
         ("--hosts", "2", "--pages", "20", "--page-bytes", "1000", "--links", "4"),
         # (workers, pages, twice, missing 0, ..., speed, per CPU)
