@@ -86,6 +86,7 @@ class TestSQLiteStoreTinyLevels(TestSQLiteStore):
     def _tiny(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(sqlite_levels, "L0_ROWS", 2)
         monkeypatch.setattr(sqlite_values, "LOG_ROWS", 2)
+        monkeypatch.setattr(sqlite_values, "MAX_LOG_ROWS", 2)
 
 
 class TestRedisStore(FrontierContract):

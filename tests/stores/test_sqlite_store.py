@@ -783,6 +783,49 @@ def test_sqlite_a_store_file_from_before_the_queue_epoch_opens(tmp_path: Path) -
     conn.close()
 
 
+def test_sqlite_named_values_log_grows_with_the_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log of named values is merged at LOG_ROWS values while the table is small,
+    and at a quarter of the table's rows (up to MAX_LOG_ROWS) once it is bigger, so a
+    merge (which rewrites the table) comes the rarer the bigger the table; a second
+    connection follows the size the first one's merge set."""
+    monkeypatch.setattr(sqlite_values, "LOG_ROWS", 10)
+    monkeypatch.setattr(sqlite_values, "MAX_LOG_ROWS", 30)
+    clock = Clock()
+    url = f"sqlite:///{tmp_path}/v.db"
+    one = Frontier.open(url, clock=clock, **FAST)
+    two = Frontier.open(url, clock=clock, **FAST)
+
+    def logged() -> int:
+        with sqlite3.connect(one.store.path) as c:  # type: ignore[attr-defined]
+            return int(c.execute("SELECT count(*) FROM vals_log").fetchone()[0])
+
+    def put(f: Frontier, tag: str, n: int) -> None:
+        f.store.put_values([(f"{tag}:{i}", b"v", None) for i in range(n)])
+
+    put(one, "a", 9 - logged())  # (besides the frontier's own: its canonical form)
+    assert logged() == 9
+    put(one, "b", 1)  # (10 values: merged, the table small)
+    assert logged() == 0
+    put(one, "c", 100)  # (merged: 110 rows in the table, the next log 27 values)
+    assert logged() == 0
+    put(two, "d", 26)
+    assert logged() == 26  # (past LOG_ROWS, under a quarter of the table)
+    put(two, "e", 1)
+    assert logged() == 0
+    put(one, "f", 400)  # (merged; a quarter of the table is past MAX_LOG_ROWS)
+    put(one, "g", 29)
+    assert logged() == 29
+    put(two, "h", 1)
+    assert logged() == 0
+    assert one.store.get_values(["a:0", "c:99", "d:25", "g:28", "h:0"], clock()) == [b"v"] * 5
+    one.store.clear()  # (an empty table: LOG_ROWS again)
+    put(two, "i", 10)
+    assert logged() == 0
+    one.close()
+    two.close()
+
+
 def test_sqlite_named_values_through_the_log_and_two_connections(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The SQLite store's named values (crawlq.stores.sqlite_values): written to the log,
