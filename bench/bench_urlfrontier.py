@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import shutil
 import signal
@@ -122,8 +123,8 @@ def rss_mb(pid: int) -> float:
 def served(target: str, n: int, batch: int, pid: int, client: str,
            tag: str = "", java: list[str] | None = None) -> Run:
     """The client's PutDiscovered, then GetURLs + ack, against ``target`` (the server's
-    process ``pid``): (put URLs/s, get+ack URLs/s, the server's CPU µs per URL in the
-    get+ack phase). ``tag``: in the URLs' paths, to make them new to a server that has
+    process ``pid``): their rates, the server's CPU per URL in each and its memory
+    after (a :class:`Run`). ``tag``: in the URLs' paths, to make them new to a server that has
     served before. ``client``: pb, raw or java (``java``: the command that runs it)."""
     if client == "java":
         assert java is not None
@@ -135,10 +136,12 @@ def _served_java(java: list[str], target: str, n: int, batch: int, pid: int,
                  tag: str) -> Run:
     """:func:`served` by the Java client; the server's CPU taken when it says its
     PutDiscovered is over and again at its end."""
-    put_cpu = cpu_seconds(pid)
     p = subprocess.Popen([*java, target, str(n), str(batch), f"{tag}p"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert p.stdin is not None and p.stdout is not None
+    ready = p.stdout.readline()  # (its JVM up, its channel made: PutDiscovered next)
+    assert ready.startswith("ready"), ready
+    put_cpu = cpu_seconds(pid)
     line = p.stdout.readline()
     assert line.startswith("put="), line
     cpu = cpu_seconds(pid)
@@ -289,8 +292,8 @@ def floor_server(port_file: str, n: int) -> None:
 
 def run_against(args: list[str], target_of: Any, n: int, batch: int,
                 client: str, java: list[str] | None) -> Run:
-    """Start a server process, run the client against it: (put/s, get+ack/s, the
-    server's CPU µs per URL in the get+ack phase)."""
+    """Start a server process, run the client against it (see :func:`served`), stop
+    the server."""
     p = start(args, target_of)
     try:
         return served(p.target, n, batch, p.process.pid, client, java=java)
@@ -317,6 +320,7 @@ def start(args: list[str], target_of: Any) -> Started:
         return Started(p, target_of(p))
     except BaseException:
         p.kill()
+        p.wait()
         raise
 
 
@@ -393,9 +397,10 @@ def main() -> None:
         return [sys.executable, "-m", "crawlq.cli", "--store", store, *opts, "serve",
                 "--port", "0", "--grpc-port", "0", "--grpc-server", kind]
 
-    kept = {kind: start(crawlq_args(kind, "served"), crawlq_target)
-            for kind in (kinds if a.one_server else [])}
+    kept: dict[str, Started] = {}
     try:
+        for kind in kinds if a.one_server else []:
+            kept[kind] = start(crawlq_args(kind, "served"), crawlq_target)
         for r in range(a.rounds):  # (crawlq and the floor alternate: a slow spell hits both)
             for client in clients:
                 for kind in kinds:
@@ -409,7 +414,8 @@ def main() -> None:
     finally:
         for one in kept.values():
             one.stop()
-    report(a, rows, kinds, clients)
+    report(a, rows, kinds, clients, tmp)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _reference_and_floor(a: argparse.Namespace, r: int, client: str, run: str,
@@ -429,10 +435,10 @@ def _reference_and_floor(a: argparse.Namespace, r: int, client: str, run: str,
 
 def report(a: argparse.Namespace,
            rows: dict[tuple[str, str], list[Run]],
-           kinds: list[str], clients: list[str]) -> None:
-    """Print the table (medians; each round's get+ack and CPU too when one server
-    served every round) and the ratios."""
-    tmp = tempfile.mkdtemp(prefix="crawlq-bench-uf-")
+           kinds: list[str], clients: list[str], tmp: str) -> None:
+    """Print the table (medians; each round's figures too for a server that served
+    every round: crawlq with --one-server, a reference) and the ratios; the in-process
+    run's store in ``tmp``."""
     local = "memory://" if a.store == "memory" else f"sqlite:///{tmp}/local.db"
     l_add, l_lease = in_process(local, a.urls, a.batch)
     print(f"{a.urls:,} URLs over 500 hosts, batches of {a.batch}, store {a.store}, "
@@ -473,7 +479,8 @@ def report(a: argparse.Namespace,
             vs = [s.getack / f.getack for s, f in zip(served_runs, ref)]
             cpus = [s.cpu / f.cpu for s, f in zip(served_runs, ref)]
             puts = [s.put / f.put for s, f in zip(served_runs, ref)]
-            put_cpus = [s.put_cpu / f.put_cpu for s, f in zip(served_runs, ref)]
+            put_cpus = [s.put_cpu / f.put_cpu if f.put_cpu else math.nan
+                        for s, f in zip(served_runs, ref)]
             print(f"  {kind}, {client} client, against the reference: get+ack "
                   f"{median(vs):.2f}x (rounds: {', '.join(f'{x:.2f}' for x in vs)}); "
                   f"server CPU per URL {median(cpus):.2f}x (rounds: "

@@ -8,9 +8,9 @@
 // PutDiscovered: URLS URLs over 500 hosts (https://h<i % 500>.example/PREFIX/p/<i>) in
 // batches of BATCH, one stream; then GetURLs calls of max_queues=BATCH in a loop while
 // one PutURLs stream, open throughout, answers each URL as it comes with a KnownURLItem
-// (done for good), until every URL is acked. Prints put=<URLs/s> after PutDiscovered,
-// waits for a line on its standard input (the bench reads the server's CPU meanwhile),
-// then prints ok=<URLs taken> getack=<URLs/s>.
+// (done for good), until every URL is acked. Prints ready before PutDiscovered and
+// put=<URLs/s> after it, waits for a line on its standard input (the bench reads the
+// server's CPU meanwhile), then prints ok=<URLs taken> getack=<URLs/s>.
 
 import io.grpc.ManagedChannel;
 import io.grpc.ManagedChannelBuilder;
@@ -77,6 +77,9 @@ public final class UfClient {
                 if (s == AckMessage.Status.OK) taken.incrementAndGet();
               }
             });
+    // (the bench takes the server's CPU for PutDiscovered from here)
+    System.out.println("ready");
+    System.out.flush();
     long t0 = System.nanoTime();
     StreamObserver<DiscoveredBatch> put = async.putDiscovered(batchAcks);
     for (int i = 0; i < n; i += batch) {

@@ -335,7 +335,7 @@ def _as_values_without_log(c: sqlite3.Connection) -> None:
     """Make a store file's named values as schemas 1 to 7 kept them: in ``vals`` only."""
     c.execute("INSERT OR REPLACE INTO vals SELECT name, value, expires FROM vals_log")
     c.execute("DROP TABLE vals_log")
-    c.execute("DELETE FROM meta WHERE name IN ('vals_seq', 'vals_merged')")
+    c.execute("DELETE FROM meta WHERE name IN ('vals_seq', 'vals_merged', 'vals_rows')")
 
 
 def test_sqlite_schema_7_file_keeps_its_values(tmp_path: Path) -> None:

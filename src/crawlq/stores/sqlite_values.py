@@ -34,17 +34,19 @@ from collections.abc import Sequence
 from .sqlite_levels import chunks, insert_flat, marks
 
 LOG_ROWS = 50_000
-"""Values written into the log (replacements included) that make the next write merge
-it into ``vals``, while ``vals`` holds up to ``LOG_SHARE`` times as many."""
+"""Values written into the log (replacements included) at which the write that reaches
+them merges it into ``vals``, while ``vals`` holds up to ``LOG_SHARE`` times as many."""
 MAX_LOG_ROWS = 200_000
-"""The most values the log holds before a merge, however big ``vals``: the names a
-connection keeps in memory (~35 MB of them at most)."""
+"""The most values written into the log before a merge however big ``vals`` is (the
+merging write's batch aside): the names a connection keeps in memory (~33 MB of
+``crawlq serve``'s at most)."""
 LOG_SHARE = 4
 """The log holds up to 1/LOG_SHARE of ``vals``' rows (see :func:`log_limit`)."""
 
 
 def log_limit(rows: int) -> int:
-    """Values in the log that make the next write merge it, with ``rows`` in ``vals``.
+    """Values in the log at which the write that reaches them merges it, with ``rows``
+    in ``vals``.
 
     A merge writes every page of ``vals`` that the log's names fall on: nearly all of
     them once the log holds more values than ``vals`` has pages, as it soon does (names
@@ -127,8 +129,9 @@ class ValueLog:
 
     def _emptied(self, c: sqlite3.Connection, seq: int) -> None:
         c.execute("DELETE FROM vals_log")
-        # (vals' rows counted once a merge: a read of every page, which the merge
-        # has just written, sets the next log's size for every connection)
+        # (vals' rows counted once a merge: a scan of the table, from the OS's cache or
+        # the WAL past SQLite's own, cheaper than the merge that rewrote it; it sets
+        # the next log's size for every connection)
         (rows,) = c.execute("SELECT count(*) FROM vals").fetchone()
         c.executemany("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
                       (("vals_merged", seq), ("vals_rows", rows)))
