@@ -47,12 +47,14 @@ constexpr long WINDOW = 4096;  // messages of a call read ahead of Python's cons
 constexpr long WINDOW_BYTES = 8 << 20;  // and their bytes: a call's reading pauses at either
 // A message with more queued behind it is written with gRPC's buffer hint (it may wait
 // for them: one sendmsg for many small messages instead of one each, the kernel's TCP
-// path being most of this thread's CPU), up to HINT_BYTES between flushes, far below
-// the HTTP/2 transport's write buffer (64 KiB), past which a hinted write's completion
-// would wait for a flush that only a later write could start. Never on a call's first
-// message, which carries its initial metadata (hinted, it never completes: gRPC issue
-// 12975).
+// path being most of this thread's CPU), up to HINT_BYTES (with gRPC's 5-byte prefix of
+// each) between flushes: below the HTTP/2 transport's write buffer (65535 bytes by
+// default), under which gRPC completes a hinted write at once; the budget bounds how
+// long data is held back. The last message queued always goes unhinted, and flushes
+// those before it. Never on a call's first message, which carries its initial metadata
+// (hinted, it never completes: gRPC issue 12975).
 constexpr size_t HINT_BYTES = 16 << 10;
+constexpr size_t PREFIX_BYTES = 5;  // (gRPC's length prefix of a message)
 
 struct Event {
   uint64_t call;
@@ -369,9 +371,10 @@ void Call::Pump() {
     grpc::Slice next = std::move(queued_.front());
     queued_.pop_front();
     grpc::WriteOptions options;
-    if (wrote_ && !queued_.empty() && hinted_ + next.size() < HINT_BYTES) {
+    size_t bytes = next.size() + PREFIX_BYTES;
+    if (wrote_ && !queued_.empty() && hinted_ + bytes < HINT_BYTES) {
       options.set_buffer_hint();  // (the next message follows at once: see HINT_BYTES)
-      hinted_ += next.size();
+      hinted_ += bytes;
     } else {
       hinted_ = 0;
     }
