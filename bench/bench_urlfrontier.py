@@ -124,8 +124,9 @@ def served(target: str, n: int, batch: int, pid: int, client: str,
            tag: str = "", java: list[str] | None = None) -> Run:
     """The client's PutDiscovered, then GetURLs + ack, against ``target`` (the server's
     process ``pid``): their rates, the server's CPU per URL in each and its memory
-    after (a :class:`Run`). ``tag``: in the URLs' paths, to make them new to a server that has
-    served before. ``client``: pb, raw or java (``java``: the command that runs it)."""
+    after (a :class:`Run`). ``tag``: in the URLs' paths, to make them new to a server
+    that has served before. ``client``: pb, raw or java (``java``: the command that
+    runs it)."""
     if client == "java":
         assert java is not None
         return _served_java(java, target, n, batch, pid, tag)
@@ -134,8 +135,8 @@ def served(target: str, n: int, batch: int, pid: int, client: str,
 
 def _served_java(java: list[str], target: str, n: int, batch: int, pid: int,
                  tag: str) -> Run:
-    """:func:`served` by the Java client; the server's CPU taken when it says its
-    PutDiscovered is over and again at its end."""
+    """:func:`served` by the Java client; the server's CPU taken when the client says
+    it is ready (its JVM up), when its PutDiscovered is over, and at its end."""
     p = subprocess.Popen([*java, target, str(n), str(batch), f"{tag}p"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert p.stdin is not None and p.stdout is not None
@@ -481,13 +482,14 @@ def report(a: argparse.Namespace,
             puts = [s.put / f.put for s, f in zip(served_runs, ref)]
             put_cpus = [s.put_cpu / f.put_cpu if f.put_cpu else math.nan
                         for s, f in zip(served_runs, ref)]
-            print(f"  {kind}, {client} client, against the reference: get+ack "
-                  f"{median(vs):.2f}x (rounds: {', '.join(f'{x:.2f}' for x in vs)}); "
-                  f"server CPU per URL {median(cpus):.2f}x (rounds: "
-                  f"{', '.join(f'{x:.2f}' for x in cpus)}); PutDiscovered "
-                  f"{median(puts):.2f}x (rounds: {', '.join(f'{x:.2f}' for x in puts)}), "
-                  f"its server CPU per URL {median(put_cpus):.2f}x (rounds: "
-                  f"{', '.join(f'{x:.2f}' for x in put_cpus)})")
+            print(f"  {kind}, {client} client, against the reference: get+ack {_each(vs)}; "
+                  f"server CPU per URL {_each(cpus)}; PutDiscovered {_each(puts)}, its "
+                  f"server CPU per URL {_each(put_cpus)}")
+
+
+def _each(ratios: list[float]) -> str:
+    """Ratios of each round as the report gives them: their median, then each."""
+    return f"{median(ratios):.2f}x (rounds: {', '.join(f'{x:.2f}' for x in ratios)})"
 
 
 if __name__ == "__main__":
