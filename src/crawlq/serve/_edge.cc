@@ -384,7 +384,6 @@ void Call::Pump() {
     stream_.Write(out_, options, &t_write_);
     return;
   }
-  queued_.clear();
   if (tell_drained_ && !ending_) {
     tell_drained_ = false;
     edge_->Push(Event{id_, DRAINED, {}, {}, {}});
